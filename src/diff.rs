@@ -1,0 +1,456 @@
+//! desired × facts → actions. Pure: no I/O, unit-tested on facts alone.
+//!
+//! This is where idempotency, drift, adoption and stale-route removal are
+//! decided. Every desired item yields one [`Item`]; an item without an action
+//! is already right ("unchanged").
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::facts::LinuxFacts;
+use crate::plan::NodePlan;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Record the node's pod CIDR on the host (`/etc/kwinctl/pod-cidr`).
+    RecordPodCidr {
+        pod_cidr: Ipv4Net,
+    },
+    EnableForwarding,
+    AddRoute {
+        dst: Ipv4Net,
+        via: Ipv4Addr,
+    },
+    /// A route to the right destination exists but has the wrong next hop, or
+    /// is not marked as kwinctl's: replace it with kwinctl's.
+    ReplaceRoute {
+        dst: Ipv4Net,
+        via: Ipv4Addr,
+        was_via: Option<Ipv4Addr>,
+        was_proto: String,
+    },
+    /// A kwinctl route the desired state no longer has (a node left).
+    DelRoute {
+        dst: Ipv4Net,
+        via: Option<Ipv4Addr>,
+    },
+    /// `/etc/kwinctl/boot.sh`: re-applies forwarding and routes at boot.
+    WriteBootScript {
+        #[serde(skip)]
+        content: String,
+    },
+    /// The systemd unit that runs boot.sh at boot.
+    InstallUnit {
+        #[serde(skip)]
+        content: String,
+    },
+    /// `reset`: remove boot.sh, the pod CIDR record and the unit.
+    RemoveNodeFiles,
+}
+
+impl Action {
+    pub fn describe(&self) -> String {
+        match self {
+            Action::RecordPodCidr { pod_cidr } => {
+                format!("record pod CIDR {pod_cidr} in /etc/kwinctl/pod-cidr")
+            }
+            Action::EnableForwarding => "enable IPv4 forwarding".into(),
+            Action::AddRoute { dst, via } => format!("add route {dst} via {via}"),
+            Action::ReplaceRoute {
+                dst,
+                via,
+                was_via,
+                was_proto,
+            } => match was_via {
+                Some(w) if w != via => format!("replace route {dst} via {w} with via {via}"),
+                _ => format!("adopt route {dst} via {via} (proto {was_proto}) as kwinctl's"),
+            },
+            Action::DelRoute { dst, via } => match via {
+                Some(v) => format!("remove stale route {dst} via {v}"),
+                None => format!("remove stale route {dst}"),
+            },
+            Action::WriteBootScript { .. } => {
+                "write /etc/kwinctl/boot.sh (restores forwarding and routes at boot)".into()
+            }
+            Action::InstallUnit { .. } => {
+                "install and enable kwinctl-boot.service (runs boot.sh at boot)".into()
+            }
+            Action::RemoveNodeFiles => {
+                "remove /etc/kwinctl/boot.sh, /etc/kwinctl/pod-cidr and kwinctl-boot.service".into()
+            }
+        }
+    }
+}
+
+/// One desired thing on a host, and what (if anything) must change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Item {
+    pub key: String,
+    pub action: Option<Action>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostDiff {
+    pub items: Vec<Item>,
+    pub notes: Vec<String>,
+}
+
+impl HostDiff {
+    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+        self.items.iter().filter_map(|i| i.action.as_ref())
+    }
+    pub fn changes(&self) -> usize {
+        self.actions().count()
+    }
+}
+
+/// The host's facts contradict the recorded state: nothing is changed on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Conflict(pub String);
+
+/// What a Linux node should have, beyond its [`NodePlan`].
+pub struct LinuxDesired<'a> {
+    pub node: &'a NodePlan,
+    pub boot_script: &'a str,
+    pub unit: &'a str,
+}
+
+pub fn sha256_hex(s: &str) -> String {
+    let d = Sha256::digest(s.as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn diff_linux(d: &LinuxDesired, f: &LinuxFacts) -> Result<HostDiff, Conflict> {
+    let node = d.node;
+    let mut items = Vec::new();
+    let mut notes = Vec::new();
+
+    match f.recorded_pod_cidr {
+        Some(rec) if rec != node.pod_cidr => {
+            return Err(Conflict(format!(
+                "the host records pod CIDR {rec} (/etc/kwinctl/pod-cidr) but the state file assigns {}; \
+                 nothing was changed on it. If the state file is wrong, pin `pod_cidr: {rec}` for {} in the inventory; \
+                 to move the node, run `kwinctl reset --limit {}` first",
+                node.pod_cidr, node.name, node.name
+            )));
+        }
+        rec => items.push(Item {
+            key: format!("pod-cidr {}", node.pod_cidr),
+            action: rec.is_none().then_some(Action::RecordPodCidr {
+                pod_cidr: node.pod_cidr,
+            }),
+        }),
+    }
+
+    items.push(Item {
+        key: "ip-forward".into(),
+        action: (!f.ip_forward).then_some(Action::EnableForwarding),
+    });
+
+    let desired = node.routes();
+    // Index the host's routes by destination (first one wins, like the kernel
+    // with equal metrics).
+    let mut have: BTreeMap<Ipv4Net, &crate::facts::Route> = BTreeMap::new();
+    for r in &f.routes {
+        have.entry(r.dst).or_insert(r);
+    }
+    for (dst, via) in &desired {
+        let action = match have.get(dst) {
+            None => Some(Action::AddRoute {
+                dst: *dst,
+                via: *via,
+            }),
+            Some(r) if r.via == Some(*via) && r.owned() => None,
+            Some(r) => Some(Action::ReplaceRoute {
+                dst: *dst,
+                via: *via,
+                was_via: r.via,
+                was_proto: r.proto.clone(),
+            }),
+        };
+        items.push(Item {
+            key: format!("route {dst}"),
+            action,
+        });
+    }
+    for r in &f.routes {
+        if desired.contains_key(&r.dst) {
+            continue;
+        }
+        if r.owned() {
+            items.push(Item {
+                key: format!("stale route {}", r.dst),
+                action: Some(Action::DelRoute {
+                    dst: r.dst,
+                    via: r.via,
+                }),
+            });
+        } else if r.dst.prefix_len() > 0
+            && crate::inventory::nets_overlap(&r.dst, &node.cluster_cidr)
+            && r.dst != node.pod_cidr
+            && !r.dst.contains(&node.pod_cidr)
+        {
+            notes.push(format!(
+                "route {} ({}) inside the cluster CIDR is not kwinctl's; left alone",
+                r.dst,
+                r.via
+                    .map(|v| format!("via {v}"))
+                    .unwrap_or_else(|| format!("dev {}", r.dev.as_deref().unwrap_or("?")))
+            ));
+        }
+    }
+
+    let boot_sha = sha256_hex(d.boot_script);
+    items.push(Item {
+        key: "boot script".into(),
+        action: (f.boot_sha.as_deref() != Some(boot_sha.as_str())).then(|| {
+            Action::WriteBootScript {
+                content: d.boot_script.to_string(),
+            }
+        }),
+    });
+    if f.systemd {
+        let unit_sha = sha256_hex(d.unit);
+        items.push(Item {
+            key: "boot unit".into(),
+            action: (f.unit_sha.as_deref() != Some(unit_sha.as_str()) || !f.unit_enabled).then(
+                || Action::InstallUnit {
+                    content: d.unit.to_string(),
+                },
+            ),
+        });
+    } else {
+        notes.push(
+            "no systemd on this host: routes do not come back by themselves after a reboot; \
+             run /etc/kwinctl/boot.sh at boot or rerun `kwinctl up`"
+                .into(),
+        );
+    }
+    Ok(HostDiff { items, notes })
+}
+
+/// `reset`: remove every kwinctl route and file from a Linux host. IP
+/// forwarding is left on: other software may rely on it.
+pub fn diff_reset_linux(f: &LinuxFacts) -> HostDiff {
+    let mut items: Vec<Item> = f
+        .routes
+        .iter()
+        .filter(|r| r.owned())
+        .map(|r| Item {
+            key: format!("route {}", r.dst),
+            action: Some(Action::DelRoute {
+                dst: r.dst,
+                via: r.via,
+            }),
+        })
+        .collect();
+    let has_files = f.recorded_pod_cidr.is_some() || f.boot_sha.is_some() || f.unit_sha.is_some();
+    items.push(Item {
+        key: "node files".into(),
+        action: has_files.then_some(Action::RemoveNodeFiles),
+    });
+    HostDiff {
+        items,
+        notes: vec!["IPv4 forwarding is left on".into()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Route;
+    use crate::inventory::Os;
+    use crate::plan::Peer;
+
+    fn node() -> NodePlan {
+        let peer = |n: &str, a: &str, c: &str| Peer {
+            name: n.into(),
+            address: a.parse().unwrap(),
+            pod_cidr: c.parse().unwrap(),
+            gateway: crate::plan::gateway(&c.parse().unwrap()),
+        };
+        NodePlan {
+            name: "a".into(),
+            os: Os::Linux,
+            address: "198.18.1.2".parse().unwrap(),
+            pod_cidr: "198.19.0.0/24".parse().unwrap(),
+            gateway: "198.19.0.1".parse().unwrap(),
+            cluster_name: "t".into(),
+            cluster_cidr: "198.19.0.0/16".parse().unwrap(),
+            peers: vec![
+                peer("b", "198.18.1.3", "198.19.1.0/24"),
+                peer("c", "198.18.1.4", "198.19.2.0/24"),
+            ],
+        }
+    }
+
+    const BOOT: &str = "#!/bin/sh\nboot\n";
+    const UNIT: &str = "[Unit]\n";
+
+    fn route(dst: &str, via: Option<&str>, proto: &str) -> Route {
+        Route {
+            dst: dst.parse().unwrap(),
+            via: via.map(|v| v.parse().unwrap()),
+            dev: Some("eth0".into()),
+            proto: proto.into(),
+        }
+    }
+
+    fn converged() -> LinuxFacts {
+        LinuxFacts {
+            hostname: "a".into(),
+            ip_forward: true,
+            systemd: true,
+            routes: vec![
+                route("198.18.1.0/24", None, "kernel"),
+                route("198.19.1.0/24", Some("198.18.1.3"), "198"),
+                route("198.19.2.0/24", Some("198.18.1.4"), "198"),
+            ],
+            recorded_pod_cidr: Some("198.19.0.0/24".parse().unwrap()),
+            boot_sha: Some(sha256_hex(BOOT)),
+            unit_sha: Some(sha256_hex(UNIT)),
+            unit_enabled: true,
+            reach: Default::default(),
+        }
+    }
+
+    fn run(f: &LinuxFacts) -> Result<HostDiff, Conflict> {
+        let n = node();
+        diff_linux(
+            &LinuxDesired {
+                node: &n,
+                boot_script: BOOT,
+                unit: UNIT,
+            },
+            f,
+        )
+    }
+
+    fn actions(d: &HostDiff) -> Vec<String> {
+        d.actions().map(|a| a.describe()).collect()
+    }
+
+    #[test]
+    fn empty_host_gets_everything() {
+        let d = run(&LinuxFacts::fresh(true)).unwrap();
+        assert_eq!(
+            actions(&d),
+            [
+                "record pod CIDR 198.19.0.0/24 in /etc/kwinctl/pod-cidr",
+                "enable IPv4 forwarding",
+                "add route 198.19.1.0/24 via 198.18.1.3",
+                "add route 198.19.2.0/24 via 198.18.1.4",
+                "write /etc/kwinctl/boot.sh (restores forwarding and routes at boot)",
+                "install and enable kwinctl-boot.service (runs boot.sh at boot)",
+            ]
+        );
+    }
+
+    #[test]
+    fn converged_host_has_nothing_to_do() {
+        let d = run(&converged()).unwrap();
+        assert_eq!(d.changes(), 0, "{:?}", actions(&d));
+        assert_eq!(d.items.len(), 6);
+    }
+
+    #[test]
+    fn drifted_next_hop_is_replaced() {
+        let mut f = converged();
+        f.routes[1] = route("198.19.1.0/24", Some("198.18.1.9"), "198");
+        let d = run(&f).unwrap();
+        assert_eq!(
+            actions(&d),
+            ["replace route 198.19.1.0/24 via 198.18.1.9 with via 198.18.1.3"]
+        );
+    }
+
+    #[test]
+    fn manual_route_with_right_hop_is_adopted() {
+        let mut f = converged();
+        f.routes[1] = route("198.19.1.0/24", Some("198.18.1.3"), "boot");
+        let d = run(&f).unwrap();
+        assert_eq!(
+            actions(&d),
+            ["adopt route 198.19.1.0/24 via 198.18.1.3 (proto boot) as kwinctl's"]
+        );
+    }
+
+    #[test]
+    fn stale_owned_route_is_removed() {
+        let mut f = converged();
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "198"));
+        let d = run(&f).unwrap();
+        assert_eq!(
+            actions(&d),
+            ["remove stale route 198.19.9.0/24 via 198.18.1.10"]
+        );
+    }
+
+    #[test]
+    fn foreign_routes_are_left_alone() {
+        let mut f = converged();
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "static"));
+        f.routes
+            .push(route("0.0.0.0/0", Some("198.18.1.1"), "boot"));
+        f.routes
+            .push(route("10.0.0.0/8", Some("198.18.1.1"), "boot"));
+        // the node's own pod bridge
+        f.routes.push(route("198.19.0.0/24", None, "kernel"));
+        let d = run(&f).unwrap();
+        assert_eq!(d.changes(), 0, "{:?}", actions(&d));
+        assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
+        assert!(d.notes[0].contains("198.19.9.0/24"));
+    }
+
+    #[test]
+    fn recorded_cidr_conflict_changes_nothing() {
+        let mut f = converged();
+        f.recorded_pod_cidr = Some("198.19.7.0/24".parse().unwrap());
+        let e = run(&f).unwrap_err();
+        assert!(e.0.contains("198.19.7.0/24"), "{e}");
+        assert!(e.0.contains("pod_cidr: 198.19.7.0/24"), "{e}");
+    }
+
+    #[test]
+    fn changed_boot_script_and_disabled_unit() {
+        let mut f = converged();
+        f.boot_sha = Some(sha256_hex("old"));
+        f.unit_enabled = false;
+        let d = run(&f).unwrap();
+        assert_eq!(d.changes(), 2, "{:?}", actions(&d));
+    }
+
+    #[test]
+    fn reset_removes_only_owned_routes_and_files() {
+        let mut f = converged();
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "static"));
+        let d = diff_reset_linux(&f);
+        assert_eq!(
+            actions(&d),
+            [
+                "remove stale route 198.19.1.0/24 via 198.18.1.3",
+                "remove stale route 198.19.2.0/24 via 198.18.1.4",
+                "remove /etc/kwinctl/boot.sh, /etc/kwinctl/pod-cidr and kwinctl-boot.service",
+            ]
+        );
+        assert_eq!(diff_reset_linux(&LinuxFacts::fresh(false)).changes(), 0);
+    }
+
+    #[test]
+    fn no_systemd_is_noted_not_installed() {
+        let mut f = converged();
+        f.systemd = false;
+        let d = run(&f).unwrap();
+        assert_eq!(d.changes(), 0);
+        assert!(d.notes.iter().any(|n| n.contains("no systemd")));
+    }
+}

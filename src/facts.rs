@@ -1,0 +1,252 @@
+//! Typed facts parsed from a probe's JSON.
+//!
+//! The probe prints one line `KWINCTL-FACTS {json}`. Anything else on stdout
+//! (motd, shell noise) is ignored. Facts that are not what the probe promises
+//! fail the host with a message; they never panic.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Deserialize;
+
+/// The route protocol number kwinctl marks its Linux routes with
+/// (`ip route ... proto 198`), so that it only ever removes its own.
+pub const ROUTE_PROTO: u8 = 198;
+pub const FACTS_MARKER: &str = "KWINCTL-FACTS ";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("the probe printed no facts (no `KWINCTL-FACTS` line); stderr: {0}")]
+    Missing(String),
+    #[error("the probe's facts are not valid: {0}")]
+    Invalid(String),
+}
+
+/// One IPv4 route from the host's main table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub dst: Ipv4Net,
+    pub via: Option<Ipv4Addr>,
+    pub dev: Option<String>,
+    /// `ip`'s protocol field: "kernel", "static", "198", … ("boot" when absent).
+    pub proto: String,
+}
+
+impl Route {
+    pub fn owned(&self) -> bool {
+        self.proto == ROUTE_PROTO.to_string() || self.proto == "kwinctl"
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxFacts {
+    pub hostname: String,
+    pub ip_forward: bool,
+    pub systemd: bool,
+    pub routes: Vec<Route>,
+    /// The pod CIDR kwinctl recorded on the host (`/etc/kwinctl/pod-cidr`).
+    pub recorded_pod_cidr: Option<Ipv4Net>,
+    /// sha256 of `/etc/kwinctl/boot.sh`.
+    pub boot_sha: Option<String>,
+    /// sha256 of the systemd unit, and whether it is enabled.
+    pub unit_sha: Option<String>,
+    pub unit_enabled: bool,
+    /// Reachability of other nodes' addresses, when the probe was asked.
+    pub reach: BTreeMap<Ipv4Addr, bool>,
+}
+
+#[derive(Deserialize)]
+struct RawLinux {
+    v: u32,
+    os: String,
+    hostname: String,
+    ip_forward: String,
+    systemd: bool,
+    routes: Vec<RawRoute>,
+    pod_cidr: String,
+    boot_sha: String,
+    unit_sha: String,
+    unit_enabled: String,
+    reach: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct RawRoute {
+    dst: String,
+    #[serde(default)]
+    gateway: Option<String>,
+    #[serde(default)]
+    dev: Option<String>,
+    #[serde(default)]
+    protocol: Option<serde_json::Value>,
+}
+
+/// Find the facts line in a probe's stdout.
+pub fn facts_json<'a>(stdout: &'a str, stderr: &str) -> Result<&'a str, FactsError> {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(FACTS_MARKER))
+        .ok_or_else(|| FactsError::Missing(crate::report::clip(stderr.trim(), 400)))
+}
+
+fn sha(s: String) -> Option<String> {
+    let s = s.trim().to_string();
+    (s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())).then_some(s)
+}
+
+fn parse_dst(s: &str) -> Option<Ipv4Net> {
+    if s == "default" {
+        return Some(Ipv4Net::default());
+    }
+    if s.contains('/') {
+        s.parse().ok()
+    } else {
+        s.parse::<Ipv4Addr>()
+            .ok()
+            .map(|a| Ipv4Net::new(a, 32).expect("/32"))
+    }
+}
+
+impl LinuxFacts {
+    pub fn parse(json: &str) -> Result<LinuxFacts, FactsError> {
+        let raw: RawLinux =
+            serde_json::from_str(json).map_err(|e| FactsError::Invalid(e.to_string()))?;
+        if raw.v != 1 || raw.os != "linux" {
+            return Err(FactsError::Invalid(format!(
+                "expected a version 1 linux probe, got version {} os {:?}",
+                raw.v, raw.os
+            )));
+        }
+        let ip_forward = match raw.ip_forward.trim() {
+            "1" => true,
+            "0" | "" => false,
+            other => {
+                return Err(FactsError::Invalid(format!(
+                    "ip_forward is {other:?}, expected 0 or 1"
+                )));
+            }
+        };
+        let mut routes = Vec::new();
+        for r in raw.routes {
+            // Non-IPv4 or special destinations (e.g. "unreachable") are skipped.
+            let Some(dst) = parse_dst(&r.dst) else {
+                continue;
+            };
+            let via =
+                match r.gateway {
+                    Some(g) => Some(g.parse::<Ipv4Addr>().map_err(|_| {
+                        FactsError::Invalid(format!("route {dst} has gateway {g:?}"))
+                    })?),
+                    None => None,
+                };
+            let proto = match r.protocol {
+                None => "boot".to_string(),
+                Some(serde_json::Value::String(s)) => s,
+                Some(serde_json::Value::Number(n)) => n.to_string(),
+                Some(other) => {
+                    return Err(FactsError::Invalid(format!(
+                        "route {dst} has protocol {other}"
+                    )));
+                }
+            };
+            routes.push(Route {
+                dst,
+                via,
+                dev: r.dev,
+                proto,
+            });
+        }
+        let recorded_pod_cidr = match raw.pod_cidr.trim() {
+            "" => None,
+            s => Some(s.parse::<Ipv4Net>().map_err(|_| {
+                FactsError::Invalid(format!("/etc/kwinctl/pod-cidr holds {s:?}, not a CIDR"))
+            })?),
+        };
+        let mut reach = BTreeMap::new();
+        for r in raw.reach {
+            let mut it = r.split_whitespace();
+            let (Some(ip), Some(res)) = (it.next(), it.next()) else {
+                return Err(FactsError::Invalid(format!("reach entry {r:?}")));
+            };
+            let ip = ip
+                .parse::<Ipv4Addr>()
+                .map_err(|_| FactsError::Invalid(format!("reach entry {r:?}")))?;
+            reach.insert(ip, res == "ok");
+        }
+        Ok(LinuxFacts {
+            hostname: raw.hostname,
+            ip_forward,
+            systemd: raw.systemd,
+            routes,
+            recorded_pod_cidr,
+            boot_sha: sha(raw.boot_sha),
+            unit_sha: sha(raw.unit_sha),
+            unit_enabled: raw.unit_enabled.trim() == "enabled",
+            reach,
+        })
+    }
+
+    /// A freshly installed host: what `render` diffs against.
+    pub fn fresh(systemd: bool) -> LinuxFacts {
+        LinuxFacts {
+            hostname: String::new(),
+            systemd,
+            ..LinuxFacts::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub const SAMPLE: &str = r#"{"v":1,"os":"linux","hostname":"h1","ip_forward":"1","systemd":false,
+      "routes":[{"dst":"default","gateway":"198.18.1.1","dev":"eth0"},
+                {"dst":"198.18.1.0/24","dev":"eth0","protocol":"kernel","scope":"link"},
+                {"dst":"198.19.1.0/24","gateway":"198.18.1.3","dev":"eth0","protocol":"198"},
+                {"dst":"10.1.2.3","dev":"eth0","protocol":"static"}],
+      "pod_cidr":"198.19.0.0/24\n","boot_sha":"","unit_sha":"","unit_enabled":"",
+      "reach":["198.18.1.3 ok","198.18.1.4 fail"]}"#;
+
+    #[test]
+    fn parses_a_probe() {
+        let f = LinuxFacts::parse(SAMPLE).unwrap();
+        assert!(f.ip_forward);
+        assert_eq!(f.routes.len(), 4);
+        assert_eq!(f.routes[0].dst.to_string(), "0.0.0.0/0");
+        assert_eq!(f.routes[0].proto, "boot");
+        assert!(f.routes[2].owned());
+        assert_eq!(f.routes[3].dst.to_string(), "10.1.2.3/32");
+        assert_eq!(f.recorded_pod_cidr.unwrap().to_string(), "198.19.0.0/24");
+        assert_eq!(f.reach.len(), 2);
+        assert!(!f.reach[&"198.18.1.4".parse::<Ipv4Addr>().unwrap()]);
+    }
+
+    #[test]
+    fn bad_facts_are_errors_not_panics() {
+        for bad in [
+            "",
+            "{",
+            &SAMPLE[..SAMPLE.len() / 2],
+            r#"{"v":1}"#,
+            &SAMPLE.replace(r#""ip_forward":"1""#, r#""ip_forward":"yes""#),
+            &SAMPLE.replace(r#""gateway":"198.18.1.3""#, r#""gateway":"x""#),
+            &SAMPLE.replace(r#""v":1"#, r#""v":7"#),
+            &SAMPLE.replace("198.19.0.0/24\\n", "garbage"),
+        ] {
+            assert!(LinuxFacts::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn finds_the_marker_among_noise() {
+        let out = format!("welcome!\n{FACTS_MARKER}{{\"a\":1}}\n");
+        assert_eq!(facts_json(&out, "").unwrap(), "{\"a\":1}");
+        assert!(matches!(
+            facts_json("nothing", "sh: ip: not found"),
+            Err(FactsError::Missing(m)) if m.contains("ip: not found")
+        ));
+    }
+}

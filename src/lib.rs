@@ -1,0 +1,14 @@
+//! kwinctl: bootstrap Kubernetes clusters with Windows Server and Linux
+//! workers.
+//!
+//! Data flow: inventory → plan → facts → diff → render/apply → verify → report.
+
+pub mod diff;
+pub mod facts;
+pub mod inventory;
+pub mod plan;
+pub mod render;
+pub mod report;
+pub mod run;
+pub mod transport;
+pub mod verify;

@@ -1,0 +1,388 @@
+//! Pod CIDR allocation, the state file, and the desired state per host.
+//!
+//! Allocation is a pure function of (inventory, recorded state): pins win,
+//! recorded assignments are kept, new hosts get the lowest free block in
+//! inventory order. So a host keeps its block when hosts are reordered, added
+//! or removed, and `check`/`plan` show exactly what `up` will record.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use crate::inventory::{Host, Inventory, Os, nets_overlap};
+
+/// The state file kept beside the inventory.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct State {
+    pub version: u32,
+    pub cluster: String,
+    pub cluster_cidr: Option<Ipv4Net>,
+    /// host name (lower case) → pod CIDR
+    pub pod_cidrs: BTreeMap<String, Ipv4Net>,
+}
+
+pub fn state_path(inventory: &Path) -> PathBuf {
+    let stem = inventory
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "inventory".into());
+    inventory.with_file_name(format!("{stem}.kwinctl-state.json"))
+}
+
+impl State {
+    pub fn load(path: &Path) -> Result<State> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "state file {} is not valid; restore it from a backup or move it away to start over (pins in the inventory keep CIDRs stable)",
+                    path.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State {
+                version: 1,
+                ..State::default()
+            }),
+            Err(e) => Err(e).with_context(|| format!("cannot read state file {}", path.display())),
+        }
+    }
+
+    /// Write atomically (temp file in the same folder, fsync, rename) with
+    /// owner-only permissions.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".kwinctl-state")
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+        let text = serde_json::to_string_pretty(self)? + "\n";
+        tmp.write_all(text.as_bytes())?;
+        tmp.as_file().sync_all()?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        tmp.persist(path)
+            .with_context(|| format!("cannot write state file {}", path.display()))?;
+        Ok(())
+    }
+}
+
+/// Where a host's pod CIDR came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Pinned,
+    Recorded,
+    New,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Assignment {
+    pub host: String,
+    pub os: Os,
+    pub address: Ipv4Addr,
+    pub pod_cidr: Ipv4Net,
+    pub gateway: Ipv4Addr,
+    pub source: Source,
+}
+
+#[derive(Debug, Clone)]
+pub struct Allocation {
+    pub assignments: Vec<Assignment>,
+    /// Things the operator should know (a pin overriding a recorded block, …).
+    pub notes: Vec<String>,
+    /// The state to record after this allocation.
+    pub state: State,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AllocError(pub String);
+
+/// The first usable address of a block: the pod network's gateway.
+pub fn gateway(net: &Ipv4Net) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(net.network()) + 1)
+}
+
+pub fn allocate(inv: &Inventory, state: &State) -> Result<Allocation, AllocError> {
+    let cc = inv.cluster.cluster_cidr;
+    let prefix = inv.cluster.node_prefix;
+    let mut notes = Vec::new();
+    let mut taken: BTreeSet<Ipv4Net> = BTreeSet::new();
+    let mut chosen: Vec<Option<(Ipv4Net, Source)>> = vec![None; inv.hosts.len()];
+    let usable = |n: &Ipv4Net| n.prefix_len() == prefix && cc.contains(n);
+
+    // 1. pins
+    for (i, h) in inv.hosts.iter().enumerate() {
+        if let Some(pin) = h.pod_cidr {
+            if let Some(rec) = state.pod_cidrs.get(&key(h))
+                && *rec != pin
+            {
+                notes.push(format!(
+                    "{}: pinned to {pin}; the state file had {rec}: its routes will move",
+                    h.name
+                ));
+            }
+            taken.insert(pin);
+            chosen[i] = Some((pin, Source::Pinned));
+        }
+    }
+    // 2. recorded assignments that still fit
+    for (i, h) in inv.hosts.iter().enumerate() {
+        if chosen[i].is_some() {
+            continue;
+        }
+        if let Some(rec) = state.pod_cidrs.get(&key(h)) {
+            if !usable(rec) {
+                notes.push(format!(
+                    "{}: recorded {rec} no longer fits cluster CIDR {cc} /{prefix}: a new block is assigned",
+                    h.name
+                ));
+            } else if taken.iter().any(|t| nets_overlap(t, rec)) {
+                notes.push(format!(
+                    "{}: recorded {rec} is now pinned by another host: a new block is assigned",
+                    h.name
+                ));
+            } else {
+                taken.insert(*rec);
+                chosen[i] = Some((*rec, Source::Recorded));
+            }
+        }
+    }
+    // 3. new hosts: lowest free block, in inventory order
+    let mut candidates = cc
+        .subnets(prefix)
+        .map_err(|e| AllocError(format!("cannot split {cc} into /{prefix}: {e}")))?;
+    for (i, h) in inv.hosts.iter().enumerate() {
+        if chosen[i].is_some() {
+            continue;
+        }
+        let block = loop {
+            match candidates.next() {
+                Some(c) if taken.iter().any(|t| nets_overlap(t, &c)) => continue,
+                Some(c) if c.contains(&h.address) => continue,
+                Some(c) => break c,
+                None => {
+                    return Err(AllocError(format!(
+                        "cluster CIDR {cc} has no free /{prefix} block left for host {}: use a larger cluster_cidr",
+                        h.name
+                    )));
+                }
+            }
+        };
+        taken.insert(block);
+        chosen[i] = Some((block, Source::New));
+    }
+    let assignments: Vec<Assignment> = inv
+        .hosts
+        .iter()
+        .zip(chosen)
+        .map(|(h, c)| {
+            let (net, source) = c.expect("every host allocated");
+            Assignment {
+                host: h.name.clone(),
+                os: h.os,
+                address: h.address,
+                pod_cidr: net,
+                gateway: gateway(&net),
+                source,
+            }
+        })
+        .collect();
+    let state = State {
+        version: 1,
+        cluster: inv.cluster.name.clone(),
+        cluster_cidr: Some(cc),
+        pod_cidrs: inv
+            .hosts
+            .iter()
+            .zip(&assignments)
+            .map(|(h, a)| (key(h), a.pod_cidr))
+            .collect(),
+    };
+    Ok(Allocation {
+        assignments,
+        notes,
+        state,
+    })
+}
+
+fn key(h: &Host) -> String {
+    h.name.to_ascii_lowercase()
+}
+
+/// Another node, as seen from one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peer {
+    pub name: String,
+    pub address: Ipv4Addr,
+    pub pod_cidr: Ipv4Net,
+    pub gateway: Ipv4Addr,
+}
+
+/// What one node should look like.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodePlan {
+    pub name: String,
+    pub os: Os,
+    pub address: Ipv4Addr,
+    pub pod_cidr: Ipv4Net,
+    pub gateway: Ipv4Addr,
+    pub cluster_name: String,
+    pub cluster_cidr: Ipv4Net,
+    pub peers: Vec<Peer>,
+}
+
+impl NodePlan {
+    /// Desired routes: every other node's pod CIDR via that node's address.
+    pub fn routes(&self) -> BTreeMap<Ipv4Net, Ipv4Addr> {
+        self.peers.iter().map(|p| (p.pod_cidr, p.address)).collect()
+    }
+}
+
+pub fn node_plans(inv: &Inventory, alloc: &Allocation) -> Vec<NodePlan> {
+    alloc
+        .assignments
+        .iter()
+        .map(|a| NodePlan {
+            name: a.host.clone(),
+            os: a.os,
+            address: a.address,
+            pod_cidr: a.pod_cidr,
+            gateway: a.gateway,
+            cluster_name: inv.cluster.name.clone(),
+            cluster_cidr: inv.cluster.cluster_cidr,
+            peers: alloc
+                .assignments
+                .iter()
+                .filter(|p| p.host != a.host)
+                .map(|p| Peer {
+                    name: p.host.clone(),
+                    address: p.address,
+                    pod_cidr: p.pod_cidr,
+                    gateway: p.gateway,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
+        let mut s = String::from(
+            "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\nhosts:\n",
+        );
+        for (n, a, pin) in hosts {
+            s += &format!("  - name: {n}\n    os: linux\n    address: {a}\n");
+            if let Some(p) = pin {
+                s += &format!("    pod_cidr: {p}\n");
+            }
+        }
+        Inventory::parse(Path::new("i.yaml"), &s).unwrap()
+    }
+
+    fn cidrs(a: &Allocation) -> Vec<String> {
+        a.assignments
+            .iter()
+            .map(|x| x.pod_cidr.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn fresh_allocation_in_order_and_pins_win() {
+        let i = inv(&[
+            ("a", "198.18.1.2", None),
+            ("b", "198.18.1.3", Some("198.19.0.0/24")),
+            ("c", "198.18.1.4", None),
+        ]);
+        let a = allocate(&i, &State::default()).unwrap();
+        assert_eq!(
+            cidrs(&a),
+            ["198.19.1.0/24", "198.19.0.0/24", "198.19.2.0/24"]
+        );
+        assert_eq!(a.assignments[0].gateway.to_string(), "198.19.1.1");
+    }
+
+    #[test]
+    fn stable_under_reorder_add_remove() {
+        let i1 = inv(&[
+            ("a", "198.18.1.2", None),
+            ("b", "198.18.1.3", None),
+            ("c", "198.18.1.4", None),
+        ]);
+        let a1 = allocate(&i1, &State::default()).unwrap();
+        // reorder, remove b, add d
+        let i2 = inv(&[
+            ("d", "198.18.1.5", None),
+            ("c", "198.18.1.4", None),
+            ("a", "198.18.1.2", None),
+        ]);
+        let a2 = allocate(&i2, &a1.state).unwrap();
+        assert_eq!(
+            cidrs(&a2),
+            ["198.19.1.0/24", "198.19.2.0/24", "198.19.0.0/24"]
+        );
+        assert_eq!(a2.assignments[0].source, Source::New);
+        assert_eq!(a2.assignments[1].source, Source::Recorded);
+        assert!(!a2.state.pod_cidrs.contains_key("b"));
+    }
+
+    #[test]
+    fn pin_taking_a_recorded_block_moves_the_other_host() {
+        let i1 = inv(&[("a", "198.18.1.2", None), ("b", "198.18.1.3", None)]);
+        let a1 = allocate(&i1, &State::default()).unwrap();
+        let i2 = inv(&[
+            ("a", "198.18.1.2", None),
+            ("b", "198.18.1.3", Some("198.19.0.0/24")),
+        ]);
+        let a2 = allocate(&i2, &a1.state).unwrap();
+        // b left 198.19.1.0/24 for its pin, so a gets that block.
+        assert_eq!(cidrs(&a2), ["198.19.1.0/24", "198.19.0.0/24"]);
+        assert_eq!(a2.notes.len(), 2, "{:?}", a2.notes);
+    }
+
+    #[test]
+    fn state_file_round_trip_is_atomic_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.kwinctl-state.json");
+        let i = inv(&[("a", "198.18.1.2", None)]);
+        let a = allocate(&i, &State::default()).unwrap();
+        a.state.save(&p).unwrap();
+        assert_eq!(State::load(&p).unwrap(), a.state);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+
+    #[test]
+    fn peers_and_routes() {
+        let i = inv(&[
+            ("a", "198.18.1.2", None),
+            ("b", "198.18.1.3", None),
+            ("c", "198.18.1.4", None),
+        ]);
+        let a = allocate(&i, &State::default()).unwrap();
+        let plans = node_plans(&i, &a);
+        let r = plans[0].routes();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[&"198.19.1.0/24".parse().unwrap()].to_string(),
+            "198.18.1.3"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! The minijinja environment over `templates/` (embedded in the binary).
+//!
+//! Templates only say *how* to do one action on one OS; which actions run is
+//! decided in `diff`. Every value that reaches a script goes through the `sh`
+//! filter (single-quoted) or `sh_comment` (made safe for a comment line).
+
+use std::net::Ipv4Addr;
+
+use minijinja::{Environment, UndefinedBehavior, context};
+
+use crate::diff::Action;
+use crate::facts::ROUTE_PROTO;
+use crate::plan::NodePlan;
+
+/// Every template, embedded: (name, source).
+const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "linux/prelude.sh",
+        include_str!("../templates/linux/prelude.sh.j2"),
+    ),
+    (
+        "linux/probe.sh",
+        include_str!("../templates/linux/probe.sh.j2"),
+    ),
+    (
+        "linux/record_pod_cidr.sh",
+        include_str!("../templates/linux/record_pod_cidr.sh.j2"),
+    ),
+    (
+        "linux/enable_forwarding.sh",
+        include_str!("../templates/linux/enable_forwarding.sh.j2"),
+    ),
+    (
+        "linux/set_route.sh",
+        include_str!("../templates/linux/set_route.sh.j2"),
+    ),
+    (
+        "linux/del_route.sh",
+        include_str!("../templates/linux/del_route.sh.j2"),
+    ),
+    (
+        "linux/write_boot_script.sh",
+        include_str!("../templates/linux/write_boot_script.sh.j2"),
+    ),
+    (
+        "linux/install_unit.sh",
+        include_str!("../templates/linux/install_unit.sh.j2"),
+    ),
+    (
+        "linux/remove_node_files.sh",
+        include_str!("../templates/linux/remove_node_files.sh.j2"),
+    ),
+    (
+        "linux/boot.sh",
+        include_str!("../templates/linux/boot.sh.j2"),
+    ),
+    (
+        "linux/boot.service",
+        include_str!("../templates/linux/boot.service.j2"),
+    ),
+];
+
+/// Quote a value for POSIX sh: always single quotes, `'` as `'\''`.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Make a value safe inside a `#` comment: no line breaks or control chars.
+fn sh_comment(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+pub struct Renderer {
+    env: Environment<'static>,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How long the verify probe waits for each ping (seconds).
+pub const PING_WAIT_SECS: u32 = 2;
+
+impl Renderer {
+    pub fn new() -> Renderer {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(true);
+        env.add_filter("sh", |v: String| sh_quote(&v));
+        env.add_filter("sh_comment", |v: String| sh_comment(&v));
+        for (name, src) in TEMPLATES {
+            env.add_template(name, src)
+                .unwrap_or_else(|e| panic!("template {name}: {e}"));
+        }
+        Renderer { env }
+    }
+
+    fn render(&self, name: &str, ctx: minijinja::Value) -> String {
+        self.env
+            .get_template(name)
+            .and_then(|t| t.render(ctx))
+            .unwrap_or_else(|e| panic!("template {name}: {e:#}"))
+    }
+
+    /// The read-only probe; `reach` lists addresses to ping (verify).
+    pub fn linux_probe(&self, reach: &[Ipv4Addr]) -> String {
+        let reach: Vec<String> = reach.iter().map(|a| a.to_string()).collect();
+        self.render(
+            "linux/probe.sh",
+            context! { reach, ping_wait => PING_WAIT_SECS },
+        )
+    }
+
+    /// `/etc/kwinctl/boot.sh` for a node.
+    pub fn linux_boot_script(&self, node: &NodePlan) -> String {
+        let routes: Vec<_> = node
+            .routes()
+            .into_iter()
+            .map(|(dst, via)| context! { dst => dst.to_string(), via => via.to_string() })
+            .collect();
+        self.render(
+            "linux/boot.sh",
+            context! {
+                host => node.name, cluster => node.cluster_name,
+                pod_cidr => node.pod_cidr.to_string(), routes, proto => ROUTE_PROTO,
+            },
+        )
+    }
+
+    pub fn linux_unit(&self) -> String {
+        self.render("linux/boot.service", context! {})
+    }
+
+    /// The shell for one action (a body run under `set -e`).
+    pub fn linux_action(&self, a: &Action) -> String {
+        let p = ROUTE_PROTO;
+        match a {
+            Action::RecordPodCidr { pod_cidr } => self.render(
+                "linux/record_pod_cidr.sh",
+                context! { pod_cidr => pod_cidr.to_string() },
+            ),
+            Action::EnableForwarding => self.render("linux/enable_forwarding.sh", context! {}),
+            Action::AddRoute { dst, via } | Action::ReplaceRoute { dst, via, .. } => self.render(
+                "linux/set_route.sh",
+                context! { dst => dst.to_string(), via => via.to_string(), proto => p },
+            ),
+            Action::DelRoute { dst, .. } => self.render(
+                "linux/del_route.sh",
+                context! { dst => dst.to_string(), proto => p },
+            ),
+            Action::WriteBootScript { content } => {
+                self.render("linux/write_boot_script.sh", context! { content })
+            }
+            Action::InstallUnit { content } => {
+                self.render("linux/install_unit.sh", context! { content })
+            }
+            Action::RemoveNodeFiles => self.render("linux/remove_node_files.sh", context! {}),
+        }
+    }
+
+    /// One script for a host: the prelude, each action as a function run by
+    /// `kw_run` (stopping at the first failure), then — when `then_probe` is
+    /// given — the probe, so that applying and re-probing is one remote call.
+    pub fn linux_script(
+        &self,
+        host: &str,
+        cluster: &str,
+        actions: &[&Action],
+        then_probe: Option<&[Ipv4Addr]>,
+    ) -> String {
+        let mut s = self.render("linux/prelude.sh", context! { host, cluster });
+        for (i, a) in actions.iter().enumerate() {
+            let body = self.linux_action(a);
+            s.push_str(&format!(
+                "\n# action {i}: {}\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run {i} kw_action_{i} || exit 0\n",
+                sh_comment(&a.describe()),
+                body.trim_end()
+            ));
+        }
+        if let Some(reach) = then_probe {
+            s.push('\n');
+            s.push_str(&self.linux_probe(reach));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        assert_eq!(sh_comment("a\nrm -rf /"), "a?rm -rf /");
+    }
+
+    #[test]
+    fn every_template_renders_and_actions_are_wrapped() {
+        let r = Renderer::new();
+        let acts = [
+            Action::RecordPodCidr {
+                pod_cidr: "198.19.0.0/24".parse().unwrap(),
+            },
+            Action::EnableForwarding,
+            Action::AddRoute {
+                dst: "198.19.1.0/24".parse().unwrap(),
+                via: "198.18.1.3".parse().unwrap(),
+            },
+            Action::DelRoute {
+                dst: "198.19.9.0/24".parse().unwrap(),
+                via: None,
+            },
+            Action::WriteBootScript {
+                content: "#!/bin/sh\necho hi\n".into(),
+            },
+            Action::RemoveNodeFiles,
+        ];
+        let refs: Vec<&Action> = acts.iter().collect();
+        let s = r.linux_script("h'1", "c", &refs, Some(&["198.18.1.3".parse().unwrap()]));
+        assert!(s.contains("kw_run 5 kw_action_5 || exit 0"), "{s}");
+        assert!(s.contains("ip -4 route replace '198.19.1.0/24' via '198.18.1.3' proto 198"));
+        assert!(s.contains("ip -4 route del '198.19.9.0/24' proto 198"));
+        assert!(s.contains("#!/bin/sh\necho hi\nKWINCTL_BOOT_EOF\n"), "{s}");
+        assert!(s.contains("ping -n -c 1 -W 2 '198.18.1.3'"));
+        assert!(s.trim_end().ends_with("\"$kw_reach\""), "{s}");
+    }
+}

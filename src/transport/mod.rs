@@ -1,0 +1,128 @@
+//! How kwinctl reaches a host: one [`Session`] per host per command, one
+//! remote call per script.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::inventory::{Connection, Host};
+
+pub mod ssh;
+
+/// What a script printed and how it ended.
+#[derive(Debug, Clone, Default)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    /// `None` when the remote side gave no exit status (killed by a signal,
+    /// connection lost).
+    pub exit: Option<u32>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    #[error("cannot connect to {addr}: {msg}")]
+    Connect { addr: String, msg: String },
+    #[error(
+        "HOST KEY MISMATCH for {host}: the server presented {seen}, but {file} line {line} expects {expected}. \
+         If the host was reinstalled, remove the old entry (ssh-keygen -R {host} -f {file}) and reconnect; \
+         otherwise someone may be intercepting the connection"
+    )]
+    HostKeyMismatch {
+        host: String,
+        seen: String,
+        expected: String,
+        file: String,
+        line: usize,
+    },
+    #[error(
+        "unknown host key for {host} ({seen}): not in {file}. Verify the fingerprint, then add it \
+         (ssh-keyscan {host} >> {file}) or rerun with --accept-new-host-keys to trust it on first use"
+    )]
+    UnknownHostKey {
+        host: String,
+        seen: String,
+        file: String,
+    },
+    #[error("authentication failed for {user}@{host}: {msg}")]
+    Auth {
+        user: String,
+        host: String,
+        msg: String,
+    },
+    #[error("connection to {host} lost: {msg}")]
+    Lost { host: String, msg: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl TransportError {
+    /// Whether trying again might help. Host-key and authentication failures
+    /// never are.
+    pub fn retriable(&self) -> bool {
+        matches!(self, TransportError::Connect { .. })
+    }
+}
+
+/// A connection to one host.
+pub trait Session: Send {
+    /// Run one script; stdout, stderr and the exit status come back.
+    fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>>;
+    /// Close politely.
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// Settings shared by every connection of one command.
+#[derive(Clone)]
+pub struct ConnectOptions {
+    pub connect_timeout: Duration,
+    pub accept_new_host_keys: bool,
+    /// Parsed `~/.ssh/config` (or the file given with --ssh-config).
+    pub ssh_config: Option<Arc<ssh2_config::SshConfig>>,
+    pub key_cache: ssh::KeyCache,
+}
+
+impl ConnectOptions {
+    pub fn new(
+        connect_timeout: Duration,
+        accept_new_host_keys: bool,
+        ssh_config: Option<PathBuf>,
+    ) -> Result<ConnectOptions, String> {
+        let ssh_config = match ssh_config {
+            None => None,
+            Some(p) if !p.exists() => None,
+            Some(p) => {
+                let f = std::fs::File::open(&p)
+                    .map_err(|e| format!("cannot read ssh config {}: {e}", p.display()))?;
+                let cfg = ssh2_config::SshConfig::default()
+                    .parse(
+                        &mut std::io::BufReader::new(f),
+                        ssh2_config::ParseRule::ALLOW_UNKNOWN_FIELDS,
+                    )
+                    .map_err(|e| format!("ssh config {}: {e}", p.display()))?;
+                Some(Arc::new(cfg))
+            }
+        };
+        Ok(ConnectOptions {
+            connect_timeout,
+            accept_new_host_keys,
+            ssh_config,
+            key_cache: ssh::KeyCache::default(),
+        })
+    }
+}
+
+/// Open a session to a host over its configured transport.
+pub async fn connect(
+    host: &Host,
+    opts: &ConnectOptions,
+) -> Result<Box<dyn Session>, TransportError> {
+    match &host.connection {
+        Connection::Ssh(s) => Ok(Box::new(ssh::SshSession::connect(host, s, opts).await?)),
+        Connection::WinRm(_) => Err(TransportError::Setup(
+            "WinRM is not supported yet: give this Windows host an `ssh:` block to reach it over OpenSSH".into(),
+        )),
+    }
+}

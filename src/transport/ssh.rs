@@ -1,0 +1,422 @@
+//! SSH sessions with russh: key file or ssh-agent, known_hosts checked,
+//! `~/.ssh/config` honoured for HostName, Port, User and IdentityFile.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use russh::ChannelMsg;
+use russh::client::{self, Handle};
+use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
+
+use super::{ConnectOptions, Output, Session, TransportError};
+use crate::inventory::{Host, SshSettings};
+
+/// Environment variable holding the passphrase of an encrypted key file.
+pub const PASSPHRASE_ENV: &str = "KWINCTL_SSH_PASSPHRASE";
+/// Cap on what one script may print, so a runaway host cannot exhaust memory.
+const MAX_OUTPUT: usize = 16 << 20;
+
+/// Private keys loaded once per command, shared by every connection.
+#[derive(Clone, Default)]
+pub struct KeyCache(Arc<Mutex<HashMap<PathBuf, Arc<PrivateKey>>>>);
+
+impl KeyCache {
+    fn load(&self, path: &Path) -> Result<Arc<PrivateKey>, String> {
+        if let Some(k) = self.0.lock().unwrap().get(path) {
+            return Ok(k.clone());
+        }
+        let pass = std::env::var(PASSPHRASE_ENV).ok();
+        let key = russh::keys::load_secret_key(path, pass.as_deref()).map_err(|e| {
+            let hint = if pass.is_none() {
+                format!(" (if it is encrypted, set {PASSPHRASE_ENV} or load it into ssh-agent)")
+            } else {
+                String::new()
+            };
+            format!("cannot load key {}: {e}{hint}", path.display())
+        })?;
+        let key = Arc::new(key);
+        self.0
+            .lock()
+            .unwrap()
+            .insert(path.to_path_buf(), key.clone());
+        Ok(key)
+    }
+}
+
+/// Serialises appends to known_hosts files (trust on first use).
+static LEARN_LOCK: Mutex<()> = Mutex::new(());
+
+struct Checker {
+    host: String,
+    port: u16,
+    known_hosts: PathBuf,
+    accept_new: bool,
+    verdict: Arc<Mutex<Option<TransportError>>>,
+}
+
+fn fingerprint(k: &PublicKey) -> String {
+    format!(
+        "{} {}",
+        k.algorithm().as_str(),
+        k.fingerprint(HashAlg::Sha256)
+    )
+}
+
+impl Checker {
+    fn check(&self, key: &PublicKey) -> Result<bool, TransportError> {
+        let file = self.known_hosts.display().to_string();
+        let known = russh::keys::known_hosts::known_host_keys_path(
+            &self.host,
+            self.port,
+            &self.known_hosts,
+        )
+        .map_err(|e| TransportError::Setup(format!("cannot read known_hosts {file}: {e}")))?;
+        if known.iter().any(|(_, k)| k == key) {
+            return Ok(true);
+        }
+        if let Some((line, expected)) = known
+            .iter()
+            .find(|(_, k)| k.algorithm() == key.algorithm())
+            .or(known.first())
+        {
+            return Err(TransportError::HostKeyMismatch {
+                host: self.host.clone(),
+                seen: fingerprint(key),
+                expected: fingerprint(expected),
+                file,
+                line: *line,
+            });
+        }
+        if self.accept_new {
+            let _g = LEARN_LOCK.lock().unwrap();
+            if let Some(dir) = self.known_hosts.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            russh::keys::known_hosts::learn_known_hosts_path(
+                &self.host,
+                self.port,
+                key,
+                &self.known_hosts,
+            )
+            .map_err(|e| TransportError::Setup(format!("cannot record host key in {file}: {e}")))?;
+            return Ok(true);
+        }
+        Err(TransportError::UnknownHostKey {
+            host: self.host.clone(),
+            seen: fingerprint(key),
+            file,
+        })
+    }
+}
+
+impl client::Handler for Checker {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        key: &russh::keys::PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        let russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } = key else {
+            *self.verdict.lock().unwrap() = Some(TransportError::Setup(format!(
+                "{} presented a host certificate; kwinctl checks plain host keys against known_hosts",
+                self.host
+            )));
+            return Ok(false);
+        };
+        match self.check(key) {
+            Ok(ok) => Ok(ok),
+            Err(e) => {
+                *self.verdict.lock().unwrap() = Some(e);
+                Ok(false)
+            }
+        }
+    }
+}
+
+pub struct SshSession {
+    handle: Handle<Checker>,
+    host: String,
+    /// `sudo -n` when not logging in as root.
+    sudo: bool,
+}
+
+/// Where and how to connect, after `~/.ssh/config`.
+struct Target {
+    addr: String,
+    port: u16,
+    user: String,
+    identities: Vec<PathBuf>,
+}
+
+fn target(host: &Host, s: &SshSettings, opts: &ConnectOptions) -> Target {
+    let params = opts
+        .ssh_config
+        .as_ref()
+        .map(|c| c.query(&host.name))
+        .filter(|p| {
+            p.host_name.is_some()
+                || p.user.is_some()
+                || p.port.is_some()
+                || p.identity_file.is_some()
+        });
+    let addr = params
+        .as_ref()
+        .and_then(|p| p.host_name.clone())
+        .unwrap_or_else(|| host.address.to_string());
+    let port = s
+        .port
+        .or(params.as_ref().and_then(|p| p.port))
+        .unwrap_or(22);
+    let user = s
+        .user
+        .clone()
+        .or(params.as_ref().and_then(|p| p.user.clone()))
+        .unwrap_or_else(|| "root".into());
+    let identities = match (
+        &s.identity,
+        params.as_ref().and_then(|p| p.identity_file.clone()),
+    ) {
+        (Some(i), _) => vec![i.clone()],
+        (None, Some(list)) => list,
+        (None, None) => Vec::new(),
+    };
+    Target {
+        addr,
+        port,
+        user,
+        identities,
+    }
+}
+
+fn default_identities() -> Vec<PathBuf> {
+    let Some(home) = std::env::var_os("HOME") else {
+        return Vec::new();
+    };
+    ["id_ed25519", "id_ecdsa", "id_rsa"]
+        .iter()
+        .map(|n| PathBuf::from(&home).join(".ssh").join(n))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+impl SshSession {
+    pub async fn connect(
+        host: &Host,
+        s: &SshSettings,
+        opts: &ConnectOptions,
+    ) -> Result<SshSession, TransportError> {
+        let t = target(host, s, opts);
+        let verdict = Arc::new(Mutex::new(None));
+        let checker = Checker {
+            host: t.addr.clone(),
+            port: t.port,
+            known_hosts: s.known_hosts.clone(),
+            accept_new: opts.accept_new_host_keys,
+            verdict: verdict.clone(),
+        };
+        let config = Arc::new(client::Config {
+            nodelay: true,
+            inactivity_timeout: None,
+            ..Default::default()
+        });
+        let addr = format!("{}:{}", t.addr, t.port);
+        let connect = async {
+            let tcp = tokio::net::TcpStream::connect(&addr).await.map_err(|e| {
+                TransportError::Connect {
+                    addr: addr.clone(),
+                    msg: e.to_string(),
+                }
+            })?;
+            let _ = tcp.set_nodelay(true);
+            client::connect_stream(config, tcp, checker)
+                .await
+                .map_err(|e| {
+                    verdict
+                        .lock()
+                        .unwrap()
+                        .take()
+                        .unwrap_or(TransportError::Connect {
+                            addr: addr.clone(),
+                            msg: format!("SSH handshake failed: {e}"),
+                        })
+                })
+        };
+        let mut handle = match tokio::time::timeout(opts.connect_timeout, connect).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(TransportError::Connect {
+                    addr,
+                    msg: format!("no answer within {:?}", opts.connect_timeout),
+                });
+            }
+        };
+        let auth = tokio::time::timeout(
+            opts.connect_timeout,
+            authenticate(&mut handle, &t, &host.name, opts),
+        )
+        .await
+        .map_err(|_| TransportError::Auth {
+            user: t.user.clone(),
+            host: host.name.clone(),
+            msg: format!("no answer within {:?}", opts.connect_timeout),
+        })?;
+        auth?;
+        Ok(SshSession {
+            handle,
+            host: host.name.clone(),
+            sudo: t.user != "root",
+        })
+    }
+
+    async fn exec(&mut self, script: &str) -> Result<Output, TransportError> {
+        let lost = |e: russh::Error| TransportError::Lost {
+            host: self.host.clone(),
+            msg: e.to_string(),
+        };
+        let mut ch = self.handle.channel_open_session().await.map_err(lost)?;
+        let cmd = if self.sudo {
+            "sudo -n /bin/sh -s"
+        } else {
+            "/bin/sh -s"
+        };
+        ch.exec(true, cmd).await.map_err(lost)?;
+        ch.data(script.as_bytes()).await.map_err(lost)?;
+        ch.eof().await.map_err(lost)?;
+        let mut out = Output::default();
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let mut signal = None;
+        while let Some(msg) = ch.wait().await {
+            match msg {
+                ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
+                    stdout.extend_from_slice(&data);
+                }
+                ChannelMsg::ExtendedData { data, .. } if stderr.len() < MAX_OUTPUT => {
+                    stderr.extend_from_slice(&data);
+                }
+                ChannelMsg::ExitStatus { exit_status } => out.exit = Some(exit_status),
+                ChannelMsg::ExitSignal {
+                    signal_name,
+                    error_message,
+                    ..
+                } => signal = Some(format!("{signal_name:?} {error_message}")),
+                _ => {}
+            }
+        }
+        out.stdout = String::from_utf8_lossy(&stdout).into_owned();
+        out.stderr = String::from_utf8_lossy(&stderr).into_owned();
+        if let Some(sig) = signal {
+            out.stderr.push_str(&format!("\nkilled by signal {sig}"));
+        }
+        if out.exit.is_none() && self.handle.is_closed() {
+            return Err(TransportError::Lost {
+                host: self.host.clone(),
+                msg: "the connection closed before the script finished".into(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+async fn authenticate(
+    handle: &mut Handle<Checker>,
+    t: &Target,
+    name: &str,
+    opts: &ConnectOptions,
+) -> Result<(), TransportError> {
+    let fail = |msg: String| TransportError::Auth {
+        user: t.user.clone(),
+        host: name.to_string(),
+        msg,
+    };
+    let lost = |e: russh::Error| TransportError::Lost {
+        host: name.to_string(),
+        msg: e.to_string(),
+    };
+    let rsa_hash = handle
+        .best_supported_rsa_hash()
+        .await
+        .map_err(lost)?
+        .flatten();
+    let mut tried = Vec::new();
+    // Explicit keys first (inventory, then ssh config).
+    for path in &t.identities {
+        let key = opts.key_cache.load(path).map_err(fail)?;
+        let key = PrivateKeyWithHashAlg::new(key, rsa_hash);
+        if handle
+            .authenticate_publickey(&t.user, key)
+            .await
+            .map_err(lost)?
+            .success()
+        {
+            return Ok(());
+        }
+        tried.push(path.display().to_string());
+    }
+    // Then the agent.
+    if t.identities.is_empty() && std::env::var_os("SSH_AUTH_SOCK").is_some() {
+        match russh::keys::agent::client::AgentClient::connect_env().await {
+            Ok(mut agent) => {
+                let ids = agent.request_identities().await.unwrap_or_default();
+                for id in ids {
+                    let russh::keys::agent::AgentIdentity::PublicKey { key, .. } = id else {
+                        continue;
+                    };
+                    let r = handle
+                        .authenticate_publickey_with(&t.user, key, rsa_hash, &mut agent)
+                        .await;
+                    if matches!(r, Ok(ref a) if a.success()) {
+                        return Ok(());
+                    }
+                }
+                tried.push("ssh-agent".into());
+            }
+            Err(e) => tried.push(format!("ssh-agent (unreachable: {e})")),
+        }
+    }
+    // Then the usual default key files.
+    if t.identities.is_empty() {
+        for path in default_identities() {
+            let Ok(key) = opts.key_cache.load(&path) else {
+                continue;
+            };
+            let key = PrivateKeyWithHashAlg::new(key, rsa_hash);
+            if handle
+                .authenticate_publickey(&t.user, key)
+                .await
+                .map_err(lost)?
+                .success()
+            {
+                return Ok(());
+            }
+            tried.push(path.display().to_string());
+        }
+    }
+    Err(fail(if tried.is_empty() {
+        "no key to offer: set ssh.identity in the inventory or start ssh-agent".into()
+    } else {
+        format!(
+            "the server refused every key offered ({}); check the user and authorized_keys",
+            tried.join(", ")
+        )
+    }))
+}
+
+impl Session for SshSession {
+    fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>> {
+        self.exec(script).boxed()
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        async move {
+            let _ = self
+                .handle
+                .disconnect(russh::Disconnect::ByApplication, "", "en")
+                .await;
+        }
+        .boxed()
+    }
+}
