@@ -53,7 +53,15 @@ pub struct LinuxFacts {
     pub unit_sha: Option<String>,
     pub unit_enabled: bool,
     /// Reachability of other nodes' addresses, when the probe was asked.
-    pub reach: BTreeMap<Ipv4Addr, bool>,
+    pub reach: BTreeMap<Ipv4Addr, Reach>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    Ok,
+    NoAnswer,
+    /// The host has no `ping` to test with.
+    NoPing,
 }
 
 #[derive(Deserialize)]
@@ -173,7 +181,13 @@ impl LinuxFacts {
             let ip = ip
                 .parse::<Ipv4Addr>()
                 .map_err(|_| FactsError::Invalid(format!("reach entry {r:?}")))?;
-            reach.insert(ip, res == "ok");
+            let res = match res {
+                "ok" => Reach::Ok,
+                "fail" => Reach::NoAnswer,
+                "noping" => Reach::NoPing,
+                _ => return Err(FactsError::Invalid(format!("reach entry {r:?}"))),
+            };
+            reach.insert(ip, res);
         }
         Ok(LinuxFacts {
             hostname: raw.hostname,
@@ -221,7 +235,10 @@ mod tests {
         assert_eq!(f.routes[3].dst.to_string(), "10.1.2.3/32");
         assert_eq!(f.recorded_pod_cidr.unwrap().to_string(), "198.19.0.0/24");
         assert_eq!(f.reach.len(), 2);
-        assert!(!f.reach[&"198.18.1.4".parse::<Ipv4Addr>().unwrap()]);
+        assert_eq!(
+            f.reach[&"198.18.1.4".parse::<Ipv4Addr>().unwrap()],
+            Reach::NoAnswer
+        );
     }
 
     #[test]
@@ -235,6 +252,7 @@ mod tests {
             &SAMPLE.replace(r#""gateway":"198.18.1.3""#, r#""gateway":"x""#),
             &SAMPLE.replace(r#""v":1"#, r#""v":7"#),
             &SAMPLE.replace("198.19.0.0/24\\n", "garbage"),
+            &SAMPLE.replace("198.18.1.4 fail", "198.18.1.4 maybe"),
         ] {
             assert!(LinuxFacts::parse(bad).is_err(), "{bad}");
         }

@@ -398,12 +398,17 @@ impl Inventory {
     }
 }
 
+/// The first line of a YAML error, without the parser's own
+/// `error: line L column C:` prefix (we print the position ourselves).
 fn first_line(s: &str) -> String {
-    s.lines()
-        .next()
-        .unwrap_or("invalid YAML")
-        .trim()
-        .to_string()
+    let mut l = s.lines().next().unwrap_or("invalid YAML").trim();
+    l = l.strip_prefix("error: ").unwrap_or(l);
+    if l.starts_with("line ")
+        && let Some((_, rest)) = l.split_once(": ")
+    {
+        l = rest;
+    }
+    l.to_string()
 }
 
 fn yaml_hint(msg: &str) -> String {
@@ -575,7 +580,7 @@ impl Validator {
         let blocks = block_count(&cluster.cluster_cidr, cluster.node_prefix);
         if (hosts.len() as u64) > blocks {
             self.problem(
-                (&raw.hosts).into(),
+                (&raw.cluster.cluster_cidr).into(),
                 format!(
                     "{} hosts do not fit in cluster CIDR {}: it holds {blocks} /{} blocks",
                     hosts.len(),

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::diff::{Action, Conflict, HostDiff};
-use crate::facts::LinuxFacts;
+use crate::facts::{LinuxFacts, Reach};
 use crate::plan::NodePlan;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -66,8 +66,15 @@ pub fn verify_linux(
     }
     for p in &node.peers {
         let (pass, detail) = match facts.reach.get(&p.address) {
-            Some(true) => (true, String::new()),
-            Some(false) => (
+            Some(Reach::Ok) => (true, String::new()),
+            Some(Reach::NoPing) => (
+                false,
+                format!(
+                    "cannot test: {} has no `ping` (install iputils-ping)",
+                    node.name
+                ),
+            ),
+            Some(Reach::NoAnswer) => (
                 false,
                 format!(
                     "no answer to ping from {} within {} s",

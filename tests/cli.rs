@@ -1,0 +1,165 @@
+//! The CLI contract without hosts: offline commands, bad input → exit 2 with
+//! file:line:column, nothing contacted.
+
+mod common;
+
+use common::{kwinctl, text, write};
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
+
+#[test]
+fn check_prints_the_seed_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("example.yaml");
+    std::fs::copy(EXAMPLE, &inv).unwrap();
+    let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for (h, ip, cidr, gw) in [
+        ("Lin01", "10.0.0.10", "192.168.0.0/24", "192.168.0.1"),
+        ("Win01", "10.0.0.11", "192.168.1.0/24", "192.168.1.1"),
+        ("Win02", "10.0.0.12", "192.168.2.0/24", "192.168.2.1"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!(" {h} ")))
+            .unwrap_or_else(|| panic!("{h} missing:\n{out}"));
+        for want in [ip, cidr, gw] {
+            assert!(line.contains(want), "{line}");
+        }
+    }
+    // offline: no state file is written by check
+    assert!(!dir.path().join("example.kwinctl-state.json").exists());
+    let o = kwinctl(&["check", "-i", inv.to_str().unwrap(), "--output", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["hosts"][1]["pod_cidr"], "192.168.1.0/24");
+}
+
+#[test]
+fn render_gives_the_seed_routes_for_lin01() {
+    let o = kwinctl(&["render", "-i", EXAMPLE, "--host", "lin01"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("ip -4 route replace '192.168.1.0/24' via '10.0.0.11' proto 198"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ip -4 route replace '192.168.2.0/24' via '10.0.0.12' proto 198"),
+        "{out}"
+    );
+    assert!(
+        out.contains("echo 1 > /proc/sys/net/ipv4/ip_forward"),
+        "{out}"
+    );
+    assert!(!out.contains("Win01 ("), "--host limits the output");
+    // the rendered script is valid sh
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("s.sh");
+    write(&f, &out);
+    let st = std::process::Command::new("sh")
+        .arg("-n")
+        .arg(&f)
+        .status()
+        .unwrap();
+    assert!(st.success(), "sh -n rejected the script");
+    let o = kwinctl(&["render", "-i", EXAMPLE, "--host", "win01"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("not supported yet"));
+}
+
+fn bad(inv_text: &str, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("bad.yaml");
+    write(&inv, inv_text);
+    let mut a = args.to_vec();
+    let p = inv.to_str().unwrap().to_string();
+    a.extend(["-i", &p]);
+    let o = kwinctl(&a);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!dir.path().join("bad.kwinctl-state.json").exists());
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const GOOD: &str = "\
+cluster:
+  name: demo
+  cluster_cidr: 198.19.0.0/16
+  service_cidr: 198.18.240.0/20
+  api_server: https://198.18.9.2:6443
+defaults:
+  ssh: { known_hosts: /nonexistent/known_hosts, identity: /nonexistent/id }
+hosts:
+  - name: a
+    os: linux
+    address: 198.18.9.2
+  - name: b
+    os: linux
+    address: 198.18.9.3
+";
+
+#[test]
+fn bad_inventories_exit_2_with_file_line_column() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "    os: linux\n    address: 198.18.9.3",
+            "    os: linux\n    adress: 198.18.9.3",
+            ":14:5: unknown field `adress`",
+        ),
+        ("name: b", "name: a", ":12:11: duplicate host name"),
+        ("198.18.9.3", "198.18.9.2", ":14:14: duplicate address"),
+        (
+            "198.19.0.0/16",
+            "198.19.0.0/24",
+            ":3:17: 2 hosts do not fit",
+        ),
+        ("198.18.240.0/20", "198.19.128.0/17", ":4:17: service_cidr"),
+        (
+            "address: 198.18.9.3",
+            "address: 198.19.3.3",
+            ":14:14: host b address 198.19.3.3 is inside the cluster CIDR",
+        ),
+        (
+            "address: 198.18.9.3",
+            "address: 198.18.9.3\n    pod_cidr: 10.0.0.0/24",
+            ":15:15: host b pod_cidr 10.0.0.0/24 is outside",
+        ),
+        (
+            "address: 198.18.9.3",
+            "address: 999.1.1.1",
+            "not an IPv4 address",
+        ),
+        ("cluster:", "cluster: [", ":"),
+    ];
+    for (from, to, want) in cases {
+        let text = GOOD.replacen(from, to, 1);
+        assert_ne!(text, GOOD, "{from}");
+        let err = bad(&text, &["check"]);
+        assert!(err.contains("bad.yaml"), "{err}");
+        assert!(err.contains(want), "want {want:?} in:\n{err}");
+        assert!(err.contains("fix:"), "no hint:\n{err}");
+    }
+    // empty host list
+    let text = GOOD.split("hosts:").next().unwrap().to_string() + "hosts: []\n";
+    assert!(bad(&text, &["check"]).contains("empty"));
+}
+
+#[test]
+fn missing_identity_is_bad_input_before_contacting_anything() {
+    let err = bad(GOOD, &["verify"]);
+    assert!(
+        err.contains("identity file /nonexistent/id cannot be read"),
+        "{err}"
+    );
+    // --limit naming an unknown host
+    let good_id = GOOD.replace("identity: /nonexistent/id", "identity: /dev/null");
+    let err = bad(&good_id, &["plan", "--limit", "zz"]);
+    assert!(err.contains("\"zz\""), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = kwinctl(&["up"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = kwinctl(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

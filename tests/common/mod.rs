@@ -1,0 +1,92 @@
+//! Shared helpers for integration tests: the local lab (network namespaces
+//! with their own sshd) and a runner for the kwinctl binary.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// Run the kwinctl binary with a bounded wait; panics if it hangs.
+pub fn kwinctl(args: &[&str]) -> Output {
+    kwinctl_env(args, &[])
+}
+
+pub fn kwinctl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kwinctl"));
+    cmd.args(args)
+        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .env_remove("SSH_AUTH_SOCK");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_bounded(cmd, Duration::from_secs(180))
+}
+
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "command did not finish within {limit:?}: {cmd:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The last JSON line of a `--output json` run: the summary.
+pub fn summary(o: &Output) -> serde_json::Value {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON summary\n{}", text(o)));
+    let v: serde_json::Value = serde_json::from_str(last).expect("summary JSON");
+    assert_eq!(v["event"], "summary", "{}", text(o));
+    v
+}
+
+/// A host's entry in a summary.
+pub fn host<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    s["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .find(|h| h["host"] == name)
+        .unwrap_or_else(|| panic!("host {name} not in summary: {s}"))
+}
+
+/// How many actions of a host have this status.
+pub fn count(h: &serde_json::Value, status: &str) -> usize {
+    h["actions"]
+        .as_array()
+        .map(|a| a.iter().filter(|x| x["status"] == status).count())
+        .unwrap_or(0)
+}
+
+pub fn write(path: &Path, s: &str) {
+    std::fs::write(path, s).expect("write");
+}
