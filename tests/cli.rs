@@ -139,7 +139,7 @@ fn bad_inventories_exit_2_with_file_line_column() {
         assert!(err.contains("fix:"), "no hint:\n{err}");
     }
     // empty host list
-    let text = GOOD.split("hosts:").next().unwrap().to_string() + "hosts: []\n";
+    let text = GOOD.split("\nhosts:").next().unwrap().to_string() + "\nhosts: []\n";
     assert!(bad(&text, &["check"]).contains("empty"));
 }
 
