@@ -6,7 +6,9 @@
 pub mod diff;
 pub mod facts;
 pub mod inventory;
+pub mod lock;
 pub mod plan;
+pub mod record;
 pub mod render;
 pub mod report;
 pub mod run;

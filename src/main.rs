@@ -14,8 +14,10 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use kwinctl::diff::{self, LinuxDesired};
 use kwinctl::facts::LinuxFacts;
-use kwinctl::inventory::{Host, Inventory, Os};
+use kwinctl::inventory::{Host, Inventory, Os, PasswordSource};
+use kwinctl::lock::Lock;
 use kwinctl::plan::{self, Allocation, NodePlan, State};
+use kwinctl::record::{self, Redactor};
 use kwinctl::render::Renderer;
 use kwinctl::report::{Format, HostStatus, Reporter};
 use kwinctl::run::{self, Interrupt, Mode, RunOptions};
@@ -82,6 +84,9 @@ struct Common {
     /// OpenSSH client config to honour (HostName, Port, User, IdentityFile).
     #[arg(long, value_name = "FILE", env = "KWINCTL_SSH_CONFIG")]
     ssh_config: Option<PathBuf>,
+    /// Only the hosts that failed (or were interrupted) in the last recorded run.
+    #[arg(long, conflicts_with = "limit")]
+    only_failed: bool,
     /// More progress detail.
     #[arg(short, long)]
     verbose: bool,
@@ -281,9 +286,44 @@ fn cmd_render(c: &Common, only: Option<&str>) -> Result<ExitCode, BadInput> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every secret value this run could see, for redaction.
+fn secrets(inv: &Inventory) -> Redactor {
+    let mut v: Vec<String> = Vec::new();
+    if let Ok(p) = std::env::var(kwinctl::transport::ssh::PASSPHRASE_ENV) {
+        v.push(p);
+    }
+    for h in &inv.hosts {
+        if let kwinctl::inventory::Connection::WinRm(w) = &h.connection {
+            match &w.password {
+                PasswordSource::Env(var) => v.extend(std::env::var(var).ok()),
+                PasswordSource::File(f) => v.extend(
+                    std::fs::read_to_string(f)
+                        .ok()
+                        .map(|s| s.trim().to_string()),
+                ),
+            }
+        }
+    }
+    Redactor::new(v)
+}
+
 fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
     let l = load(c)?;
-    let chosen = selected(&l, &c.limit)?;
+    let mut limit = c.limit.clone();
+    if c.only_failed {
+        let last = record::load_last(&c.inventory)?;
+        limit = last.failed.into_iter().chain(last.interrupted).collect();
+        limit.retain(|h| l.inv.host(h).is_some());
+        if limit.is_empty() {
+            eprintln!(
+                "--only-failed: the last run ({}) had no failed hosts: nothing to do",
+                last.command
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("--only-failed: {}", limit.join(", "));
+    }
+    let chosen = selected(&l, &limit)?;
     let hosts: Vec<&Host> = chosen.iter().map(|(h, _)| *h).collect();
     l.inv.check_credentials(&hosts)?;
     let ssh_config = c
@@ -308,12 +348,24 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
     for n in &l.alloc.notes {
         reporter.say(&format!("note: {n}"));
     }
+    // One operator at a time for commands that change hosts.
+    let _lock = if matches!(mode, Mode::Up | Mode::Reset) {
+        match Lock::acquire(&c.inventory, mode.name()) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    } else {
+        None
+    };
     if mode == Mode::Up {
         // Record assignments before touching any host, so a host never holds
         // a CIDR the state file does not know.
         let old = State::load(&l.state_path)?;
         let mut new = l.alloc.state.clone();
-        if !c.limit.is_empty() {
+        if !limit.is_empty() {
             // Hosts outside --limit keep what was recorded for them.
             for (k, v) in &old.pod_cidrs {
                 if l.inv.host(k).is_some() {
@@ -352,16 +404,28 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
         run::run_all(mode, targets, opts, reporter.clone(), interrupt.clone()).await
     });
     let interrupted = interrupt.is_set();
-    reporter.finish(
+    let extra = serde_json::json!({"state_file": l.state_path.display().to_string()});
+    let summary = reporter.summary_json(&reports, interrupted, &extra);
+    let run_dir = record::write_run(
+        &c.inventory,
+        mode.name(),
         &reports,
-        interrupted,
-        serde_json::json!({"state_file": l.state_path.display().to_string()}),
+        &summary.to_string(),
+        &secrets(&l.inv),
     );
+    reporter.finish(&reports, interrupted, extra);
+    let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
+    match run_dir {
+        Ok(d) if failed || interrupted || c.verbose => {
+            eprintln!("run record (scripts and outputs per host): {}", d.display())
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("warning: cannot write the run record: {e}"),
+    }
     rt.shutdown_timeout(Duration::from_millis(100));
     if interrupted {
         return Ok(ExitCode::from(130));
     }
-    let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
     Ok(if failed {
         ExitCode::from(1)
     } else {

@@ -66,6 +66,9 @@ pub struct HostReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub seconds: f64,
+    /// Every remote call, for the run record (never printed).
+    #[serde(skip)]
+    pub transcript: Vec<crate::record::Call>,
 }
 
 impl HostReport {
@@ -174,28 +177,43 @@ impl Reporter {
         }
     }
 
+    /// The summary as one JSON object (also what the run record keeps).
+    pub fn summary_json(
+        &self,
+        reports: &[HostReport],
+        interrupted: bool,
+        extra: &serde_json::Value,
+    ) -> serde_json::Value {
+        let ok = reports
+            .iter()
+            .all(|r| !matches!(r.status, HostStatus::Failed | HostStatus::Interrupted))
+            && !interrupted;
+        let failed: Vec<&str> = reports
+            .iter()
+            .filter(|r| r.status == HostStatus::Failed)
+            .map(|r| r.host.as_str())
+            .collect();
+        serde_json::json!({
+            "event": "summary",
+            "command": self.command,
+            "ok": ok,
+            "interrupted": interrupted,
+            "seconds": self.start.elapsed().as_secs_f64(),
+            "changed": reports.iter().map(|r| r.count(ActionStatus::Changed)).sum::<usize>(),
+            "failed_hosts": failed,
+            "extra": extra,
+            "hosts": reports,
+        })
+    }
+
     /// The end: details per host, then the table (text) or the summary line
     /// (JSON).
     pub fn finish(&self, reports: &[HostReport], interrupted: bool, extra: serde_json::Value) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
-        let ok = reports
-            .iter()
-            .all(|r| !matches!(r.status, HostStatus::Failed | HostStatus::Interrupted))
-            && !interrupted;
         if self.format == Format::Json {
-            self.json(&serde_json::json!({
-                "event": "summary",
-                "command": self.command,
-                "ok": ok,
-                "interrupted": interrupted,
-                "seconds": self.start.elapsed().as_secs_f64(),
-                "changed": reports.iter().map(|r| r.count(ActionStatus::Changed)).sum::<usize>(),
-                "failed_hosts": reports.iter().filter(|r| r.status == HostStatus::Failed).map(|r| r.host.clone()).collect::<Vec<_>>(),
-                "extra": extra,
-                "hosts": reports,
-            }));
+            self.json(&self.summary_json(reports, interrupted, &extra));
             return;
         }
         let mut out = std::io::stdout().lock();

@@ -124,6 +124,7 @@ fn blank(host: &Host, node: &NodePlan) -> HostReport {
         notes: Vec::new(),
         error: None,
         seconds: 0.0,
+        transcript: Vec::new(),
     }
 }
 
@@ -155,18 +156,35 @@ async fn connect_with_retries(ctx: &Ctx, host: &Host) -> Result<Box<dyn Session>
 async fn call(
     ctx: &Ctx,
     s: &mut Box<dyn Session>,
-    host: &str,
+    r: &mut HostReport,
     what: &str,
     script: &str,
 ) -> Result<transport::Output, String> {
-    match tokio::time::timeout(ctx.opts.timeout, s.run(script)).await {
-        Ok(Ok(o)) => Ok(o),
+    let res = tokio::time::timeout(ctx.opts.timeout, s.run(script)).await;
+    let mut rec = crate::record::Call {
+        what: what.to_string(),
+        script: script.to_string(),
+        ..Default::default()
+    };
+    let out = match res {
+        Ok(Ok(o)) => {
+            rec.stdout = o.stdout.clone();
+            rec.stderr = o.stderr.clone();
+            rec.exit = o.exit;
+            Ok(o)
+        }
         Ok(Err(e)) => Err(format!("{what}: {e}")),
         Err(_) => Err(format!(
-            "{what}: {host} did not finish within --timeout {}s",
+            "{what}: {} did not finish within --timeout {}s",
+            r.host,
             ctx.opts.timeout.as_secs()
         )),
+    };
+    if let Err(e) = &out {
+        rec.stderr = format!("kwinctl: {e}");
     }
+    r.transcript.push(rec);
+    out
 }
 
 fn parse_linux(o: &transport::Output) -> Result<LinuxFacts, String> {
@@ -214,7 +232,7 @@ async fn linux_host(
     } else {
         ctx.renderer.linux_probe(&[])
     };
-    let facts = match call(ctx, s, &host.name, "probe", &probe)
+    let facts = match call(ctx, s, &mut r, "probe", &probe)
         .await
         .and_then(|o| parse_linux(&o))
     {
@@ -278,7 +296,7 @@ async fn linux_host(
     let script =
         ctx.renderer
             .linux_script(&node.name, &node.cluster_name, &actions, Some(verify_reach));
-    let out = match call(ctx, s, &host.name, "apply", &script).await {
+    let out = match call(ctx, s, &mut r, "apply", &script).await {
         Ok(o) => o,
         Err(e) => {
             r.actions = reports_of(&d, |_| ActionStatus::Skipped);

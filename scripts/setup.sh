@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install what kwinctl's lab and tests need on a fresh Debian machine (root).
+# Idempotent: packages already present are not reinstalled.
+set -euo pipefail
+need=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "setup: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+mkdir -p /run/sshd

@@ -1,0 +1,93 @@
+//! One operator at a time per inventory: `up` and `reset` hold an exclusive
+//! `flock` on `<inventory>.kwinctl.lock` for the whole run. The kernel drops
+//! the lock when the holder dies, so a lock left by a dead process is simply
+//! taken; the file's content (who, where, when) only serves the message.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+pub struct Lock {
+    _file: File,
+    pub path: PathBuf,
+}
+
+pub fn lock_path(inventory: &Path) -> PathBuf {
+    let stem = inventory
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "inventory".into());
+    inventory.with_file_name(format!("{stem}.kwinctl.lock"))
+}
+
+fn whoami() -> String {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| "unknown".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    format!("{user}@{host}")
+}
+
+impl Lock {
+    /// Take the lock or say who holds it.
+    pub fn acquire(inventory: &Path, command: &str) -> Result<Lock, String> {
+        let path = lock_path(inventory);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| format!("cannot open lock file {}: {e}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(format!(
+                    "another kwinctl run holds {}: {}. Wait for it to finish (a lock left by a process that died is released automatically)",
+                    path.display(),
+                    if holder.is_empty() {
+                        "unknown holder"
+                    } else {
+                        holder
+                    }
+                ));
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(format!("cannot lock {}: {e}", path.display()));
+            }
+        }
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        let info = format!(
+            "`kwinctl {command}` by {} (pid {}) since {now}\n",
+            whoami(),
+            std::process::id()
+        );
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = file.write_all(info.as_bytes());
+        let _ = file.flush();
+        Ok(Lock { _file: file, path })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_is_refused_with_the_first_named_and_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = dir.path().join("c.yaml");
+        let a = Lock::acquire(&inv, "up").unwrap();
+        let e = Lock::acquire(&inv, "reset").err().unwrap();
+        assert!(e.contains("`kwinctl up` by"), "{e}");
+        assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(a);
+        Lock::acquire(&inv, "reset").unwrap();
+    }
+}

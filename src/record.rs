@@ -1,0 +1,183 @@
+//! Run records: every remote run keeps, per host, each script sent and what
+//! came back (secrets redacted) in a run folder beside the state file, plus a
+//! pointer to the last run so `--only-failed` can rerun just its failures.
+//! Everything is written owner-only.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::HostReport;
+
+/// How many run folders to keep.
+const KEEP: usize = 20;
+
+/// One remote call as sent and answered.
+#[derive(Debug, Clone, Default)]
+pub struct Call {
+    pub what: String,
+    pub script: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub exit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LastRun {
+    pub command: String,
+    pub run_dir: PathBuf,
+    pub failed: Vec<String>,
+    pub interrupted: Vec<String>,
+}
+
+fn stem(inventory: &Path) -> String {
+    inventory
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "inventory".into())
+}
+
+pub fn runs_dir(inventory: &Path) -> PathBuf {
+    inventory.with_file_name(format!("{}.kwinctl-runs", stem(inventory)))
+}
+
+pub fn last_run_path(inventory: &Path) -> PathBuf {
+    inventory.with_file_name(format!("{}.kwinctl-last-run.json", stem(inventory)))
+}
+
+/// Replaces every secret value with `********`.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor(Vec<String>);
+
+impl Redactor {
+    pub fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
+        let mut v: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 3).collect();
+        // Longest first, so a secret containing another is replaced whole.
+        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        Redactor(v)
+    }
+    pub fn apply(&self, s: &str) -> String {
+        let mut out = s.to_string();
+        for secret in &self.0 {
+            out = out.replace(secret.as_str(), "********");
+        }
+        out
+    }
+}
+
+#[cfg(unix)]
+fn private_dir(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
+}
+
+#[cfg(unix)]
+fn private_file(p: &Path, content: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(p)?;
+    f.write_all(content.as_bytes())
+}
+
+fn host_log(calls: &[Call], r: &Redactor) -> String {
+    let mut s = String::new();
+    for c in calls {
+        s.push_str(&format!(
+            "##### {}\n----- script\n{}\n----- exit status: {}\n----- stdout\n{}\n----- stderr\n{}\n",
+            c.what,
+            c.script.trim_end(),
+            c.exit.map(|e| e.to_string()).unwrap_or_else(|| "none".into()),
+            c.stdout.trim_end(),
+            c.stderr.trim_end()
+        ));
+    }
+    r.apply(&s)
+}
+
+/// Write the run folder and the last-run pointer; returns the folder.
+pub fn write_run(
+    inventory: &Path,
+    command: &str,
+    reports: &[HostReport],
+    summary_json: &str,
+    redactor: &Redactor,
+) -> std::io::Result<PathBuf> {
+    let base = runs_dir(inventory);
+    private_dir(&base)?;
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    let dir = base.join(format!("{stamp}-{command}-{}", std::process::id()));
+    private_dir(&dir)?;
+    for r in reports {
+        private_file(
+            &dir.join(format!("{}.log", r.host)),
+            &host_log(&r.transcript, redactor),
+        )?;
+    }
+    private_file(&dir.join("summary.json"), &redactor.apply(summary_json))?;
+    let last = LastRun {
+        command: command.to_string(),
+        run_dir: dir.clone(),
+        failed: reports
+            .iter()
+            .filter(|r| r.status == crate::report::HostStatus::Failed)
+            .map(|r| r.host.clone())
+            .collect(),
+        interrupted: reports
+            .iter()
+            .filter(|r| r.status == crate::report::HostStatus::Interrupted)
+            .map(|r| r.host.clone())
+            .collect(),
+    };
+    let tmp = last_run_path(inventory).with_extension("json.tmp");
+    private_file(&tmp, &serde_json::to_string_pretty(&last).expect("json"))?;
+    fs::rename(&tmp, last_run_path(inventory))?;
+    prune(&base);
+    Ok(dir)
+}
+
+fn prune(base: &Path) {
+    let Ok(rd) = fs::read_dir(base) else { return };
+    let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    dirs.sort();
+    while dirs.len() > KEEP {
+        let _ = fs::remove_dir_all(dirs.remove(0));
+    }
+}
+
+pub fn load_last(inventory: &Path) -> Result<LastRun, String> {
+    let p = last_run_path(inventory);
+    let text = fs::read_to_string(&p).map_err(|e| {
+        format!(
+            "--only-failed: no record of a previous run ({}: {e}); run without it first",
+            p.display()
+        )
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("--only-failed: {} is not valid: {e}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_every_secret_longest_first() {
+        let r = Redactor::new([
+            "hunter2".to_string(),
+            "hunter2-long".to_string(),
+            "x".into(),
+        ]);
+        assert_eq!(
+            r.apply("a hunter2-long b hunter2 x"),
+            "a ******** b ******** x"
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! End to end on real Linux hosts: network namespaces on a bridge, each with
+//! its own OpenSSH server (see `lab/lab.sh`). Needs root; run by `.ci/run`.
+
+mod common;
+
+#[path = "common/lab.rs"]
+mod lab;
+
+use lab::{Lab, require_root};
+use common::{count, host, kwinctl, summary, text, write};
+
+fn inv(lab: &Lab) -> String {
+    lab.inventory().to_string_lossy().into_owned()
+}
+
+/// Remove one host's entry from an inventory file.
+fn drop_host(path: &std::path::Path, name: &str) {
+    let s = std::fs::read_to_string(path).unwrap();
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in s.lines() {
+        if line.trim_start().starts_with("- name:") {
+            skipping = line.trim_start() == format!("- name: {name}");
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert_ne!(s, out, "host {name} not found in inventory");
+    write(path, &out);
+}
+
+fn ip_of(lab: &Lab, name: &str) -> String {
+    lab.hosts()
+        .iter()
+        .find(|h| h.name == name)
+        .unwrap()
+        .ip
+        .to_string()
+}
+
+#[test]
+fn up_verify_rerun_reboot_repair_and_node_removal() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(4);
+    let i = inv(&lab);
+
+    // plan changes nothing
+    let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(count(host(&s, "h1"), "planned"), 6, "{s}"); // record, forward, 3 routes, boot.sh
+    assert!(!lab.routes("h1").contains("198.19."), "plan changed routes");
+
+    // up converges and verifies
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for h in ["h1", "h2", "h3", "h4"] {
+        assert_eq!(host(&s, h)["status"], "changed", "{s}");
+        assert_eq!(count(host(&s, h), "changed"), 6, "{s}");
+    }
+    // real routes, with kwinctl's proto, to every other node's pod CIDR
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap(),
+    )
+    .unwrap();
+    for me in lab.hosts() {
+        let routes = lab.routes(&me.name);
+        for other in lab.hosts().iter().filter(|o| o.name != me.name) {
+            let cidr = state["pod_cidrs"][&other.name].as_str().unwrap();
+            let want = format!("{cidr} via {} dev eth0 proto 198", other.ip);
+            assert!(routes.contains(&want), "{} lacks `{want}`:\n{routes}", me.name);
+        }
+        let fwd = lab.exec(&me.name, "cat /proc/sys/net/ipv4/ip_forward");
+        assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "1");
+    }
+
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // a second up changes nothing
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["changed"], 0, "{s}");
+
+    // reboot h3: routes and forwarding gone, sshd restarted
+    lab.reboot("h3");
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h3"]), "{s}");
+    let h3 = host(&s, "h3");
+    let failed: Vec<String> = h3["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["pass"] == false)
+        .map(|c| format!("{}: {}", c["name"].as_str().unwrap(), c["detail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(failed.len(), 4, "{failed:?}"); // forwarding + 3 routes
+    assert!(failed.iter().any(|f| f.starts_with("ip-forward")), "{failed:?}");
+    assert!(failed.iter().any(|f| f.contains("missing (expected via")), "{failed:?}");
+    // the text report names host, check and what was found
+    let o = kwinctl(&["verify", "-i", &i]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("h3 ("), "{out}");
+    assert!(out.contains("FAIL ip-forward: net.ipv4.ip_forward is 0"), "{out}");
+
+    // up repairs exactly what the reboot lost, on h3 only
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(count(host(&s, "h3"), "changed"), 4, "{s}");
+    for h in ["h1", "h2", "h4"] {
+        assert_eq!(count(host(&s, h), "changed"), 0, "{s}");
+    }
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // somebody else's route inside the cluster CIDR is left alone
+    let foreign = format!("ip route add 198.19.250.0/24 via {} proto static", ip_of(&lab, "h2"));
+    assert!(lab.exec("h1", &foreign).status.success());
+
+    // h4 leaves the inventory: the others drop their routes to it
+    let h4_cidr = state["pod_cidrs"]["h4"].as_str().unwrap().to_string();
+    drop_host(lab.inventory(), "h4");
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for h in ["h1", "h2", "h3"] {
+        let hs = host(&s, h);
+        assert_eq!(count(hs, "changed"), 2, "{s}"); // stale route + boot.sh
+        let routes = lab.routes(h);
+        assert!(!routes.contains(&h4_cidr), "{h} still routes to {h4_cidr}:\n{routes}");
+    }
+    assert!(lab.routes("h1").contains("198.19.250.0/24"), "foreign route removed");
+    // the removed node's routes are untouched (it is no longer managed)
+    assert!(lab.routes("h4").contains("proto 198"));
+}
+
+#[test]
+fn changed_host_key_fails_that_host_only() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(3);
+    let i = inv(&lab);
+    lab.rekey("h2");
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h2"]), "{s}");
+    let err = host(&s, "h2")["error"].as_str().unwrap();
+    assert!(err.contains("HOST KEY MISMATCH"), "{err}");
+    // both fingerprints named
+    assert_eq!(err.matches("SHA256:").count(), 2, "{err}");
+    assert_eq!(host(&s, "h1")["status"], "changed", "{s}");
+    assert_eq!(host(&s, "h3")["status"], "changed", "{s}");
+    // nothing was run on h2
+    assert!(!lab.routes("h2").contains("proto 198"));
+}
+
+#[test]
+fn unknown_host_keys_refused_unless_trusted_on_first_use() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let kh = lab.dir().join("known_hosts");
+    let good = std::fs::read_to_string(&kh).unwrap();
+    write(&kh, "");
+    let i = inv(&lab);
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let err = host(&s, "h1")["error"].as_str().unwrap();
+    assert!(err.contains("unknown host key"), "{err}");
+    assert!(err.contains("--accept-new-host-keys"), "{err}");
+
+    let o = kwinctl(&["up", "-i", &i, "--accept-new-host-keys"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let learned = std::fs::read_to_string(&kh).unwrap();
+    for h in lab.hosts() {
+        let ip = h.ip.to_string();
+        assert!(learned.contains(&ip), "{ip} not recorded:\n{learned}");
+        let want = good.lines().find(|l| l.starts_with(&format!("{ip} "))).unwrap();
+        let key = want.split_whitespace().nth(2).unwrap();
+        assert!(learned.contains(key), "recorded a different key for {ip}");
+    }
+    // now known: plain verify works
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn state_conflict_limit_and_reset() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(3);
+    let i = inv(&lab);
+    // --limit: only h1 and h2 are touched
+    let o = kwinctl(&["up", "-i", &i, "--limit", "h1,h2", "--parallel", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(lab.routes("h1").contains("proto 198"));
+    assert!(!lab.routes("h3").contains("proto 198"));
+    // unknown --limit host: bad input, exit 2
+    let o = kwinctl(&["plan", "-i", &i, "--limit", "nope"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"nope\""));
+
+    // the state file and h1's own record disagree: h1 fails, unchanged
+    let sp = lab.dir().join("inventory.kwinctl-state.json");
+    let mut st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    st["pod_cidrs"]["h1"] = "198.19.77.0/24".into();
+    write(&sp, &st.to_string());
+    let before = lab.routes("h1");
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h1"]), "{s}");
+    let err = host(&s, "h1")["error"].as_str().unwrap();
+    assert!(err.contains("198.19.77.0/24") && err.contains("pod_cidr: 198.19.0.0/24"), "{err}");
+    assert_eq!(lab.routes("h1"), before, "conflicting host was changed");
+
+    // reset removes kwinctl's routes and files, and nothing else
+    let foreign = format!("ip route add 198.19.251.0/24 via {} proto static", ip_of(&lab, "h1"));
+    assert!(lab.exec("h2", &foreign).status.success());
+    let o = kwinctl(&["reset", "-i", &i, "--limit", "h2,h3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for h in ["h2", "h3"] {
+        assert!(!lab.routes(h).contains("proto 198"), "{h}: {}", lab.routes(h));
+        let files = lab.exec(h, "ls /etc/kwinctl");
+        assert_eq!(String::from_utf8_lossy(&files.stdout).trim(), "", "{h}");
+    }
+    assert!(lab.routes("h2").contains("198.19.251.0/24"), "reset removed a foreign route");
+}
