@@ -34,11 +34,11 @@ impl Lock {
     /// Take the lock or say who holds it.
     pub fn acquire(inventory: &Path, command: &str) -> Result<Lock, String> {
         let path = lock_path(inventory);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let mut file = opts
             .open(&path)
             .map_err(|e| format!("cannot open lock file {}: {e}", path.display()))?;
         match file.try_lock() {

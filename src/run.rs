@@ -134,14 +134,34 @@ fn fail(mut r: HostReport, e: impl ToString) -> HostReport {
     r
 }
 
+/// Connect, retrying transient failures with exponential backoff; the whole
+/// phase, retries included, is bounded by `--timeout`.
 async fn connect_with_retries(ctx: &Ctx, host: &Host) -> Result<Box<dyn Session>, TransportError> {
+    let deadline = tokio::time::Instant::now() + ctx.opts.timeout;
     let mut attempt = 0;
     loop {
-        match transport::connect(host, &ctx.opts.connect).await {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let res = match tokio::time::timeout(remaining, transport::connect(host, &ctx.opts.connect))
+            .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(TransportError::Connect {
+                addr: host.address.to_string(),
+                msg: format!(
+                    "no answer within --timeout {}s ({} attempts)",
+                    ctx.opts.timeout.as_secs(),
+                    attempt + 1
+                ),
+            }),
+        };
+        match res {
             Ok(s) => return Ok(s),
             Err(e) if e.retriable() && attempt < ctx.opts.retries && !ctx.interrupt.is_set() => {
                 attempt += 1;
                 let backoff = Duration::from_millis(250 * (1 << attempt.min(5)));
+                if tokio::time::Instant::now() + backoff >= deadline {
+                    return Err(e);
+                }
                 ctx.reporter.phase(
                     &host.name,
                     &format!("retry {attempt}/{} in {backoff:?}: {e}", ctx.opts.retries),

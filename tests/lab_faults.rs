@@ -1,0 +1,329 @@
+//! Faults during a run, on real lab hosts: refused and black-holed hosts, an
+//! sshd that dies mid-script, a failing action, Ctrl-C, two operators at once,
+//! and secrets that must never be written anywhere.
+
+mod common;
+#[path = "common/lab.rs"]
+mod lab;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{count, host, kwinctl, kwinctl_env, summary, text};
+use lab::{Lab, require_root};
+
+fn inv(lab: &Lab) -> String {
+    lab.inventory().to_string_lossy().into_owned()
+}
+
+fn ip_of(lab: &Lab, name: &str) -> String {
+    lab.hosts()
+        .iter()
+        .find(|h| h.name == name)
+        .unwrap()
+        .ip
+        .to_string()
+}
+
+/// The folder a lab host sees as /etc/kwinctl.
+fn etc(lab: &Lab, name: &str) -> PathBuf {
+    lab.dir().join("hosts").join(name).join("etc-kwinctl")
+}
+
+fn mkfifo(p: &Path) {
+    let st = Command::new("mkfifo").arg(p).status().unwrap();
+    assert!(st.success());
+}
+
+/// Open a FIFO for reading in the background, releasing a writer blocked on it.
+fn release_fifo(p: &Path) {
+    let _ = Command::new("timeout")
+        .args(["5", "cat"])
+        .arg(p)
+        .stdout(Stdio::null())
+        .status();
+}
+
+fn bridge(lab: &Lab) -> String {
+    let env = std::fs::read_to_string(lab.dir().join("lab.env")).unwrap();
+    env.lines()
+        .find_map(|l| l.strip_prefix("BRIDGE="))
+        .unwrap()
+        .trim_matches('"')
+        .to_string()
+}
+
+/// Removes a black-hole neighbour entry even if the test fails.
+struct Blackhole(String, String);
+impl Drop for Blackhole {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["neigh", "del", &self.0, "dev", &self.1])
+            .status();
+    }
+}
+
+#[test]
+fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(4);
+    let i = inv(&lab);
+    // h2 refuses connections
+    lab.stop_sshd("h2");
+    // h3 never answers: frames to it go to a MAC nobody has
+    let br = bridge(&lab);
+    let h3 = ip_of(&lab, "h3");
+    let st = Command::new("ip")
+        .args(["neigh", "replace", &h3, "lladdr", "02:00:00:00:00:99", "dev", &br, "nud", "permanent"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let _bh = Blackhole(h3.clone(), br);
+    // h4's sshd dies while its script runs: the script blocks on a FIFO
+    let fifo = etc(&lab, "h4").join("pod-cidr.tmp");
+    mkfifo(&fifo);
+    let lab_dir = lab.dir().to_path_buf();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        // end every process in h4's namespace: its sshd and the session
+        let ns = std::fs::read_to_string(lab_dir.join("hosts.tsv"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("h4\t"))
+            .unwrap()
+            .split('\t')
+            .nth(2)
+            .unwrap()
+            .to_string();
+        let pids = Command::new("ip").args(["netns", "pids", &ns]).output().unwrap();
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            let _ = Command::new("kill").args(["-9", pid]).status();
+        }
+    });
+
+    let start = Instant::now();
+    let o = kwinctl(&["up", "-i", &i, "--timeout", "8", "--retries", "1", "--output", "json"]);
+    let took = start.elapsed();
+    killer.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let s = summary(&o);
+    let mut failed: Vec<String> = s["failed_hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    failed.sort();
+    assert_eq!(failed, ["h2", "h3", "h4"], "{s}");
+    assert_eq!(host(&s, "h1")["status"], "changed", "{s}");
+    let e2 = host(&s, "h2")["error"].as_str().unwrap();
+    assert!(e2.contains("Connection refused") && e2.contains(&ip_of(&lab, "h2")), "{e2}");
+    let e3 = host(&s, "h3")["error"].as_str().unwrap();
+    assert!(e3.contains("no answer within"), "{e3}");
+    let e4 = host(&s, "h4")["error"].as_str().unwrap();
+    assert!(e4.contains("lost") || e4.contains("closed"), "{e4}");
+    assert!(e4.contains("rerun"), "says the host may be partly changed: {e4}");
+    // the text summary names the failed hosts too
+    let o = kwinctl(&["verify", "-i", &i, "--timeout", "5", "--retries", "0"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("failed: h2, h3, h4"), "{out}");
+}
+
+#[test]
+fn failing_action_stops_the_host_and_a_rerun_converges() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let i = inv(&lab);
+    // the first action (recording the pod CIDR) cannot write its temp file
+    let blocker = etc(&lab, "h1").join("pod-cidr.tmp");
+    std::fs::create_dir_all(&blocker).unwrap();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let h1 = host(&s, "h1");
+    assert_eq!(count(h1, "failed"), 1, "{s}");
+    assert_eq!(count(h1, "skipped"), 3, "{s}");
+    let failed = h1["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["status"] == "failed")
+        .unwrap();
+    assert!(failed["action"].as_str().unwrap().contains("record pod CIDR"));
+    assert!(failed["stderr"].as_str().unwrap().contains("Is a directory"), "{failed}");
+    assert!(h1["error"].as_str().unwrap().contains("were not run"), "{h1}");
+    assert!(!lab.routes("h1").contains("proto 198"), "later actions ran");
+    assert_eq!(host(&s, "h2")["status"], "changed");
+    // the run record names the failure and keeps the script and output
+    let err = String::from_utf8_lossy(&o.stderr);
+    let rec = err
+        .lines()
+        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
+        .unwrap_or_else(|| panic!("no run record path:\n{err}"));
+    let log = std::fs::read_to_string(Path::new(rec).join("h1.log")).unwrap();
+    assert!(log.contains("KWX 0 failed"), "{log}");
+    assert!(log.contains("kw_action_0()"), "{log}");
+
+    // --only-failed reruns just h1, and converges once the cause is gone
+    std::fs::remove_dir(&blocker).unwrap();
+    let o = kwinctl(&["up", "-i", &i, "--only-failed", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["hosts"].as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(count(host(&s, "h1"), "changed"), 4, "{s}");
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i, "--only-failed"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no failed hosts"));
+}
+
+#[test]
+fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operator() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(3);
+    let i = inv(&lab);
+    // h1's script blocks until the test releases it
+    let fifo = etc(&lab, "h1").join("pod-cidr.tmp");
+    mkfifo(&fifo);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
+        .args(["up", "-i", &i, "--parallel", "1", "--output", "json"])
+        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait until h1's script is running (the FIFO has a writer)
+    let start = Instant::now();
+    loop {
+        let busy = lab.exec("h1", "pgrep -f 'kw_action|sh -s' >/dev/null && echo y");
+        if String::from_utf8_lossy(&busy.stdout).contains('y') {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "h1 never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+
+    // a second operator is refused while the first holds the lock
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("another kwinctl run holds") && err.contains("`kwinctl up` by"), "{err}");
+    // read-only commands need no lock
+    let o = kwinctl(&["check", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::thread::sleep(Duration::from_millis(300));
+    release_fifo(&fifo);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "kwinctl did not stop after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["interrupted"], true);
+    assert_eq!(host(&s, "h2")["status"], "interrupted", "{s}");
+    assert_eq!(host(&s, "h3")["status"], "interrupted", "{s}");
+    assert!(!lab.routes("h2").contains("proto 198"), "h2 was started");
+    // the state file is whole
+    let st: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(st["pod_cidrs"].as_object().unwrap().len(), 3);
+    // a lock left by a process that is gone does not block
+    std::fs::remove_file(&fifo).ok();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn key_passphrase_never_reaches_output_or_files() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let secret = "pass-phrase-7f3a9c1e-do-not-print";
+    // an encrypted key, authorised on the lab hosts
+    let key = lab.dir().join("enc_ed25519");
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", secret, "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let pubkey = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let auth = lab.dir().join("id_ed25519.pub");
+    let mut a = std::fs::read_to_string(&auth).unwrap();
+    a.push_str(&pubkey);
+    std::fs::write(&auth, a).unwrap();
+    let inv_text = std::fs::read_to_string(lab.inventory())
+        .unwrap()
+        .replace(&format!("{}/id_ed25519", lab.dir().display()), &key.display().to_string());
+    std::fs::write(lab.inventory(), inv_text).unwrap();
+    let i = inv(&lab);
+
+    let mut outputs = Vec::new();
+    // wrong passphrase: refused, and neither passphrase printed
+    let o = kwinctl_env(&["verify", "-i", &i], &[("KWINCTL_SSH_PASSPHRASE", "wrong-secret-value")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!text(&o).contains("wrong-secret-value"));
+    for args in [&["up", "-i", &i][..], &["up", "-i", &i, "--output", "json", "-v"], &["verify", "-i", &i]] {
+        let o = kwinctl_env(args, &[("KWINCTL_SSH_PASSPHRASE", secret)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        outputs.push(text(&o));
+    }
+    for out in &outputs {
+        assert!(!out.contains(secret), "secret in output");
+    }
+    // every byte kwinctl wrote beside the inventory
+    let mut n = 0;
+    let mut stack = vec![lab.dir().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                if name != "hosts" {
+                    stack.push(p);
+                }
+                continue;
+            }
+            if !name.contains("kwinctl") && !p.starts_with(lab.dir().join("inventory.kwinctl-runs")) {
+                continue;
+            }
+            n += 1;
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(secret),
+                "secret written to {}",
+                p.display()
+            );
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o077;
+                assert_eq!(mode, 0, "{} is readable by others", p.display());
+            }
+        }
+    }
+    assert!(n >= 4, "expected state, last-run and run records, found {n} files");
+}
