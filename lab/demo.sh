@@ -27,7 +27,8 @@ if [ -e "$DIR/lab.env" ]; then
   lab/lab.sh down "$DIR"
 fi
 echo "== creating a lab of $N Linux hosts in $DIR"
-lab/lab.sh up "$DIR" --linux "$N"
+# Owned by pid 1: `lab.sh gc` leaves the demo lab alone.
+KWINCTL_LAB_OWNER=1 lab/lab.sh up "$DIR" --linux "$N"
 INV=$DIR/inventory.yaml
 echo "== kwinctl check -i $INV"
 "$K" check -i "$INV"

@@ -178,7 +178,7 @@ impl Renderer {
         for (i, a) in actions.iter().enumerate() {
             let body = self.linux_action(a);
             s.push_str(&format!(
-                "\n# action {i}: {}\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run {i} kw_action_{i} || exit 0\n",
+                "\n# action {i}: {}\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run {i} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
                 sh_comment(&a.describe()),
                 body.trim_end()
             ));
@@ -225,7 +225,10 @@ mod tests {
         ];
         let refs: Vec<&Action> = acts.iter().collect();
         let s = r.linux_script("h'1", "c", &refs, Some(&["198.18.1.3".parse().unwrap()]));
-        assert!(s.contains("kw_run 5 kw_action_5 || exit 0"), "{s}");
+        assert!(
+            s.contains("kw_run 5 kw_action_5\n[ \"$kw_rc\" -eq 0 ] || exit 0\n"),
+            "{s}"
+        );
         assert!(s.contains("ip -4 route replace '198.19.1.0/24' via '198.18.1.3' proto 198"));
         assert!(s.contains("ip -4 route del '198.19.9.0/24' proto 198"));
         assert!(s.contains("#!/bin/sh\necho hi\nKWINCTL_BOOT_EOF\n"), "{s}");

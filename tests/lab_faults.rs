@@ -77,7 +77,17 @@ fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
     let br = bridge(&lab);
     let h3 = ip_of(&lab, "h3");
     let st = Command::new("ip")
-        .args(["neigh", "replace", &h3, "lladdr", "02:00:00:00:00:99", "dev", &br, "nud", "permanent"])
+        .args([
+            "neigh",
+            "replace",
+            &h3,
+            "lladdr",
+            "02:00:00:00:00:99",
+            "dev",
+            &br,
+            "nud",
+            "permanent",
+        ])
         .status()
         .unwrap();
     assert!(st.success());
@@ -98,14 +108,27 @@ fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
             .nth(2)
             .unwrap()
             .to_string();
-        let pids = Command::new("ip").args(["netns", "pids", &ns]).output().unwrap();
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &ns])
+            .output()
+            .unwrap();
         for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
             let _ = Command::new("kill").args(["-9", pid]).status();
         }
     });
 
     let start = Instant::now();
-    let o = kwinctl(&["up", "-i", &i, "--timeout", "8", "--retries", "1", "--output", "json"]);
+    let o = kwinctl(&[
+        "up",
+        "-i",
+        &i,
+        "--timeout",
+        "8",
+        "--retries",
+        "1",
+        "--output",
+        "json",
+    ]);
     let took = start.elapsed();
     killer.join().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -121,12 +144,18 @@ fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
     assert_eq!(failed, ["h2", "h3", "h4"], "{s}");
     assert_eq!(host(&s, "h1")["status"], "changed", "{s}");
     let e2 = host(&s, "h2")["error"].as_str().unwrap();
-    assert!(e2.contains("Connection refused") && e2.contains(&ip_of(&lab, "h2")), "{e2}");
+    assert!(
+        e2.contains("Connection refused") && e2.contains(&ip_of(&lab, "h2")),
+        "{e2}"
+    );
     let e3 = host(&s, "h3")["error"].as_str().unwrap();
     assert!(e3.contains("no answer within"), "{e3}");
     let e4 = host(&s, "h4")["error"].as_str().unwrap();
     assert!(e4.contains("lost") || e4.contains("closed"), "{e4}");
-    assert!(e4.contains("rerun"), "says the host may be partly changed: {e4}");
+    assert!(
+        e4.contains("rerun"),
+        "says the host may be partly changed: {e4}"
+    );
     // the text summary names the failed hosts too
     let o = kwinctl(&["verify", "-i", &i, "--timeout", "5", "--retries", "0"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -155,9 +184,23 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
         .iter()
         .find(|a| a["status"] == "failed")
         .unwrap();
-    assert!(failed["action"].as_str().unwrap().contains("record pod CIDR"));
-    assert!(failed["stderr"].as_str().unwrap().contains("Is a directory"), "{failed}");
-    assert!(h1["error"].as_str().unwrap().contains("were not run"), "{h1}");
+    assert!(
+        failed["action"]
+            .as_str()
+            .unwrap()
+            .contains("record pod CIDR")
+    );
+    assert!(
+        failed["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Is a directory"),
+        "{failed}"
+    );
+    assert!(
+        h1["error"].as_str().unwrap().contains("were not run"),
+        "{h1}"
+    );
     assert!(!lab.routes("h1").contains("proto 198"), "later actions ran");
     assert_eq!(host(&s, "h2")["status"], "changed");
     // the run record names the failure and keeps the script and output
@@ -208,7 +251,10 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
         if String::from_utf8_lossy(&busy.stdout).contains('y') {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "h1 never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "h1 never started"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -217,7 +263,10 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     let o = kwinctl(&["up", "-i", &i]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("another kwinctl run holds") && err.contains("`kwinctl up` by"), "{err}");
+    assert!(
+        err.contains("another kwinctl run holds") && err.contains("`kwinctl up` by"),
+        "{err}"
+    );
     // read-only commands need no lock
     let o = kwinctl(&["check", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -231,7 +280,10 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     release_fifo(&fifo);
     let deadline = Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "kwinctl did not stop after SIGINT");
+        assert!(
+            Instant::now() < deadline,
+            "kwinctl did not stop after SIGINT"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let o = child.wait_with_output().unwrap();
@@ -275,18 +327,26 @@ fn key_passphrase_never_reaches_output_or_files() {
     let mut a = std::fs::read_to_string(&auth).unwrap();
     a.push_str(&pubkey);
     std::fs::write(&auth, a).unwrap();
-    let inv_text = std::fs::read_to_string(lab.inventory())
-        .unwrap()
-        .replace(&format!("{}/id_ed25519", lab.dir().display()), &key.display().to_string());
+    let inv_text = std::fs::read_to_string(lab.inventory()).unwrap().replace(
+        &format!("{}/id_ed25519", lab.dir().display()),
+        &key.display().to_string(),
+    );
     std::fs::write(lab.inventory(), inv_text).unwrap();
     let i = inv(&lab);
 
     let mut outputs = Vec::new();
     // wrong passphrase: refused, and neither passphrase printed
-    let o = kwinctl_env(&["verify", "-i", &i], &[("KWINCTL_SSH_PASSPHRASE", "wrong-secret-value")]);
+    let o = kwinctl_env(
+        &["verify", "-i", &i],
+        &[("KWINCTL_SSH_PASSPHRASE", "wrong-secret-value")],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(!text(&o).contains("wrong-secret-value"));
-    for args in [&["up", "-i", &i][..], &["up", "-i", &i, "--output", "json", "-v"], &["verify", "-i", &i]] {
+    for args in [
+        &["up", "-i", &i][..],
+        &["up", "-i", &i, "--output", "json", "-v"],
+        &["verify", "-i", &i],
+    ] {
         let o = kwinctl_env(args, &[("KWINCTL_SSH_PASSPHRASE", secret)]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         outputs.push(text(&o));
@@ -307,7 +367,8 @@ fn key_passphrase_never_reaches_output_or_files() {
                 }
                 continue;
             }
-            if !name.contains("kwinctl") && !p.starts_with(lab.dir().join("inventory.kwinctl-runs")) {
+            if !name.contains("kwinctl") && !p.starts_with(lab.dir().join("inventory.kwinctl-runs"))
+            {
                 continue;
             }
             n += 1;
@@ -325,5 +386,8 @@ fn key_passphrase_never_reaches_output_or_files() {
             }
         }
     }
-    assert!(n >= 4, "expected state, last-run and run records, found {n} files");
+    assert!(
+        n >= 4,
+        "expected state, last-run and run records, found {n} files"
+    );
 }

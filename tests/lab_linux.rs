@@ -6,8 +6,8 @@ mod common;
 #[path = "common/lab.rs"]
 mod lab;
 
-use lab::{Lab, require_root};
 use common::{count, host, kwinctl, summary, text, write};
+use lab::{Lab, require_root};
 
 fn inv(lab: &Lab) -> String {
     lab.inventory().to_string_lossy().into_owned()
@@ -73,7 +73,11 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
         for other in lab.hosts().iter().filter(|o| o.name != me.name) {
             let cidr = state["pod_cidrs"][&other.name].as_str().unwrap();
             let want = format!("{cidr} via {} dev eth0 proto 198", other.ip);
-            assert!(routes.contains(&want), "{} lacks `{want}`:\n{routes}", me.name);
+            assert!(
+                routes.contains(&want),
+                "{} lacks `{want}`:\n{routes}",
+                me.name
+            );
         }
         let fwd = lab.exec(&me.name, "cat /proc/sys/net/ipv4/ip_forward");
         assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "1");
@@ -100,16 +104,31 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
         .unwrap()
         .iter()
         .filter(|c| c["pass"] == false)
-        .map(|c| format!("{}: {}", c["name"].as_str().unwrap(), c["detail"].as_str().unwrap()))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["name"].as_str().unwrap(),
+                c["detail"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(failed.len(), 4, "{failed:?}"); // forwarding + 3 routes
-    assert!(failed.iter().any(|f| f.starts_with("ip-forward")), "{failed:?}");
-    assert!(failed.iter().any(|f| f.contains("missing (expected via")), "{failed:?}");
+    assert!(
+        failed.iter().any(|f| f.starts_with("ip-forward")),
+        "{failed:?}"
+    );
+    assert!(
+        failed.iter().any(|f| f.contains("missing (expected via")),
+        "{failed:?}"
+    );
     // the text report names host, check and what was found
     let o = kwinctl(&["verify", "-i", &i]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("h3 ("), "{out}");
-    assert!(out.contains("FAIL ip-forward: net.ipv4.ip_forward is 0"), "{out}");
+    assert!(
+        out.contains("FAIL ip-forward: net.ipv4.ip_forward is 0"),
+        "{out}"
+    );
 
     // up repairs exactly what the reboot lost, on h3 only
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
@@ -123,7 +142,10 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
     // somebody else's route inside the cluster CIDR is left alone
-    let foreign = format!("ip route add 198.19.250.0/24 via {} proto static", ip_of(&lab, "h2"));
+    let foreign = format!(
+        "ip route add 198.19.250.0/24 via {} proto static",
+        ip_of(&lab, "h2")
+    );
     assert!(lab.exec("h1", &foreign).status.success());
 
     // h4 leaves the inventory: the others drop their routes to it
@@ -136,9 +158,15 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
         let hs = host(&s, h);
         assert_eq!(count(hs, "changed"), 2, "{s}"); // stale route + boot.sh
         let routes = lab.routes(h);
-        assert!(!routes.contains(&h4_cidr), "{h} still routes to {h4_cidr}:\n{routes}");
+        assert!(
+            !routes.contains(&h4_cidr),
+            "{h} still routes to {h4_cidr}:\n{routes}"
+        );
     }
-    assert!(lab.routes("h1").contains("198.19.250.0/24"), "foreign route removed");
+    assert!(
+        lab.routes("h1").contains("198.19.250.0/24"),
+        "foreign route removed"
+    );
     // the removed node's routes are untouched (it is no longer managed)
     assert!(lab.routes("h4").contains("proto 198"));
 }
@@ -188,7 +216,10 @@ fn unknown_host_keys_refused_unless_trusted_on_first_use() {
     for h in lab.hosts() {
         let ip = h.ip.to_string();
         assert!(learned.contains(&ip), "{ip} not recorded:\n{learned}");
-        let want = good.lines().find(|l| l.starts_with(&format!("{ip} "))).unwrap();
+        let want = good
+            .lines()
+            .find(|l| l.starts_with(&format!("{ip} ")))
+            .unwrap();
         let key = want.split_whitespace().nth(2).unwrap();
         assert!(learned.contains(key), "recorded a different key for {ip}");
     }
@@ -226,18 +257,31 @@ fn state_conflict_limit_and_reset() {
     let s = summary(&o);
     assert_eq!(s["failed_hosts"], serde_json::json!(["h1"]), "{s}");
     let err = host(&s, "h1")["error"].as_str().unwrap();
-    assert!(err.contains("198.19.77.0/24") && err.contains("pod_cidr: 198.19.0.0/24"), "{err}");
+    assert!(
+        err.contains("198.19.77.0/24") && err.contains("pod_cidr: 198.19.0.0/24"),
+        "{err}"
+    );
     assert_eq!(lab.routes("h1"), before, "conflicting host was changed");
 
     // reset removes kwinctl's routes and files, and nothing else
-    let foreign = format!("ip route add 198.19.251.0/24 via {} proto static", ip_of(&lab, "h1"));
+    let foreign = format!(
+        "ip route add 198.19.251.0/24 via {} proto static",
+        ip_of(&lab, "h1")
+    );
     assert!(lab.exec("h2", &foreign).status.success());
     let o = kwinctl(&["reset", "-i", &i, "--limit", "h2,h3"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for h in ["h2", "h3"] {
-        assert!(!lab.routes(h).contains("proto 198"), "{h}: {}", lab.routes(h));
+        assert!(
+            !lab.routes(h).contains("proto 198"),
+            "{h}: {}",
+            lab.routes(h)
+        );
         let files = lab.exec(h, "ls /etc/kwinctl");
         assert_eq!(String::from_utf8_lossy(&files.stdout).trim(), "", "{h}");
     }
-    assert!(lab.routes("h2").contains("198.19.251.0/24"), "reset removed a foreign route");
+    assert!(
+        lab.routes("h2").contains("198.19.251.0/24"),
+        "reset removed a foreign route"
+    );
 }

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# kwinctl's local lab: Linux "hosts" as network namespaces on a bridge, each
+# with its own OpenSSH server, host key, hostname, /root and /etc/kwinctl.
+# Addresses: 198.18.<id>.0/24 (the bridge is .1 in the root namespace, host hJ
+# is .J+1). Nothing is routed outside the machine. Needs root.
+#
+#   lab.sh up DIR --linux N      create a lab of N hosts described in DIR
+#   lab.sh down DIR              remove it (idempotent)
+#   lab.sh reboot DIR HOST       drop non-kernel routes and forwarding, restart sshd
+#   lab.sh rekey DIR HOST        new host key (DIR/known_hosts is NOT updated)
+#   lab.sh stop-sshd DIR HOST | start-sshd DIR HOST
+#   lab.sh exec DIR HOST CMD...  run a command inside HOST's namespace
+#   lab.sh gc                    remove labs whose owner process is gone
+set -euo pipefail
+
+REG=/run/kwinctl-lab
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+
+die() { echo "lab.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, sshd)"
+
+# ------------------------------------------------------------------ helpers
+load() { # DIR -> LAB_ID BRIDGE SUBNET N
+  [ -f "$1/lab.env" ] || die "$1 is not a lab (no lab.env)"
+  # shellcheck disable=SC1091
+  . "$1/lab.env"
+}
+ns_of() { echo "kwl${LAB_ID}h$1"; }       # host number -> netns
+num_of() { # host name -> number
+  case "$1" in h[0-9]*) echo "${1#h}" ;; *) die "unknown host $1" ;; esac
+}
+kill_ns() { # netns: end every process in it, bounded
+  local ns=$1 pids i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$pids" ] && return 0
+    if [ "$i" -lt 5 ]; then kill $pids 2>/dev/null || true; else kill -9 $pids 2>/dev/null || true; fi
+    sleep 0.1
+  done
+}
+wait_port() { # ip timeout-seconds
+  local ip=$1 t=$2 i
+  for ((i = 0; i < t * 20; i++)); do
+    if (exec 3<>"/dev/tcp/$ip/22") 2>/dev/null; then return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+start_sshd() { # DIR j
+  local dir=$1 j=$2 name="h$2" ns hd
+  ns=$(ns_of "$j")
+  hd="$dir/hosts/$name"
+  # Own mount and UTS namespace: own hostname, own /root, own /etc/kwinctl.
+  ip netns exec "$ns" unshare --mount --uts --propagation private sh -c '
+    set -e
+    hostname "$1"
+    mount --bind "$2/root" /root
+    mkdir -p /etc/kwinctl 2>/dev/null || true
+    mount --bind "$2/etc-kwinctl" /etc/kwinctl
+    exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
+  ' sh "$name" "$hd" "$SSHD"
+}
+stop_sshd() { # DIR j
+  local hd="$1/hosts/h$2"
+  if [ -f "$hd/sshd.pid" ]; then
+    kill "$(cat "$hd/sshd.pid")" 2>/dev/null || true
+  fi
+  # and any session still running in that host
+  kill_ns "$(ns_of "$2")"
+  rm -f "$hd/sshd.pid"
+}
+host_ip() { echo "198.18.$LAB_ID.$(($1 + 1))"; }
+
+# ------------------------------------------------------------------ up
+cmd_up() {
+  local dir=$1 n=$2 id="" i j
+  [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "--linux takes 1..200"
+  mkdir -p "$dir" "$REG" /run/sshd
+  dir=$(cd "$dir" && pwd)
+  [ ! -e "$dir/lab.env" ] || die "$dir already holds a lab: lab.sh down $dir first"
+  cmd_gc >/dev/null 2>&1 || true
+  for i in $(seq 1 199); do
+    if mkdir "$REG/$i" 2>/dev/null; then id=$i; break; fi
+  done
+  [ -n "$id" ] || die "no free lab id in $REG"
+  echo "$dir" > "$REG/$id/dir"
+  echo "${KWINCTL_LAB_OWNER:-$PPID}" > "$REG/$id/pid"
+  LAB_ID=$id BRIDGE="kwl$id" SUBNET="198.18.$id.0/24" N=$n
+  printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" > "$dir/lab.env"
+  trap 'echo "lab.sh: up failed; tearing down" >&2; cmd_down "$dir" >/dev/null 2>&1 || true' ERR
+
+  ip link add "$BRIDGE" type bridge
+  ip addr add "198.18.$id.1/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+
+  rm -f "$dir/id_ed25519" "$dir/id_ed25519.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "kwinctl-lab$id" -f "$dir/id_ed25519"
+  : > "$dir/known_hosts"
+  : > "$dir/hosts.tsv"
+  {
+    echo "cluster:"
+    echo "  name: lab$id"
+    echo "  cluster_cidr: 198.19.0.0/16"
+    echo "  node_prefix: 24"
+    echo "  service_cidr: 198.18.240.0/20"
+    echo "  api_server: https://$(host_ip 1):6443"
+    echo "defaults:"
+    echo "  ssh: { user: root, port: 22, identity: $dir/id_ed25519, known_hosts: $dir/known_hosts }"
+    echo "hosts:"
+  } > "$dir/inventory.yaml"
+
+  # Per host: files and keys first (in parallel), then links, then sshds.
+  for j in $(seq 1 "$n"); do
+    (
+      hd="$dir/hosts/h$j"
+      mkdir -p "$hd/root" "$hd/etc-kwinctl"
+      cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
+      ssh-keygen -q -t ed25519 -N '' -C "h$j" -f "$hd/ssh_host_ed25519_key"
+      cat > "$hd/sshd_config" <<EOF
+ListenAddress $(host_ip "$j")
+Port 22
+HostKey $hd/ssh_host_ed25519_key
+PidFile $hd/sshd.pid
+AuthorizedKeysFile $dir/id_ed25519.pub
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+MaxStartups 100:30:200
+MaxSessions 100
+Subsystem sftp internal-sftp
+EOF
+    ) &
+    if (( j % 16 == 0 )); then wait; fi
+  done
+  wait
+  for j in $(seq 1 "$n"); do
+    ns=$(ns_of "$j")
+    ip netns add "$ns"
+    ip link add "kwl${id}v$j" type veth peer name eth0 netns "$ns"
+    ip link set "kwl${id}v$j" master "$BRIDGE" up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$(host_ip "$j")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    printf 'h%s\t%s\t%s\n' "$j" "$(host_ip "$j")" "$ns" >> "$dir/hosts.tsv"
+    echo "$(host_ip "$j") $(cut -d' ' -f1,2 "$dir/hosts/h$j/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
+    {
+      echo "  - name: h$j"
+      echo "    os: linux"
+      [ "$j" -eq 1 ] && echo "    role: control-plane"
+      echo "    address: $(host_ip "$j")"
+    } >> "$dir/inventory.yaml"
+  done
+  for j in $(seq 1 "$n"); do start_sshd "$dir" "$j"; done
+  for j in $(seq 1 "$n"); do
+    wait_port "$(host_ip "$j")" 20 || die "sshd of h$j did not come up: $(tail -3 "$dir/hosts/h$j/sshd.log" 2>/dev/null)"
+  done
+  trap - ERR
+}
+
+# ------------------------------------------------------------------ down
+cmd_down() {
+  local dir=$1 j
+  [ -f "$dir/lab.env" ] || return 0
+  load "$dir"
+  for j in $(seq 1 "$N"); do
+    kill_ns "$(ns_of "$j")"
+    ip netns del "$(ns_of "$j")" 2>/dev/null || true
+    ip link del "kwl${LAB_ID}v$j" 2>/dev/null || true
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  rm -rf "${REG:?}/$LAB_ID"
+  rm -f "$dir/lab.env"
+}
+
+cmd_gc() {
+  local d owner dir
+  [ -d "$REG" ] || return 0
+  for d in "$REG"/*/; do
+    [ -d "$d" ] || continue
+    owner=$(cat "$d/pid" 2>/dev/null || echo 0)
+    dir=$(cat "$d/dir" 2>/dev/null || echo "")
+    if [ "$owner" -gt 0 ] && kill -0 "$owner" 2>/dev/null; then continue; fi
+    echo "lab.sh gc: removing lab $(basename "$d") ($dir)" >&2
+    if [ -n "$dir" ] && [ -f "$dir/lab.env" ]; then
+      cmd_down "$dir"
+    else
+      local id n
+      id=$(basename "$d")
+      for n in $(ip netns list | awk '{print $1}' | grep -E "^kwl${id}h[0-9]+$" || true); do
+        kill_ns "$n"
+        ip netns del "$n" 2>/dev/null || true
+      done
+      ip link del "kwl$id" 2>/dev/null || true
+      rm -rf "$d"
+    fi
+  done
+}
+
+cmd_reboot() {
+  local dir=$1 j ns
+  load "$dir"
+  j=$(num_of "$2")
+  ns=$(ns_of "$j")
+  stop_sshd "$dir" "$j"
+  ip -n "$ns" -4 route show table main | grep -v 'proto kernel' | while read -r r; do
+    # shellcheck disable=SC2086
+    ip -n "$ns" route del $r 2>/dev/null || true
+  done
+  ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'
+  start_sshd "$dir" "$j"
+  wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
+}
+
+cmd_rekey() {
+  local dir=$1 j hd
+  load "$dir"
+  j=$(num_of "$2")
+  hd="$dir/hosts/h$j"
+  stop_sshd "$dir" "$j"
+  rm -f "$hd/ssh_host_ed25519_key" "$hd/ssh_host_ed25519_key.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "h$j-rekeyed" -f "$hd/ssh_host_ed25519_key"
+  start_sshd "$dir" "$j"
+  wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
+}
+
+case "${1:-}" in
+  up)
+    [ $# -eq 4 ] && [ "$3" = "--linux" ] || die "usage: lab.sh up DIR --linux N"
+    cmd_up "$2" "$4" ;;
+  down) [ $# -eq 2 ] || die "usage: lab.sh down DIR"; cmd_down "$2" ;;
+  reboot) [ $# -eq 3 ] || die "usage: lab.sh reboot DIR HOST"; cmd_reboot "$2" "$3" ;;
+  rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
+  stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
+  start-sshd)
+    [ $# -eq 3 ] || die "usage: lab.sh start-sshd DIR HOST"
+    load "$2"; j=$(num_of "$3"); start_sshd "$2" "$j"; wait_port "$(host_ip "$j")" 20 || die "sshd did not start" ;;
+  exec)
+    # Inside the host: its network namespace and, while its sshd runs, its
+    # mount and UTS namespaces (its own /etc/kwinctl and hostname).
+    [ $# -ge 4 ] || die "usage: lab.sh exec DIR HOST CMD..."
+    load "$2"; j=$(num_of "$3"); pidf="$2/hosts/h$j/sshd.pid"; shift 3
+    if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
+      exec nsenter --target "$(cat "$pidf")" --net --mount --uts -- "$@"
+    fi
+    exec ip netns exec "$(ns_of "$j")" "$@" ;;
+  gc) cmd_gc ;;
+  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+esac

@@ -1,0 +1,173 @@
+//! The local lab from Rust tests: `Lab::up(n)` runs `lab/lab.sh up` in a
+//! fresh temp folder; dropping the `Lab` (also when the test panics) runs
+//! `lab/lab.sh down` and removes the folder. Labs of concurrent tests get
+//! different ids, bridges and subnets.
+#![allow(dead_code)]
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/lab/lab.sh");
+
+#[derive(Debug, Clone)]
+pub struct LabHost {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub netns: String,
+}
+
+pub struct Lab {
+    dir: PathBuf,
+    inventory: PathBuf,
+    hosts: Vec<LabHost>,
+}
+
+/// Lab tests need root and `ip netns`. Without them they fail loudly, unless
+/// `KWINCTL_SKIP_LAB=1` is set: then this returns false and the test returns
+/// early (for developers without root; CI always runs them).
+pub fn require_root() -> bool {
+    if std::env::var("KWINCTL_SKIP_LAB").as_deref() == Ok("1") {
+        eprintln!("KWINCTL_SKIP_LAB=1: skipping a lab test");
+        return false;
+    }
+    let uid = Command::new("id").arg("-u").output().expect("id -u");
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "lab tests need root (network namespaces, sshd): run `sudo scripts/test.sh`, or set KWINCTL_SKIP_LAB=1 to skip them"
+    );
+    true
+}
+
+fn run(cmd: &mut Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let id = child.id();
+    let start = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &id.to_string()]).status();
+            panic!(
+                "{cmd:?} did not finish within {limit:?} (started {:?} ago)",
+                start.elapsed()
+            );
+        }
+    }
+}
+
+fn lab_sh(args: &[&str]) -> Output {
+    run(
+        Command::new("bash")
+            .arg(SCRIPT)
+            .args(args)
+            .env("KWINCTL_LAB_OWNER", std::process::id().to_string()),
+        Duration::from_secs(120),
+    )
+}
+
+fn check(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "lab.sh {what} failed ({:?}):\n{}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl Lab {
+    pub fn up(linux: usize) -> Lab {
+        let dir = tempfile::Builder::new()
+            .prefix("kwinctl-lab-")
+            .tempdir()
+            .expect("temp dir")
+            .keep();
+        let dir_s = dir.to_string_lossy().into_owned();
+        let o = lab_sh(&["up", &dir_s, "--linux", &linux.to_string()]);
+        if !o.status.success() {
+            let _ = std::fs::remove_dir_all(&dir);
+            check(&o, "up");
+        }
+        let tsv = std::fs::read_to_string(dir.join("hosts.tsv")).expect("hosts.tsv");
+        let hosts = tsv
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                LabHost {
+                    name: f[0].to_string(),
+                    ip: f[1].parse().expect("host ip"),
+                    netns: f[2].to_string(),
+                }
+            })
+            .collect();
+        Lab {
+            inventory: dir.join("inventory.yaml"),
+            dir,
+            hosts,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn inventory(&self) -> &Path {
+        &self.inventory
+    }
+    pub fn hosts(&self) -> &[LabHost] {
+        &self.hosts
+    }
+
+    fn dir_s(&self) -> String {
+        self.dir.to_string_lossy().into_owned()
+    }
+
+    /// `sh -c cmd` inside a host (its netns, its /etc/kwinctl).
+    pub fn exec(&self, host: &str, cmd: &str) -> Output {
+        run(
+            Command::new("bash")
+                .arg(SCRIPT)
+                .args(["exec", &self.dir_s(), host, "sh", "-c", cmd]),
+            Duration::from_secs(60),
+        )
+    }
+
+    /// `ip -4 route show` inside a host.
+    pub fn routes(&self, host: &str) -> String {
+        let o = self.exec(host, "ip -4 route show");
+        check(&o, "exec ip route");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn reboot(&self, host: &str) {
+        check(&lab_sh(&["reboot", &self.dir_s(), host]), "reboot");
+    }
+    pub fn rekey(&self, host: &str) {
+        check(&lab_sh(&["rekey", &self.dir_s(), host]), "rekey");
+    }
+    pub fn stop_sshd(&self, host: &str) {
+        check(&lab_sh(&["stop-sshd", &self.dir_s(), host]), "stop-sshd");
+    }
+    pub fn start_sshd(&self, host: &str) {
+        check(&lab_sh(&["start-sshd", &self.dir_s(), host]), "start-sshd");
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let o = lab_sh(&["down", &self.dir_s()]);
+        if !o.status.success() {
+            eprintln!("lab.sh down failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
