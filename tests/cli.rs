@@ -129,6 +129,17 @@ fn bad_inventories_exit_2_with_file_line_column() {
             "not an IPv4 address",
         ),
         ("cluster:", "cluster: [", ":"),
+        (
+            "  ssh: { known_hosts",
+            "  ssh: { port: twenty-two, known_hosts",
+            ":7:16: invalid u16",
+        ),
+        (
+            "name: b",
+            "name: \"b'; rm -rf /\"",
+            ":12:11: host name \"b'; rm -rf /\" is not a valid name",
+        ),
+        ("name: demo", "name: \"$(reboot)\"", ":2:9: cluster name"),
     ];
     for (from, to, want) in cases {
         let text = GOOD.replacen(from, to, 1);
@@ -154,6 +165,21 @@ fn missing_identity_is_bad_input_before_contacting_anything() {
     let good_id = GOOD.replace("identity: /nonexistent/id", "identity: /dev/null");
     let err = bad(&good_id, &["plan", "--limit", "zz"]);
     assert!(err.contains("\"zz\""), "{err}");
+}
+
+#[test]
+fn unset_winrm_password_variable_is_bad_input() {
+    let inv_text = GOOD.replace("identity: /nonexistent/id", "identity: /dev/null")
+        + "  - name: w\n    os: windows\n    address: 198.18.9.4\n    winrm: { password_env: KWINCTL_TEST_UNSET_PW }\n";
+    let err = bad(&inv_text, &["verify"]);
+    assert!(err.contains("KWINCTL_TEST_UNSET_PW is not set"), "{err}");
+    assert!(err.contains("bad.yaml:15:5"), "{err}");
+    // check is offline and does not need it
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("ok.yaml");
+    write(&inv, &inv_text);
+    let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
 }
 
 #[test]

@@ -308,6 +308,42 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
 }
 
 #[test]
+fn a_lock_left_by_a_killed_run_is_taken_over() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let i = inv(&lab);
+    let fifo = etc(&lab, "h1").join("pod-cidr.tmp");
+    mkfifo(&fifo);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
+        .args(["up", "-i", &i])
+        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = lab.dir().join("inventory.kwinctl.lock");
+    let start = Instant::now();
+    while std::fs::read_to_string(&lock)
+        .map(|s| s.is_empty())
+        .unwrap_or(true)
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "no lock taken");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // the holder is gone: its lock no longer blocks, though the file remains
+    assert!(lock.exists());
+    std::fs::remove_file(&fifo).unwrap();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
 fn key_passphrase_never_reaches_output_or_files() {
     if !require_root() {
         return;

@@ -285,3 +285,128 @@ fn state_conflict_limit_and_reset() {
         "reset removed a foreign route"
     );
 }
+
+#[test]
+fn keys_from_ssh_agent_and_ssh_config() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let key = lab.dir().join("id_ed25519");
+    // an inventory with no identity: kwinctl must find the key itself
+    let inv_text = std::fs::read_to_string(lab.inventory())
+        .unwrap()
+        .replace(&format!("identity: {}, ", key.display()), "");
+    assert!(!inv_text.contains("identity"), "{inv_text}");
+    write(lab.inventory(), &inv_text);
+    let i = inv(&lab);
+    let home = tempfile::tempdir().unwrap();
+    let home_s = home.path().to_string_lossy().into_owned();
+
+    // no agent, no config, no default keys: a clear authentication error
+    let o = common::kwinctl_env(&["verify", "-i", &i], &[("HOME", &home_s)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no key to offer"), "{}", text(&o));
+
+    // ~/.ssh/config: HostName and IdentityFile per host alias
+    let cfg = home.path().join("ssh_config");
+    let mut c = String::new();
+    for h in lab.hosts() {
+        c += &format!(
+            "Host {}\n  HostName {}\n  IdentityFile {}\n",
+            h.name,
+            h.ip,
+            key.display()
+        );
+    }
+    write(&cfg, &c);
+    let o = common::kwinctl_env(
+        &["up", "-i", &i, "--ssh-config", cfg.to_str().unwrap()],
+        &[("HOME", &home_s)],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // ssh-agent holding the key
+    let sock = home.path().join("agent.sock");
+    let agent = std::process::Command::new("ssh-agent")
+        .args(["-D", "-a"])
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _agent = Kill(agent);
+    let start = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "agent socket"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let st = std::process::Command::new("ssh-add")
+        .arg(&key)
+        .env("SSH_AUTH_SOCK", &sock)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = common::kwinctl_env(
+        &["verify", "-i", &i],
+        &[("HOME", &home_s), ("SSH_AUTH_SOCK", sock.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn transient_refusal_is_retried_but_host_key_mismatch_is_not() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let i = inv(&lab);
+    lab.stop_sshd("h2");
+    let dir = lab.dir().to_path_buf();
+    let starter = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let o = std::process::Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/lab/lab.sh"))
+            .args(["start-sshd", dir.to_str().unwrap(), "h2"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    });
+    let o = kwinctl(&["up", "-i", &i, "--retries", "5", "-v", "--output", "json"]);
+    starter.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("\"phase\"") && l.contains("\"h2\"") && l.contains("retry 1/5")),
+        "no retry reported:\n{out}"
+    );
+
+    lab.rekey("h2");
+    let o = kwinctl(&[
+        "verify",
+        "-i",
+        &i,
+        "--retries",
+        "5",
+        "-v",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !out.contains("retry 1/5"),
+        "a host key mismatch was retried:\n{out}"
+    );
+}
