@@ -414,9 +414,14 @@ fn first_line(s: &str) -> String {
 fn yaml_hint(msg: &str) -> String {
     if msg.contains("unknown field") {
         "remove the key or fix its spelling; see the inventory format in README.md".into()
-    } else if ["invalid u8", "invalid u16", "invalid type: string", "expected u"]
-        .iter()
-        .any(|t| msg.contains(t))
+    } else if [
+        "invalid u8",
+        "invalid u16",
+        "invalid type: string",
+        "expected u",
+    ]
+    .iter()
+    .any(|t| msg.contains(t))
     {
         "this key takes a whole number (a port, a prefix length)".into()
     } else if msg.contains("invalid type") {

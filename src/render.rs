@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 
 use minijinja::{Environment, UndefinedBehavior, context};
 
-use crate::diff::Action;
+use crate::diff::{Action, Describe};
 use crate::facts::ROUTE_PROTO;
 use crate::plan::NodePlan;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use crate::diff::{self, Action, HostDiff, LinuxDesired};
+use crate::diff::{self, Action, Describe, HostDiff, LinuxDesired};
 use crate::facts::{self, LinuxFacts};
 use crate::inventory::{Host, Os};
 use crate::plan::NodePlan;

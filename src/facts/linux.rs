@@ -1,8 +1,4 @@
-//! Typed facts parsed from a probe's JSON.
-//!
-//! The probe prints one line `KWINCTL-FACTS {json}`. Anything else on stdout
-//! (motd, shell noise) is ignored. Facts that are not what the probe promises
-//! fail the host with a message; they never panic.
+//! Linux facts: routes, forwarding, kwinctl's files on the host.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

@@ -1,18 +1,17 @@
-//! desired × facts → actions. Pure: no I/O, unit-tested on facts alone.
-//!
-//! This is where idempotency, drift, adoption and stale-route removal are
-//! decided. Every desired item yields one [`Item`]; an item without an action
-//! is already right ("unchanged").
+//! Linux: desired × facts → actions.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
+use super::{Conflict, Describe, Item, sha256_hex};
 use crate::facts::LinuxFacts;
 use crate::plan::NodePlan;
+
+/// A Linux host's diff.
+pub type HostDiff = super::Diff<Action>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -53,8 +52,8 @@ pub enum Action {
     RemoveNodeFiles,
 }
 
-impl Action {
-    pub fn describe(&self) -> String {
+impl Describe for Action {
+    fn describe(&self) -> String {
         match self {
             Action::RecordPodCidr { pod_cidr } => {
                 format!("record pod CIDR {pod_cidr} in /etc/kwinctl/pod-cidr")
@@ -87,43 +86,11 @@ impl Action {
     }
 }
 
-/// One desired thing on a host, and what (if anything) must change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Item {
-    pub key: String,
-    pub action: Option<Action>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HostDiff {
-    pub items: Vec<Item>,
-    pub notes: Vec<String>,
-}
-
-impl HostDiff {
-    pub fn actions(&self) -> impl Iterator<Item = &Action> {
-        self.items.iter().filter_map(|i| i.action.as_ref())
-    }
-    pub fn changes(&self) -> usize {
-        self.actions().count()
-    }
-}
-
-/// The host's facts contradict the recorded state: nothing is changed on it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Conflict(pub String);
-
 /// What a Linux node should have, beyond its [`NodePlan`].
 pub struct LinuxDesired<'a> {
     pub node: &'a NodePlan,
     pub boot_script: &'a str,
     pub unit: &'a str,
-}
-
-pub fn sha256_hex(s: &str) -> String {
-    let d = Sha256::digest(s.as_bytes());
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub fn diff_linux(d: &LinuxDesired, f: &LinuxFacts) -> Result<HostDiff, Conflict> {
@@ -238,7 +205,7 @@ pub fn diff_linux(d: &LinuxDesired, f: &LinuxFacts) -> Result<HostDiff, Conflict
 /// `reset`: remove every kwinctl route and file from a Linux host. IP
 /// forwarding is left on: other software may rely on it.
 pub fn diff_reset_linux(f: &LinuxFacts) -> HostDiff {
-    let mut items: Vec<Item> = f
+    let mut items: Vec<Item<Action>> = f
         .routes
         .iter()
         .filter(|r| r.owned())

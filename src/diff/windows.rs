@@ -1,0 +1,1 @@
+//! Windows diff (filled in below).

@@ -1,0 +1,1 @@
+//! Windows facts (filled in below).
