@@ -41,11 +41,16 @@ echo "== kwinctl verify -i $INV"
 cat <<MSG
 
 The lab is still running. Try:
-  $K plan   -i $INV
-  lab/lab.sh reboot $DIR h2          # flush h2's routes, restart its sshd
-  $K verify -i $INV                  # exit 1, names h2 and what it lacks
-  $K up     -i $INV                  # repairs only h2
-  lab/lab.sh exec $DIR h1 ip route   # look inside a host
+  # what would change (nothing):
+  $K plan -i $INV
+  # "reboot" h2: its routes and forwarding are gone, its sshd restarts
+  lab/lab.sh reboot $DIR h2
+  # exit 1, naming h2 and what it lacks
+  $K verify -i $INV
+  # repairs only h2
+  $K up -i $INV
+  # look inside a host
+  lab/lab.sh exec $DIR h1 ip route
 Tear it down with:
   lab/lab.sh down $DIR
 MSG

@@ -386,3 +386,176 @@ mod tests {
         );
     }
 }
+
+// ------------------------------------------------------------- Windows
+
+/// Where kwinctl keeps kubelet, kube-proxy and its own files on Windows.
+pub const WIN_DIR: &str = r"C:\k";
+pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
+pub const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
+pub const DEFAULT_NETWORK: &str = "kwinctl";
+
+/// A file kwinctl places on a Windows node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WinFile {
+    pub path: String,
+    pub sha256: String,
+    pub source: FileSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileSource {
+    /// The host downloads it.
+    Url(String),
+    /// Small file sent inside the script (base64).
+    Inline(#[serde(skip)] Vec<u8>),
+}
+
+/// A native Windows service kwinctl installs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WinService {
+    pub name: String,
+    pub display: String,
+    /// The full command line (ImagePath).
+    pub binpath: String,
+    pub env: Vec<String>,
+    pub depends: Vec<String>,
+}
+
+/// What a Windows node should have, beyond its [`NodePlan`].
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowsDesired {
+    pub network: String,
+    /// The routable adapter's name, when the inventory names it; otherwise
+    /// the adapter holding the node's address.
+    pub adapter: Option<String>,
+    pub pause_image: String,
+    pub files: Vec<WinFile>,
+    /// The binaries the services need, whether kwinctl places them or not.
+    pub required_files: Vec<String>,
+    pub services: Vec<WinService>,
+}
+
+/// Double-quote one argument for a Windows command line.
+fn win_arg(s: &str) -> String {
+    if !s.is_empty() && !s.contains([' ', '\t', '"']) {
+        return s.to_string();
+    }
+    format!("\"{}\"", s.replace('"', "\\\""))
+}
+
+pub fn windows_desired(
+    inv: &Inventory,
+    host: &Host,
+    node: &NodePlan,
+) -> Result<WindowsDesired, String> {
+    let w = &host.windows;
+    let network = w
+        .network_name
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NETWORK.to_string());
+    let mut files = Vec::new();
+    for (name, exe) in [("kubelet", "kubelet.exe"), ("kube-proxy", "kube-proxy.exe")] {
+        let Some(b) = w.binaries.get(name) else {
+            continue;
+        };
+        let path = format!(r"{WIN_DIR}\{exe}");
+        let source = match (&b.url, &b.path) {
+            (Some(u), None) => FileSource::Url(u.clone()),
+            (None, Some(_)) => {
+                return Err(format!(
+                    "{}: windows.binaries.{name}.path (upload from this machine) is not supported yet; give a url and sha256",
+                    host.name
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "{}: windows.binaries.{name} needs exactly one of url or path",
+                    host.name
+                ));
+            }
+        };
+        let sha256 = b.sha256.clone().ok_or_else(|| {
+            format!(
+                "{}: windows.binaries.{name}.sha256 is required with a url",
+                host.name
+            )
+        })?;
+        files.push(WinFile {
+            path,
+            sha256: sha256.to_ascii_lowercase(),
+            source,
+        });
+    }
+    let kubeconfig_path = format!(r"{WIN_DIR}\config");
+    if let Some(kc) = &inv.cluster.kubeconfig {
+        let bytes = std::fs::read(kc)
+            .map_err(|e| format!("cannot read kubeconfig {}: {e}", kc.display()))?;
+        files.push(WinFile {
+            path: kubeconfig_path.clone(),
+            sha256: crate::diff::sha256_bytes(&bytes),
+            source: FileSource::Inline(bytes),
+        });
+    }
+    let ip = node.address.to_string();
+    let exe = |n: &str| win_arg(&format!(r"{WIN_DIR}\{n}"));
+    // The seed's flags; a kubeconfig replaces --api-servers when given.
+    let mut kubelet = vec![
+        exe("kubelet.exe"),
+        "--windows-service".into(),
+        format!("--hostname-override={}", win_arg(&ip)),
+        format!(
+            "--pod-infra-container-image={}",
+            win_arg(&inv.cluster.pause_image)
+        ),
+        "--resolv-conf=\"\"".into(),
+    ];
+    let mut proxy = vec![
+        exe("kube-proxy.exe"),
+        "--windows-service".into(),
+        "--proxy-mode=userspace".into(),
+        format!("--bind-address={ip}"),
+        format!("--hostname-override={}", win_arg(&ip)),
+    ];
+    if inv.cluster.kubeconfig.is_some() {
+        kubelet.push(format!("--kubeconfig={}", win_arg(&kubeconfig_path)));
+        proxy.push(format!("--kubeconfig={}", win_arg(&kubeconfig_path)));
+    } else {
+        kubelet.push(format!(
+            "--api-servers={}",
+            win_arg(&inv.cluster.api_server)
+        ));
+        proxy.push(format!("--master={}", win_arg(&inv.cluster.api_server)));
+    }
+    let env = vec![
+        format!("CONTAINER_NETWORK={network}"),
+        format!("INTERFACE_TO_ADD_SERVICE_IP=vEthernet ({KUBE_PROXY_SWITCH})"),
+    ];
+    Ok(WindowsDesired {
+        network,
+        adapter: w.adapter.clone(),
+        pause_image: inv.cluster.pause_image.clone(),
+        files,
+        required_files: vec![
+            format!(r"{WIN_DIR}\kubelet.exe"),
+            format!(r"{WIN_DIR}\kube-proxy.exe"),
+        ],
+        services: vec![
+            WinService {
+                name: "kubelet".into(),
+                display: "Kubernetes kubelet (kwinctl)".into(),
+                binpath: kubelet.join(" "),
+                env: env.clone(),
+                depends: vec!["docker".into()],
+            },
+            WinService {
+                name: "kube-proxy".into(),
+                display: "Kubernetes kube-proxy (kwinctl)".into(),
+                binpath: proxy.join(" "),
+                env,
+                depends: vec!["kubelet".into()],
+            },
+        ],
+    })
+}

@@ -54,6 +54,12 @@ impl<A> Diff<A> {
 pub struct Conflict(pub String);
 
 pub fn sha256_hex(s: &str) -> String {
-    let d = Sha256::digest(s.as_bytes());
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    sha256_bytes(s.as_bytes())
+}
+
+pub fn sha256_bytes(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
