@@ -262,7 +262,7 @@ pub fn diff_windows(
             replace: net.is_some(),
         }),
     );
-    let gw_ok = !(!net_ok)
+    let gw_ok = net_ok
         && f.adapters
             .iter()
             .any(|a| a.name == HNS_ADAPTER && a.ipv4.contains(&node.gateway));
