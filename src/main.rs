@@ -12,9 +12,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use kwinctl::diff::{self, LinuxDesired};
-use kwinctl::facts::LinuxFacts;
-use kwinctl::inventory::{Host, Inventory, Os, PasswordSource};
+use kwinctl::inventory::{Host, Inventory, PasswordSource};
 use kwinctl::lock::Lock;
 use kwinctl::plan::{self, Allocation, NodePlan, State};
 use kwinctl::record::{self, Redactor};
@@ -253,34 +251,8 @@ fn cmd_render(c: &Common, only: Option<&str>) -> Result<ExitCode, BadInput> {
             "# ===== {} ({}, {}, pod CIDR {}) =====",
             h.name, h.os, h.address, node.pod_cidr
         );
-        match h.os {
-            Os::Linux => {
-                let boot = r.linux_boot_script(node);
-                let unit = r.linux_unit();
-                let d = diff::diff_linux(
-                    &LinuxDesired {
-                        node,
-                        boot_script: &boot,
-                        unit: &unit,
-                    },
-                    &LinuxFacts::fresh(true),
-                )
-                .map_err(|e| BadInput(e.to_string()))?;
-                let actions: Vec<_> = d.actions().collect();
-                let _ = write!(
-                    out,
-                    "{}",
-                    r.linux_script(&h.name, &l.inv.cluster.name, &actions, None)
-                );
-            }
-            Os::Windows => {
-                let _ = writeln!(
-                    out,
-                    "# Windows nodes are not supported yet by this version of kwinctl: nothing to render for {}.",
-                    h.name
-                );
-            }
-        }
+        let script = kwinctl::render::fresh_script(&r, &l.inv, h, node).map_err(BadInput)?;
+        let _ = write!(out, "{script}");
         let _ = writeln!(out);
     }
     Ok(ExitCode::SUCCESS)

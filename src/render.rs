@@ -8,9 +8,10 @@ use std::net::Ipv4Addr;
 
 use minijinja::{Environment, UndefinedBehavior, context};
 
+use crate::diff::windows::WinAction;
 use crate::diff::{Action, Describe};
 use crate::facts::ROUTE_PROTO;
-use crate::plan::NodePlan;
+use crate::plan::{FileSource, HNS_ADAPTER, KUBE_PROXY_SWITCH, NodePlan};
 
 /// Every template, embedded: (name, source).
 const TEMPLATES: &[(&str, &str)] = &[
@@ -58,11 +59,88 @@ const TEMPLATES: &[(&str, &str)] = &[
         "linux/boot.service",
         include_str!("../templates/linux/boot.service.j2"),
     ),
+    (
+        "windows/prelude.ps1",
+        include_str!("../templates/windows/prelude.ps1.j2"),
+    ),
+    (
+        "windows/probe.ps1",
+        include_str!("../templates/windows/probe.ps1.j2"),
+    ),
+    (
+        "windows/record_pod_cidr.ps1",
+        include_str!("../templates/windows/record_pod_cidr.ps1.j2"),
+    ),
+    (
+        "windows/enable_routing.ps1",
+        include_str!("../templates/windows/enable_routing.ps1.j2"),
+    ),
+    (
+        "windows/create_switch.ps1",
+        include_str!("../templates/windows/create_switch.ps1.j2"),
+    ),
+    (
+        "windows/create_network.ps1",
+        include_str!("../templates/windows/create_network.ps1.j2"),
+    ),
+    (
+        "windows/set_gateway_address.ps1",
+        include_str!("../templates/windows/set_gateway_address.ps1.j2"),
+    ),
+    (
+        "windows/add_route.ps1",
+        include_str!("../templates/windows/add_route.ps1.j2"),
+    ),
+    (
+        "windows/del_route.ps1",
+        include_str!("../templates/windows/del_route.ps1.j2"),
+    ),
+    (
+        "windows/pull_image.ps1",
+        include_str!("../templates/windows/pull_image.ps1.j2"),
+    ),
+    (
+        "windows/place_file.ps1",
+        include_str!("../templates/windows/place_file.ps1.j2"),
+    ),
+    (
+        "windows/install_service.ps1",
+        include_str!("../templates/windows/install_service.ps1.j2"),
+    ),
+    (
+        "windows/start_service.ps1",
+        include_str!("../templates/windows/start_service.ps1.j2"),
+    ),
 ];
 
 /// Quote a value for POSIX sh: always single quotes, `'` as `'\''`.
 pub fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Quote a value for PowerShell: a single-quoted (verbatim) string. PowerShell
+/// also takes the typographic single quotes as quote characters, so every one
+/// of them is doubled too.
+pub fn ps_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
+/// A PowerShell array body: `'a', 'b'` (empty for no items).
+pub fn ps_list(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|i| ps_quote(i))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Make a value safe inside a `#` comment: no line breaks or control chars.
@@ -94,6 +172,8 @@ impl Renderer {
         env.set_keep_trailing_newline(true);
         env.add_filter("sh", |v: String| sh_quote(&v));
         env.add_filter("sh_comment", |v: String| sh_comment(&v));
+        env.add_filter("ps", |v: String| ps_quote(&v));
+        env.add_filter("ps_comment", |v: String| sh_comment(&v));
         for (name, src) in TEMPLATES {
             env.add_template(name, src)
                 .unwrap_or_else(|e| panic!("template {name}: {e}"));
@@ -188,6 +268,187 @@ impl Renderer {
             s.push_str(&self.linux_probe(reach));
         }
         s
+    }
+}
+
+/// The one-line machine-readable header a Windows block starts with: the
+/// simulated Windows host acts on it (the PowerShell below it is for Windows).
+pub fn sim_header(v: serde_json::Value) -> String {
+    format!("# kwinctl-sim: {v}\n")
+}
+
+/// Where the Windows probe looks, and what it pings.
+pub struct WinProbe<'a> {
+    pub files: &'a [String],
+    pub services: &'a [String],
+    pub reach: &'a [Ipv4Addr],
+}
+
+impl Renderer {
+    pub fn windows_probe(&self, p: &WinProbe) -> String {
+        let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
+        let header = sim_header(serde_json::json!({
+            "kind": "probe", "files": p.files, "services": p.services, "reach": reach,
+        }));
+        header
+            + &self.render(
+                "windows/probe.ps1",
+                context! {
+                    files => ps_list(p.files), services => ps_list(p.services),
+                    reach => ps_list(&reach),
+                },
+            )
+    }
+
+    /// The PowerShell for one action.
+    pub fn windows_action(&self, a: &WinAction) -> String {
+        match a {
+            WinAction::RecordPodCidr { pod_cidr } => self.render(
+                "windows/record_pod_cidr.ps1",
+                context! { pod_cidr => pod_cidr.to_string() },
+            ),
+            WinAction::EnableRouting => self.render("windows/enable_routing.ps1", context! {}),
+            WinAction::CreateSwitch => self.render(
+                "windows/create_switch.ps1",
+                context! { switch => KUBE_PROXY_SWITCH },
+            ),
+            WinAction::CreateNetwork {
+                name,
+                subnet,
+                gateway,
+                replace,
+            } => self.render(
+                "windows/create_network.ps1",
+                context! { name, subnet => subnet.to_string(), gateway => gateway.to_string(), replace },
+            ),
+            WinAction::SetGatewayAddress { gateway, prefix } => self.render(
+                "windows/set_gateway_address.ps1",
+                context! { adapter => HNS_ADAPTER, gateway => gateway.to_string(), prefix },
+            ),
+            WinAction::AddRoute { dst, via, replace } => self.render(
+                "windows/add_route.ps1",
+                context! { dst => dst.to_string(), via => via.to_string(), replace },
+            ),
+            WinAction::DelRoute { dst, .. } => self.render(
+                "windows/del_route.ps1",
+                context! { dst => dst.to_string() },
+            ),
+            WinAction::PullImage { image } => {
+                self.render("windows/pull_image.ps1", context! { image })
+            }
+            WinAction::PlaceFile { file } => {
+                let (url, content) = match &file.source {
+                    FileSource::Url(u) => (Some(u.clone()), None),
+                    FileSource::Inline(b) => (
+                        None,
+                        Some(base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b)),
+                    ),
+                };
+                self.render(
+                    "windows/place_file.ps1",
+                    context! { path => file.path, sha256 => file.sha256, url, content },
+                )
+            }
+            WinAction::InstallService { service, .. } => self.render(
+                "windows/install_service.ps1",
+                context! {
+                    name => service.name, display => service.display, binpath => service.binpath,
+                    depends => ps_list(&service.depends), env => ps_list(&service.env),
+                },
+            ),
+            WinAction::StartService { name } => {
+                self.render("windows/start_service.ps1", context! { name })
+            }
+        }
+    }
+
+    /// One PowerShell script for a Windows host: prelude, each action as a
+    /// block led by its simulator header, then (optionally) the probe.
+    pub fn windows_script(
+        &self,
+        host: &str,
+        cluster: &str,
+        address: Ipv4Addr,
+        adapter: Option<&str>,
+        actions: &[&WinAction],
+        then_probe: Option<&WinProbe>,
+    ) -> String {
+        let mut s = sim_header(
+            serde_json::json!({"kind": "prelude", "address": address.to_string(), "adapter": adapter}),
+        );
+        s += &self.render(
+            "windows/prelude.ps1",
+            context! { host, cluster, address => address.to_string(), adapter },
+        );
+        for (i, a) in actions.iter().enumerate() {
+            let mut v = serde_json::to_value(a).expect("action JSON");
+            v["id"] = i.into();
+            let body = self.windows_action(a);
+            s.push('\n');
+            s += &sim_header(v);
+            s += &format!(
+                "# action {i}: {}\nInvoke-KwAction {i} {{\n{}\n}}\nif (-not $script:KwOk) {{ exit 0 }}\n",
+                sh_comment(&a.describe()),
+                body.trim_end()
+            );
+        }
+        if let Some(p) = then_probe {
+            s.push('\n');
+            s += &self.windows_probe(p);
+        }
+        s
+    }
+}
+
+/// The script a host would get on a freshly installed machine (`render`).
+pub fn fresh_script(
+    r: &Renderer,
+    inv: &crate::inventory::Inventory,
+    host: &crate::inventory::Host,
+    node: &NodePlan,
+) -> Result<String, String> {
+    use crate::diff::{LinuxDesired, diff_linux, windows::diff_windows};
+    use crate::facts::{LinuxFacts, windows::FileFact, windows::WindowsFacts};
+    use crate::inventory::Os;
+    match host.os {
+        Os::Linux => {
+            let boot = r.linux_boot_script(node);
+            let unit = r.linux_unit();
+            let d = diff_linux(
+                &LinuxDesired {
+                    node,
+                    boot_script: &boot,
+                    unit: &unit,
+                },
+                &LinuxFacts::fresh(true),
+            )
+            .map_err(|e| e.to_string())?;
+            let actions: Vec<_> = d.actions().collect();
+            Ok(r.linux_script(&host.name, &inv.cluster.name, &actions, None))
+        }
+        Os::Windows => {
+            let desired = crate::plan::windows_desired(inv, host, node)?;
+            let mut facts = WindowsFacts::fresh(node.address, desired.adapter.as_deref());
+            // Binaries kwinctl does not place are assumed to be there already.
+            for req in &desired.required_files {
+                if !desired.files.iter().any(|f| &f.path == req) {
+                    facts.files.push(FileFact {
+                        path: req.clone(),
+                        sha256: String::new(),
+                    });
+                }
+            }
+            let d = diff_windows(node, &desired, &facts).map_err(|e| e.to_string())?;
+            let actions: Vec<_> = d.actions().collect();
+            Ok(r.windows_script(
+                &host.name,
+                &inv.cluster.name,
+                node.address,
+                desired.adapter.as_deref(),
+                &actions,
+                None,
+            ))
+        }
     }
 }
 

@@ -64,7 +64,12 @@ fn render_gives_the_seed_routes_for_lin01() {
         .unwrap();
     assert!(st.success(), "sh -n rejected the script");
     let o = kwinctl(&["render", "-i", EXAMPLE, "--host", "win01"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("not supported yet"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("New-VMSwitch -Name 'KubeProxySwitch' -SwitchType Internal"),
+        "{out}"
+    );
 }
 
 fn bad(inv_text: &str, args: &[&str]) -> String {
