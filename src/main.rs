@@ -18,7 +18,7 @@ use kwinctl::plan::{self, Allocation, NodePlan, State};
 use kwinctl::record::{self, Redactor};
 use kwinctl::render::Renderer;
 use kwinctl::report::{Format, HostStatus, Reporter};
-use kwinctl::run::{self, Interrupt, Mode, RunOptions};
+use kwinctl::run::{self, Interrupt, Mode, RunOptions, Target};
 use kwinctl::transport::ConnectOptions;
 
 #[derive(Parser)]
@@ -307,10 +307,22 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
         c.accept_new_host_keys,
         ssh_config,
     )?;
-    let targets: Vec<(Host, NodePlan)> = chosen
-        .iter()
-        .map(|(h, n)| ((*h).clone(), (*n).clone()))
-        .collect();
+    // Desired state is computed before anything is contacted: a bad binary
+    // spec or an unreadable kubeconfig is bad input.
+    let mut targets: Vec<Target> = Vec::new();
+    for (h, n) in &chosen {
+        let windows = match h.os {
+            kwinctl::inventory::Os::Windows => {
+                Some(plan::windows_desired(&l.inv, h, n).map_err(BadInput)?)
+            }
+            kwinctl::inventory::Os::Linux => None,
+        };
+        targets.push(Target {
+            host: (*h).clone(),
+            node: (*n).clone(),
+            windows,
+        });
+    }
     let reporter = Arc::new(Reporter::new(
         c.output,
         mode.name(),

@@ -111,6 +111,22 @@ const TEMPLATES: &[(&str, &str)] = &[
         "windows/start_service.ps1",
         include_str!("../templates/windows/start_service.ps1.j2"),
     ),
+    (
+        "windows/remove_service.ps1",
+        include_str!("../templates/windows/remove_service.ps1.j2"),
+    ),
+    (
+        "windows/remove_network.ps1",
+        include_str!("../templates/windows/remove_network.ps1.j2"),
+    ),
+    (
+        "windows/remove_switch.ps1",
+        include_str!("../templates/windows/remove_switch.ps1.j2"),
+    ),
+    (
+        "windows/remove_file.ps1",
+        include_str!("../templates/windows/remove_file.ps1.j2"),
+    ),
 ];
 
 /// Quote a value for POSIX sh: always single quotes, `'` as `'\''`.
@@ -358,6 +374,19 @@ impl Renderer {
             ),
             WinAction::StartService { name } => {
                 self.render("windows/start_service.ps1", context! { name })
+            }
+            WinAction::RemoveService { name } => {
+                self.render("windows/remove_service.ps1", context! { name })
+            }
+            WinAction::RemoveNetwork { name } => {
+                self.render("windows/remove_network.ps1", context! { name })
+            }
+            WinAction::RemoveSwitch => self.render(
+                "windows/remove_switch.ps1",
+                context! { switch => KUBE_PROXY_SWITCH },
+            ),
+            WinAction::RemoveFile { path } => {
+                self.render("windows/remove_file.ps1", context! { path })
             }
         }
     }

@@ -11,11 +11,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use crate::diff::{self, Action, Describe, HostDiff, LinuxDesired};
-use crate::facts::{self, LinuxFacts};
+use std::collections::BTreeMap;
+
+use crate::diff::windows::WinAction;
+use crate::diff::{self, Action, Conflict, Describe, Diff, LinuxDesired};
+use crate::facts::windows::WindowsFacts;
+use crate::facts::{self, LinuxFacts, Reach};
 use crate::inventory::{Host, Os};
-use crate::plan::NodePlan;
-use crate::render::Renderer;
+use crate::plan::{NodePlan, WindowsDesired};
+use crate::render::{Renderer, WinProbe};
 use crate::report::{ActionReport, ActionStatus, HostReport, HostStatus, Reporter};
 use crate::transport::{self, ConnectOptions, Session, TransportError};
 use crate::verify;
@@ -69,10 +73,18 @@ struct Ctx {
     interrupt: Interrupt,
 }
 
-/// Run `mode` on every (host, node plan) pair; reports come back in input order.
+/// One host to run on: its inventory entry, its node plan and, for Windows,
+/// its desired state.
+pub struct Target {
+    pub host: Host,
+    pub node: NodePlan,
+    pub windows: Option<WindowsDesired>,
+}
+
+/// Run `mode` on every target; reports come back in input order.
 pub async fn run_all(
     mode: Mode,
-    targets: Vec<(Host, NodePlan)>,
+    targets: Vec<Target>,
     opts: RunOptions,
     reporter: Arc<Reporter>,
     interrupt: Interrupt,
@@ -86,19 +98,19 @@ pub async fn run_all(
         interrupt,
     });
     let mut tasks = Vec::new();
-    for (host, node) in targets {
+    for t in targets {
         let ctx = ctx.clone();
         let sem = sem.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = sem.acquire_owned().await.expect("semaphore open");
             let start = Instant::now();
             let mut report = if ctx.interrupt.is_set() {
-                let mut r = blank(&host, &node);
+                let mut r = blank(&t.host, &t.node);
                 r.status = HostStatus::Interrupted;
                 r.error = Some("not started: interrupted".into());
                 r
             } else {
-                run_host(&ctx, &host, &node).await
+                run_host(&ctx, &t).await
             };
             report.seconds = start.elapsed().as_secs_f64();
             ctx.reporter.host_done(&report);
@@ -207,66 +219,187 @@ async fn call(
     out
 }
 
-fn parse_linux(o: &transport::Output) -> Result<LinuxFacts, String> {
-    let json = facts::facts_json(&o.stdout, &o.stderr).map_err(|e| e.to_string())?;
-    LinuxFacts::parse(json).map_err(|e| e.to_string())
+/// What differs between operating systems in a host's run; the flow itself
+/// (probe → diff → apply + re-probe → verify) is [`converge`].
+trait NodeOps {
+    type Facts;
+    type Action: Describe;
+    fn probe(&self, reach: &[Ipv4Addr]) -> String;
+    fn parse(&self, o: &transport::Output) -> Result<Self::Facts, String>;
+    fn diff(&self, f: &Self::Facts) -> Result<Diff<Self::Action>, Conflict>;
+    fn reset(&self, f: &Self::Facts) -> Diff<Self::Action>;
+    /// The actions, then the probe (with `reach`), as one script.
+    fn script(&self, actions: &[&Self::Action], reach: &[Ipv4Addr]) -> String;
+    fn reach<'f>(&self, f: &'f Self::Facts) -> &'f BTreeMap<Ipv4Addr, Reach>;
 }
 
-async fn run_host(ctx: &Ctx, host: &Host, node: &NodePlan) -> HostReport {
-    let r = blank(host, node);
-    if host.os != Os::Linux {
-        return fail(
-            r,
-            "Windows nodes are not supported yet by this version of kwinctl (see README: Windows)",
-        );
+fn facts_of(o: &transport::Output) -> Result<&str, String> {
+    facts::facts_json(&o.stdout, &o.stderr).map_err(|e| e.to_string())
+}
+
+struct LinuxOps<'a> {
+    r: &'a Renderer,
+    node: &'a NodePlan,
+    boot: String,
+    unit: String,
+}
+
+impl NodeOps for LinuxOps<'_> {
+    type Facts = LinuxFacts;
+    type Action = Action;
+    fn probe(&self, reach: &[Ipv4Addr]) -> String {
+        self.r.linux_probe(reach)
     }
-    ctx.reporter.phase(&host.name, "connecting");
-    let mut session = match connect_with_retries(ctx, host).await {
+    fn parse(&self, o: &transport::Output) -> Result<LinuxFacts, String> {
+        LinuxFacts::parse(facts_of(o)?).map_err(|e| e.to_string())
+    }
+    fn diff(&self, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {
+        diff::diff_linux(
+            &LinuxDesired {
+                node: self.node,
+                boot_script: &self.boot,
+                unit: &self.unit,
+            },
+            f,
+        )
+    }
+    fn reset(&self, f: &LinuxFacts) -> Diff<Action> {
+        diff::diff_reset_linux(f)
+    }
+    fn script(&self, actions: &[&Action], reach: &[Ipv4Addr]) -> String {
+        self.r.linux_script(
+            &self.node.name,
+            &self.node.cluster_name,
+            actions,
+            Some(reach),
+        )
+    }
+    fn reach<'f>(&self, f: &'f LinuxFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
+        &f.reach
+    }
+}
+
+struct WindowsOps<'a> {
+    r: &'a Renderer,
+    node: &'a NodePlan,
+    desired: &'a WindowsDesired,
+    files: Vec<String>,
+    services: Vec<String>,
+}
+
+impl<'a> WindowsOps<'a> {
+    fn new(r: &'a Renderer, node: &'a NodePlan, desired: &'a WindowsDesired) -> Self {
+        let mut files: Vec<String> = desired.files.iter().map(|f| f.path.clone()).collect();
+        for f in &desired.required_files {
+            if !files.contains(f) {
+                files.push(f.clone());
+            }
+        }
+        let services = desired.services.iter().map(|s| s.name.clone()).collect();
+        WindowsOps {
+            r,
+            node,
+            desired,
+            files,
+            services,
+        }
+    }
+    fn probe_of<'p>(&'p self, reach: &'p [Ipv4Addr]) -> WinProbe<'p> {
+        WinProbe {
+            files: &self.files,
+            services: &self.services,
+            reach,
+        }
+    }
+}
+
+impl NodeOps for WindowsOps<'_> {
+    type Facts = WindowsFacts;
+    type Action = WinAction;
+    fn probe(&self, reach: &[Ipv4Addr]) -> String {
+        self.r.windows_probe(&self.probe_of(reach))
+    }
+    fn parse(&self, o: &transport::Output) -> Result<WindowsFacts, String> {
+        WindowsFacts::parse(facts_of(o)?).map_err(|e| e.to_string())
+    }
+    fn diff(&self, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
+        diff::windows::diff_windows(self.node, self.desired, f)
+    }
+    fn reset(&self, f: &WindowsFacts) -> Diff<WinAction> {
+        diff::windows::diff_reset_windows(self.node, self.desired, f)
+    }
+    fn script(&self, actions: &[&WinAction], reach: &[Ipv4Addr]) -> String {
+        self.r.windows_script(
+            &self.node.name,
+            &self.node.cluster_name,
+            self.node.address,
+            self.desired.adapter.as_deref(),
+            actions,
+            Some(&self.probe_of(reach)),
+        )
+    }
+    fn reach<'f>(&self, f: &'f WindowsFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
+        &f.reach
+    }
+}
+
+async fn run_host(ctx: &Ctx, t: &Target) -> HostReport {
+    let r = blank(&t.host, &t.node);
+    ctx.reporter.phase(&t.host.name, "connecting");
+    let mut session = match connect_with_retries(ctx, &t.host).await {
         Ok(s) => s,
         Err(e) => return fail(r, e),
     };
-    let report = linux_host(ctx, &mut session, host, node, r).await;
+    let report = match (&t.host.os, &t.windows) {
+        (Os::Linux, _) => {
+            let ops = LinuxOps {
+                r: &ctx.renderer,
+                node: &t.node,
+                boot: ctx.renderer.linux_boot_script(&t.node),
+                unit: ctx.renderer.linux_unit(),
+            };
+            converge(ctx, &mut session, &t.host, &t.node, &ops, r).await
+        }
+        (Os::Windows, Some(w)) => {
+            let ops = WindowsOps::new(&ctx.renderer, &t.node, w);
+            converge(ctx, &mut session, &t.host, &t.node, &ops, r).await
+        }
+        (Os::Windows, None) => fail(r, "internal: no desired state for a Windows host"),
+    };
     session.close().await;
     report
 }
 
-async fn linux_host(
+/// The per-host flow, for any OS.
+async fn converge<O: NodeOps>(
     ctx: &Ctx,
     s: &mut Box<dyn Session>,
     host: &Host,
     node: &NodePlan,
+    ops: &O,
     mut r: HostReport,
 ) -> HostReport {
     let reach: Vec<Ipv4Addr> = node.peers.iter().map(|p| p.address).collect();
-    let boot = ctx.renderer.linux_boot_script(node);
-    let unit = ctx.renderer.linux_unit();
-    let desired = LinuxDesired {
-        node,
-        boot_script: &boot,
-        unit: &unit,
-    };
-
     ctx.reporter.phase(&host.name, "probing");
-    let probe = if ctx.mode == Mode::Verify {
-        ctx.renderer.linux_probe(&reach)
+    let probe = ops.probe(if ctx.mode == Mode::Verify {
+        &reach
     } else {
-        ctx.renderer.linux_probe(&[])
-    };
+        &[]
+    });
     let facts = match call(ctx, s, &mut r, "probe", &probe)
         .await
-        .and_then(|o| parse_linux(&o))
+        .and_then(|o| ops.parse(&o))
     {
         Ok(f) => f,
         Err(e) => return fail(r, e),
     };
-
     let d = match ctx.mode {
-        Mode::Reset => Ok(diff::diff_reset_linux(&facts)),
-        _ => diff::diff_linux(&desired, &facts),
+        Mode::Reset => Ok(ops.reset(&facts)),
+        _ => ops.diff(&facts),
     };
     match ctx.mode {
         Mode::Verify => {
-            r.checks = verify::verify_linux(node, &d, &facts);
+            r.checks = verify::checks(node, &d, ops.reach(&facts));
             if let Ok(d) = &d {
                 r.notes = d.notes.clone();
             }
@@ -280,7 +413,7 @@ async fn linux_host(
                 Err(c) => fail(r, c),
                 Ok(d) => {
                     r.notes = d.notes.clone();
-                    r.actions = reports_of(&d, |_| ActionStatus::Planned);
+                    r.actions = reports_of(&d, ActionStatus::Planned);
                     r.status = if d.changes() > 0 {
                         HostStatus::Pending
                     } else {
@@ -298,14 +431,14 @@ async fn linux_host(
     };
     r.notes = d.notes.clone();
     if ctx.interrupt.is_set() {
-        r.actions = reports_of(&d, |_| ActionStatus::Skipped);
+        r.actions = reports_of(&d, ActionStatus::Skipped);
         r.status = HostStatus::Interrupted;
         r.error = Some("interrupted after probing: nothing was changed".into());
         return r;
     }
 
     // Apply and re-probe in one remote call.
-    let actions: Vec<&Action> = d.actions().collect();
+    let actions: Vec<&O::Action> = d.actions().collect();
     if !actions.is_empty() {
         ctx.reporter
             .phase(&host.name, &format!("applying {} actions", actions.len()));
@@ -313,13 +446,11 @@ async fn linux_host(
         ctx.reporter.phase(&host.name, "verifying");
     }
     let verify_reach: &[Ipv4Addr] = if ctx.mode == Mode::Up { &reach } else { &[] };
-    let script =
-        ctx.renderer
-            .linux_script(&node.name, &node.cluster_name, &actions, Some(verify_reach));
+    let script = ops.script(&actions, verify_reach);
     let out = match call(ctx, s, &mut r, "apply", &script).await {
         Ok(o) => o,
         Err(e) => {
-            r.actions = reports_of(&d, |_| ActionStatus::Skipped);
+            r.actions = reports_of(&d, ActionStatus::Skipped);
             return fail(
                 r,
                 format!(
@@ -379,18 +510,17 @@ async fn linux_host(
             ),
         );
     }
-    let after = match parse_linux(&out) {
+    let after = match ops.parse(&out) {
         Ok(f) => f,
         Err(e) => return fail(r, format!("re-probe after apply: {e}")),
     };
     if ctx.mode == Mode::Reset {
-        let left = diff::diff_reset_linux(&after);
-        if left.changes() > 0 {
-            return fail(r, "kwinctl routes or files are still present after reset");
+        if ops.reset(&after).changes() > 0 {
+            return fail(r, "kwinctl's changes are still present after reset");
         }
     } else {
-        let d2 = diff::diff_linux(&desired, &after);
-        r.checks = verify::verify_linux(node, &d2, &after);
+        let d2 = ops.diff(&after);
+        r.checks = verify::checks(node, &d2, ops.reach(&after));
         if r.failed_checks().next().is_some() {
             r.status = HostStatus::Failed;
             r.error = Some("verify after apply failed".into());
@@ -405,14 +535,14 @@ async fn linux_host(
     r
 }
 
-fn reports_of(d: &HostDiff, status: impl Fn(&Action) -> ActionStatus) -> Vec<ActionReport> {
+fn reports_of<A: Describe>(d: &Diff<A>, status: ActionStatus) -> Vec<ActionReport> {
     d.items
         .iter()
         .map(|i| match &i.action {
             Some(a) => ActionReport {
                 key: i.key.clone(),
                 action: a.describe(),
-                status: status(a),
+                status,
                 stderr: String::new(),
             },
             None => ActionReport {

@@ -3,8 +3,11 @@
 
 use serde::Serialize;
 
-use crate::diff::{Action, Conflict, HostDiff};
-use crate::facts::{LinuxFacts, Reach};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use crate::diff::{Conflict, Describe, Diff};
+use crate::facts::Reach;
 use crate::plan::NodePlan;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -14,38 +17,12 @@ pub struct Check {
     pub detail: String,
 }
 
-/// What a pending action says about the host as it is.
-fn finding(a: &Action) -> String {
-    match a {
-        Action::RecordPodCidr { .. } => "no pod CIDR recorded on the host".into(),
-        Action::EnableForwarding => "net.ipv4.ip_forward is 0".into(),
-        Action::AddRoute { via, .. } => format!("missing (expected via {via})"),
-        Action::ReplaceRoute {
-            via,
-            was_via,
-            was_proto,
-            ..
-        } => format!(
-            "found via {} proto {was_proto}, expected via {via} proto {}",
-            was_via
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "none".into()),
-            crate::facts::ROUTE_PROTO
-        ),
-        Action::DelRoute { via, .. } => format!(
-            "kwinctl route{} to a block no node in the inventory has",
-            via.map(|v| format!(" via {v}")).unwrap_or_default()
-        ),
-        Action::WriteBootScript { .. } => "/etc/kwinctl/boot.sh missing or out of date".into(),
-        Action::InstallUnit { .. } => "kwinctl-boot.service missing, changed or disabled".into(),
-        Action::RemoveNodeFiles => "kwinctl files present".into(),
-    }
-}
-
-pub fn verify_linux(
+/// Checks for any OS: one per desired item (passing when nothing is to be
+/// done), plus reachability of every other node.
+pub fn checks<A: Describe>(
     node: &NodePlan,
-    diff: &Result<HostDiff, Conflict>,
-    facts: &LinuxFacts,
+    diff: &Result<Diff<A>, Conflict>,
+    reach: &BTreeMap<Ipv4Addr, Reach>,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     match diff {
@@ -59,13 +36,17 @@ pub fn verify_linux(
                 checks.push(Check {
                     name: item.key.clone(),
                     pass: item.action.is_none(),
-                    detail: item.action.as_ref().map(finding).unwrap_or_default(),
+                    detail: item
+                        .action
+                        .as_ref()
+                        .map(|a| a.finding())
+                        .unwrap_or_default(),
                 });
             }
         }
     }
     for p in &node.peers {
-        let (pass, detail) = match facts.reach.get(&p.address) {
+        let (pass, detail) = match reach.get(&p.address) {
             Some(Reach::Ok) => (true, String::new()),
             Some(Reach::NoPing) => (
                 false,

@@ -61,6 +61,7 @@ const ALLOWED: &[&str] = &[
     "Get-Content",
     "Test-Connection",
     "ConvertTo-Json",
+    "Remove-VMSwitch",
 ];
 
 fn parse(label: &str, script: &str) -> BTreeSet<String> {
@@ -224,6 +225,16 @@ fn every_action() -> Vec<WinAction> {
         },
         WinAction::StartService {
             name: "kube-proxy".into(),
+        },
+        WinAction::RemoveService {
+            name: "kube-proxy".into(),
+        },
+        WinAction::RemoveNetwork {
+            name: "kwinctl".into(),
+        },
+        WinAction::RemoveSwitch,
+        WinAction::RemoveFile {
+            path: r"C:\k\kwinctl\pod-cidr.txt".into(),
         },
     ]
 }

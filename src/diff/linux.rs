@@ -84,6 +84,35 @@ impl Describe for Action {
             }
         }
     }
+
+    fn finding(&self) -> String {
+        match self {
+            Action::RecordPodCidr { .. } => "no pod CIDR recorded on the host".into(),
+            Action::EnableForwarding => "net.ipv4.ip_forward is 0".into(),
+            Action::AddRoute { via, .. } => format!("missing (expected via {via})"),
+            Action::ReplaceRoute {
+                via,
+                was_via,
+                was_proto,
+                ..
+            } => format!(
+                "found via {} proto {was_proto}, expected via {via} proto {}",
+                was_via
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                crate::facts::ROUTE_PROTO
+            ),
+            Action::DelRoute { via, .. } => format!(
+                "kwinctl route{} to a block no node in the inventory has",
+                via.map(|v| format!(" via {v}")).unwrap_or_default()
+            ),
+            Action::WriteBootScript { .. } => "/etc/kwinctl/boot.sh missing or out of date".into(),
+            Action::InstallUnit { .. } => {
+                "kwinctl-boot.service missing, changed or disabled".into()
+            }
+            Action::RemoveNodeFiles => "kwinctl files present".into(),
+        }
+    }
 }
 
 /// What a Linux node should have, beyond its [`NodePlan`].

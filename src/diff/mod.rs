@@ -12,9 +12,13 @@ use sha2::{Digest, Sha256};
 
 pub use linux::*;
 
-/// What an action says it will do, in one line.
+/// What an action says it will do, in one line, and what its being pending
+/// says about the host as it is (for `verify`).
 pub trait Describe {
     fn describe(&self) -> String;
+    fn finding(&self) -> String {
+        format!("not as desired: would {}", self.describe())
+    }
 }
 
 /// One desired thing on a host, and what (if anything) must change.

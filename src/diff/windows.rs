@@ -65,6 +65,18 @@ pub enum WinAction {
     StartService {
         name: String,
     },
+    /// `reset`: stop and delete a service.
+    RemoveService {
+        name: String,
+    },
+    /// `reset`: remove the transparent network (and with it the HNS adapter).
+    RemoveNetwork {
+        name: String,
+    },
+    RemoveSwitch,
+    RemoveFile {
+        path: String,
+    },
 }
 
 impl Describe for WinAction {
@@ -114,6 +126,10 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartService { name } => format!("start service {name}"),
+            WinAction::RemoveService { name } => format!("stop and delete service {name}"),
+            WinAction::RemoveNetwork { name } => format!("remove docker network {name}"),
+            WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
+            WinAction::RemoveFile { path } => format!("remove {path}"),
         }
     }
 }
@@ -373,6 +389,75 @@ pub fn diff_windows(
     Ok(Diff { items, notes })
 }
 
+/// `reset`: undo what `up` created, in reverse order. The Routing role and
+/// the pause image stay (other software may use them); so do routes outside
+/// the cluster CIDR.
+pub fn diff_reset_windows(node: &NodePlan, d: &WindowsDesired, f: &WindowsFacts) -> WinDiff {
+    let mut items: Vec<Item<WinAction>> = Vec::new();
+    for s in d.services.iter().rev() {
+        let present = f
+            .services
+            .iter()
+            .any(|x| x.name.eq_ignore_ascii_case(&s.name));
+        items.push(Item {
+            key: format!("service {}", s.name),
+            action: present.then(|| WinAction::RemoveService {
+                name: s.name.clone(),
+            }),
+        });
+    }
+    let index = match &d.adapter {
+        Some(n) => f.adapters.iter().find(|a| a.name.eq_ignore_ascii_case(n)),
+        None => f.adapters.iter().find(|a| a.ipv4.contains(&node.address)),
+    }
+    .map(|a| a.index);
+    for r in &f.routes {
+        if Some(r.index) == index && node.cluster_cidr.contains(&r.dst) && r.dst != node.pod_cidr {
+            items.push(Item {
+                key: format!("route {}", r.dst),
+                action: Some(WinAction::DelRoute {
+                    dst: r.dst,
+                    via: r.via,
+                }),
+            });
+        }
+    }
+    let net = f.networks.iter().any(|n| n.name == d.network);
+    items.push(Item {
+        key: format!("network {}", d.network),
+        action: net.then(|| WinAction::RemoveNetwork {
+            name: d.network.clone(),
+        }),
+    });
+    let switch = f.switches.iter().any(|s| s.name == KUBE_PROXY_SWITCH);
+    items.push(Item {
+        key: format!("switch {KUBE_PROXY_SWITCH}"),
+        action: switch.then_some(WinAction::RemoveSwitch),
+    });
+    for file in &d.files {
+        let present = f
+            .files
+            .iter()
+            .any(|x| x.path.eq_ignore_ascii_case(&file.path));
+        items.push(Item {
+            key: format!("file {}", file.path),
+            action: present.then(|| WinAction::RemoveFile {
+                path: file.path.clone(),
+            }),
+        });
+    }
+    items.push(Item {
+        key: "pod-cidr record".into(),
+        action: f.pod_cidr.is_some().then(|| WinAction::RemoveFile {
+            path: r"C:\k\kwinctl\pod-cidr.txt".into(),
+        }),
+    });
+    Diff {
+        items,
+        notes: vec!["the Routing role and the pause image are left in place".into()],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,6 +666,28 @@ mod tests {
             acts(&diff_windows(&node(), &desired(), &f)),
             ["remove stale route 192.168.7.0/24 via 10.0.0.77"]
         );
+    }
+
+    #[test]
+    fn reset_undoes_in_reverse_order_and_is_idempotent() {
+        let f = converged();
+        let d = diff_reset_windows(&node(), &desired(), &f);
+        let a: Vec<String> = d.actions().map(|a| a.describe()).collect();
+        assert_eq!(
+            a,
+            [
+                "stop and delete service kube-proxy",
+                "stop and delete service kubelet",
+                "remove stale route 192.168.0.0/24 via 10.0.0.10",
+                "remove stale route 192.168.2.0/24 via 10.0.0.12",
+                "remove docker network kwinctl",
+                "remove Hyper-V switch KubeProxySwitch",
+                r"remove C:\k\kubelet.exe",
+                r"remove C:\k\kwinctl\pod-cidr.txt",
+            ]
+        );
+        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None);
+        assert_eq!(diff_reset_windows(&node(), &desired(), &fresh).changes(), 0);
     }
 
     #[test]

@@ -6,18 +6,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::Deserialize;
 
-/// The route protocol number kwinctl marks its Linux routes with
-/// (`ip route ... proto 198`), so that it only ever removes its own.
-pub const ROUTE_PROTO: u8 = 198;
-pub const FACTS_MARKER: &str = "KWINCTL-FACTS ";
-
-#[derive(Debug, thiserror::Error)]
-pub enum FactsError {
-    #[error("the probe printed no facts (no `KWINCTL-FACTS` line); stderr: {0}")]
-    Missing(String),
-    #[error("the probe's facts are not valid: {0}")]
-    Invalid(String),
-}
+use super::{FactsError, ROUTE_PROTO, Reach};
 
 /// One IPv4 route from the host's main table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,14 +41,6 @@ pub struct LinuxFacts {
     pub reach: BTreeMap<Ipv4Addr, Reach>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
-    Ok,
-    NoAnswer,
-    /// The host has no `ping` to test with.
-    NoPing,
-}
-
 #[derive(Deserialize)]
 struct RawLinux {
     v: u32,
@@ -84,15 +65,6 @@ struct RawRoute {
     dev: Option<String>,
     #[serde(default)]
     protocol: Option<serde_json::Value>,
-}
-
-/// Find the facts line in a probe's stdout.
-pub fn facts_json<'a>(stdout: &'a str, stderr: &str) -> Result<&'a str, FactsError> {
-    stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix(FACTS_MARKER))
-        .ok_or_else(|| FactsError::Missing(crate::report::clip(stderr.trim(), 400)))
 }
 
 fn sha(s: String) -> Option<String> {
@@ -168,23 +140,7 @@ impl LinuxFacts {
                 FactsError::Invalid(format!("/etc/kwinctl/pod-cidr holds {s:?}, not a CIDR"))
             })?),
         };
-        let mut reach = BTreeMap::new();
-        for r in raw.reach {
-            let mut it = r.split_whitespace();
-            let (Some(ip), Some(res)) = (it.next(), it.next()) else {
-                return Err(FactsError::Invalid(format!("reach entry {r:?}")));
-            };
-            let ip = ip
-                .parse::<Ipv4Addr>()
-                .map_err(|_| FactsError::Invalid(format!("reach entry {r:?}")))?;
-            let res = match res {
-                "ok" => Reach::Ok,
-                "fail" => Reach::NoAnswer,
-                "noping" => Reach::NoPing,
-                _ => return Err(FactsError::Invalid(format!("reach entry {r:?}"))),
-            };
-            reach.insert(ip, res);
-        }
+        let reach = super::parse_reach(&raw.reach)?;
         Ok(LinuxFacts {
             hostname: raw.hostname,
             ip_forward,
@@ -211,6 +167,7 @@ impl LinuxFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::{FACTS_MARKER, facts_json};
 
     pub const SAMPLE: &str = r#"{"v":1,"os":"linux","hostname":"h1","ip_forward":"1","systemd":false,
       "routes":[{"dst":"default","gateway":"198.18.1.1","dev":"eth0"},

@@ -2,12 +2,13 @@
 //! network, routes, images, files and services, as the PowerShell probe
 //! (`templates/windows/probe.ps1.j2`) reports them.
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 use serde::Deserialize;
 
-use super::FactsError;
+use super::{FactsError, Reach};
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Adapter {
@@ -91,14 +92,16 @@ pub struct WindowsFacts {
     #[serde(default)]
     pub pod_cidr: Option<Ipv4Net>,
     /// Reachability of other nodes' addresses (`Test-Connection`), when asked.
-    #[serde(default)]
-    pub reach: Vec<String>,
+    #[serde(skip)]
+    pub reach: BTreeMap<Ipv4Addr, Reach>,
 }
 
 #[derive(Deserialize)]
 struct Raw {
     v: u32,
     os: String,
+    #[serde(default)]
+    reach: Vec<String>,
     #[serde(flatten)]
     facts: WindowsFacts,
 }
@@ -128,7 +131,9 @@ impl WindowsFacts {
                 raw.facts.build
             )));
         }
-        Ok(raw.facts)
+        let mut facts = raw.facts;
+        facts.reach = super::parse_reach(&raw.reach)?;
+        Ok(facts)
     }
 
     /// A freshly installed Windows Server 2016 node with Hyper-V, Docker and
@@ -161,7 +166,7 @@ impl WindowsFacts {
             files: vec![],
             services: vec![],
             pod_cidr: None,
-            reach: vec![],
+            reach: BTreeMap::new(),
         }
     }
 }

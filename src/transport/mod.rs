@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use crate::inventory::{Connection, Host};
 
 pub mod ssh;
+pub mod winrm;
 
 /// What a script printed and how it ended.
 #[derive(Debug, Clone, Default)]
@@ -121,8 +122,6 @@ pub async fn connect(
 ) -> Result<Box<dyn Session>, TransportError> {
     match &host.connection {
         Connection::Ssh(s) => Ok(Box::new(ssh::SshSession::connect(host, s, opts).await?)),
-        Connection::WinRm(_) => Err(TransportError::Setup(
-            "WinRM is not supported yet: give this Windows host an `ssh:` block to reach it over OpenSSH".into(),
-        )),
+        Connection::WinRm(w) => Ok(Box::new(winrm::WinRmSession::connect(host, w, opts).await?)),
     }
 }

@@ -1,0 +1,214 @@
+//! WinRM sessions with winrm-rs 2.x: HTTPS with certificate validation by
+//! default (a CA file or a pinned SHA-256), NTLM with message encryption by
+//! default, Basic only over HTTPS or when explicitly allowed. One shell per
+//! host per command.
+//!
+//! Scripts do not travel in `-EncodedCommand` (WinRS runs commands through
+//! `cmd.exe`, whose 8191-character line limit our scripts exceed): a short
+//! bootstrap reads the script from stdin and runs it as one script block.
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use winrm_rs::{
+    AuthMethod, EncryptionMode, Shell, WinrmClient, WinrmConfig, WinrmCredentials, WinrmError,
+};
+
+use super::{ConnectOptions, Output, Session, TransportError};
+use crate::inventory::{Host, PasswordSource, WinRmAuth, WinRmSettings};
+
+const POWERSHELL: &str = r"%SystemRoot%\System32\WindowsPowerShell\v1.0\powershell.exe";
+/// Reads the whole script from stdin and runs it as one script block.
+pub const BOOTSTRAP: &str = "$ErrorActionPreference = 'Stop'; $kwScript = [Console]::In.ReadToEnd(); & ([scriptblock]::Create($kwScript)); exit $LASTEXITCODE";
+/// Script bytes per WinRS Send request (well inside the default 150 KiB envelope).
+const SEND_CHUNK: usize = 64 * 1024;
+const MAX_OUTPUT: usize = 16 << 20;
+
+pub struct WinRmSession {
+    host: String,
+    shell: Option<Shell<'static>>,
+}
+
+/// The bootstrap as `-EncodedCommand` wants it (base64 of UTF-16LE).
+pub fn encoded_bootstrap() -> String {
+    winrm_rs::encode_powershell_command(BOOTSTRAP)
+}
+
+pub fn read_password(w: &WinRmSettings) -> Result<String, TransportError> {
+    match &w.password {
+        PasswordSource::Env(var) => std::env::var(var).map_err(|_| {
+            TransportError::Setup(format!("the WinRM password variable {var} is not set"))
+        }),
+        PasswordSource::File(p) => std::fs::read_to_string(p)
+            .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
+            .map_err(|e| {
+                TransportError::Setup(format!(
+                    "cannot read WinRM password file {}: {e}",
+                    p.display()
+                ))
+            }),
+    }
+}
+
+/// Turn a winrm-rs error into one that says what to fix.
+fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
+    let addr = format!("{}:{}", host.address, w.port);
+    let text = e.to_string();
+    let lower = text.to_ascii_lowercase();
+    match e {
+        WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
+            user: w.user.clone(),
+            host: host.name.clone(),
+            msg: format!(
+                "{text}: check winrm.user and the password (winrm.password_env / password_file), and winrm.auth ({})",
+                match w.auth {
+                    WinRmAuth::Ntlm => "ntlm",
+                    WinRmAuth::Basic => "basic",
+                    WinRmAuth::Kerberos => "kerberos",
+                }
+            ),
+        },
+        _ if lower.contains("certificate")
+            || lower.contains("tls")
+            || lower.contains("handshake") =>
+        {
+            TransportError::Connect {
+                addr,
+                msg: format!(
+                    "TLS: {text}: give the listener's CA with winrm.ca_file or pin its certificate with winrm.cert_sha256"
+                ),
+            }
+        }
+        _ if lower.contains("connection refused") || lower.contains("connect") => {
+            TransportError::Connect {
+                addr,
+                msg: format!(
+                    "{text}: is a WinRM listener running on port {} ({})? (winrm quickconfig; or set winrm.port / winrm.tls)",
+                    w.port,
+                    if w.tls { "HTTPS" } else { "HTTP" }
+                ),
+            }
+        }
+        _ => TransportError::Lost {
+            host: host.name.clone(),
+            msg: text,
+        },
+    }
+}
+
+impl WinRmSession {
+    pub async fn connect(
+        host: &Host,
+        w: &WinRmSettings,
+        opts: &ConnectOptions,
+    ) -> Result<WinRmSession, TransportError> {
+        let password = read_password(w)?;
+        let mut cfg = if w.tls {
+            WinrmConfig::https()
+        } else {
+            WinrmConfig::http()
+        };
+        cfg.port = Some(w.port);
+        cfg.connect_timeout_secs = opts.connect_timeout.as_secs().max(1);
+        cfg.auth_method = match w.auth {
+            WinRmAuth::Ntlm => AuthMethod::Ntlm,
+            WinRmAuth::Basic => AuthMethod::Basic,
+            WinRmAuth::Kerberos => {
+                return Err(TransportError::Setup(
+                    "winrm.auth kerberos is not built into this kwinctl: use ntlm over https"
+                        .into(),
+                ));
+            }
+        };
+        if w.auth == WinRmAuth::Basic && !w.tls {
+            // The inventory said allow_basic_over_http (validated at load).
+            cfg.encryption = EncryptionMode::Never;
+        }
+        let mut b = WinrmClient::builder(cfg);
+        if let Some(ca) = &w.ca_file {
+            b = b.add_root_certificates_pem(ca.clone());
+        }
+        if let Some(pin) = &w.cert_sha256 {
+            b = b.pin_server_certificate_sha256(pin);
+        }
+        let client = b
+            .credentials(WinrmCredentials::new(w.user.clone(), password, ""))
+            .build()
+            .map_err(|e| explain(host, w, &e))?;
+        // The shell borrows the client for the whole command; the client
+        // lives as long as the process (one per host per command).
+        let client: &'static WinrmClient = Box::leak(Box::new(client));
+        let shell = client
+            .open_shell(&host.address.to_string())
+            .await
+            .map_err(|e| explain(host, w, &e))?;
+        Ok(WinRmSession {
+            host: host.name.clone(),
+            shell: Some(shell),
+        })
+    }
+
+    async fn exec(&mut self, script: &str) -> Result<Output, TransportError> {
+        let lost = |e: WinrmError| TransportError::Lost {
+            host: self.host.clone(),
+            msg: e.to_string(),
+        };
+        let shell = self.shell.as_ref().expect("open shell");
+        let encoded = encoded_bootstrap();
+        let id = shell
+            .start_command(
+                POWERSHELL,
+                &[
+                    "-NoProfile",
+                    "-NonInteractive",
+                    "-ExecutionPolicy",
+                    "Bypass",
+                    "-EncodedCommand",
+                    &encoded,
+                ],
+            )
+            .await
+            .map_err(lost)?;
+        let bytes = script.as_bytes();
+        if bytes.is_empty() {
+            shell.send_input(&id, b"", true).await.map_err(lost)?;
+        }
+        for (i, chunk) in bytes.chunks(SEND_CHUNK).enumerate() {
+            let last = (i + 1) * SEND_CHUNK >= bytes.len();
+            shell.send_input(&id, chunk, last).await.map_err(lost)?;
+        }
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let exit = loop {
+            let r = shell.receive_next(&id).await.map_err(lost)?;
+            if stdout.len() < MAX_OUTPUT {
+                stdout.extend_from_slice(&r.stdout);
+            }
+            if stderr.len() < MAX_OUTPUT {
+                stderr.extend_from_slice(&r.stderr);
+            }
+            if r.done {
+                break r.exit_code;
+            }
+        };
+        Ok(Output {
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            exit: exit.and_then(|c| u32::try_from(c).ok()),
+        })
+    }
+}
+
+impl Session for WinRmSession {
+    fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>> {
+        self.exec(script).boxed()
+    }
+
+    fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        async move {
+            if let Some(s) = self.shell.take() {
+                let _ = s.close().await;
+            }
+        }
+        .boxed()
+    }
+}
