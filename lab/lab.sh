@@ -4,9 +4,16 @@
 # Addresses: 198.18.<id>.0/24 (the bridge is .1 in the root namespace, host hJ
 # is .J+1). Nothing is routed outside the machine. Needs root.
 #
-#   lab.sh up DIR --linux N      create a lab of N hosts described in DIR
+#   lab.sh up DIR --linux N [--windows M]
+#                                create a lab of N Linux hosts (h1..hN) and M
+#                                simulated Windows hosts (win1..winM: a WinRM
+#                                server from winsim/, see winsim/README.md)
 #   lab.sh down DIR              remove it (idempotent)
-#   lab.sh reboot DIR HOST       drop non-kernel routes and forwarding, restart sshd
+#   lab.sh reboot DIR HOST [--drop-hns]
+#                                Linux: drop non-kernel routes and forwarding,
+#                                restart sshd; Windows: keep persistent routes,
+#                                restart auto-start services, with --drop-hns
+#                                lose the HNS network
 #   lab.sh rekey DIR HOST        new host key (DIR/known_hosts is NOT updated)
 #   lab.sh stop-sshd DIR HOST | start-sshd DIR HOST
 #   lab.sh exec DIR HOST CMD...  run a command inside HOST's namespace
@@ -26,8 +33,27 @@ load() { # DIR -> LAB_ID BRIDGE SUBNET N
   . "$1/lab.env"
 }
 ns_of() { echo "kwl${LAB_ID}h$1"; }       # host number -> netns
+wns_of() { echo "kwl${LAB_ID}w$1"; }      # windows host number -> netns
 num_of() { # host name -> number
-  case "$1" in h[0-9]*) echo "${1#h}" ;; *) die "unknown host $1" ;; esac
+  case "$1" in h[0-9]*) echo "${1#h}" ;; *) die "unknown Linux host $1" ;; esac
+}
+WINSIM="$(cd "$(dirname "$0")/.." && pwd)/winsim"
+win_ip() { echo "198.18.$LAB_ID.$((N + $1 + 1))"; }
+start_winsim() { # DIR j
+  local dir=$1 j=$2 hd="$1/hosts/win$2"
+  ip netns exec "$(wns_of "$j")" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
+    setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$(win_ip "$j")" \
+    --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
+    --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
+    --allow-basic --log "$hd/winsim.log" </dev/null >>"$hd/winsim.out" 2>&1 &
+}
+wait_tcp() { # ip port timeout-seconds
+  local i
+  for ((i = 0; i < $3 * 20; i++)); do
+    if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+    sleep 0.05
+  done
+  return 1
 }
 kill_ns() { # netns: end every process in it, bounded
   local ns=$1 pids i
@@ -73,8 +99,9 @@ host_ip() { echo "198.18.$LAB_ID.$(($1 + 1))"; }
 
 # ------------------------------------------------------------------ up
 cmd_up() {
-  local dir=$1 n=$2 id="" i j
-  [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "--linux takes 1..200"
+  local dir=$1 n=$2 m=${3:-0} id="" i j
+  [ "$n" -ge 0 ] && [ "$m" -ge 0 ] && [ $((n + m)) -ge 1 ] && [ $((n + m)) -le 200 ] \
+    || die "--linux N --windows M: 1 to 200 hosts in all"
   mkdir -p "$dir" "$REG" /run/sshd
   dir=$(cd "$dir" && pwd)
   [ ! -e "$dir/lab.env" ] || die "$dir already holds a lab: lab.sh down $dir first"
@@ -85,8 +112,8 @@ cmd_up() {
   [ -n "$id" ] || die "no free lab id in $REG"
   echo "$dir" > "$REG/$id/dir"
   echo "${KWINCTL_LAB_OWNER:-$PPID}" > "$REG/$id/pid"
-  LAB_ID=$id BRIDGE="kwl$id" SUBNET="198.18.$id.0/24" N=$n
-  printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" > "$dir/lab.env"
+  LAB_ID=$id BRIDGE="kwl$id" SUBNET="198.18.$id.0/24" N=$n M=$m
+  printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\nM=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" "$M" > "$dir/lab.env"
   trap 'echo "lab.sh: up failed; tearing down" >&2; cmd_down "$dir" >/dev/null 2>&1 || true' ERR
 
   ip link add "$BRIDGE" type bridge
@@ -159,6 +186,40 @@ EOF
   for j in $(seq 1 "$n"); do
     wait_port "$(host_ip "$j")" 20 || die "sshd of h$j did not come up: $(tail -3 "$dir/hosts/h$j/sshd.log" 2>/dev/null)"
   done
+  if [ "$m" -gt 0 ]; then
+    "$WINSIM/setup-venv.sh"
+    ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
+    for j in $(seq 1 "$m"); do
+      hd="$dir/hosts/win$j"
+      mkdir -p "$hd"
+      ns=$(wns_of "$j")
+      ip netns add "$ns"
+      ip link add "kwl${id}x$j" type veth peer name eth0 netns "$ns"
+      ip link set "kwl${id}x$j" master "$BRIDGE" up
+      ip -n "$ns" link set lo up
+      ip -n "$ns" addr add "$(win_ip "$j")/24" dev eth0
+      ip -n "$ns" link set eth0 up
+      echo "{\"hostname\": \"WIN$j\"}" > "$hd/state.json"
+      "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
+        --ca "$hd/ca.pem" --cn "$(win_ip "$j")" > "$hd/cert.sha256"
+      printf 'win%s\t%s\t%s\n' "$j" "$(win_ip "$j")" "$ns" >> "$dir/hosts.tsv"
+      {
+        echo "  - name: win$j"
+        echo "    os: windows"
+        echo "    address: $(win_ip "$j")"
+        echo "    winrm: { port: 5985, tls: false, auth: ntlm, password_file: $dir/winrm-password }"
+        echo "    windows:"
+        echo "      binaries:"
+        echo "        kubelet: { url: \"https://dl.lab.invalid/kubelet.exe\", sha256: $(printf kubelet | sha256sum | cut -c1-64) }"
+        echo "        kube-proxy: { url: \"https://dl.lab.invalid/kube-proxy.exe\", sha256: $(printf kube-proxy | sha256sum | cut -c1-64) }"
+      } >> "$dir/inventory.yaml"
+      start_winsim "$dir" "$j"
+    done
+    for j in $(seq 1 "$m"); do
+      wait_tcp "$(win_ip "$j")" 5985 20 || die "winsim of win$j did not come up: $(tail -3 "$dir/hosts/win$j/winsim.out" 2>/dev/null)"
+      wait_tcp "$(win_ip "$j")" 5986 20 || die "winsim of win$j (https) did not come up"
+    done
+  fi
   trap - ERR
 }
 
@@ -171,6 +232,11 @@ cmd_down() {
     kill_ns "$(ns_of "$j")"
     ip netns del "$(ns_of "$j")" 2>/dev/null || true
     ip link del "kwl${LAB_ID}v$j" 2>/dev/null || true
+  done
+  for j in $(seq 1 "${M:-0}"); do
+    kill_ns "$(wns_of "$j")"
+    ip netns del "$(wns_of "$j")" 2>/dev/null || true
+    ip link del "kwl${LAB_ID}x$j" 2>/dev/null || true
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   rm -rf "${REG:?}/$LAB_ID"
@@ -191,7 +257,7 @@ cmd_gc() {
     else
       local id n
       id=$(basename "$d")
-      for n in $(ip netns list | awk '{print $1}' | grep -E "^kwl${id}h[0-9]+$" || true); do
+      for n in $(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hw][0-9]+$" || true); do
         kill_ns "$n"
         ip netns del "$n" 2>/dev/null || true
       done
@@ -204,6 +270,13 @@ cmd_gc() {
 cmd_reboot() {
   local dir=$1 j ns
   load "$dir"
+  case "$2" in
+    win[0-9]*)
+      j=${2#win}
+      ip netns exec "$(wns_of "$j")" "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" reboot \
+        --state "$dir/hosts/$2/state.json" ${3:+"$3"}
+      return ;;
+  esac
   j=$(num_of "$2")
   ns=$(ns_of "$j")
   stop_sshd "$dir" "$j"
@@ -230,16 +303,21 @@ cmd_rekey() {
 
 case "${1:-}" in
   up)
-    [ $# -eq 4 ] && [ "$3" = "--linux" ] || die "usage: lab.sh up DIR --linux N"
-    cmd_up "$2" "$4" ;;
+    if [ $# -eq 4 ] && [ "$3" = "--linux" ]; then cmd_up "$2" "$4" 0
+    elif [ $# -eq 6 ] && [ "$3" = "--linux" ] && [ "$5" = "--windows" ]; then cmd_up "$2" "$4" "$6"
+    else die "usage: lab.sh up DIR --linux N [--windows M]"; fi ;;
   down) [ $# -eq 2 ] || die "usage: lab.sh down DIR"; cmd_down "$2" ;;
-  reboot) [ $# -eq 3 ] || die "usage: lab.sh reboot DIR HOST"; cmd_reboot "$2" "$3" ;;
+  reboot) [ $# -eq 3 ] || [ $# -eq 4 ] || die "usage: lab.sh reboot DIR HOST [--drop-hns]"; cmd_reboot "$2" "$3" "${4:-}" ;;
   rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)
     [ $# -eq 3 ] || die "usage: lab.sh start-sshd DIR HOST"
     load "$2"; j=$(num_of "$3"); start_sshd "$2" "$j"; wait_port "$(host_ip "$j")" 20 || die "sshd did not start" ;;
   exec)
+    case "${3:-}" in win[0-9]*)
+      load "$2"; j=${3#win}; shift 3
+      exec ip netns exec "$(wns_of "$j")" "$@" ;;
+    esac
     # Inside the host: its network namespace and, while its sshd runs, its
     # mount and UTS namespaces (its own /etc/kwinctl and hostname).
     [ $# -ge 4 ] || die "usage: lab.sh exec DIR HOST CMD..."

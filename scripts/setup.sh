@@ -15,3 +15,6 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 mkdir -p /run/sshd
+# The simulated Windows hosts' Python environment (winsim/.venv), created once
+# here so that parallel lab tests do not race to create it.
+"$(dirname "$0")/../winsim/setup-venv.sh"

@@ -132,6 +132,38 @@ impl Describe for WinAction {
             WinAction::RemoveFile { path } => format!("remove {path}"),
         }
     }
+
+    fn finding(&self) -> String {
+        match self {
+            WinAction::RecordPodCidr { .. } => "no pod CIDR recorded on the host".into(),
+            WinAction::EnableRouting => {
+                "the Routing role is missing or forwarding is off on the routable adapter".into()
+            }
+            WinAction::CreateSwitch => format!("no internal switch {KUBE_PROXY_SWITCH}"),
+            WinAction::CreateNetwork { replace: false, .. } => "missing".into(),
+            WinAction::CreateNetwork { subnet, .. } => {
+                format!("exists with the wrong subnet or gateway (expected {subnet})")
+            }
+            WinAction::SetGatewayAddress { gateway, .. } => {
+                format!("{HNS_ADAPTER} does not have {gateway}")
+            }
+            WinAction::AddRoute {
+                via,
+                replace: false,
+                ..
+            } => format!("missing (expected via {via})"),
+            WinAction::AddRoute { via, .. } => {
+                format!("wrong next hop or not persistent (expected via {via})")
+            }
+            WinAction::DelRoute { .. } => "a route to a block no node in the inventory has".into(),
+            WinAction::PullImage { .. } => "image not present".into(),
+            WinAction::PlaceFile { .. } => "missing or its SHA-256 differs".into(),
+            WinAction::InstallService { exists: false, .. } => "service not installed".into(),
+            WinAction::InstallService { .. } => "service configuration differs (command line, environment, dependencies, start mode or recovery)".into(),
+            WinAction::StartService { .. } => "service not running".into(),
+            other => format!("not as desired: would {}", other.describe()),
+        }
+    }
 }
 
 pub type WinDiff = Diff<WinAction>;
@@ -367,22 +399,26 @@ pub fn diff_windows(
         );
     }
     for s in &d.services {
+        // A service being (re)installed is (re)started by its own action.
+        if changed_services.contains(&s.name) {
+            continue;
+        }
         let running = f.services.iter().any(|x| {
             x.name.eq_ignore_ascii_case(&s.name) && x.status.eq_ignore_ascii_case("running")
         });
-        // An (re)installed service is (re)started by its own action.
-        let action =
-            (!running && !changed_services.contains(&s.name)).then(|| WinAction::StartService {
+        item(
+            format!("running {}", s.name),
+            (!running).then(|| WinAction::StartService {
                 name: s.name.clone(),
-            });
-        item(format!("running {}", s.name), action);
+            }),
+        );
     }
     if f.routes
         .iter()
         .any(|r| r.index == index && !r.persistent && desired.contains_key(&r.dst))
     {
         notes.push(
-            "some routes were not persistent: they are re-added with -PolicyStore PersistentStore"
+            "some routes were not persistent: they are re-added (New-NetRoute writes the persistent store too)"
                 .into(),
         );
     }

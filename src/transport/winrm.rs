@@ -49,12 +49,39 @@ pub fn read_password(w: &WinRmSettings) -> Result<String, TransportError> {
     }
 }
 
+/// An error and all its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
     let addr = format!("{}:{}", host.address, w.port);
-    let text = e.to_string();
+    let text = chain(e);
     let lower = text.to_ascii_lowercase();
+    // TLS first: winrm-rs reports a refused pin as an authentication error.
     match e {
+        _ if lower.contains("certificate")
+            || lower.contains("tls")
+            || lower.contains("handshake") =>
+        {
+            TransportError::Connect {
+                addr,
+                msg: format!(
+                    "TLS: {text}: give the listener's CA with winrm.ca_file or pin its certificate with winrm.cert_sha256"
+                ),
+            }
+        }
         WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
             user: w.user.clone(),
             host: host.name.clone(),
@@ -67,17 +94,6 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
                 }
             ),
         },
-        _ if lower.contains("certificate")
-            || lower.contains("tls")
-            || lower.contains("handshake") =>
-        {
-            TransportError::Connect {
-                addr,
-                msg: format!(
-                    "TLS: {text}: give the listener's CA with winrm.ca_file or pin its certificate with winrm.cert_sha256"
-                ),
-            }
-        }
         _ if lower.contains("connection refused") || lower.contains("connect") => {
             TransportError::Connect {
                 addr,
@@ -150,7 +166,7 @@ impl WinRmSession {
     async fn exec(&mut self, script: &str) -> Result<Output, TransportError> {
         let lost = |e: WinrmError| TransportError::Lost {
             host: self.host.clone(),
-            msg: e.to_string(),
+            msg: chain(&e),
         };
         let shell = self.shell.as_ref().expect("open shell");
         let encoded = encoded_bootstrap();

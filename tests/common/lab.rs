@@ -87,13 +87,24 @@ fn check(o: &Output, what: &str) {
 
 impl Lab {
     pub fn up(linux: usize) -> Lab {
+        Lab::up_mixed(linux, 0)
+    }
+
+    /// `linux` Linux hosts (h1..) and `windows` simulated Windows hosts
+    /// (win1..: a WinRM server from winsim/ in its own namespace).
+    pub fn up_mixed(linux: usize, windows: usize) -> Lab {
         let dir = tempfile::Builder::new()
             .prefix("kwinctl-lab-")
             .tempdir()
             .expect("temp dir")
             .keep();
         let dir_s = dir.to_string_lossy().into_owned();
-        let o = lab_sh(&["up", &dir_s, "--linux", &linux.to_string()]);
+        let (l, w) = (linux.to_string(), windows.to_string());
+        let mut args = vec!["up", &dir_s, "--linux", &l];
+        if windows > 0 {
+            args.extend(["--windows", &w]);
+        }
+        let o = lab_sh(&args);
         if !o.status.success() {
             let _ = std::fs::remove_dir_all(&dir);
             check(&o, "up");
@@ -150,6 +161,31 @@ impl Lab {
 
     pub fn reboot(&self, host: &str) {
         check(&lab_sh(&["reboot", &self.dir_s(), host]), "reboot");
+    }
+    /// A simulated Windows reboot; `drop_hns` also loses the HNS network.
+    pub fn reboot_windows(&self, host: &str, drop_hns: bool) {
+        let mut args = vec!["reboot", self.dir.to_str().unwrap(), host];
+        if drop_hns {
+            args.push("--drop-hns");
+        }
+        check(&lab_sh(&args), "reboot");
+    }
+    /// The simulated Windows host's state file.
+    pub fn win_state(&self, host: &str) -> PathBuf {
+        self.dir.join("hosts").join(host).join("state.json")
+    }
+    /// SHA-256 of the simulated Windows host's HTTPS certificate.
+    pub fn cert_sha256(&self, host: &str) -> String {
+        std::fs::read_to_string(self.dir.join("hosts").join(host).join("cert.sha256"))
+            .expect("cert.sha256")
+            .trim()
+            .to_string()
+    }
+    pub fn winrm_password(&self) -> String {
+        std::fs::read_to_string(self.dir.join("winrm-password"))
+            .expect("winrm-password")
+            .trim()
+            .to_string()
     }
     pub fn rekey(&self, host: &str) {
         check(&lab_sh(&["rekey", &self.dir_s(), host]), "rekey");

@@ -1,0 +1,331 @@
+//! End to end with simulated Windows hosts (winsim/: real WinRM protocol,
+//! real NTLM with message encryption, Basic, HTTP and HTTPS; actions carried
+//! out as their Linux equivalents in the host's namespace) beside a real
+//! Linux host.
+
+mod common;
+#[path = "common/lab.rs"]
+mod lab;
+
+use common::{count, host, kwinctl, summary, text, write};
+use lab::{Lab, require_root};
+
+fn inv(lab: &Lab) -> String {
+    lab.inventory().to_string_lossy().into_owned()
+}
+
+fn ping(lab: &Lab, from: &str, ip: &str) -> bool {
+    lab.exec(from, &format!("ping -n -c 1 -W 2 {ip} >/dev/null"))
+        .status
+        .success()
+}
+
+/// Rewrite one host's `winrm:` line in the lab inventory.
+fn set_winrm(lab: &Lab, name: &str, winrm: &str) {
+    let text = std::fs::read_to_string(lab.inventory()).unwrap();
+    let mut out = String::new();
+    let mut in_host = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("- name:") {
+            in_host = line.trim_start() == format!("- name: {name}");
+        }
+        if in_host && line.trim_start().starts_with("winrm:") {
+            out += &format!("    winrm: {winrm}\n");
+        } else {
+            out += line;
+            out.push('\n');
+        }
+    }
+    assert_ne!(out, text, "no winrm line for {name}");
+    write(lab.inventory(), &out);
+}
+
+#[test]
+fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 2);
+    let i = inv(&lab);
+
+    let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(count(host(&summary(&o), "win1"), "planned"), 12);
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for w in ["win1", "win2"] {
+        assert_eq!(host(&s, w)["status"], "changed", "{s}");
+        assert_eq!(count(host(&s, w), "changed"), 12, "{s}");
+        assert_eq!(count(host(&s, w), "failed"), 0, "{s}");
+    }
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Each Windows host's pod gateway answers from the Linux host and from
+    // the other Windows host, through the routes kwinctl added.
+    let st: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap(),
+    )
+    .unwrap();
+    let gw = |h: &str| {
+        let cidr: ipnet::Ipv4Net = st["pod_cidrs"][h].as_str().unwrap().parse().unwrap();
+        std::net::Ipv4Addr::from(u32::from(cidr.network()) + 1).to_string()
+    };
+    assert!(ping(&lab, "h1", &gw("win1")), "h1 -> win1 pod gateway");
+    assert!(ping(&lab, "h1", &gw("win2")), "h1 -> win2 pod gateway");
+    assert!(ping(&lab, "win2", &gw("win1")), "win2 -> win1 pod gateway");
+    assert!(ping(&lab, "win1", &gw("win2")), "win1 -> win2 pod gateway");
+
+    // the services carry the seed's flags and environment
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    let kubelet = &ws["services"]["kubelet"];
+    assert!(
+        kubelet["binpath"]
+            .as_str()
+            .unwrap()
+            .contains("--pod-infra-container-image=mcr.microsoft.com/k8s/core/pause:1.2.0")
+    );
+    assert_eq!(kubelet["depends"], serde_json::json!(["docker"]));
+    assert_eq!(
+        ws["services"]["kube-proxy"]["depends"],
+        serde_json::json!(["kubelet"])
+    );
+    assert!(
+        kubelet["env"]
+            .as_array()
+            .unwrap()
+            .contains(&"INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)".into())
+    );
+
+    // a second up changes nothing
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+
+    // win1 reboots and loses its HNS network; kube-proxy had stopped
+    lab.reboot_windows("win1", true);
+    assert!(
+        !ping(&lab, "h1", &gw("win1")),
+        "gateway survived the reboot"
+    );
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["win1"]), "{s}");
+    let failed: Vec<String> = host(&s, "win1")["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["pass"] == false)
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(failed[0].starts_with("network kwinctl") && failed[1].starts_with("gateway"));
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(count(host(&s, "win1"), "changed"), 2, "{s}");
+    assert_eq!(count(host(&s, "win2"), "changed"), 0, "{s}");
+    assert_eq!(count(host(&s, "h1"), "changed"), 0, "{s}");
+    assert!(ping(&lab, "h1", &gw("win1")), "not repaired");
+
+    // reset undoes it on win2, and a second reset has nothing to do
+    let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
+    assert_eq!(ws["services"], serde_json::json!({}));
+    assert_eq!(ws["networks"], serde_json::json!([]));
+    assert_eq!(ws["persistent_routes"], serde_json::json!([]));
+    assert!(
+        !ping(&lab, "h1", &gw("win2")),
+        "win2's gateway still answers"
+    );
+    let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+#[test]
+fn winrm_auth_modes_tls_pinning_wrong_password_and_failing_actions() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 3);
+    let pw_file = lab.dir().join("winrm-password");
+    // win1: NTLM over HTTPS with the certificate pinned by SHA-256
+    set_winrm(
+        &lab,
+        "win1",
+        &format!(
+            "{{ port: 5986, tls: true, auth: ntlm, cert_sha256: \"{}\", password_file: {} }}",
+            lab.cert_sha256("win1"),
+            pw_file.display()
+        ),
+    );
+    // win2: Basic over HTTPS with the certificate as a CA file
+    set_winrm(
+        &lab,
+        "win2",
+        &format!(
+            "{{ port: 5986, tls: true, auth: basic, ca_file: {}, password_file: {} }}",
+            lab.dir().join("hosts/win2/ca.pem").display(),
+            pw_file.display()
+        ),
+    );
+    // win3 stays on NTLM over HTTP (sealed); its switch creation will fail
+    let sp = lab.win_state("win3");
+    let mut ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    ws["fail_kinds"] = serde_json::json!(["create_switch"]);
+    write(&sp, &ws.to_string());
+    let i = inv(&lab);
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["win3"]), "{s}");
+    for h in ["h1", "win1", "win2"] {
+        assert_eq!(host(&s, h)["status"], "changed", "{s}");
+    }
+    let w3 = host(&s, "win3");
+    let failed = w3["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["status"] == "failed")
+        .unwrap();
+    assert!(
+        failed["action"]
+            .as_str()
+            .unwrap()
+            .contains("create internal Hyper-V switch")
+    );
+    assert!(
+        failed["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("simulated failure of create_switch"),
+        "{failed}"
+    );
+    assert!(
+        w3["error"].as_str().unwrap().contains("were not run"),
+        "{w3}"
+    );
+    assert_eq!(count(w3, "skipped"), 10, "{w3}");
+
+    // a wrong pin is refused, naming TLS and how to fix it
+    set_winrm(
+        &lab,
+        "win1",
+        &format!(
+            "{{ port: 5986, tls: true, auth: ntlm, cert_sha256: \"{}\", password_file: {} }}",
+            "00".repeat(32),
+            pw_file.display()
+        ),
+    );
+    // a wrong password on win2 fails win2 alone, with a clear message
+    let bad_pw = lab.dir().join("wrong-password");
+    write(&bad_pw, "not-the-password\n");
+    set_winrm(
+        &lab,
+        "win2",
+        &format!(
+            "{{ port: 5985, tls: false, auth: ntlm, password_file: {} }}",
+            bad_pw.display()
+        ),
+    );
+    let o = kwinctl(&[
+        "verify",
+        "-i",
+        &i,
+        "--limit",
+        "h1,win1,win2",
+        "--output",
+        "json",
+        "--retries",
+        "0",
+    ]);
+    let s = summary(&o);
+    let e1 = host(&s, "win1")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(e1.contains("cert_sha256") || e1.contains("ca_file"), "{e1}");
+    let e2 = host(&s, "win2")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        e2.contains("authentication failed") && e2.contains("password"),
+        "{e2}"
+    );
+    assert_eq!(host(&s, "h1")["status"], "ok", "{s}");
+
+    // the password appears in no output and in no file kwinctl wrote
+    let secret = lab.winrm_password();
+    assert!(secret.len() >= 16);
+    assert!(!text(&o).contains(&secret));
+    let mut stack = vec![lab.dir().to_path_buf()];
+    let mut n = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if !p.ends_with("hosts") {
+                    stack.push(p);
+                }
+                continue;
+            }
+            if p.ends_with("winrm-password") {
+                continue;
+            }
+            n += 1;
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(&secret),
+                "password in {}",
+                p.display()
+            );
+        }
+    }
+    assert!(n > 5, "{n}");
+}
+
+#[test]
+fn transport_reports_exit_code_and_stderr_of_a_failing_command() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(0, 1);
+    let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
+    let h = inv.host("win1").unwrap().clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let opts = kwinctl::transport::ConnectOptions::new(
+            std::time::Duration::from_secs(20),
+            false,
+            None,
+        )
+        .unwrap();
+        let mut s = kwinctl::transport::connect(&h, &opts).await.expect("connect");
+        let out = s
+            .run("# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\n# kwinctl-sim: {\"kind\":\"fail\",\"code\":3,\"stderr\":\"boom: it broke\"}\nWrite-Output 'hello'\n")
+            .await
+            .expect("run");
+        assert_eq!(out.exit, Some(3), "{out:?}");
+        assert!(out.stdout.contains("hello"), "{out:?}");
+        assert!(out.stderr.contains("boom: it broke"), "{out:?}");
+        // a long script (well past cmd.exe's 8191-character line) arrives whole
+        let long = format!(
+            "# kwinctl-sim: {{\"kind\":\"echo\",\"text\":\"end\"}}\n{}",
+            "# padding\n".repeat(30_000)
+        );
+        let out = s.run(&long).await.expect("long");
+        assert_eq!((out.exit, out.stdout.trim()), (Some(0), "end"), "{out:?}");
+        s.close().await;
+    });
+}
