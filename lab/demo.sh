@@ -2,7 +2,7 @@
 # A newcomer's first run: installs what is needed, builds kwinctl, creates a
 # local lab of N Linux hosts (network namespaces, one sshd each, addresses in
 # 198.18.0.0/15) and runs check, up, up again, verify against it.
-# Usage: sudo lab/demo.sh [N]   (default 4; the lab folder is $KWINCTL_DEMO_DIR or /tmp/kwinctl-demo)
+# Usage: sudo lab/demo.sh [N] [M]   (N Linux hosts, default 4; M simulated Windows hosts, default 2; the lab folder is $KWINCTL_DEMO_DIR or /tmp/kwinctl-demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -10,6 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 N=${1:-4}
+W=${2:-2}
 DIR=${KWINCTL_DEMO_DIR:-/tmp/kwinctl-demo}
 if ! command -v cargo >/dev/null 2>&1; then
   for d in "${SUDO_USER:+$(getent passwd "$SUDO_USER" | cut -d: -f6)/.cargo/bin}" /root/.cargo/bin; do
@@ -26,9 +27,9 @@ if [ -e "$DIR/lab.env" ]; then
   echo "== removing the previous demo lab in $DIR"
   lab/lab.sh down "$DIR"
 fi
-echo "== creating a lab of $N Linux hosts in $DIR"
+echo "== creating a lab of $N Linux and $W simulated Windows hosts in $DIR"
 # Owned by pid 1: `lab.sh gc` leaves the demo lab alone.
-KWINCTL_LAB_OWNER=1 lab/lab.sh up "$DIR" --linux "$N"
+KWINCTL_LAB_OWNER=1 lab/lab.sh up "$DIR" --linux "$N" --windows "$W"
 INV=$DIR/inventory.yaml
 echo "== kwinctl check -i $INV"
 "$K" check -i "$INV"
@@ -48,6 +49,9 @@ The lab is still running. Try:
   # exit 1, naming h2 and what it lacks
   $K verify -i $INV
   # repairs only h2
+  $K up -i $INV
+  # a Windows reboot that loses the HNS network, then repair it
+  lab/lab.sh reboot $DIR win1 --drop-hns
   $K up -i $INV
   # look inside a host
   lab/lab.sh exec $DIR h1 ip route

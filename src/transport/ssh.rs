@@ -139,8 +139,22 @@ impl client::Handler for Checker {
 pub struct SshSession {
     handle: Handle<Checker>,
     host: String,
-    /// `sudo -n` when not logging in as root.
-    sudo: bool,
+    /// What runs the script that is written to stdin.
+    command: String,
+}
+
+/// The remote command that reads a script from stdin: POSIX sh on Linux
+/// (under `sudo -n` when not root), PowerShell on Windows (OpenSSH on Windows
+/// Server), with the same stdin bootstrap as WinRM.
+pub fn remote_command(os: crate::inventory::Os, user: &str) -> String {
+    match os {
+        crate::inventory::Os::Linux if user == "root" => "/bin/sh -s".into(),
+        crate::inventory::Os::Linux => "sudo -n /bin/sh -s".into(),
+        crate::inventory::Os::Windows => format!(
+            "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand {}",
+            super::winrm::encoded_bootstrap()
+        ),
+    }
 }
 
 /// Where and how to connect, after `~/.ssh/config`.
@@ -267,7 +281,7 @@ impl SshSession {
         Ok(SshSession {
             handle,
             host: host.name.clone(),
-            sudo: t.user != "root",
+            command: remote_command(host.os, &t.user),
         })
     }
 
@@ -277,12 +291,7 @@ impl SshSession {
             msg: e.to_string(),
         };
         let mut ch = self.handle.channel_open_session().await.map_err(lost)?;
-        let cmd = if self.sudo {
-            "sudo -n /bin/sh -s"
-        } else {
-            "/bin/sh -s"
-        };
-        ch.exec(true, cmd).await.map_err(lost)?;
+        ch.exec(true, self.command.as_str()).await.map_err(lost)?;
         ch.data(script.as_bytes()).await.map_err(lost)?;
         ch.eof().await.map_err(lost)?;
         let mut out = Output::default();
@@ -403,6 +412,31 @@ async fn authenticate(
             tried.join(", ")
         )
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Os;
+
+    #[test]
+    fn remote_commands() {
+        assert_eq!(remote_command(Os::Linux, "root"), "/bin/sh -s");
+        assert_eq!(remote_command(Os::Linux, "ops"), "sudo -n /bin/sh -s");
+        let w = remote_command(Os::Windows, "Administrator");
+        assert!(
+            w.starts_with("powershell.exe -NoProfile -NonInteractive"),
+            "{w}"
+        );
+        let b64 = w.rsplit(' ').next().unwrap();
+        let raw = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).unwrap();
+        let utf16: Vec<u16> = raw
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let text = String::from_utf16(&utf16).unwrap();
+        assert!(text.contains("[Console]::In.ReadToEnd()"), "{text}");
+    }
 }
 
 impl Session for SshSession {
