@@ -414,6 +414,22 @@ async fn authenticate(
     }))
 }
 
+impl Session for SshSession {
+    fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>> {
+        self.exec(script).boxed()
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        async move {
+            let _ = self
+                .handle
+                .disconnect(russh::Disconnect::ByApplication, "", "en")
+                .await;
+        }
+        .boxed()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,21 +452,5 @@ mod tests {
             .collect();
         let text = String::from_utf16(&utf16).unwrap();
         assert!(text.contains("[Console]::In.ReadToEnd()"), "{text}");
-    }
-}
-
-impl Session for SshSession {
-    fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>> {
-        self.exec(script).boxed()
-    }
-
-    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        async move {
-            let _ = self
-                .handle
-                .disconnect(russh::Disconnect::ByApplication, "", "en")
-                .await;
-        }
-        .boxed()
     }
 }
