@@ -76,13 +76,16 @@ start_sshd() { # DIR j
   local dir=$1 j=$2 name="h$2" ns hd
   ns=$(ns_of "$j")
   hd="$dir/hosts/$name"
-  # Own mount and UTS namespace: own hostname, own /root, own /etc/kwinctl.
+  # Own mount and UTS namespace: own hostname, own /root, own /etc/kwinctl,
+  # own (empty) /usr/local/bin where a test can place tools such as kubectl.
   ip netns exec "$ns" unshare --mount --uts --propagation private sh -c '
     set -e
     hostname "$1"
     mount --bind "$2/root" /root
     mkdir -p /etc/kwinctl 2>/dev/null || true
     mount --bind "$2/etc-kwinctl" /etc/kwinctl
+    mkdir -p "$2/usr-local-bin"
+    mount --bind "$2/usr-local-bin" /usr/local/bin
     exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
   ' sh "$name" "$hd" "$SSHD"
 }

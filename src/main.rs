@@ -310,10 +310,11 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
     // Desired state is computed before anything is contacted: a bad binary
     // spec or an unreadable kubeconfig is bad input.
     let mut targets: Vec<Target> = Vec::new();
+    let uploads = plan::Uploads::default();
     for (h, n) in &chosen {
         let windows = match h.os {
             kwinctl::inventory::Os::Windows => {
-                Some(plan::windows_desired(&l.inv, h, n).map_err(BadInput)?)
+                Some(plan::windows_desired(&l.inv, h, n, &uploads).map_err(BadInput)?)
             }
             kwinctl::inventory::Os::Linux => None,
         };

@@ -408,8 +408,9 @@ pub struct WinFile {
 pub enum FileSource {
     /// The host downloads it.
     Url(String),
-    /// Small file sent inside the script (base64).
-    Inline(#[serde(skip)] Vec<u8>),
+    /// Sent from the operator's machine inside the script (base64); shared,
+    /// not copied, between hosts.
+    Inline(#[serde(skip)] std::sync::Arc<[u8]>),
 }
 
 /// A native Windows service kwinctl installs.
@@ -445,10 +446,27 @@ fn win_arg(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\\\""))
 }
 
+/// Local files to upload, read once per command and shared between hosts.
+#[derive(Default)]
+pub struct Uploads(std::sync::Mutex<BTreeMap<std::path::PathBuf, std::sync::Arc<[u8]>>>);
+
+impl Uploads {
+    fn read(&self, p: &Path) -> std::io::Result<std::sync::Arc<[u8]>> {
+        let mut m = self.0.lock().unwrap();
+        if let Some(b) = m.get(p) {
+            return Ok(b.clone());
+        }
+        let b: std::sync::Arc<[u8]> = std::fs::read(p)?.into();
+        m.insert(p.to_path_buf(), b.clone());
+        Ok(b)
+    }
+}
+
 pub fn windows_desired(
     inv: &Inventory,
     host: &Host,
     node: &NodePlan,
+    uploads: &Uploads,
 ) -> Result<WindowsDesired, String> {
     let w = &host.windows;
     let network = w
@@ -461,13 +479,18 @@ pub fn windows_desired(
             continue;
         };
         let path = format!(r"{WIN_DIR}\{exe}");
-        let source = match (&b.url, &b.path) {
-            (Some(u), None) => FileSource::Url(u.clone()),
-            (None, Some(_)) => {
-                return Err(format!(
-                    "{}: windows.binaries.{name}.path (upload from this machine) is not supported yet; give a url and sha256",
-                    host.name
-                ));
+        let (source, local_sha) = match (&b.url, &b.path) {
+            (Some(u), None) => (FileSource::Url(u.clone()), None),
+            (None, Some(p)) => {
+                let bytes = uploads.read(p).map_err(|e| {
+                    format!(
+                        "{}: windows.binaries.{name}.path {}: {e}",
+                        host.name,
+                        p.display()
+                    )
+                })?;
+                let sha = crate::diff::sha256_bytes(&bytes);
+                (FileSource::Inline(bytes), Some(sha))
             }
             _ => {
                 return Err(format!(
@@ -476,12 +499,22 @@ pub fn windows_desired(
                 ));
             }
         };
-        let sha256 = b.sha256.clone().ok_or_else(|| {
-            format!(
-                "{}: windows.binaries.{name}.sha256 is required with a url",
-                host.name
-            )
-        })?;
+        let sha256 = match (b.sha256.as_ref().map(|s| s.to_ascii_lowercase()), local_sha) {
+            (Some(given), Some(actual)) if given != actual => {
+                return Err(format!(
+                    "{}: windows.binaries.{name}: the local file's SHA-256 is {actual}, the inventory says {given}",
+                    host.name
+                ));
+            }
+            (_, Some(actual)) => actual,
+            (Some(given), None) => given,
+            (None, None) => {
+                return Err(format!(
+                    "{}: windows.binaries.{name}.sha256 is required with a url",
+                    host.name
+                ));
+            }
+        };
         files.push(WinFile {
             path,
             sha256: sha256.to_ascii_lowercase(),
@@ -495,7 +528,7 @@ pub fn windows_desired(
         files.push(WinFile {
             path: kubeconfig_path.clone(),
             sha256: crate::diff::sha256_bytes(&bytes),
-            source: FileSource::Inline(bytes),
+            source: FileSource::Inline(bytes.into()),
         });
     }
     let ip = node.address.to_string();

@@ -205,11 +205,12 @@ impl Renderer {
     }
 
     /// The read-only probe; `reach` lists addresses to ping (verify).
-    pub fn linux_probe(&self, reach: &[Ipv4Addr]) -> String {
+    /// `nodes`: also list the cluster's nodes with kubectl (control plane).
+    pub fn linux_probe(&self, reach: &[Ipv4Addr], nodes: bool) -> String {
         let reach: Vec<String> = reach.iter().map(|a| a.to_string()).collect();
         self.render(
             "linux/probe.sh",
-            context! { reach, ping_wait => PING_WAIT_SECS },
+            context! { reach, ping_wait => PING_WAIT_SECS, nodes },
         )
     }
 
@@ -268,7 +269,7 @@ impl Renderer {
         host: &str,
         cluster: &str,
         actions: &[&Action],
-        then_probe: Option<&[Ipv4Addr]>,
+        then_probe: Option<(&[Ipv4Addr], bool)>,
     ) -> String {
         let mut s = self.render("linux/prelude.sh", context! { host, cluster });
         for (i, a) in actions.iter().enumerate() {
@@ -279,9 +280,9 @@ impl Renderer {
                 body.trim_end()
             ));
         }
-        if let Some(reach) = then_probe {
+        if let Some((reach, nodes)) = then_probe {
             s.push('\n');
-            s.push_str(&self.linux_probe(reach));
+            s.push_str(&self.linux_probe(reach, nodes));
         }
         s
     }
@@ -456,7 +457,8 @@ pub fn fresh_script(
             Ok(r.linux_script(&host.name, &inv.cluster.name, &actions, None))
         }
         Os::Windows => {
-            let desired = crate::plan::windows_desired(inv, host, node)?;
+            let desired =
+                crate::plan::windows_desired(inv, host, node, &crate::plan::Uploads::default())?;
             let mut facts = WindowsFacts::fresh(node.address, desired.adapter.as_deref());
             // Binaries kwinctl does not place are assumed to be there already.
             for req in &desired.required_files {
@@ -514,7 +516,12 @@ mod tests {
             Action::RemoveNodeFiles,
         ];
         let refs: Vec<&Action> = acts.iter().collect();
-        let s = r.linux_script("h'1", "c", &refs, Some(&["198.18.1.3".parse().unwrap()]));
+        let s = r.linux_script(
+            "h'1",
+            "c",
+            &refs,
+            Some((&["198.18.1.3".parse().unwrap()], true)),
+        );
         assert!(
             s.contains("kw_run 5 kw_action_5\n[ \"$kw_rc\" -eq 0 ] || exit 0\n"),
             "{s}"
@@ -523,6 +530,17 @@ mod tests {
         assert!(s.contains("ip -4 route del '198.19.9.0/24' proto 198"));
         assert!(s.contains("#!/bin/sh\necho hi\nKWINCTL_BOOT_EOF\n"), "{s}");
         assert!(s.contains("ping -n -c 1 -W 2 '198.18.1.3'"));
-        assert!(s.trim_end().ends_with("\"$kw_reach\""), "{s}");
+        assert!(s.trim_end().ends_with("\"$kw_reach\" \"$kw_nodes\""), "{s}");
+        assert!(s.contains("kubectl get nodes"), "{s}");
+        // the shell accepts it
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.sh");
+        std::fs::write(&f, &s).unwrap();
+        let st = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&f)
+            .status()
+            .unwrap();
+        assert!(st.success(), "sh -n rejected the script");
     }
 }

@@ -69,6 +69,19 @@ pub struct HostReport {
     /// Every remote call, for the run record (never printed).
     #[serde(skip)]
     pub transcript: Vec<crate::record::Call>,
+    /// The control plane's view of the nodes (kubectl), when asked.
+    #[serde(skip)]
+    pub k8s: K8sView,
+}
+
+/// What the control plane's kubectl said about the nodes.
+#[derive(Debug, Clone, Default)]
+pub enum K8sView {
+    #[default]
+    NotAsked,
+    NoKubectl,
+    KubectlFailed,
+    Nodes(Vec<crate::facts::K8sNode>),
 }
 
 impl HostReport {

@@ -20,7 +20,7 @@ use crate::facts::{self, LinuxFacts, Reach};
 use crate::inventory::{Host, Os};
 use crate::plan::{NodePlan, WindowsDesired};
 use crate::render::{Renderer, WinProbe};
-use crate::report::{ActionReport, ActionStatus, HostReport, HostStatus, Reporter};
+use crate::report::{ActionReport, ActionStatus, HostReport, HostStatus, K8sView, Reporter};
 use crate::transport::{self, ConnectOptions, Session, TransportError};
 use crate::verify;
 
@@ -121,6 +121,9 @@ pub async fn run_all(
     for t in tasks {
         out.push(t.await.expect("host task panicked"));
     }
+    if matches!(mode, Mode::Verify | Mode::Up) {
+        verify::kubernetes_nodes(&mut out);
+    }
     out
 }
 
@@ -137,6 +140,7 @@ fn blank(host: &Host, node: &NodePlan) -> HostReport {
         error: None,
         seconds: 0.0,
         transcript: Vec::new(),
+        k8s: K8sView::NotAsked,
     }
 }
 
@@ -231,6 +235,10 @@ trait NodeOps {
     /// The actions, then the probe (with `reach`), as one script.
     fn script(&self, actions: &[&Self::Action], reach: &[Ipv4Addr]) -> String;
     fn reach<'f>(&self, f: &'f Self::Facts) -> &'f BTreeMap<Ipv4Addr, Reach>;
+    /// The control plane's kubectl view, when this node was asked for it.
+    fn k8s(&self, _f: &Self::Facts) -> K8sView {
+        K8sView::NotAsked
+    }
 }
 
 fn facts_of(o: &transport::Output) -> Result<&str, String> {
@@ -242,13 +250,16 @@ struct LinuxOps<'a> {
     node: &'a NodePlan,
     boot: String,
     unit: String,
+    /// Control plane, checking: also list the nodes with kubectl.
+    ask_nodes: bool,
 }
 
 impl NodeOps for LinuxOps<'_> {
     type Facts = LinuxFacts;
     type Action = Action;
     fn probe(&self, reach: &[Ipv4Addr]) -> String {
-        self.r.linux_probe(reach)
+        self.r
+            .linux_probe(reach, self.ask_nodes && !reach.is_empty())
     }
     fn parse(&self, o: &transport::Output) -> Result<LinuxFacts, String> {
         LinuxFacts::parse(facts_of(o)?).map_err(|e| e.to_string())
@@ -271,11 +282,19 @@ impl NodeOps for LinuxOps<'_> {
             &self.node.name,
             &self.node.cluster_name,
             actions,
-            Some(reach),
+            Some((reach, self.ask_nodes && !reach.is_empty())),
         )
     }
     fn reach<'f>(&self, f: &'f LinuxFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
         &f.reach
+    }
+    fn k8s(&self, f: &LinuxFacts) -> K8sView {
+        match (&f.k8s_nodes, self.ask_nodes) {
+            (_, false) => K8sView::NotAsked,
+            (None, true) => K8sView::NoKubectl,
+            (Some(Err(_)), true) => K8sView::KubectlFailed,
+            (Some(Ok(n)), true) => K8sView::Nodes(n.clone()),
+        }
     }
 }
 
@@ -357,6 +376,7 @@ async fn run_host(ctx: &Ctx, t: &Target) -> HostReport {
                 node: &t.node,
                 boot: ctx.renderer.linux_boot_script(&t.node),
                 unit: ctx.renderer.linux_unit(),
+                ask_nodes: t.host.role == crate::inventory::Role::ControlPlane,
             };
             converge(ctx, &mut session, &t.host, &t.node, &ops, r).await
         }
@@ -399,6 +419,7 @@ async fn converge<O: NodeOps>(
     };
     match ctx.mode {
         Mode::Verify => {
+            r.k8s = ops.k8s(&facts);
             r.checks = verify::checks(node, &d, ops.reach(&facts));
             if let Ok(d) = &d {
                 r.notes = d.notes.clone();
@@ -520,6 +541,7 @@ async fn converge<O: NodeOps>(
         }
     } else {
         let d2 = ops.diff(&after);
+        r.k8s = ops.k8s(&after);
         r.checks = verify::checks(node, &d2, ops.reach(&after));
         if r.failed_checks().next().is_some() {
             r.status = HostStatus::Failed;

@@ -73,3 +73,53 @@ pub fn checks<A: Describe>(
     }
     checks
 }
+
+/// Across hosts: each Windows node Ready and labelled
+/// `beta.kubernetes.io/os=windows`, as the control plane's kubectl sees it
+/// (the node's name is its address: kubelet runs with --hostname-override).
+pub fn kubernetes_nodes(reports: &mut [crate::report::HostReport]) {
+    use crate::report::{HostStatus, K8sView};
+    let view = reports
+        .iter()
+        .map(|r| r.k8s.clone())
+        .find(|v| !matches!(v, K8sView::NotAsked));
+    for r in reports.iter_mut().filter(|r| r.os == "windows") {
+        if r.status == HostStatus::Failed && r.checks.is_empty() {
+            continue;
+        }
+        match &view {
+            None => r.notes.push(
+                "node Ready not checked: no control-plane host was checked in this run".into(),
+            ),
+            Some(K8sView::NoKubectl) | Some(K8sView::NotAsked) => r
+                .notes
+                .push("node Ready not checked: the control plane has no kubectl".into()),
+            Some(K8sView::KubectlFailed) => r.notes.push(
+                "node Ready not checked: `kubectl get nodes` failed on the control plane (is its kubeconfig set up?)"
+                    .into(),
+            ),
+            Some(K8sView::Nodes(nodes)) => {
+                let node = nodes.iter().find(|n| {
+                    n.name.eq_ignore_ascii_case(&r.address) || n.name.eq_ignore_ascii_case(&r.host)
+                });
+                let (pass, detail) = match node {
+                    None => (false, format!("kubectl on the control plane does not list {}", r.address)),
+                    Some(n) if !n.ready => (false, format!("node {} is not Ready", n.name)),
+                    Some(n) if n.os != "windows" => (
+                        false,
+                        format!("node {} is labelled beta.kubernetes.io/os={:?}", n.name, n.os),
+                    ),
+                    Some(_) => (true, String::new()),
+                };
+                r.checks.push(Check {
+                    name: "kubernetes node Ready".into(),
+                    pass,
+                    detail,
+                });
+                if !pass {
+                    r.status = HostStatus::Failed;
+                }
+            }
+        }
+    }
+}

@@ -329,3 +329,125 @@ fn transport_reports_exit_code_and_stderr_of_a_failing_command() {
         s.close().await;
     });
 }
+
+#[test]
+fn binaries_uploaded_from_the_operators_machine() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(0, 1);
+    // a 3 MiB "kubelet.exe" on this machine
+    let local = lab.dir().join("kubelet.exe");
+    let bytes: Vec<u8> = (0..3 * 1024 * 1024u32)
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    std::fs::write(&local, &bytes).unwrap();
+    let sha = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let text = std::fs::read_to_string(lab.inventory()).unwrap();
+    let start = text.find("        kubelet: {").unwrap();
+    let end = start + text[start..].find('\n').unwrap();
+    let text = format!(
+        "{}        kubelet: {{ path: {} }}{}",
+        &text[..start],
+        local.display(),
+        &text[end..]
+    );
+    write(lab.inventory(), &text);
+    let i = inv(&lab);
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    let s = summary(&o);
+    let actions = host(&s, "win1")["actions"].as_array().unwrap().clone();
+    assert!(
+        actions.iter().any(|a| a["action"]
+            .as_str()
+            .unwrap()
+            .starts_with(r"upload C:\k\kubelet.exe (3145728 bytes)")),
+        "{s}"
+    );
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    assert_eq!(ws["files"][r"C:\k\kubelet.exe"], sha.as_str());
+    // unchanged on the next run: the hash already matches
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text_of(&o));
+    // a pinned sha256 that the local file does not have is bad input
+    let bad = std::fs::read_to_string(lab.inventory()).unwrap().replace(
+        &format!("path: {} }}", local.display()),
+        &format!("path: {}, sha256: {} }}", local.display(), "0".repeat(64)),
+    );
+    write(lab.inventory(), &bad);
+    let o = kwinctl(&["plan", "-i", &i]);
+    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the local file's SHA-256 is"));
+}
+
+fn text_of(o: &std::process::Output) -> String {
+    text(o)
+}
+
+#[test]
+fn windows_nodes_ready_as_the_control_planes_kubectl_sees_them() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 2);
+    let i = inv(&lab);
+    // no usable kubectl on the control plane: said, not failed
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    let notes = host(&summary(&o), "win1")["notes"].to_string();
+    assert!(notes.contains("node Ready not checked"), "{notes}");
+
+    // a kubectl that lists win1 Ready and win2 NotReady
+    let ip = |n: &str| {
+        lab.hosts()
+            .iter()
+            .find(|h| h.name == n)
+            .unwrap()
+            .ip
+            .to_string()
+    };
+    let fake = lab.dir().join("hosts/h1/usr-local-bin/kubectl");
+    write(
+        &fake,
+        &format!(
+            "#!/bin/sh\nprintf '%s\\n' '{} True linux' '{} True windows' '{} False windows'\n",
+            ip("h1"),
+            ip("win1"),
+            ip("win2")
+        ),
+    );
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&fake)
+        .status()
+        .unwrap();
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["win2"]), "{s}");
+    let check = |h: &str| {
+        host(&s, h)["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "kubernetes node Ready")
+            .cloned()
+            .unwrap_or_else(|| panic!("{h}: no node check in {s}"))
+    };
+    assert_eq!(check("win1")["pass"], true);
+    assert_eq!(check("win2")["pass"], false);
+    assert!(
+        check("win2")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not Ready")
+    );
+}

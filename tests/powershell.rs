@@ -212,7 +212,7 @@ fn every_action() -> Vec<WinAction> {
             file: WinFile {
                 path: r"C:\k\config".into(),
                 sha256: "cd".repeat(32),
-                source: FileSource::Inline(b"apiVersion: v1\nkind: Config\n".to_vec()),
+                source: FileSource::Inline(b"apiVersion: v1\nkind: Config\n".to_vec().into()),
             },
         },
         WinAction::InstallService {

@@ -313,6 +313,7 @@ mod tests {
             unit_sha: Some(sha256_hex(UNIT)),
             unit_enabled: true,
             reach: Default::default(),
+            k8s_nodes: None,
         }
     }
 

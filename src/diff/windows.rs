@@ -114,7 +114,7 @@ impl Describe for WinAction {
             WinAction::PullImage { image } => format!("pull image {image}"),
             WinAction::PlaceFile { file } => match &file.source {
                 FileSource::Url(u) => format!("download {} from {u}", file.path),
-                FileSource::Inline(_) => format!("write {}", file.path),
+                FileSource::Inline(b) => format!("upload {} ({} bytes)", file.path, b.len()),
             },
             WinAction::InstallService { service, exists } => format!(
                 "{} service {}",
@@ -269,7 +269,7 @@ pub fn diff_windows(
 ) -> Result<WinDiff, Conflict> {
     let index = preflight(node, d, f)?;
     let mut items: Vec<Item<WinAction>> = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes = vec![format!("Windows {}, Docker {}", f.build, f.docker_version)];
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
 
     item(

@@ -39,6 +39,17 @@ pub struct LinuxFacts {
     pub unit_enabled: bool,
     /// Reachability of other nodes' addresses, when the probe was asked.
     pub reach: BTreeMap<Ipv4Addr, Reach>,
+    /// On the control plane when asked: the nodes kubectl sees (`None`: no
+    /// kubectl, or not asked; `Some(Err)`: kubectl failed).
+    pub k8s_nodes: Option<Result<Vec<K8sNode>, String>>,
+}
+
+/// A node as `kubectl get nodes` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct K8sNode {
+    pub name: String,
+    pub ready: bool,
+    pub os: String,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +65,8 @@ struct RawLinux {
     unit_sha: String,
     unit_enabled: String,
     reach: Vec<String>,
+    #[serde(default)]
+    nodes: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +164,21 @@ impl LinuxFacts {
             unit_sha: sha(raw.unit_sha),
             unit_enabled: raw.unit_enabled.trim() == "enabled",
             reach,
+            k8s_nodes: match raw.nodes {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::Array(v)) => Some(Ok(v
+                    .iter()
+                    .filter_map(|l| {
+                        let mut it = l.as_str()?.split_whitespace();
+                        Some(K8sNode {
+                            name: it.next()?.to_string(),
+                            ready: it.next() == Some("True"),
+                            os: it.next().unwrap_or_default().to_string(),
+                        })
+                    })
+                    .collect())),
+                Some(other) => Some(Err(format!("kubectl get nodes failed ({other})"))),
+            },
         })
     }
 
