@@ -145,6 +145,7 @@ cmd_up() {
       hd="$dir/hosts/h$j"
       mkdir -p "$hd/root" "$hd/etc-kwinctl"
       cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
+      rm -f "$hd/ssh_host_ed25519_key" "$hd/ssh_host_ed25519_key.pub"
       ssh-keygen -q -t ed25519 -N '' -C "h$j" -f "$hd/ssh_host_ed25519_key"
       cat > "$hd/sshd_config" <<EOF
 ListenAddress $(host_ip "$j")

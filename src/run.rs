@@ -98,7 +98,9 @@ pub async fn run_all(
         interrupt,
     });
     let mut tasks = Vec::new();
+    let mut blanks = Vec::new();
     for t in targets {
+        blanks.push(blank(&t.host, &t.node));
         let ctx = ctx.clone();
         let sem = sem.clone();
         tasks.push(tokio::spawn(async move {
@@ -118,8 +120,14 @@ pub async fn run_all(
         }));
     }
     let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.expect("host task panicked"));
+    for (t, b) in tasks.into_iter().zip(blanks) {
+        // A bug in one host's task fails that host, not the whole run.
+        out.push(t.await.unwrap_or_else(|e| {
+            fail(
+                b,
+                format!("internal error (please report it): {e}; the host may be partly changed"),
+            )
+        }));
     }
     if matches!(mode, Mode::Verify | Mode::Up) {
         verify::kubernetes_nodes(&mut out);
