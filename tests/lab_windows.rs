@@ -451,3 +451,101 @@ fn windows_nodes_ready_as_the_control_planes_kubectl_sees_them() {
             .contains("not Ready")
     );
 }
+
+#[test]
+fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 3);
+    let i = inv(&lab);
+    // win1's WinRM listener is down
+    let ns = lab
+        .hosts()
+        .iter()
+        .find(|h| h.name == "win1")
+        .unwrap()
+        .netns
+        .clone();
+    let pids = std::process::Command::new("ip")
+        .args(["netns", "pids", &ns])
+        .output()
+        .unwrap();
+    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+        let _ = std::process::Command::new("kill").arg(pid).status();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // win2 never answers: frames to it go to a MAC nobody has
+    let env = std::fs::read_to_string(lab.dir().join("lab.env")).unwrap();
+    let br = env
+        .lines()
+        .find_map(|l| l.strip_prefix("BRIDGE="))
+        .unwrap()
+        .to_string();
+    let w2 = lab
+        .hosts()
+        .iter()
+        .find(|h| h.name == "win2")
+        .unwrap()
+        .ip
+        .to_string();
+    assert!(
+        std::process::Command::new("ip")
+            .args([
+                "neigh",
+                "replace",
+                &w2,
+                "lladdr",
+                "02:00:00:00:00:98",
+                "dev",
+                &br,
+                "nud",
+                "permanent"
+            ])
+            .status()
+            .unwrap()
+            .success()
+    );
+    struct Undo(String, String);
+    impl Drop for Undo {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip")
+                .args(["neigh", "del", &self.0, "dev", &self.1])
+                .status();
+        }
+    }
+    let _undo = Undo(w2, br);
+    let start = std::time::Instant::now();
+    let o = kwinctl(&[
+        "up",
+        "-i",
+        &i,
+        "--timeout",
+        "6",
+        "--retries",
+        "1",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    let s = summary(&o);
+    assert_eq!(
+        s["failed_hosts"],
+        serde_json::json!(["win1", "win2"]),
+        "{s}"
+    );
+    let e1 = host(&s, "win1")["error"].as_str().unwrap();
+    assert!(e1.contains("WinRM listener") && e1.contains("5985"), "{e1}");
+    let e2 = host(&s, "win2")["error"].as_str().unwrap();
+    assert!(
+        e2.contains("no answer within") || e2.contains("timed out"),
+        "{e2}"
+    );
+    assert_eq!(host(&s, "h1")["status"], "changed", "{s}");
+    assert_eq!(host(&s, "win3")["status"], "changed", "{s}");
+}

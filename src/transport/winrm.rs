@@ -64,10 +64,27 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// A winrm-rs error with its causes. Its Http variant keeps its cause to
+/// itself, so reqwest's chain is read directly.
+fn text_of(e: &WinrmError) -> String {
+    match e {
+        WinrmError::Http(re) => format!("WinRM HTTP error: {}", chain(re)),
+        _ => chain(e),
+    }
+}
+
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
     let addr = format!("{}:{}", host.address, w.port);
-    let text = chain(e);
+    let text = text_of(e);
+    if let WinrmError::Http(re) = e
+        && re.is_timeout()
+    {
+        return TransportError::Connect {
+            addr,
+            msg: format!("no answer within the timeout: {text}"),
+        };
+    }
     let lower = text.to_ascii_lowercase();
     // TLS first: winrm-rs reports a refused pin as an authentication error.
     match e {
@@ -166,7 +183,7 @@ impl WinRmSession {
     async fn exec(&mut self, script: &str) -> Result<Output, TransportError> {
         let lost = |e: WinrmError| TransportError::Lost {
             host: self.host.clone(),
-            msg: chain(&e),
+            msg: text_of(&e),
         };
         let shell = self.shell.as_ref().expect("open shell");
         let encoded = encoded_bootstrap();
