@@ -20,6 +20,7 @@ use kwinctl::render::Renderer;
 use kwinctl::report::{Format, HostStatus, Reporter};
 use kwinctl::run::{self, Interrupt, Mode, RunOptions, Target};
 use kwinctl::transport::ConnectOptions;
+use kwinctl::verify;
 
 #[derive(Parser)]
 #[command(
@@ -82,12 +83,30 @@ struct Common {
     /// OpenSSH client config to honour (HostName, Port, User, IdentityFile).
     #[arg(long, value_name = "FILE", env = "KWINCTL_SSH_CONFIG")]
     ssh_config: Option<PathBuf>,
+    /// Reachability checks: `all` (every node pings every other), `none`, or
+    /// N (each node pings its N ring neighbours in address order, and is
+    /// pinged by N). Default: the full mesh up to 16 peers, 4 neighbours beyond.
+    #[arg(long, value_name = "all|none|N", value_parser = parse_reach)]
+    reach: Option<verify::ReachMode>,
     /// Only the hosts that failed (or were interrupted) in the last recorded run.
     #[arg(long, conflicts_with = "limit")]
     only_failed: bool,
     /// More progress detail.
     #[arg(short, long)]
     verbose: bool,
+}
+
+fn parse_reach(s: &str) -> Result<verify::ReachMode, String> {
+    match s {
+        "all" => Ok(verify::ReachMode::All),
+        "none" => Ok(verify::ReachMode::None),
+        n => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(verify::ReachMode::Ring)
+            .ok_or_else(|| format!("{n:?}: give all, none or a number of peers")),
+    }
 }
 
 /// Bad input: print it and exit 2 without contacting anything.
@@ -370,6 +389,7 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
         .map_err(|e| BadInput(format!("cannot start the runtime: {e}")))?;
     let opts = RunOptions {
         parallel: c.parallel as usize,
+        reach: c.reach.unwrap_or(verify::ReachMode::Auto),
         timeout: Duration::from_secs(c.timeout),
         retries: c.retries,
         connect,

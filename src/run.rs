@@ -45,6 +45,8 @@ impl Mode {
 
 pub struct RunOptions {
     pub parallel: usize,
+    /// Which peers each node pings when checking.
+    pub reach: verify::ReachMode,
     /// Bound on each remote call (connect, probe, apply).
     pub timeout: Duration,
     pub retries: u32,
@@ -407,7 +409,8 @@ async fn converge<O: NodeOps>(
     ops: &O,
     mut r: HostReport,
 ) -> HostReport {
-    let reach: Vec<Ipv4Addr> = node.peers.iter().map(|p| p.address).collect();
+    let probed = verify::reach_peers(node, ctx.opts.reach);
+    let reach: Vec<Ipv4Addr> = probed.iter().map(|p| p.address).collect();
     ctx.reporter.phase(&host.name, "probing");
     let probe = ops.probe(if ctx.mode == Mode::Verify {
         &reach
@@ -428,7 +431,7 @@ async fn converge<O: NodeOps>(
     match ctx.mode {
         Mode::Verify => {
             r.k8s = ops.k8s(&facts);
-            r.checks = verify::checks(node, &d, ops.reach(&facts));
+            r.checks = verify::checks(node, &d, ops.reach(&facts), &probed);
             if let Ok(d) = &d {
                 r.notes = d.notes.clone();
             }
@@ -550,7 +553,7 @@ async fn converge<O: NodeOps>(
     } else {
         let d2 = ops.diff(&after);
         r.k8s = ops.k8s(&after);
-        r.checks = verify::checks(node, &d2, ops.reach(&after));
+        r.checks = verify::checks(node, &d2, ops.reach(&after), &probed);
         if r.failed_checks().next().is_some() {
             r.status = HostStatus::Failed;
             r.error = Some("verify after apply failed".into());

@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 
 use crate::diff::{Conflict, Describe, Diff};
 use crate::facts::Reach;
-use crate::plan::NodePlan;
+use crate::plan::{NodePlan, Peer};
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Check {
@@ -23,6 +23,7 @@ pub fn checks<A: Describe>(
     node: &NodePlan,
     diff: &Result<Diff<A>, Conflict>,
     reach: &BTreeMap<Ipv4Addr, Reach>,
+    probed: &[&Peer],
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     match diff {
@@ -45,7 +46,7 @@ pub fn checks<A: Describe>(
             }
         }
     }
-    for p in &node.peers {
+    for p in probed {
         let (pass, detail) = match reach.get(&p.address) {
             Some(Reach::Ok) => (true, String::new()),
             Some(Reach::NoPing) => (
@@ -121,5 +122,84 @@ pub fn kubernetes_nodes(reports: &mut [crate::report::HostReport]) {
                 }
             }
         }
+    }
+}
+
+/// Which peers each node pings in `verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReachMode {
+    /// Every other node (the full mesh).
+    All,
+    None,
+    /// The `k` peers that follow the node in address order, wrapping around:
+    /// every node then pings `k` others and is pinged by `k` others.
+    Ring(usize),
+    /// The full mesh up to 16 peers, 4 ring neighbours beyond (each ping is
+    /// a process on the host: the full mesh costs N² of them).
+    Auto,
+}
+
+fn ring(node: &NodePlan, k: usize) -> Vec<&Peer> {
+    let mut peers: Vec<&Peer> = node.peers.iter().collect();
+    peers.sort_by_key(|p| p.address);
+    let start = peers.partition_point(|p| p.address < node.address);
+    (0..k.min(peers.len()))
+        .map(|i| peers[(start + i) % peers.len()])
+        .collect()
+}
+
+pub fn reach_peers(node: &NodePlan, mode: ReachMode) -> Vec<&Peer> {
+    match mode {
+        ReachMode::None => Vec::new(),
+        ReachMode::All => node.peers.iter().collect(),
+        ReachMode::Auto if node.peers.len() <= 16 => node.peers.iter().collect(),
+        ReachMode::Auto => ring(node, 4),
+        ReachMode::Ring(k) => ring(node, k),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Os;
+
+    fn node(i: u8, n: u8) -> NodePlan {
+        let peer = |j: u8| Peer {
+            name: format!("n{j}"),
+            address: std::net::Ipv4Addr::new(10, 0, 0, j),
+            pod_cidr: format!("198.19.{j}.0/24").parse().unwrap(),
+            gateway: std::net::Ipv4Addr::new(198, 19, j, 1),
+        };
+        NodePlan {
+            name: format!("n{i}"),
+            os: Os::Linux,
+            address: std::net::Ipv4Addr::new(10, 0, 0, i),
+            pod_cidr: format!("198.19.{i}.0/24").parse().unwrap(),
+            gateway: std::net::Ipv4Addr::new(198, 19, i, 1),
+            cluster_name: "c".into(),
+            cluster_cidr: "198.19.0.0/16".parse().unwrap(),
+            peers: (1..=n).filter(|j| *j != i).map(peer).collect(),
+        }
+    }
+
+    #[test]
+    fn full_mesh_when_small_ring_beyond() {
+        assert_eq!(reach_peers(&node(1, 10), ReachMode::Auto).len(), 9);
+        let n = 40;
+        let mut pinged_by = vec![0; n as usize + 1];
+        for i in 1..=n {
+            let me = node(i, n);
+            let ps = reach_peers(&me, ReachMode::Auto);
+            assert_eq!(ps.len(), 4);
+            assert!(ps.iter().all(|p| p.address != me.address));
+            for p in ps {
+                pinged_by[p.address.octets()[3] as usize] += 1;
+            }
+        }
+        // every node is pinged by exactly 4 others
+        assert!(pinged_by[1..].iter().all(|c| *c == 4), "{pinged_by:?}");
+        assert_eq!(reach_peers(&node(3, 40), ReachMode::All).len(), 39);
+        assert_eq!(reach_peers(&node(3, 40), ReachMode::None).len(), 0);
+        assert_eq!(reach_peers(&node(3, 40), ReachMode::Ring(3)).len(), 3);
     }
 }
