@@ -22,6 +22,7 @@ ratios kwinctl/peer, and writes bench/RESULTS.md.
 
 import argparse
 import datetime
+import json
 import os
 import statistics
 import subprocess
@@ -56,11 +57,14 @@ def run(cmd, env=None, timeout=900, check=True):
 
 
 class Lab:
-    def __init__(self, n):
+    def __init__(self, n, windows=0):
         self.n = n
         self.dir = tempfile.mkdtemp(prefix="kwinctl-bench-")
-        subprocess.run(["bash", LAB, "up", self.dir, "--linux", str(n)], check=True,
-                       env=dict(os.environ, KWINCTL_LAB_OWNER=str(os.getpid())))
+        args = ["bash", LAB, "up", self.dir, "--linux", str(n)]
+        if windows:
+            args += ["--windows", str(windows)]
+        subprocess.run(args, check=True, env=dict(os.environ, KWINCTL_LAB_OWNER=str(os.getpid())))
+        self.n = n + windows
         self.hosts = [l.split("\t") for l in open(os.path.join(self.dir, "hosts.tsv")).read().splitlines()]
         self.inv = os.path.join(self.dir, "inventory.yaml")
         self.key = os.path.join(self.dir, "id_ed25519")
@@ -164,6 +168,8 @@ def main():
     ap.add_argument("--peer-sizes", default="10,50,100",
                     help="sizes at which Ansible and pyinfra run (they are slow at 200)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    ap.add_argument("--winrm", action="store_true",
+                    help="also: verify over 20 simulated Windows hosts vs 20 Linux hosts, and a 5 MiB upload")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     peer_sizes = {int(x) for x in a.peer_sizes.split(",")}
@@ -199,7 +205,56 @@ def main():
                              max(rss) / 1024 if rss else None))
         finally:
             lab.down()
-    write(rows, a, tools)
+    extra = winrm(a.runs) if a.winrm else []
+    write(rows, a, tools, extra)
+
+
+def winrm(runs):
+    """Verify over 20 simulated Windows hosts (WinRM, NTLM, sealed) against
+    the same over 20 Linux hosts (SSH); and a 5 MiB upload over WinRM."""
+    out = []
+    walls = {}
+    for kind, (lin, win) in (("ssh", (20, 0)), ("winrm", (0, 20))):
+        lab = Lab(lin, win)
+        try:
+            env = lab.env()
+            run(KW + " up -i " + lab.inv, env)
+            walls[kind] = median([run(KW + " verify -i " + lab.inv, env)[0] for _ in range(runs)])
+            print("verify over 20 %s hosts: %.2f s" % (kind, walls[kind]), flush=True)
+        finally:
+            lab.down()
+    out.append("| verify, 20 hosts | SSH (Linux) %.2f s | WinRM (simulated Windows) %.2f s | WinRM/SSH %.2f |"
+               % (walls["ssh"], walls["winrm"], walls["winrm"] / walls["ssh"]))
+    lab = Lab(0, 1)
+    try:
+        env = lab.env()
+        blob = os.path.join(lab.dir, "kubelet.exe")
+        with open(blob, "wb") as f:
+            f.write(os.urandom(5 * 1024 * 1024))
+        run(KW + " up -i " + lab.inv, env)
+        text = open(lab.inv).read()
+        start = text.index("        kubelet: {")
+        end = text.index("\n", start)
+        with open(lab.inv, "w") as f:
+            f.write(text[:start] + "        kubelet: { path: %s }" % blob + text[end:])
+        run(KW + " up -i " + lab.inv + " --reach none", env)  # the first upload
+        times = []
+        st = os.path.join(lab.dir, "hosts", "win1", "state.json")
+        for _ in range(runs):
+            noop = run(KW + " up -i " + lab.inv + " --reach none", env)[0]  # file in place: nothing sent
+            d = json.load(open(st))
+            d["files"].pop("C:\\k\\kubelet.exe", None)
+            json.dump(d, open(st, "w"))
+            up = run(KW + " up -i " + lab.inv + " --reach none", env)[0]  # sends the 5 MiB again
+            times.append((up, noop))
+        up, noop = median([t[0] for t in times]), median([t[1] for t in times])
+        rate = 5 / max(up - noop, 0.001)
+        print("5 MiB upload: up %.2f s, same run without the file %.2f s: %.2f MiB/s" % (up, noop, rate), flush=True)
+        out.append("| 5 MiB upload over WinRM (inline in the script, NTLM-sealed, 64 KiB Send chunks) | up with the upload %.2f s | the same run without it %.2f s | %.2f MiB/s |"
+                   % (up, noop, rate))
+    finally:
+        lab.down()
+    return out
 
 
 def versions():
@@ -219,7 +274,7 @@ def versions():
     }
 
 
-def write(rows, a, tools):
+def write(rows, a, tools, extra=()):
     by = {(n, task, t): (w, c, r) for n, task, t, w, c, r in rows}
     lines = ["| N | task | tool | median wall s | CPU s/host | kwinctl peak RSS MiB | kwinctl/tool wall |",
              "|---|---|---|---|---|---|---|"]
@@ -236,6 +291,9 @@ def write(rows, a, tools):
                 % (a.sizes, a.runs, ",".join(tools), a.peer_sizes, datetime.date.today().isoformat()))
         f.write("Machine and versions: %s.\n\n" % "; ".join("%s: %s" % kv for kv in v.items()))
         f.write(table + "\n")
+        if extra:
+            f.write("\n## WinRM\n\n| what | | | result |\n|---|---|---|---|\n" + "\n".join(extra) + "\n")
+    print("\n".join(extra))
     print("wrote", a.out)
 
 

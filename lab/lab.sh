@@ -99,6 +99,14 @@ stop_sshd() { # DIR j
   rm -f "$hd/sshd.pid"
 }
 host_ip() { echo "198.18.$LAB_ID.$(($1 + 1))"; }
+add_host_ns() { # netns veth ip: a namespace on the bridge with eth0 = ip/24
+  ip netns add "$1"
+  ip link add "$2" type veth peer name eth0 netns "$1"
+  ip link set "$2" master "$BRIDGE" up
+  ip -n "$1" link set lo up
+  ip -n "$1" addr add "$3/24" dev eth0
+  ip -n "$1" link set eth0 up
+}
 
 # ------------------------------------------------------------------ up
 cmd_up() {
@@ -119,6 +127,18 @@ cmd_up() {
   printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\nM=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" "$M" > "$dir/lab.env"
   trap 'echo "lab.sh: up failed; tearing down" >&2; cmd_down "$dir" >/dev/null 2>&1 || true' ERR
 
+  # Every namespace shares the kernel's one ARP table (1024 entries by
+  # default): a large lab overflows it and pings start failing. Raise it for
+  # the lab's life; the last `down` puts the old values back.
+  if [ $((n + m)) -gt 64 ]; then
+    local want=$(( (n + m) * 16 ))
+    if [ "$(sysctl -n net.ipv4.neigh.default.gc_thresh3)" -lt "$want" ]; then
+      [ -f "$REG/neigh.orig" ] || sysctl -n net.ipv4.neigh.default.gc_thresh1 net.ipv4.neigh.default.gc_thresh2 \
+        net.ipv4.neigh.default.gc_thresh3 | tr '\n' ' ' > "$REG/neigh.orig"
+      sysctl -q -w net.ipv4.neigh.default.gc_thresh1=$((want / 4)) net.ipv4.neigh.default.gc_thresh2=$((want / 2)) \
+        net.ipv4.neigh.default.gc_thresh3="$want"
+    fi
+  fi
   ip link add "$BRIDGE" type bridge
   ip addr add "198.18.$id.1/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
@@ -171,12 +191,7 @@ EOF
   wait
   for j in $(seq 1 "$n"); do
     ns=$(ns_of "$j")
-    ip netns add "$ns"
-    ip link add "kwl${id}v$j" type veth peer name eth0 netns "$ns"
-    ip link set "kwl${id}v$j" master "$BRIDGE" up
-    ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "$(host_ip "$j")/24" dev eth0
-    ip -n "$ns" link set eth0 up
+    add_host_ns "$ns" "kwl${id}v$j" "$(host_ip "$j")"
     printf 'h%s\t%s\t%s\n' "$j" "$(host_ip "$j")" "$ns" >> "$dir/hosts.tsv"
     echo "$(host_ip "$j") $(cut -d' ' -f1,2 "$dir/hosts/h$j/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
     {
@@ -197,12 +212,7 @@ EOF
       hd="$dir/hosts/win$j"
       mkdir -p "$hd"
       ns=$(wns_of "$j")
-      ip netns add "$ns"
-      ip link add "kwl${id}x$j" type veth peer name eth0 netns "$ns"
-      ip link set "kwl${id}x$j" master "$BRIDGE" up
-      ip -n "$ns" link set lo up
-      ip -n "$ns" addr add "$(win_ip "$j")/24" dev eth0
-      ip -n "$ns" link set eth0 up
+      add_host_ns "$ns" "kwl${id}x$j" "$(win_ip "$j")"
       echo "{\"hostname\": \"WIN$j\"}" > "$hd/state.json"
       "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --ca "$hd/ca.pem" --cn "$(win_ip "$j")" > "$hd/cert.sha256"
@@ -245,6 +255,12 @@ cmd_down() {
   ip link del "$BRIDGE" 2>/dev/null || true
   rm -rf "${REG:?}/$LAB_ID"
   rm -f "$dir/lab.env"
+  if [ -f "$REG/neigh.orig" ] && ! ls -d "$REG"/[0-9]* >/dev/null 2>&1; then
+    read -r t1 t2 t3 < "$REG/neigh.orig"
+    sysctl -q -w net.ipv4.neigh.default.gc_thresh1="$t1" net.ipv4.neigh.default.gc_thresh2="$t2" \
+      net.ipv4.neigh.default.gc_thresh3="$t3"
+    rm -f "$REG/neigh.orig"
+  fi
 }
 
 cmd_gc() {

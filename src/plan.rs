@@ -274,6 +274,40 @@ pub fn node_plans(inv: &Inventory, alloc: &Allocation) -> Vec<NodePlan> {
         .collect()
 }
 
+/// A node plan for unit tests: `peers` are (name, address, pod CIDR).
+#[cfg(test)]
+pub(crate) fn test_node(
+    name: &str,
+    os: Os,
+    address: &str,
+    pod_cidr: &str,
+    cluster_cidr: &str,
+    peers: &[(&str, &str, &str)],
+) -> NodePlan {
+    let pod_cidr: Ipv4Net = pod_cidr.parse().unwrap();
+    NodePlan {
+        name: name.into(),
+        os,
+        address: address.parse().unwrap(),
+        pod_cidr,
+        gateway: gateway(&pod_cidr),
+        cluster_name: "t".into(),
+        cluster_cidr: cluster_cidr.parse().unwrap(),
+        peers: peers
+            .iter()
+            .map(|(n, a, c)| {
+                let c: Ipv4Net = c.parse().unwrap();
+                Peer {
+                    name: n.to_string(),
+                    address: a.parse().unwrap(),
+                    pod_cidr: c,
+                    gateway: gateway(&c),
+                }
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

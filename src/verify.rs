@@ -164,22 +164,28 @@ mod tests {
     use crate::inventory::Os;
 
     fn node(i: u8, n: u8) -> NodePlan {
-        let peer = |j: u8| Peer {
-            name: format!("n{j}"),
-            address: std::net::Ipv4Addr::new(10, 0, 0, j),
-            pod_cidr: format!("198.19.{j}.0/24").parse().unwrap(),
-            gateway: std::net::Ipv4Addr::new(198, 19, j, 1),
-        };
-        NodePlan {
-            name: format!("n{i}"),
-            os: Os::Linux,
-            address: std::net::Ipv4Addr::new(10, 0, 0, i),
-            pod_cidr: format!("198.19.{i}.0/24").parse().unwrap(),
-            gateway: std::net::Ipv4Addr::new(198, 19, i, 1),
-            cluster_name: "c".into(),
-            cluster_cidr: "198.19.0.0/16".parse().unwrap(),
-            peers: (1..=n).filter(|j| *j != i).map(peer).collect(),
-        }
+        let peers: Vec<(String, String, String)> = (1..=n)
+            .filter(|j| *j != i)
+            .map(|j| {
+                (
+                    format!("n{j}"),
+                    format!("10.0.0.{j}"),
+                    format!("198.19.{j}.0/24"),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, &str, &str)> = peers
+            .iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+            .collect();
+        crate::plan::test_node(
+            &format!("n{i}"),
+            Os::Linux,
+            &format!("10.0.0.{i}"),
+            &format!("198.19.{i}.0/24"),
+            "198.19.0.0/16",
+            &refs,
+        )
     }
 
     #[test]

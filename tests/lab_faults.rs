@@ -13,19 +13,6 @@ use std::time::{Duration, Instant};
 use common::{count, host, kwinctl, kwinctl_env, summary, text};
 use lab::{Lab, require_root};
 
-fn inv(lab: &Lab) -> String {
-    lab.inventory().to_string_lossy().into_owned()
-}
-
-fn ip_of(lab: &Lab, name: &str) -> String {
-    lab.hosts()
-        .iter()
-        .find(|h| h.name == name)
-        .unwrap()
-        .ip
-        .to_string()
-}
-
 /// The folder a lab host sees as /etc/kwinctl.
 fn etc(lab: &Lab, name: &str) -> PathBuf {
     lab.dir().join("hosts").join(name).join("etc-kwinctl")
@@ -45,53 +32,17 @@ fn release_fifo(p: &Path) {
         .status();
 }
 
-fn bridge(lab: &Lab) -> String {
-    let env = std::fs::read_to_string(lab.dir().join("lab.env")).unwrap();
-    env.lines()
-        .find_map(|l| l.strip_prefix("BRIDGE="))
-        .unwrap()
-        .trim_matches('"')
-        .to_string()
-}
-
-/// Removes a black-hole neighbour entry even if the test fails.
-struct Blackhole(String, String);
-impl Drop for Blackhole {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["neigh", "del", &self.0, "dev", &self.1])
-            .status();
-    }
-}
-
 #[test]
 fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
     if !require_root() {
         return;
     }
     let lab = Lab::up(4);
-    let i = inv(&lab);
+    let i = lab.inv();
     // h2 refuses connections
     lab.stop_sshd("h2");
-    // h3 never answers: frames to it go to a MAC nobody has
-    let br = bridge(&lab);
-    let h3 = ip_of(&lab, "h3");
-    let st = Command::new("ip")
-        .args([
-            "neigh",
-            "replace",
-            &h3,
-            "lladdr",
-            "02:00:00:00:00:99",
-            "dev",
-            &br,
-            "nud",
-            "permanent",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let _bh = Blackhole(h3.clone(), br);
+    // h3 never answers
+    let _bh = lab.blackhole("h3");
     // h4's sshd dies while its script runs: the script blocks on a FIFO
     let fifo = etc(&lab, "h4").join("pod-cidr.tmp");
     mkfifo(&fifo);
@@ -145,7 +96,7 @@ fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
     assert_eq!(host(&s, "h1")["status"], "changed", "{s}");
     let e2 = host(&s, "h2")["error"].as_str().unwrap();
     assert!(
-        e2.contains("Connection refused") && e2.contains(&ip_of(&lab, "h2")),
+        e2.contains("Connection refused") && e2.contains(&lab.ip("h2")),
         "{e2}"
     );
     let e3 = host(&s, "h3")["error"].as_str().unwrap();
@@ -168,7 +119,7 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
         return;
     }
     let lab = Lab::up(2);
-    let i = inv(&lab);
+    let i = lab.inv();
     // the first action (recording the pod CIDR) cannot write its temp file
     let blocker = etc(&lab, "h1").join("pod-cidr.tmp");
     std::fs::create_dir_all(&blocker).unwrap();
@@ -233,7 +184,7 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
         return;
     }
     let lab = Lab::up(3);
-    let i = inv(&lab);
+    let i = lab.inv();
     // h1's script blocks until the test releases it
     let fifo = etc(&lab, "h1").join("pod-cidr.tmp");
     mkfifo(&fifo);
@@ -313,7 +264,7 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
         return;
     }
     let lab = Lab::up(2);
-    let i = inv(&lab);
+    let i = lab.inv();
     let fifo = etc(&lab, "h1").join("pod-cidr.tmp");
     mkfifo(&fifo);
     let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
@@ -368,7 +319,7 @@ fn key_passphrase_never_reaches_output_or_files() {
         &key.display().to_string(),
     );
     std::fs::write(lab.inventory(), inv_text).unwrap();
-    let i = inv(&lab);
+    let i = lab.inv();
 
     let mut outputs = Vec::new();
     // wrong passphrase: refused, and neither passphrase printed

@@ -9,10 +9,6 @@ mod lab;
 use common::{count, host, kwinctl, summary, text, write};
 use lab::{Lab, require_root};
 
-fn inv(lab: &Lab) -> String {
-    lab.inventory().to_string_lossy().into_owned()
-}
-
 /// Remove one host's entry from an inventory file.
 fn drop_host(path: &std::path::Path, name: &str) {
     let s = std::fs::read_to_string(path).unwrap();
@@ -31,22 +27,13 @@ fn drop_host(path: &std::path::Path, name: &str) {
     write(path, &out);
 }
 
-fn ip_of(lab: &Lab, name: &str) -> String {
-    lab.hosts()
-        .iter()
-        .find(|h| h.name == name)
-        .unwrap()
-        .ip
-        .to_string()
-}
-
 #[test]
 fn up_verify_rerun_reboot_repair_and_node_removal() {
     if !require_root() {
         return;
     }
     let lab = Lab::up(4);
-    let i = inv(&lab);
+    let i = lab.inv();
 
     // plan changes nothing
     let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
@@ -144,7 +131,7 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     // somebody else's route inside the cluster CIDR is left alone
     let foreign = format!(
         "ip route add 198.19.250.0/24 via {} proto static",
-        ip_of(&lab, "h2")
+        lab.ip("h2")
     );
     assert!(lab.exec("h1", &foreign).status.success());
 
@@ -177,7 +164,7 @@ fn changed_host_key_fails_that_host_only() {
         return;
     }
     let lab = Lab::up(3);
-    let i = inv(&lab);
+    let i = lab.inv();
     lab.rekey("h2");
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -202,7 +189,7 @@ fn unknown_host_keys_refused_unless_trusted_on_first_use() {
     let kh = lab.dir().join("known_hosts");
     let good = std::fs::read_to_string(&kh).unwrap();
     write(&kh, "");
-    let i = inv(&lab);
+    let i = lab.inv();
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
@@ -234,7 +221,7 @@ fn state_conflict_limit_and_reset() {
         return;
     }
     let lab = Lab::up(3);
-    let i = inv(&lab);
+    let i = lab.inv();
     // --limit: only h1 and h2 are touched
     let o = kwinctl(&["up", "-i", &i, "--limit", "h1,h2", "--parallel", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -266,7 +253,7 @@ fn state_conflict_limit_and_reset() {
     // reset removes kwinctl's routes and files, and nothing else
     let foreign = format!(
         "ip route add 198.19.251.0/24 via {} proto static",
-        ip_of(&lab, "h1")
+        lab.ip("h1")
     );
     assert!(lab.exec("h2", &foreign).status.success());
     let o = kwinctl(&["reset", "-i", &i, "--limit", "h2,h3"]);
@@ -299,7 +286,7 @@ fn keys_from_ssh_agent_and_ssh_config() {
         .replace(&format!("identity: {}, ", key.display()), "");
     assert!(!inv_text.contains("identity"), "{inv_text}");
     write(lab.inventory(), &inv_text);
-    let i = inv(&lab);
+    let i = lab.inv();
     let home = tempfile::tempdir().unwrap();
     let home_s = home.path().to_string_lossy().into_owned();
 
@@ -370,7 +357,7 @@ fn transient_refusal_is_retried_but_host_key_mismatch_is_not() {
         return;
     }
     let lab = Lab::up(2);
-    let i = inv(&lab);
+    let i = lab.inv();
     lab.stop_sshd("h2");
     let dir = lab.dir().to_path_buf();
     let starter = std::thread::spawn(move || {

@@ -10,10 +10,6 @@ mod lab;
 use common::{count, host, kwinctl, summary, text, write};
 use lab::{Lab, require_root};
 
-fn inv(lab: &Lab) -> String {
-    lab.inventory().to_string_lossy().into_owned()
-}
-
 fn ping(lab: &Lab, from: &str, ip: &str) -> bool {
     lab.exec(from, &format!("ping -n -c 1 -W 2 {ip} >/dev/null"))
         .status
@@ -46,7 +42,7 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         return;
     }
     let lab = Lab::up_mixed(1, 2);
-    let i = inv(&lab);
+    let i = lab.inv();
 
     let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -182,7 +178,7 @@ fn winrm_auth_modes_tls_pinning_wrong_password_and_failing_actions() {
         serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
     ws["fail_kinds"] = serde_json::json!(["create_switch"]);
     write(&sp, &ws.to_string());
-    let i = inv(&lab);
+    let i = lab.inv();
 
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -349,19 +345,19 @@ fn binaries_uploaded_from_the_operators_machine() {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
-    let text = std::fs::read_to_string(lab.inventory()).unwrap();
-    let start = text.find("        kubelet: {").unwrap();
-    let end = start + text[start..].find('\n').unwrap();
-    let text = format!(
+    let inv_text = std::fs::read_to_string(lab.inventory()).unwrap();
+    let start = inv_text.find("        kubelet: {").unwrap();
+    let end = start + inv_text[start..].find('\n').unwrap();
+    let inv_text = format!(
         "{}        kubelet: {{ path: {} }}{}",
-        &text[..start],
+        &inv_text[..start],
         local.display(),
-        &text[end..]
+        &inv_text[end..]
     );
-    write(lab.inventory(), &text);
-    let i = inv(&lab);
+    write(lab.inventory(), &inv_text);
+    let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
     let actions = host(&s, "win1")["actions"].as_array().unwrap().clone();
     assert!(
@@ -376,7 +372,7 @@ fn binaries_uploaded_from_the_operators_machine() {
     assert_eq!(ws["files"][r"C:\k\kubelet.exe"], sha.as_str());
     // unchanged on the next run: the hash already matches
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(summary(&o)["changed"], 0, "{}", text_of(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
     // a pinned sha256 that the local file does not have is bad input
     let bad = std::fs::read_to_string(lab.inventory()).unwrap().replace(
         &format!("path: {} }}", local.display()),
@@ -384,12 +380,8 @@ fn binaries_uploaded_from_the_operators_machine() {
     );
     write(lab.inventory(), &bad);
     let o = kwinctl(&["plan", "-i", &i]);
-    assert_eq!(o.status.code(), Some(2), "{}", text_of(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("the local file's SHA-256 is"));
-}
-
-fn text_of(o: &std::process::Output) -> String {
-    text(o)
 }
 
 #[test]
@@ -398,22 +390,15 @@ fn windows_nodes_ready_as_the_control_planes_kubectl_sees_them() {
         return;
     }
     let lab = Lab::up_mixed(1, 2);
-    let i = inv(&lab);
+    let i = lab.inv();
     // no usable kubectl on the control plane: said, not failed
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text_of(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let notes = host(&summary(&o), "win1")["notes"].to_string();
     assert!(notes.contains("node Ready not checked"), "{notes}");
 
     // a kubectl that lists win1 Ready and win2 NotReady
-    let ip = |n: &str| {
-        lab.hosts()
-            .iter()
-            .find(|h| h.name == n)
-            .unwrap()
-            .ip
-            .to_string()
-    };
+    let ip = |n: &str| lab.ip(n);
     let fake = lab.dir().join("hosts/h1/usr-local-bin/kubectl");
     write(
         &fake,
@@ -430,7 +415,7 @@ fn windows_nodes_ready_as_the_control_planes_kubectl_sees_them() {
         .status()
         .unwrap();
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
     assert_eq!(s["failed_hosts"], serde_json::json!(["win2"]), "{s}");
     let check = |h: &str| {
@@ -458,7 +443,7 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
         return;
     }
     let lab = Lab::up_mixed(1, 3);
-    let i = inv(&lab);
+    let i = lab.inv();
     // win1's WinRM listener is down
     let ns = lab
         .hosts()
@@ -475,46 +460,8 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
         let _ = std::process::Command::new("kill").arg(pid).status();
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    // win2 never answers: frames to it go to a MAC nobody has
-    let env = std::fs::read_to_string(lab.dir().join("lab.env")).unwrap();
-    let br = env
-        .lines()
-        .find_map(|l| l.strip_prefix("BRIDGE="))
-        .unwrap()
-        .to_string();
-    let w2 = lab
-        .hosts()
-        .iter()
-        .find(|h| h.name == "win2")
-        .unwrap()
-        .ip
-        .to_string();
-    assert!(
-        std::process::Command::new("ip")
-            .args([
-                "neigh",
-                "replace",
-                &w2,
-                "lladdr",
-                "02:00:00:00:00:98",
-                "dev",
-                &br,
-                "nud",
-                "permanent"
-            ])
-            .status()
-            .unwrap()
-            .success()
-    );
-    struct Undo(String, String);
-    impl Drop for Undo {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("ip")
-                .args(["neigh", "del", &self.0, "dev", &self.1])
-                .status();
-        }
-    }
-    let _undo = Undo(w2, br);
+    // win2 never answers
+    let _bh = lab.blackhole("win2");
     let start = std::time::Instant::now();
     let o = kwinctl(&[
         "up",
@@ -532,7 +479,7 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
         "{:?}",
         start.elapsed()
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text_of(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
     assert_eq!(
         s["failed_hosts"],

@@ -262,28 +262,19 @@ mod tests {
     use super::*;
     use crate::facts::Route;
     use crate::inventory::Os;
-    use crate::plan::Peer;
 
     fn node() -> NodePlan {
-        let peer = |n: &str, a: &str, c: &str| Peer {
-            name: n.into(),
-            address: a.parse().unwrap(),
-            pod_cidr: c.parse().unwrap(),
-            gateway: crate::plan::gateway(&c.parse().unwrap()),
-        };
-        NodePlan {
-            name: "a".into(),
-            os: Os::Linux,
-            address: "198.18.1.2".parse().unwrap(),
-            pod_cidr: "198.19.0.0/24".parse().unwrap(),
-            gateway: "198.19.0.1".parse().unwrap(),
-            cluster_name: "t".into(),
-            cluster_cidr: "198.19.0.0/16".parse().unwrap(),
-            peers: vec![
-                peer("b", "198.18.1.3", "198.19.1.0/24"),
-                peer("c", "198.18.1.4", "198.19.2.0/24"),
+        crate::plan::test_node(
+            "a",
+            Os::Linux,
+            "198.18.1.2",
+            "198.19.0.0/24",
+            "198.19.0.0/16",
+            &[
+                ("b", "198.18.1.3", "198.19.1.0/24"),
+                ("c", "198.18.1.4", "198.19.2.0/24"),
             ],
-        }
+        )
     }
 
     const BOOT: &str = "#!/bin/sh\nboot\n";

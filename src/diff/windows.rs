@@ -499,28 +499,20 @@ mod tests {
     use super::*;
     use crate::facts::windows::{Adapter, FileFact, Network, Service, Switch, WinRoute};
     use crate::inventory::Os;
-    use crate::plan::{Peer, WIN_DIR};
+    use crate::plan::WIN_DIR;
 
     fn node() -> NodePlan {
-        let peer = |n: &str, a: &str, c: &str| Peer {
-            name: n.into(),
-            address: a.parse().unwrap(),
-            pod_cidr: c.parse().unwrap(),
-            gateway: crate::plan::gateway(&c.parse().unwrap()),
-        };
-        NodePlan {
-            name: "win01".into(),
-            os: Os::Windows,
-            address: "10.0.0.11".parse().unwrap(),
-            pod_cidr: "192.168.1.0/24".parse().unwrap(),
-            gateway: "192.168.1.1".parse().unwrap(),
-            cluster_name: "demo".into(),
-            cluster_cidr: "192.168.0.0/16".parse().unwrap(),
-            peers: vec![
-                peer("lin01", "10.0.0.10", "192.168.0.0/24"),
-                peer("win02", "10.0.0.12", "192.168.2.0/24"),
+        crate::plan::test_node(
+            "win01",
+            Os::Windows,
+            "10.0.0.11",
+            "192.168.1.0/24",
+            "192.168.0.0/16",
+            &[
+                ("lin01", "10.0.0.10", "192.168.0.0/24"),
+                ("win02", "10.0.0.12", "192.168.2.0/24"),
             ],
-        }
+        )
     }
 
     fn desired() -> WindowsDesired {

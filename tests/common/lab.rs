@@ -137,6 +137,46 @@ impl Lab {
     pub fn hosts(&self) -> &[LabHost] {
         &self.hosts
     }
+    /// The inventory path as a string, for command lines.
+    pub fn inv(&self) -> String {
+        self.inventory.to_string_lossy().into_owned()
+    }
+    pub fn host(&self, name: &str) -> &LabHost {
+        self.hosts
+            .iter()
+            .find(|h| h.name == name)
+            .unwrap_or_else(|| panic!("no lab host {name}"))
+    }
+    pub fn ip(&self, name: &str) -> String {
+        self.host(name).ip.to_string()
+    }
+    /// Make a host never answer from this machine (frames to it go to a MAC
+    /// nobody has) until the guard is dropped.
+    pub fn blackhole(&self, name: &str) -> Blackhole {
+        let env = std::fs::read_to_string(self.dir.join("lab.env")).expect("lab.env");
+        let bridge = env
+            .lines()
+            .find_map(|l| l.strip_prefix("BRIDGE="))
+            .expect("BRIDGE")
+            .to_string();
+        let ip = self.ip(name);
+        let st = Command::new("ip")
+            .args([
+                "neigh",
+                "replace",
+                &ip,
+                "lladdr",
+                "02:00:00:00:00:99",
+                "dev",
+                &bridge,
+                "nud",
+                "permanent",
+            ])
+            .status()
+            .expect("ip neigh");
+        assert!(st.success(), "ip neigh replace failed");
+        Blackhole { ip, bridge }
+    }
 
     fn dir_s(&self) -> String {
         self.dir.to_string_lossy().into_owned()
@@ -195,6 +235,20 @@ impl Lab {
     }
     pub fn start_sshd(&self, host: &str) {
         check(&lab_sh(&["start-sshd", &self.dir_s(), host]), "start-sshd");
+    }
+}
+
+/// Undoes [`Lab::blackhole`], also when the test fails.
+pub struct Blackhole {
+    ip: String,
+    bridge: String,
+}
+
+impl Drop for Blackhole {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["neigh", "del", &self.ip, "dev", &self.bridge])
+            .status();
     }
 }
 
