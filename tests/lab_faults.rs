@@ -129,12 +129,7 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
     let h1 = host(&s, "h1");
     assert_eq!(count(h1, "failed"), 1, "{s}");
     assert_eq!(count(h1, "skipped"), 3, "{s}");
-    let failed = h1["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["status"] == "failed")
-        .unwrap();
+    let failed = common::failed_action(h1);
     assert!(
         failed["action"]
             .as_str()

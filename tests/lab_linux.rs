@@ -86,19 +86,7 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     let s = summary(&o);
     assert_eq!(s["failed_hosts"], serde_json::json!(["h3"]), "{s}");
     let h3 = host(&s, "h3");
-    let failed: Vec<String> = h3["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["pass"] == false)
-        .map(|c| {
-            format!(
-                "{}: {}",
-                c["name"].as_str().unwrap(),
-                c["detail"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let failed = common::failed_checks(h3);
     assert_eq!(failed.len(), 4, "{failed:?}"); // forwarding + 3 routes
     assert!(
         failed.iter().any(|f| f.starts_with("ip-forward")),

@@ -111,13 +111,7 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
     assert_eq!(s["failed_hosts"], serde_json::json!(["win1"]), "{s}");
-    let failed: Vec<String> = host(&s, "win1")["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["pass"] == false)
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect();
+    let failed = common::failed_checks(host(&s, "win1"));
     assert_eq!(failed.len(), 2, "{failed:?}");
     assert!(failed[0].starts_with("network kwinctl") && failed[1].starts_with("gateway"));
 
@@ -188,12 +182,7 @@ fn winrm_auth_modes_tls_pinning_wrong_password_and_failing_actions() {
         assert_eq!(host(&s, h)["status"], "changed", "{s}");
     }
     let w3 = host(&s, "win3");
-    let failed = w3["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["status"] == "failed")
-        .unwrap();
+    let failed = common::failed_action(w3);
     assert!(
         failed["action"]
             .as_str()

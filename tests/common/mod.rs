@@ -87,6 +87,33 @@ pub fn count(h: &serde_json::Value, status: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// A host's first failed action in a summary.
+pub fn failed_action(h: &serde_json::Value) -> &serde_json::Value {
+    h["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .find(|a| a["status"] == "failed")
+        .unwrap_or_else(|| panic!("no failed action in {h}"))
+}
+
+/// A host's failed checks in a summary, as `name: detail`.
+pub fn failed_checks(h: &serde_json::Value) -> Vec<String> {
+    h["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["pass"] == false)
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["name"].as_str().unwrap_or_default(),
+                c["detail"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 pub fn write(path: &Path, s: &str) {
     std::fs::write(path, s).expect("write");
 }
