@@ -139,6 +139,8 @@ fn main() -> ExitCode {
 
 struct Loaded {
     inv: Inventory,
+    /// The state file as read, before this run's allocation.
+    state: State,
     alloc: Allocation,
     plans: Vec<NodePlan>,
     state_path: PathBuf,
@@ -152,6 +154,7 @@ fn load(c: &Common) -> Result<Loaded, BadInput> {
     let plans = plan::node_plans(&inv, &alloc);
     Ok(Loaded {
         inv,
+        state,
         alloc,
         plans,
         state_path,
@@ -299,6 +302,20 @@ fn secrets(inv: &Inventory) -> Redactor {
 }
 
 fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
+    // One operator at a time for commands that change hosts; taken before
+    // the state file is read, so the allocation never starts from a stale one.
+    // (A missing inventory is reported by `load` below as bad input.)
+    let _lock = if matches!(mode, Mode::Up | Mode::Reset) && c.inventory.is_file() {
+        match Lock::acquire(&c.inventory, mode.name()) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    } else {
+        None
+    };
     let l = load(c)?;
     let mut limit = c.limit.clone();
     if c.only_failed {
@@ -352,22 +369,10 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
     for n in &l.alloc.notes {
         reporter.say(&format!("note: {n}"));
     }
-    // One operator at a time for commands that change hosts.
-    let _lock = if matches!(mode, Mode::Up | Mode::Reset) {
-        match Lock::acquire(&c.inventory, mode.name()) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(ExitCode::from(1));
-            }
-        }
-    } else {
-        None
-    };
     if mode == Mode::Up {
         // Record assignments before touching any host, so a host never holds
         // a CIDR the state file does not know.
-        let old = State::load(&l.state_path)?;
+        let old = &l.state;
         let mut new = l.alloc.state.clone();
         if !limit.is_empty() {
             // Hosts outside --limit keep what was recorded for them.
@@ -377,7 +382,7 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
                 }
             }
         }
-        if new != old {
+        if new != *old {
             new.save(&l.state_path)
                 .map_err(|e| BadInput(format!("{e:#}")))?;
         }

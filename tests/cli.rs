@@ -191,6 +191,11 @@ fn unset_winrm_password_variable_is_bad_input() {
 fn usage_errors_exit_2() {
     let o = kwinctl(&["up"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    for cmd in ["up", "reset", "verify", "check"] {
+        let o = kwinctl(&[cmd, "-i", "/nonexistent/dir/inv.yaml"]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read inventory"));
+    }
     let o = kwinctl(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
