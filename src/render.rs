@@ -529,8 +529,8 @@ mod tests {
         assert!(s.contains("ip -4 route replace '198.19.1.0/24' via '198.18.1.3' proto 198"));
         assert!(s.contains("ip -4 route del '198.19.9.0/24' proto 198"));
         assert!(s.contains("#!/bin/sh\necho hi\nKWINCTL_BOOT_EOF\n"), "{s}");
-        assert!(s.contains("ping -n -c 1 -W 2 '198.18.1.3'"));
-        assert!(s.trim_end().ends_with("\"$kw_reach\" \"$kw_nodes\""), "{s}");
+        assert!(s.contains("ping -n -q -c 1 -W 2 '198.18.1.3'"));
+        assert!(s.trim_end().ends_with("printf 'KWF end\\n'"), "{s}");
         assert!(s.contains("kubectl get nodes"), "{s}");
         // the shell accepts it
         let dir = tempfile::tempdir().unwrap();
@@ -542,5 +542,35 @@ mod tests {
             .status()
             .unwrap();
         assert!(st.success(), "sh -n rejected the script");
+    }
+
+    /// The probe template and the facts parser agree: run the probe here,
+    /// read-only, and parse what it prints.
+    #[test]
+    fn the_probe_runs_and_parses() {
+        use std::io::Write;
+        let r = Renderer::new();
+        let script = r.linux_probe(&["127.0.0.1".parse().unwrap()], true);
+        let mut child = std::process::Command::new("sh")
+            .arg("-s")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let f = crate::facts::LinuxFacts::parse(&stdout, &String::from_utf8_lossy(&out.stderr))
+            .unwrap_or_else(|e| panic!("{e}\n{stdout}"));
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(f.hostname, hostname.trim());
+        assert!(f.routes.iter().any(|r| r.dev.is_some()), "{stdout}");
+        assert_eq!(f.reach.len(), 1, "{stdout}");
     }
 }

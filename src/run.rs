@@ -272,7 +272,7 @@ impl NodeOps for LinuxOps<'_> {
             .linux_probe(reach, self.ask_nodes && !reach.is_empty())
     }
     fn parse(&self, o: &transport::Output) -> Result<LinuxFacts, String> {
-        LinuxFacts::parse(facts_of(o)?).map_err(|e| e.to_string())
+        LinuxFacts::parse(&o.stdout, &o.stderr).map_err(|e| e.to_string())
     }
     fn diff(&self, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {
         diff::diff_linux(
@@ -412,11 +412,10 @@ async fn converge<O: NodeOps>(
     let probed = verify::reach_peers(node, ctx.opts.reach);
     let reach: Vec<Ipv4Addr> = probed.iter().map(|p| p.address).collect();
     ctx.reporter.phase(&host.name, "probing");
-    let probe = ops.probe(if ctx.mode == Mode::Verify {
-        &reach
-    } else {
-        &[]
-    });
+    // verify and up ask for reachability in the first probe: a converged
+    // host (the common case) is then checked with one remote call.
+    let checking = matches!(ctx.mode, Mode::Verify | Mode::Up);
+    let probe = ops.probe(if checking { &reach } else { &[] });
     let facts = match call(ctx, s, &mut r, "probe", &probe)
         .await
         .and_then(|o| ops.parse(&o))
@@ -471,6 +470,20 @@ async fn converge<O: NodeOps>(
 
     // Apply and re-probe in one remote call.
     let actions: Vec<&O::Action> = d.actions().collect();
+    if actions.is_empty() && ctx.mode == Mode::Up {
+        // Converged: the first probe's facts (with reachability) are the
+        // verification; no second call.
+        r.actions = reports_of(&d, ActionStatus::Ok);
+        r.k8s = ops.k8s(&facts);
+        r.checks = verify::checks(node, &Ok(d), ops.reach(&facts), &probed);
+        if r.failed_checks().next().is_some() {
+            r.status = HostStatus::Failed;
+            r.error = Some("verify failed (nothing needed changing)".into());
+        } else {
+            r.status = HostStatus::Ok;
+        }
+        return r;
+    }
     if !actions.is_empty() {
         ctx.reporter
             .phase(&host.name, &format!("applying {} actions", actions.len()));

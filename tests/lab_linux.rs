@@ -78,6 +78,39 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
     assert_eq!(s["changed"], 0, "{s}");
+    // ... with one remote call per host: the probe, with reachability
+    let last: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-last-run.json")).unwrap(),
+    )
+    .unwrap();
+    let record = std::fs::read_to_string(
+        lab.dir()
+            .join(last["run_dir"].as_str().unwrap())
+            .join("h2.log"),
+    )
+    .unwrap();
+    let calls: Vec<&str> = record.lines().filter(|l| l.starts_with("##### ")).collect();
+    assert_eq!(calls, ["##### probe"], "{record}");
+    assert!(record.contains("KWF reach "), "{record}");
+    // ... and that one call still checks: with h1 dropping whatever goes to
+    // h2 (h2's answers included), up changes nothing and fails both
+    let block = format!("ip route add blackhole {}/32", lab.ip("h2"));
+    assert!(lab.exec("h1", &block).status.success());
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["changed"], 0, "{s}");
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h1", "h2"]), "{s}");
+    for (me, peer) in [("h1", "h2"), ("h2", "h1")] {
+        let failed = common::failed_checks(host(&s, me));
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].starts_with(&format!("reach {peer} ")),
+            "{failed:?}"
+        );
+    }
+    let unblock = format!("ip route del blackhole {}/32", lab.ip("h2"));
+    assert!(lab.exec("h1", &unblock).status.success());
 
     // reboot h3: routes and forwarding gone, sshd restarted
     lab.reboot("h3");

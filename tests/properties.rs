@@ -1,9 +1,11 @@
 //! Properties of the inventory loader and the CIDR allocator: no panic on any
 //! input; allocations never overlap and never leave the cluster CIDR; a host
-//! keeps its block across reorders.
+//! keeps its block across reorders. The Linux facts parser never panics on
+//! what a host prints.
 
 use std::path::Path;
 
+use kwinctl::facts::LinuxFacts;
 use kwinctl::inventory::Inventory;
 use kwinctl::plan::{State, allocate};
 use proptest::prelude::*;
@@ -24,6 +26,22 @@ fn inventory(prefix: u8, node_prefix: u8, hosts: &[(u8, Option<u16>)]) -> String
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn linux_facts_parser_never_panics(
+        lines in proptest::collection::vec(
+            prop_oneof![
+                Just("KWF probe linux 2".to_string()),
+                Just("KWF end".to_string()),
+                "KWF (hostname|ip_forward|pod_cidr|boot_sha|systemd|unit_sha|unit_enabled|routes|reach|node|nodes) \\PC{0,60}",
+                "KWF routes \\[\\{\"dst\":\"\\PC{0,20}\"(,\"gateway\":\"\\PC{0,16}\")?(,\"protocol\":\\PC{0,8})?\\}\\]",
+                "\\PC{0,60}",
+            ],
+            0..16,
+        )
+    ) {
+        let _ = LinuxFacts::parse(&lines.join("\n"), "");
+    }
 
     #[test]
     fn loader_never_panics_on_text(s in "\\PC{0,400}") {

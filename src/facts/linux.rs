@@ -53,23 +53,6 @@ pub struct K8sNode {
 }
 
 #[derive(Deserialize)]
-struct RawLinux {
-    v: u32,
-    os: String,
-    hostname: String,
-    ip_forward: String,
-    systemd: bool,
-    routes: Vec<RawRoute>,
-    pod_cidr: String,
-    boot_sha: String,
-    unit_sha: String,
-    unit_enabled: String,
-    reach: Vec<String>,
-    #[serde(default)]
-    nodes: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
 struct RawRoute {
     dst: String,
     #[serde(default)]
@@ -80,9 +63,9 @@ struct RawRoute {
     protocol: Option<serde_json::Value>,
 }
 
-fn sha(s: String) -> Option<String> {
-    let s = s.trim().to_string();
-    (s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())).then_some(s)
+fn sha(s: &str) -> Option<String> {
+    let s = s.trim();
+    (s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())).then(|| s.to_string())
 }
 
 fn parse_dst(s: &str) -> Option<Ipv4Net> {
@@ -98,27 +81,122 @@ fn parse_dst(s: &str) -> Option<Ipv4Net> {
     }
 }
 
-impl LinuxFacts {
-    pub fn parse(json: &str) -> Result<LinuxFacts, FactsError> {
-        let raw: RawLinux =
-            serde_json::from_str(json).map_err(|e| FactsError::Invalid(e.to_string()))?;
-        if raw.v != 1 || raw.os != "linux" {
-            return Err(FactsError::Invalid(format!(
-                "expected a version 1 linux probe, got version {} os {:?}",
-                raw.v, raw.os
-            )));
+/// The prefix of every line the Linux probe prints.
+pub const LINUX_FACT: &str = "KWF ";
+
+/// The probe's lines, by key.
+#[derive(Default)]
+struct Lines<'a> {
+    scalars: BTreeMap<&'a str, &'a str>,
+    reach: Vec<&'a str>,
+    nodes: Vec<&'a str>,
+    ended: bool,
+}
+
+impl<'a> Lines<'a> {
+    fn read(stdout: &'a str, stderr: &str) -> Result<Lines<'a>, FactsError> {
+        let mut l = Lines::default();
+        let mut header = None;
+        for line in stdout.lines() {
+            let Some(rest) = line.strip_prefix(LINUX_FACT) else {
+                continue; // motd, shell noise, action markers
+            };
+            let rest = rest.trim_end_matches('\r');
+            let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
+            if l.ended {
+                return Err(FactsError::Invalid(format!(
+                    "a line after the probe's end: {:?}",
+                    crate::report::clip(line, 80)
+                )));
+            }
+            match key {
+                "probe" => header = Some(value),
+                "end" => l.ended = true,
+                "reach" => l.reach.push(value),
+                "node" => l.nodes.push(value),
+                "hostname" | "ip_forward" | "pod_cidr" | "boot_sha" | "systemd" | "unit_sha"
+                | "unit_enabled" | "routes" | "nodes" => {
+                    if l.scalars.insert(key, value).is_some() {
+                        return Err(FactsError::Invalid(format!("{key} is given twice")));
+                    }
+                }
+                other => {
+                    return Err(FactsError::Invalid(format!(
+                        "unknown fact {:?}",
+                        crate::report::clip(other, 40)
+                    )));
+                }
+            }
         }
-        let ip_forward = match raw.ip_forward.trim() {
+        match header {
+            None => Err(FactsError::Missing(crate::report::clip(stderr.trim(), 400))),
+            Some("linux 2") if l.ended => Ok(l),
+            Some("linux 2") => Err(FactsError::Invalid(format!(
+                "the probe's output stops before its end; stderr: {}",
+                crate::report::clip(stderr.trim(), 300)
+            ))),
+            Some(other) => Err(FactsError::Invalid(format!(
+                "expected a version 2 linux probe, got {:?}",
+                crate::report::clip(other, 40)
+            ))),
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<&'a str, FactsError> {
+        self.scalars
+            .get(key)
+            .map(|v| v.trim())
+            .ok_or_else(|| FactsError::Invalid(format!("the probe gave no {key}")))
+    }
+
+    fn opt(&self, key: &str) -> &'a str {
+        self.scalars.get(key).map(|v| v.trim()).unwrap_or("")
+    }
+}
+
+/// Printable characters only: values come from files on the host.
+fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+impl LinuxFacts {
+    /// Parse the Linux probe's stdout: `KWF <key> <value>` lines from
+    /// `KWF probe linux 2` to `KWF end`; other lines are ignored.
+    pub fn parse(stdout: &str, stderr: &str) -> Result<LinuxFacts, FactsError> {
+        let l = Lines::read(stdout, stderr)?;
+        let ip_forward = match l.get("ip_forward")? {
             "1" => true,
             "0" | "" => false,
             other => {
                 return Err(FactsError::Invalid(format!(
-                    "ip_forward is {other:?}, expected 0 or 1"
+                    "ip_forward is {:?}, expected 0 or 1",
+                    crate::report::clip(other, 40)
                 )));
             }
         };
+        let systemd = match l.get("systemd")? {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(FactsError::Invalid(format!(
+                    "systemd is {:?}, expected true or false",
+                    crate::report::clip(other, 40)
+                )));
+            }
+        };
+        let raw_routes: Vec<RawRoute> = match l.get("routes")? {
+            "null" | "" => {
+                return Err(FactsError::Invalid(
+                    "`ip -j -4 route show` printed nothing: the host needs iproute2 with JSON \
+                     output (iproute2 4.13 or later)"
+                        .into(),
+                ));
+            }
+            json => serde_json::from_str(json)
+                .map_err(|e| FactsError::Invalid(format!("the routes `ip -j` printed: {e}")))?,
+        };
         let mut routes = Vec::new();
-        for r in raw.routes {
+        for r in raw_routes {
             // Non-IPv4 or special destinations (e.g. "unreachable") are skipped.
             let Some(dst) = parse_dst(&r.dst) else {
                 continue;
@@ -147,38 +225,48 @@ impl LinuxFacts {
                 proto,
             });
         }
-        let recorded_pod_cidr = match raw.pod_cidr.trim() {
+        let recorded_pod_cidr = match l.get("pod_cidr")? {
             "" => None,
             s => Some(s.parse::<Ipv4Net>().map_err(|_| {
-                FactsError::Invalid(format!("/etc/kwinctl/pod-cidr holds {s:?}, not a CIDR"))
+                FactsError::Invalid(format!(
+                    "/etc/kwinctl/pod-cidr holds {:?}, not a CIDR",
+                    crate::report::clip(&printable(s), 64)
+                ))
             })?),
         };
-        let reach = super::parse_reach(&raw.reach)?;
+        let reach: Vec<String> = l.reach.iter().map(|r| r.to_string()).collect();
+        let reach = super::parse_reach(&reach)?;
+        let k8s_nodes = match l.opt("nodes") {
+            "" => None,
+            "listed" => Some(Ok(l
+                .nodes
+                .iter()
+                .filter_map(|line| {
+                    let line: String = line
+                        .chars()
+                        .filter(|c| c.is_ascii_alphanumeric() || "._ -".contains(*c))
+                        .collect();
+                    let mut it = line.split_whitespace();
+                    Some(K8sNode {
+                        name: it.next()?.to_string(),
+                        ready: it.next() == Some("True"),
+                        os: it.next().unwrap_or_default().to_string(),
+                    })
+                })
+                .collect())),
+            _ => Some(Err("kubectl get nodes failed".to_string())),
+        };
         Ok(LinuxFacts {
-            hostname: raw.hostname,
+            hostname: printable(l.get("hostname")?),
             ip_forward,
-            systemd: raw.systemd,
+            systemd,
             routes,
             recorded_pod_cidr,
-            boot_sha: sha(raw.boot_sha),
-            unit_sha: sha(raw.unit_sha),
-            unit_enabled: raw.unit_enabled.trim() == "enabled",
+            boot_sha: sha(l.get("boot_sha")?),
+            unit_sha: sha(l.opt("unit_sha")),
+            unit_enabled: l.opt("unit_enabled") == "enabled",
             reach,
-            k8s_nodes: match raw.nodes {
-                None | Some(serde_json::Value::Null) => None,
-                Some(serde_json::Value::Array(v)) => Some(Ok(v
-                    .iter()
-                    .filter_map(|l| {
-                        let mut it = l.as_str()?.split_whitespace();
-                        Some(K8sNode {
-                            name: it.next()?.to_string(),
-                            ready: it.next() == Some("True"),
-                            os: it.next().unwrap_or_default().to_string(),
-                        })
-                    })
-                    .collect())),
-                Some(other) => Some(Err(format!("kubectl get nodes failed ({other})"))),
-            },
+            k8s_nodes,
         })
     }
 
@@ -195,56 +283,96 @@ impl LinuxFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{FACTS_MARKER, facts_json};
 
-    pub const SAMPLE: &str = r#"{"v":1,"os":"linux","hostname":"h1","ip_forward":"1","systemd":false,
-      "routes":[{"dst":"default","gateway":"198.18.1.1","dev":"eth0"},
-                {"dst":"198.18.1.0/24","dev":"eth0","protocol":"kernel","scope":"link"},
-                {"dst":"198.19.1.0/24","gateway":"198.18.1.3","dev":"eth0","protocol":"198"},
-                {"dst":"10.1.2.3","dev":"eth0","protocol":"static"}],
-      "pod_cidr":"198.19.0.0/24\n","boot_sha":"","unit_sha":"","unit_enabled":"",
-      "reach":["198.18.1.3 ok","198.18.1.4 fail"]}"#;
+    const ROUTES: &str = r#"[{"dst":"default","gateway":"198.18.1.1","dev":"eth0"},{"dst":"198.18.1.0/24","dev":"eth0","protocol":"kernel","scope":"link"},{"dst":"198.19.1.0/24","gateway":"198.18.1.3","dev":"eth0","protocol":"198"},{"dst":"10.1.2.3","dev":"eth0","protocol":"static"}]"#;
+
+    fn sample() -> String {
+        format!(
+            "welcome to h1!\nKWF probe linux 2\nKWF hostname h1\r\nKWF ip_forward 1\n\
+             KWF pod_cidr 198.19.0.0/24\nKWF boot_sha \nKWF systemd false\n\
+             KWF routes {ROUTES}\nKWF reach 198.18.1.3 ok\nKWF reach 198.18.1.4 fail\nKWF end\n"
+        )
+    }
 
     #[test]
     fn parses_a_probe() {
-        let f = LinuxFacts::parse(SAMPLE).unwrap();
+        let f = LinuxFacts::parse(&sample(), "").unwrap();
+        assert_eq!(f.hostname, "h1");
         assert!(f.ip_forward);
+        assert!(!f.systemd);
         assert_eq!(f.routes.len(), 4);
         assert_eq!(f.routes[0].dst.to_string(), "0.0.0.0/0");
         assert_eq!(f.routes[0].proto, "boot");
         assert!(f.routes[2].owned());
         assert_eq!(f.routes[3].dst.to_string(), "10.1.2.3/32");
         assert_eq!(f.recorded_pod_cidr.unwrap().to_string(), "198.19.0.0/24");
+        assert_eq!(f.boot_sha, None);
         assert_eq!(f.reach.len(), 2);
         assert_eq!(
             f.reach[&"198.18.1.4".parse::<Ipv4Addr>().unwrap()],
             Reach::NoAnswer
         );
+        assert_eq!(f.k8s_nodes, None);
+    }
+
+    #[test]
+    fn parses_systemd_and_nodes() {
+        let sha = "a".repeat(64);
+        let out = sample().replace(
+            "KWF systemd false\n",
+            &format!("KWF systemd true\nKWF unit_sha {sha}\nKWF unit_enabled enabled\n"),
+        );
+        let out = out.replace(
+            "KWF end",
+            "KWF nodes listed\nKWF node h1 True linux\nKWF node w\u{1b}[1m1 False windows\nKWF end",
+        );
+        let f = LinuxFacts::parse(&out, "").unwrap();
+        assert!(f.systemd && f.unit_enabled);
+        assert_eq!(f.unit_sha.as_deref(), Some(sha.as_str()));
+        let nodes = f.k8s_nodes.unwrap().unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert_eq!((nodes[0].name.as_str(), nodes[0].ready), ("h1", true));
+        // control characters from the host never reach the report
+        assert_eq!(nodes[1].name, "w1m1");
+        assert_eq!(nodes[1].os, "windows");
+        let failed = sample().replace("KWF end", "KWF nodes failed\nKWF end");
+        assert!(
+            LinuxFacts::parse(&failed, "")
+                .unwrap()
+                .k8s_nodes
+                .unwrap()
+                .is_err()
+        );
     }
 
     #[test]
     fn bad_facts_are_errors_not_panics() {
+        let s = sample();
         for bad in [
-            "",
-            "{",
-            &SAMPLE[..SAMPLE.len() / 2],
-            r#"{"v":1}"#,
-            &SAMPLE.replace(r#""ip_forward":"1""#, r#""ip_forward":"yes""#),
-            &SAMPLE.replace(r#""gateway":"198.18.1.3""#, r#""gateway":"x""#),
-            &SAMPLE.replace(r#""v":1"#, r#""v":7"#),
-            &SAMPLE.replace("198.19.0.0/24\\n", "garbage"),
-            &SAMPLE.replace("198.18.1.4 fail", "198.18.1.4 maybe"),
+            "KWF probe linux 2\n".to_string(),
+            s[..s.len() / 2].to_string(),
+            s.replace("KWF end\n", ""),
+            s.replace("KWF end\n", "KWF end\nKWF hostname x\n"),
+            s.replace("KWF ip_forward 1", "KWF ip_forward yes"),
+            s.replace("KWF ip_forward 1\n", ""),
+            s.replace("KWF systemd false", "KWF systemd maybe"),
+            s.replace("198.18.1.3\",\"dev", "x\",\"dev"),
+            s.replace("linux 2", "linux 7"),
+            s.replace("198.19.0.0/24\n", "garbage\n"),
+            s.replace("198.18.1.4 fail", "198.18.1.4 maybe"),
+            s.replace("KWF hostname h1", "KWF hostname h1\nKWF hostname h2"),
+            s.replace("KWF hostname h1", "KWF colour blue"),
+            s.replace(ROUTES, "null"),
+            s.replace(ROUTES, "[{"),
         ] {
-            assert!(LinuxFacts::parse(bad).is_err(), "{bad}");
+            assert!(LinuxFacts::parse(&bad, "").is_err(), "{bad}");
         }
     }
 
     #[test]
-    fn finds_the_marker_among_noise() {
-        let out = format!("welcome!\n{FACTS_MARKER}{{\"a\":1}}\n");
-        assert_eq!(facts_json(&out, "").unwrap(), "{\"a\":1}");
+    fn no_probe_output_names_stderr() {
         assert!(matches!(
-            facts_json("nothing", "sh: ip: not found"),
+            LinuxFacts::parse("nothing", "sh: ip: not found"),
             Err(FactsError::Missing(m)) if m.contains("ip: not found")
         ));
     }

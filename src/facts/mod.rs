@@ -1,8 +1,13 @@
-//! Typed facts parsed from a probe's JSON, per OS.
+//! Typed facts parsed from a probe's output, per OS.
 //!
-//! A probe prints one line `KWINCTL-FACTS {json}`. Anything else on stdout
-//! (motd, shell noise) is ignored. Facts that are not what the probe promises
-//! fail the host with a message; they never panic.
+//! The Windows probe prints one line `KWINCTL-FACTS {json}` (PowerShell's
+//! ConvertTo-Json). The Linux probe prints `KWF <key> <value>` lines from
+//! `KWF probe linux 2` to `KWF end` with the values raw (the routes as
+//! `ip -j` prints them): escaping them into JSON on the host took a `tr`
+//! process per value, and every process there costs the host 2-3 ms on
+//! every run. Anything else on stdout (motd, shell noise) is ignored. Facts
+//! that are not what the probe promises fail the host with a message; they
+//! never panic.
 
 mod linux;
 pub mod windows;
