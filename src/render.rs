@@ -6,6 +6,8 @@
 
 use std::net::Ipv4Addr;
 
+use ipnet::Ipv4Net;
+
 use minijinja::{Environment, UndefinedBehavior, context};
 
 use crate::diff::windows::WinAction;
@@ -22,6 +24,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "linux/probe.sh",
         include_str!("../templates/linux/probe.sh.j2"),
+    ),
+    (
+        "linux/set_routes.sh",
+        include_str!("../templates/linux/set_routes.sh.j2"),
     ),
     (
         "linux/record_pod_cidr.sh",
@@ -272,19 +278,53 @@ impl Renderer {
         then_probe: Option<(&[Ipv4Addr], bool)>,
     ) -> String {
         let mut s = self.render("linux/prelude.sh", context! { host, cluster });
-        for (i, a) in actions.iter().enumerate() {
+        let mut i = 0;
+        while i < actions.len() {
+            // A run of two or more route additions is one `ip -batch`.
+            let run = actions[i..]
+                .iter()
+                .take_while(|a| route_set(a).is_some())
+                .count();
+            if run >= 2 {
+                let last = i + run - 1;
+                let routes: Vec<_> = actions[i..=last]
+                    .iter()
+                    .filter_map(|a| route_set(a))
+                    .map(|(dst, via)| context! { dst => dst.to_string(), via => via.to_string() })
+                    .collect();
+                let body = self.render(
+                    "linux/set_routes.sh",
+                    context! { routes, proto => ROUTE_PROTO },
+                );
+                s.push_str(&format!(
+                    "\n# actions {i}-{last}: {run} routes\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run_batch {i} {last} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
+                    body.trim_end()
+                ));
+                i += run;
+                continue;
+            }
+            let a = actions[i];
             let body = self.linux_action(a);
             s.push_str(&format!(
                 "\n# action {i}: {}\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run {i} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
                 sh_comment(&a.describe()),
                 body.trim_end()
             ));
+            i += 1;
         }
         if let Some((reach, nodes)) = then_probe {
             s.push('\n');
             s.push_str(&self.linux_probe(reach, nodes));
         }
         s
+    }
+}
+
+/// A route that `ip route replace` sets: destination and next hop.
+fn route_set(a: &Action) -> Option<(Ipv4Net, Ipv4Addr)> {
+    match a {
+        Action::AddRoute { dst, via } | Action::ReplaceRoute { dst, via, .. } => Some((*dst, *via)),
+        _ => None,
     }
 }
 
@@ -542,6 +582,43 @@ mod tests {
             .status()
             .unwrap();
         assert!(st.success(), "sh -n rejected the script");
+    }
+
+    #[test]
+    fn consecutive_routes_are_one_ip_batch() {
+        let r = Renderer::new();
+        let route = |i: u8| Action::AddRoute {
+            dst: format!("198.19.{i}.0/24").parse().unwrap(),
+            via: format!("198.18.1.{i}").parse().unwrap(),
+        };
+        let acts = [
+            Action::EnableForwarding,
+            route(2),
+            route(3),
+            route(4),
+            Action::DelRoute {
+                dst: "198.19.9.0/24".parse().unwrap(),
+                via: None,
+            },
+            route(5),
+        ];
+        let refs: Vec<&Action> = acts.iter().collect();
+        let s = r.linux_script("h1", "c", &refs, None);
+        assert!(s.contains("kw_run 0 kw_action_0\n"), "{s}");
+        assert!(s.contains("kw_run_batch 1 3 kw_action_1\n"), "{s}");
+        assert!(
+            s.contains(
+                "route replace 198.19.2.0/24 via 198.18.1.2 proto 198\n\
+                 route replace 198.19.3.0/24 via 198.18.1.3 proto 198\n\
+                 route replace 198.19.4.0/24 via 198.18.1.4 proto 198\n\
+                 KWINCTL_ROUTES_EOF\n"
+            ),
+            "{s}"
+        );
+        // a lone route stays its own action
+        assert!(s.contains("kw_run 4 kw_action_4\n"), "{s}");
+        assert!(s.contains("kw_run 5 kw_action_5\n"), "{s}");
+        assert_eq!(s.matches("ip -4 -batch").count(), 1, "{s}");
     }
 
     /// The probe template and the facts parser agree: run the probe here,

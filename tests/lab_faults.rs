@@ -173,6 +173,79 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no failed hosts"));
 }
 
+/// Routes go to the host as one `ip -batch`: a failing route in the middle
+/// is reported on its own action, the ones before it as done, the ones after
+/// it as not run.
+#[test]
+fn a_failing_route_in_a_batch_fails_its_own_action() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(4);
+    let i = lab.inv();
+    // on h1, h3's address is not on any link: not a valid next hop (the
+    // lab's /24 gives way to host routes for everyone else)
+    let net = lab.ip("h1").rsplit_once('.').unwrap().0.to_string();
+    let mut narrow =
+        format!("ip route del {net}.0/24 dev eth0 && ip route add {net}.1/32 dev eth0");
+    for h in ["h2", "h4"] {
+        narrow += &format!(" && ip route add {}/32 dev eth0", lab.ip(h));
+    }
+    let o = lab.exec("h1", &narrow);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    // (h3 fails too: h1 cannot answer its ping)
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h1", "h3"]), "{s}");
+    let h3 = common::failed_checks(host(&s, "h3"));
+    assert!(h3.len() == 1 && h3[0].starts_with("reach h1 "), "{h3:?}");
+    let h1 = host(&s, "h1");
+    // record, forwarding, route to h2 done; route to h3 failed; h4, boot.sh not run
+    assert_eq!(count(h1, "changed"), 3, "{s}");
+    assert_eq!(count(h1, "failed"), 1, "{s}");
+    assert_eq!(count(h1, "skipped"), 2, "{s}");
+    let failed = common::failed_action(h1);
+    assert!(
+        failed["action"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("via {}", lab.ip("h3"))),
+        "{failed}"
+    );
+    assert!(
+        failed["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Nexthop has invalid gateway"),
+        "{failed}"
+    );
+    let routes = lab.routes("h1");
+    assert!(
+        routes.contains(&format!("via {} dev eth0 proto 198", lab.ip("h2"))),
+        "{routes}"
+    );
+    assert!(
+        !routes.contains(&format!("via {} dev eth0 proto 198", lab.ip("h4"))),
+        "{routes}"
+    );
+    // once the link is back, a rerun does the rest
+    let back = format!(
+        "ip route add {net}.0/24 dev eth0 proto kernel scope link src {}",
+        lab.ip("h1")
+    );
+    let o = lab.exec("h1", &back);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        count(host(&summary(&o), "h1"), "changed"),
+        3,
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operator() {
     if !require_root() {
