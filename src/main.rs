@@ -387,9 +387,20 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
                 .map_err(|e| BadInput(format!("{e:#}")))?;
         }
     }
+    let record = match record::RunRecord::start(&c.inventory, mode.name(), secrets(&l.inv)) {
+        Ok(r) => Some(Arc::new(r)),
+        Err(e) => {
+            reporter.say(&format!("warning: cannot write the run record: {e}"));
+            None
+        }
+    };
     let interrupt = Interrupt::default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Blocking work is short file I/O (run records, key files): a few
+        // threads are enough, and each thread costs memory (stack, malloc
+        // arena) at hundreds of hosts.
+        .max_blocking_threads(4)
         .build()
         .map_err(|e| BadInput(format!("cannot start the runtime: {e}")))?;
     let opts = RunOptions {
@@ -411,19 +422,26 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
                 }
             }
         });
-        run::run_all(mode, targets, opts, reporter.clone(), interrupt.clone()).await
+        run::run_all(
+            mode,
+            targets,
+            opts,
+            reporter.clone(),
+            interrupt.clone(),
+            record.clone(),
+        )
+        .await
     });
     let interrupted = interrupt.is_set();
     let extra = serde_json::json!({"state_file": l.state_path.display().to_string()});
     let summary = reporter.summary_json(&reports, interrupted, &extra);
-    let run_dir = record::write_run(
-        &c.inventory,
-        mode.name(),
-        &reports,
-        &summary.to_string(),
-        &secrets(&l.inv),
-    );
-    reporter.finish(&reports, interrupted, extra);
+    let run_dir = match &record {
+        Some(r) => r
+            .finish(&c.inventory, mode.name(), &reports, &summary)
+            .map(|_| r.dir().to_path_buf()),
+        None => Err(std::io::Error::other("see the warning above")),
+    };
+    reporter.finish(&reports, interrupted, &summary);
     let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
     match run_dir {
         Ok(d) if failed || interrupted || c.verbose => {

@@ -100,47 +100,79 @@ fn host_log(calls: &[Call], r: &Redactor) -> String {
     r.apply(&s)
 }
 
-/// Write the run folder and the last-run pointer; returns the folder.
-pub fn write_run(
-    inventory: &Path,
-    command: &str,
-    reports: &[HostReport],
-    summary_json: &str,
-    redactor: &Redactor,
-) -> std::io::Result<PathBuf> {
-    let base = runs_dir(inventory);
-    private_dir(&base)?;
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-        .to_string()
-        .replace(':', "");
-    let dir = base.join(format!("{stamp}-{command}-{}", std::process::id()));
-    private_dir(&dir)?;
-    for r in reports {
-        private_file(
-            &dir.join(format!("{}.log", r.host)),
-            &host_log(&r.transcript, redactor),
-        )?;
+/// A run's folder, created before any host is contacted. Each remote call is
+/// appended to its host's log as soon as it returns (nothing of it is held in
+/// memory for the rest of the run); the summary and the last-run pointer are
+/// written at the end.
+#[derive(Debug)]
+pub struct RunRecord {
+    dir: PathBuf,
+    redactor: Redactor,
+}
+
+impl RunRecord {
+    pub fn start(
+        inventory: &Path,
+        command: &str,
+        redactor: Redactor,
+    ) -> std::io::Result<RunRecord> {
+        let base = runs_dir(inventory);
+        private_dir(&base)?;
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            .to_string()
+            .replace(':', "");
+        let dir = base.join(format!("{stamp}-{command}-{}", std::process::id()));
+        private_dir(&dir)?;
+        Ok(RunRecord { dir, redactor })
     }
-    private_file(&dir.join("summary.json"), &redactor.apply(summary_json))?;
-    let last = LastRun {
-        command: command.to_string(),
-        run_dir: dir.clone(),
-        failed: reports
-            .iter()
-            .filter(|r| r.status == crate::report::HostStatus::Failed)
-            .map(|r| r.host.clone())
-            .collect(),
-        interrupted: reports
-            .iter()
-            .filter(|r| r.status == crate::report::HostStatus::Interrupted)
-            .map(|r| r.host.clone())
-            .collect(),
-    };
-    let tmp = last_run_path(inventory).with_extension("json.tmp");
-    private_file(&tmp, &serde_json::to_string_pretty(&last).expect("json"))?;
-    fs::rename(&tmp, last_run_path(inventory))?;
-    prune(&base);
-    Ok(dir)
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Append one remote call (script and output, redacted) to the host's
+    /// log (blocking file I/O).
+    pub fn append(&self, host: &str, call: &Call) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(self.dir.join(format!("{host}.log")))?;
+        f.write_all(host_log(std::slice::from_ref(call), &self.redactor).as_bytes())
+    }
+
+    /// The summary and the last-run pointer; old run folders are pruned.
+    pub fn finish(
+        &self,
+        inventory: &Path,
+        command: &str,
+        reports: &[HostReport],
+        summary_json: &str,
+    ) -> std::io::Result<()> {
+        private_file(
+            &self.dir.join("summary.json"),
+            &self.redactor.apply(summary_json),
+        )?;
+        let hosts = |status| {
+            reports
+                .iter()
+                .filter(|r| r.status == status)
+                .map(|r| r.host.clone())
+                .collect()
+        };
+        let last = LastRun {
+            command: command.to_string(),
+            run_dir: self.dir.clone(),
+            failed: hosts(crate::report::HostStatus::Failed),
+            interrupted: hosts(crate::report::HostStatus::Interrupted),
+        };
+        let tmp = last_run_path(inventory).with_extension("json.tmp");
+        private_file(&tmp, &serde_json::to_string_pretty(&last).expect("json"))?;
+        fs::rename(&tmp, last_run_path(inventory))?;
+        prune(&runs_dir(inventory));
+        Ok(())
+    }
 }
 
 fn prune(base: &Path) {

@@ -66,9 +66,6 @@ pub struct HostReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub seconds: f64,
-    /// Every remote call, for the run record (never printed).
-    #[serde(skip)]
-    pub transcript: Vec<crate::record::Call>,
     /// The control plane's view of the nodes (kubectl), when asked.
     #[serde(skip)]
     pub k8s: K8sView,
@@ -190,43 +187,60 @@ impl Reporter {
         }
     }
 
-    /// The summary as one JSON object (also what the run record keeps).
+    /// The summary as one line of JSON (also what the run record keeps),
+    /// serialised straight from the reports: at 200 hosts an intermediate
+    /// `serde_json::Value` tree cost about 50 MB.
     pub fn summary_json(
         &self,
         reports: &[HostReport],
         interrupted: bool,
         extra: &serde_json::Value,
-    ) -> serde_json::Value {
+    ) -> String {
+        #[derive(Serialize)]
+        struct Summary<'a> {
+            event: &'static str,
+            command: &'a str,
+            ok: bool,
+            interrupted: bool,
+            seconds: f64,
+            changed: usize,
+            failed_hosts: Vec<&'a str>,
+            extra: &'a serde_json::Value,
+            hosts: &'a [HostReport],
+        }
         let ok = reports
             .iter()
             .all(|r| !matches!(r.status, HostStatus::Failed | HostStatus::Interrupted))
             && !interrupted;
-        let failed: Vec<&str> = reports
-            .iter()
-            .filter(|r| r.status == HostStatus::Failed)
-            .map(|r| r.host.as_str())
-            .collect();
-        serde_json::json!({
-            "event": "summary",
-            "command": self.command,
-            "ok": ok,
-            "interrupted": interrupted,
-            "seconds": self.start.elapsed().as_secs_f64(),
-            "changed": reports.iter().map(|r| r.count(ActionStatus::Changed)).sum::<usize>(),
-            "failed_hosts": failed,
-            "extra": extra,
-            "hosts": reports,
+        serde_json::to_string(&Summary {
+            event: "summary",
+            command: self.command,
+            ok,
+            interrupted,
+            seconds: self.start.elapsed().as_secs_f64(),
+            changed: reports.iter().map(|r| r.count(ActionStatus::Changed)).sum(),
+            failed_hosts: reports
+                .iter()
+                .filter(|r| r.status == HostStatus::Failed)
+                .map(|r| r.host.as_str())
+                .collect(),
+            extra,
+            hosts: reports,
         })
+        .expect("the summary serialises")
     }
 
     /// The end: details per host, then the table (text) or the summary line
     /// (JSON).
-    pub fn finish(&self, reports: &[HostReport], interrupted: bool, extra: serde_json::Value) {
+    /// `summary` is [`Reporter::summary_json`]'s line, printed as it is in
+    /// JSON mode.
+    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &str) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
         if self.format == Format::Json {
-            self.json(&self.summary_json(reports, interrupted, &extra));
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{summary}");
             return;
         }
         let mut out = std::io::stdout().lock();

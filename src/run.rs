@@ -19,6 +19,7 @@ use crate::facts::windows::WindowsFacts;
 use crate::facts::{self, LinuxFacts, Reach};
 use crate::inventory::{Host, Os};
 use crate::plan::{NodePlan, WindowsDesired};
+use crate::record::RunRecord;
 use crate::render::{Renderer, WinProbe};
 use crate::report::{ActionReport, ActionStatus, HostReport, HostStatus, K8sView, Reporter};
 use crate::transport::{self, ConnectOptions, Session, TransportError};
@@ -73,6 +74,7 @@ struct Ctx {
     renderer: Renderer,
     reporter: Arc<Reporter>,
     interrupt: Interrupt,
+    record: Option<Arc<RunRecord>>,
 }
 
 /// One host to run on: its inventory entry, its node plan and, for Windows,
@@ -90,6 +92,7 @@ pub async fn run_all(
     opts: RunOptions,
     reporter: Arc<Reporter>,
     interrupt: Interrupt,
+    record: Option<Arc<RunRecord>>,
 ) -> Vec<HostReport> {
     let sem = Arc::new(Semaphore::new(opts.parallel.max(1)));
     let ctx = Arc::new(Ctx {
@@ -98,6 +101,7 @@ pub async fn run_all(
         renderer: Renderer::new(),
         reporter,
         interrupt,
+        record,
     });
     let mut tasks = Vec::new();
     let mut blanks = Vec::new();
@@ -149,7 +153,6 @@ fn blank(host: &Host, node: &NodePlan) -> HostReport {
         notes: Vec::new(),
         error: None,
         seconds: 0.0,
-        transcript: Vec::new(),
         k8s: K8sView::NotAsked,
     }
 }
@@ -229,7 +232,17 @@ async fn call(
     if let Err(e) = &out {
         rec.stderr = format!("kwinctl: {e}");
     }
-    r.transcript.push(rec);
+    if let Some(record) = ctx.record.clone() {
+        // Written now, off the runtime's threads, and then dropped.
+        let host = r.host.clone();
+        let written = tokio::task::spawn_blocking(move || record.append(&host, &rec)).await;
+        if let Ok(Err(e)) = written {
+            ctx.reporter.say(&format!(
+                "warning: cannot write the run record of {}: {e}",
+                r.host
+            ));
+        }
+    }
     out
 }
 
