@@ -2,7 +2,9 @@
 # kwinctl's local lab: Linux "hosts" as network namespaces on a bridge, each
 # with its own OpenSSH server, host key, hostname, /root and /etc/kwinctl.
 # Addresses: 198.18.<id>.0/24 (the bridge is .1 in the root namespace, host hJ
-# is .J+1). Nothing is routed outside the machine. Needs root.
+# is .J+1). While any lab is up, 198.18.0.0/15 is unreachable in the root
+# namespace except on a lab bridge: nothing is routed outside the machine.
+# Needs root.
 #
 #   lab.sh up DIR --linux N [--windows M]
 #                                create a lab of N Linux hosts (h1..hN) and M
@@ -21,9 +23,21 @@
 set -euo pipefail
 
 REG=/run/kwinctl-lab
+GUARD=198.18.0.0/15   # the lab's addresses: never routed out of this machine
+GUARD_PROTO=197       # marks the guard route as the lab's
 SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 
 die() { echo "lab.sh: $*" >&2; exit 1; }
+# Labs share the registry, the ARP table size and the guard route: changes to
+# them (and the check whether any lab is left) happen under this lock.
+LOCKED=0
+lock_reg() {
+  mkdir -p "$REG"
+  exec 9>>"$REG/.lock"
+  flock -w 60 9 || die "the lab registry lock $REG/.lock stayed busy for 60 s"
+  LOCKED=1
+}
+unlock_reg() { flock -u 9; exec 9>&-; LOCKED=0; }
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, sshd)"
 
 # ------------------------------------------------------------------ helpers
@@ -63,6 +77,24 @@ kill_ns() { # netns: end every process in it, bounded
     if [ "$i" -lt 5 ]; then kill $pids 2>/dev/null || true; else kill -9 $pids 2>/dev/null || true; fi
     sleep 0.1
   done
+}
+kill_nss() { # netns...: end every process in any of them at once, bounded (~3 s)
+  local -a inos=()
+  local i pids
+  [ $# -gt 0 ] || return 0
+  mapfile -t inos < <(cd /run/netns && stat -L -c %i "$@" 2>/dev/null || true)
+  [ "${#inos[@]}" -gt 0 ] || return 0
+  for ((i = 0; i < 30; i++)); do
+    pids=$(find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%h %l\n' 2>/dev/null \
+      | awk -v list="${inos[*]}" '
+          BEGIN { n = split(list, a, " "); for (k = 1; k <= n; k++) want["net:[" a[k] "]"] = 1 }
+          ($2 in want) { p = $1; sub("^/proc/", "", p); print p }' || true)
+    [ -n "$pids" ] || return 0
+    # shellcheck disable=SC2086
+    if ((i < 10)); then kill $pids 2>/dev/null || true; else kill -9 $pids 2>/dev/null || true; fi
+    sleep 0.1
+  done
+  echo "lab.sh: processes still running in the lab's namespaces: $pids" >&2
 }
 wait_port() { # ip timeout-seconds
   local ip=$1 t=$2 i
@@ -117,6 +149,7 @@ cmd_up() {
   dir=$(cd "$dir" && pwd)
   [ ! -e "$dir/lab.env" ] || die "$dir already holds a lab: lab.sh down $dir first"
   cmd_gc >/dev/null 2>&1 || true
+  lock_reg
   for i in $(seq 1 199); do
     if mkdir "$REG/$i" 2>/dev/null; then id=$i; break; fi
   done
@@ -139,6 +172,13 @@ cmd_up() {
         net.ipv4.neigh.default.gc_thresh3="$want"
     fi
   fi
+  # This namespace forwards and has a default route out of the machine: while
+  # any lab is up, 198.18.0.0/15 is unreachable here except on a lab bridge,
+  # so lab and pod traffic never leaves (the last `down` removes the guard).
+  if ! ip -4 route show exact "$GUARD" | grep -q .; then
+    ip -4 route add unreachable "$GUARD" proto "$GUARD_PROTO"
+  fi
+  unlock_reg
   ip link add "$BRIDGE" type bridge
   ip addr add "198.18.$id.1/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
@@ -242,25 +282,42 @@ cmd_down() {
   local dir=$1 j
   [ -f "$dir/lab.env" ] || return 0
   load "$dir"
-  for j in $(seq 1 "$N"); do
-    kill_ns "$(ns_of "$j")"
-    ip netns del "$(ns_of "$j")" 2>/dev/null || true
-    ip link del "kwl${LAB_ID}v$j" 2>/dev/null || true
-  done
-  for j in $(seq 1 "${M:-0}"); do
-    kill_ns "$(wns_of "$j")"
-    ip netns del "$(wns_of "$j")" 2>/dev/null || true
-    ip link del "kwl${LAB_ID}x$j" 2>/dev/null || true
-  done
+  local -a nss=()
+  for j in $(seq 1 "$N"); do nss+=("$(ns_of "$j")"); done
+  for j in $(seq 1 "${M:-0}"); do nss+=("$(wns_of "$j")"); done
+  kill_nss "${nss[@]}"
+  # Deleting the namespaces first takes their veth pairs with them, in one
+  # batch: much faster than deleting hundreds of veths one by one.
+  if [ "${#nss[@]}" -gt 0 ]; then
+    printf 'netns del %s\n' "${nss[@]}" | ip -force -batch - >/dev/null 2>&1 || true
+  fi
+  {
+    for j in $(seq 1 "$N"); do echo "link del kwl${LAB_ID}v$j"; done
+    for j in $(seq 1 "${M:-0}"); do echo "link del kwl${LAB_ID}x$j"; done
+  } | ip -force -batch - >/dev/null 2>&1 || true
   ip link del "$BRIDGE" 2>/dev/null || true
   rm -rf "${REG:?}/$LAB_ID"
   rm -f "$dir/lab.env"
-  if [ -f "$REG/neigh.orig" ] && ! ls -d "$REG"/[0-9]* >/dev/null 2>&1; then
-    read -r t1 t2 t3 < "$REG/neigh.orig"
+  restore_if_idle
+}
+
+# What labs share on this machine goes back once the last lab is gone: the
+# ARP table size and the guard route.
+restore_if_idle() {
+  local t1 t2 t3 mine=0
+  if [ "$LOCKED" = 0 ]; then lock_reg; mine=1; fi
+  if ls -d "$REG"/[0-9]* >/dev/null 2>&1; then
+    if [ "$mine" = 1 ]; then unlock_reg; fi
+    return 0
+  fi
+  if [ -f "$REG/neigh.orig" ]; then
+    read -r t1 t2 t3 < "$REG/neigh.orig" || true   # (no newline at its end)
     sysctl -q -w net.ipv4.neigh.default.gc_thresh1="$t1" net.ipv4.neigh.default.gc_thresh2="$t2" \
       net.ipv4.neigh.default.gc_thresh3="$t3"
     rm -f "$REG/neigh.orig"
   fi
+  ip -4 route del unreachable "$GUARD" proto "$GUARD_PROTO" 2>/dev/null || true
+  if [ "$mine" = 1 ]; then unlock_reg; fi
 }
 
 cmd_gc() {
@@ -285,6 +342,7 @@ cmd_gc() {
       rm -rf "$d"
     fi
   done
+  restore_if_idle
 }
 
 cmd_reboot() {

@@ -34,6 +34,15 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     }
     let lab = Lab::up(4);
     let i = lab.inv();
+    // while a lab is up, its addresses cannot leave this machine
+    let guard = std::process::Command::new("ip")
+        .args(["-4", "route", "show", "exact", "198.18.0.0/15"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&guard.stdout).starts_with("unreachable 198.18.0.0/15"),
+        "no guard route: {guard:?}"
+    );
 
     // plan changes nothing
     let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
