@@ -73,6 +73,15 @@ fn text_of(e: &WinrmError) -> String {
     }
 }
 
+/// winrm-rs's report of a 401 on a connection it had just authenticated (the
+/// server no longer holds the NTLM session for it; seen with the simulated
+/// host when a request went out on a new TCP connection). The request was
+/// not resent by winrm-rs, as it cannot know whether it ran.
+fn session_lost(e: &WinrmError) -> bool {
+    matches!(e, WinrmError::Ntlm(_) | WinrmError::AuthFailed(_))
+        && e.to_string().contains("on an authenticated connection")
+}
+
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
     let addr = format!("{}:{}", host.address, w.port);
@@ -170,10 +179,14 @@ impl WinRmSession {
         // The shell borrows the client for the whole command; the client
         // lives as long as the process (one per host per command).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
-        let shell = client
-            .open_shell(&host.address.to_string())
-            .await
-            .map_err(|e| explain(host, w, &e))?;
+        let address = host.address.to_string();
+        let shell = match client.open_shell(&address).await {
+            // Opening a shell is safe to repeat (at worst the server reaps an
+            // unused shell), so a lost NTLM session gets one more try.
+            Err(e) if session_lost(&e) => client.open_shell(&address).await,
+            r => r,
+        }
+        .map_err(|e| explain(host, w, &e))?;
         Ok(WinRmSession {
             host: host.name.clone(),
             shell: Some(shell),
@@ -187,20 +200,21 @@ impl WinRmSession {
         };
         let shell = self.shell.as_ref().expect("open shell");
         let encoded = encoded_bootstrap();
-        let id = shell
-            .start_command(
-                POWERSHELL,
-                &[
-                    "-NoProfile",
-                    "-NonInteractive",
-                    "-ExecutionPolicy",
-                    "Bypass",
-                    "-EncodedCommand",
-                    &encoded,
-                ],
-            )
-            .await
-            .map_err(lost)?;
+        let args = [
+            "-NoProfile",
+            "-NonInteractive",
+            "-ExecutionPolicy",
+            "Bypass",
+            "-EncodedCommand",
+            &encoded,
+        ];
+        // Starting the command is safe to repeat: it only waits for the
+        // script on stdin, and a stray one ends with the shell.
+        let id = match shell.start_command(POWERSHELL, &args).await {
+            Err(e) if session_lost(&e) => shell.start_command(POWERSHELL, &args).await,
+            r => r,
+        }
+        .map_err(lost)?;
         let bytes = script.as_bytes();
         if bytes.is_empty() {
             shell.send_input(&id, b"", true).await.map_err(lost)?;
