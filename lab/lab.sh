@@ -88,7 +88,7 @@ kill_nss() { # netns...: end every process in any of them at once, bounded (~3 s
     pids=$(find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%h %l\n' 2>/dev/null \
       | awk -v list="${inos[*]}" '
           BEGIN { n = split(list, a, " "); for (k = 1; k <= n; k++) want["net:[" a[k] "]"] = 1 }
-          ($2 in want) { p = $1; sub("^/proc/", "", p); print p }' || true)
+          ($2 in want) { p = $1; sub("^/proc/", "", p); sub("/ns$", "", p); print p }' || true)
     [ -n "$pids" ] || return 0
     # shellcheck disable=SC2086
     if ((i < 10)); then kill $pids 2>/dev/null || true; else kill -9 $pids 2>/dev/null || true; fi

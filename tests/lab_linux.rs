@@ -427,3 +427,39 @@ fn transient_refusal_is_retried_but_host_key_mismatch_is_not() {
         "a host key mismatch was retried:\n{out}"
     );
 }
+
+/// `lab.sh down` ends every process of the lab (sshds, their sessions, the
+/// simulated Windows host) and removes its namespaces.
+#[test]
+fn lab_down_leaves_no_process_or_namespace() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(2, 1);
+    let dir = lab.dir().display().to_string();
+    let netns: Vec<String> = lab.hosts().iter().map(|h| h.netns.clone()).collect();
+    let alive = || {
+        let o = std::process::Command::new("pgrep")
+            .args(["-f", &dir])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    assert!(alive() >= 3, "the lab's servers are not running");
+    let o = lab.down();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(alive(), 0, "processes outlive lab.sh down");
+    let list = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    for ns in &netns {
+        assert!(
+            !list
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(ns)),
+            "{ns} is still there"
+        );
+    }
+}

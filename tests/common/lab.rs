@@ -178,6 +178,11 @@ impl Lab {
         Blackhole { ip, bridge }
     }
 
+    /// Tear the lab down now (also done on drop; `down` is idempotent).
+    pub fn down(&self) -> Output {
+        lab_sh(&["down", &self.dir_s()])
+    }
+
     fn dir_s(&self) -> String {
         self.dir.to_string_lossy().into_owned()
     }
