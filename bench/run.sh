@@ -1,13 +1,59 @@
 #!/usr/bin/env bash
 # The benchmark: kwinctl beside Ansible, pyinfra and plain OpenSSH on the same
-# local lab (see bench/bench.py). Needs root. Not part of the test suite.
-#   sudo bench/run.sh [--sizes 10,50,100,200] [--runs 3] [--peer-sizes 10,50,100]
+# local lab (network namespaces, one sshd each). Needs root; not part of the
+# test suite. Writes bench/RESULTS.md. See bench/bench.py for what it measures.
+#
+#   sudo bench/run.sh [--sizes 10,50,100,200] [--runs 3] [--ansible-sizes 10,50,100]
+#                     [--tools kwinctl,ssh,pyinfra,ansible[,ansible-command]]
+#                     [--profile 100] [--quiet-wait 3] [--winrm] [--out FILE]
+#   bench/run.sh --report-from bench/RESULTS.json [--out FILE]   (re-render only)
+#
+# The default (sizes 10,50,100,200, 3 runs, Ansible up to 100) takes about
+# 15-20 minutes on 2 cores. A quick look: bench/run.sh --sizes 10,50 --runs 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
+if [ "${1:-}" = "--report-from" ]; then  # re-render a report from saved measurements
+  exec bench/.venv/bin/python bench/bench.py "$@"
+fi
 [ "$(id -u)" -eq 0 ] || { echo "bench/run.sh needs root (network namespaces, sshd)" >&2; exit 2; }
+
+# what the lab and the benchmark need: sshd, ip, ping (scripts/setup.sh), GNU time
 scripts/setup.sh
-[ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
+if [ ! -x /usr/bin/time ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends time >/dev/null
+fi
+for t in ssh sshd ip ping /usr/bin/time; do
+  command -v "$t" >/dev/null 2>&1 || [ -x "$t" ] || { echo "bench: $t is missing" >&2; exit 2; }
+done
+
+# Ansible and pyinfra, pinned, in bench/.venv
 if [ ! -x bench/.venv/bin/python ]; then python3 -m venv bench/.venv; fi
 bench/.venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
-cargo build --release --ignore-rust-version --locked
-exec bench/.venv/bin/python bench/bench.py "$@"
+
+# kwinctl, release build
+if ! command -v cargo >/dev/null 2>&1 && [ -x /root/.cargo/bin/cargo ]; then PATH=/root/.cargo/bin:$PATH; fi
+cargo build --release --ignore-rust-version
+KW=${CARGO_TARGET_DIR:-$ROOT/target}/release/kwinctl
+[ -x "$KW" ] || { echo "bench: no kwinctl binary at $KW" >&2; exit 2; }
+
+# Every lab is torn down at the end, whatever happens.
+WORK=$(mktemp -d /tmp/kwinctl-bench.XXXXXX)
+cleanup() {
+  local d
+  if [ -f "$WORK/labs" ]; then
+    while read -r d; do
+      [ -e "$d/lab.env" ] && lab/lab.sh down "$d" >/dev/null 2>&1 || true
+    done < "$WORK/labs"
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# In the background so that a signal to this script reaches it (it then tears
+# its labs down itself); the EXIT trap above is the safety net.
+bench/.venv/bin/python bench/bench.py --kwinctl "$KW" --work "$WORK" "$@" &
+PY=$!
+trap 'kill -TERM "$PY" 2>/dev/null || true; wait "$PY" || true; exit 130' INT TERM HUP
+wait "$PY"

@@ -19,36 +19,58 @@ pub const PASSPHRASE_ENV: &str = "KWINCTL_SSH_PASSPHRASE";
 /// Cap on what one script may print, so a runaway host cannot exhaust memory.
 const MAX_OUTPUT: usize = 16 << 20;
 
-/// Private keys loaded once per command, shared by every connection.
+/// Private keys loaded once per command, shared by every connection. A key
+/// is read (and decrypted: an encrypted key's KDF can cost 100 ms of CPU) by
+/// one blocking thread while the other connections wait for it, off the
+/// async runtime; a key that fails to load fails the same way for everyone.
+type Loaded = Result<Arc<PrivateKey>, String>;
+
 #[derive(Clone, Default)]
-pub struct KeyCache(Arc<Mutex<HashMap<PathBuf, Arc<PrivateKey>>>>);
+pub struct KeyCache {
+    keys: Arc<Mutex<HashMap<PathBuf, Loaded>>>,
+    loading: Arc<Mutex<()>>,
+}
 
 impl KeyCache {
-    fn load(&self, path: &Path) -> Result<Arc<PrivateKey>, String> {
-        if let Some(k) = self.0.lock().unwrap().get(path) {
-            return Ok(k.clone());
+    async fn load(&self, path: &Path) -> Loaded {
+        if let Some(k) = self.keys.lock().unwrap().get(path) {
+            return k.clone();
+        }
+        let me = self.clone();
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || me.load_blocking(&path))
+            .await
+            .map_err(|e| format!("loading the key failed: {e}"))?
+    }
+
+    fn load_blocking(&self, path: &Path) -> Loaded {
+        let _one_at_a_time = self.loading.lock().unwrap();
+        if let Some(k) = self.keys.lock().unwrap().get(path) {
+            return k.clone();
         }
         let pass = std::env::var(PASSPHRASE_ENV).ok();
-        let key = russh::keys::load_secret_key(path, pass.as_deref()).map_err(|e| {
-            let hint = if pass.is_none() {
-                format!(" (if it is encrypted, set {PASSPHRASE_ENV} or load it into ssh-agent)")
-            } else {
-                String::new()
-            };
-            format!("cannot load key {}: {e}{hint}", path.display())
-        })?;
-        let key = Arc::new(key);
-        self.0
+        let key = russh::keys::load_secret_key(path, pass.as_deref())
+            .map(Arc::new)
+            .map_err(|e| {
+                let hint = if pass.is_none() {
+                    format!(" (if it is encrypted, set {PASSPHRASE_ENV} or load it into ssh-agent)")
+                } else {
+                    String::new()
+                };
+                format!("cannot load key {}: {e}{hint}", path.display())
+            });
+        self.keys
             .lock()
             .unwrap()
             .insert(path.to_path_buf(), key.clone());
-        Ok(key)
+        key
     }
 }
 
 /// Serialises appends to known_hosts files (trust on first use).
 static LEARN_LOCK: Mutex<()> = Mutex::new(());
 
+#[derive(Clone)]
 struct Checker {
     host: String,
     port: u16,
@@ -126,7 +148,17 @@ impl client::Handler for Checker {
             )));
             return Ok(false);
         };
-        match self.check(key) {
+        // known_hosts is read (and, with --accept-new-host-keys, written)
+        // on a blocking thread, not on the runtime's.
+        let (me, key) = (self.clone(), key.clone());
+        let checked = tokio::task::spawn_blocking(move || me.check(&key))
+            .await
+            .unwrap_or_else(|e| {
+                Err(TransportError::Setup(format!(
+                    "checking the host key failed: {e}"
+                )))
+            });
+        match checked {
             Ok(ok) => Ok(ok),
             Err(e) => {
                 *self.verdict.lock().unwrap() = Some(e);
@@ -353,7 +385,7 @@ async fn authenticate(
     let mut tried = Vec::new();
     // Explicit keys first (inventory, then ssh config).
     for path in &t.identities {
-        let key = opts.key_cache.load(path).map_err(fail)?;
+        let key = opts.key_cache.load(path).await.map_err(fail)?;
         let key = PrivateKeyWithHashAlg::new(key, rsa_hash);
         if handle
             .authenticate_publickey(&t.user, key)
@@ -389,7 +421,7 @@ async fn authenticate(
     // Then the usual default key files.
     if t.identities.is_empty() {
         for path in default_identities() {
-            let Ok(key) = opts.key_cache.load(&path) else {
+            let Ok(key) = opts.key_cache.load(&path).await else {
                 continue;
             };
             let key = PrivateKeyWithHashAlg::new(key, rsa_hash);

@@ -143,7 +143,12 @@ impl WinRmSession {
         w: &WinRmSettings,
         opts: &ConnectOptions,
     ) -> Result<WinRmSession, TransportError> {
-        let password = read_password(w)?;
+        let settings = w.clone();
+        let password = tokio::task::spawn_blocking(move || read_password(&settings))
+            .await
+            .map_err(|e| {
+                TransportError::Setup(format!("reading the WinRM password failed: {e}"))
+            })??;
         let mut cfg = if w.tls {
             WinrmConfig::https()
         } else {
