@@ -257,9 +257,10 @@ impl Renderer {
                 "linux/del_route.sh",
                 context! { dst => dst.to_string(), proto => p },
             ),
-            Action::WriteBootScript { content } => {
-                self.render("linux/write_boot_script.sh", context! { content })
-            }
+            Action::WriteBootScript { content } => self.render(
+                "linux/write_boot_script.sh",
+                context! { content, sha => crate::diff::sha256_hex(content) },
+            ),
             Action::InstallUnit { content } => {
                 self.render("linux/install_unit.sh", context! { content })
             }

@@ -463,3 +463,59 @@ fn lab_down_leaves_no_process_or_namespace() {
         );
     }
 }
+
+/// The probe reads boot.sh's hash from the one kwinctl recorded beside it
+/// when it wrote it (no `sha256sum` process on every run), unless boot.sh
+/// changed after that: a hand edit is still found and repaired.
+#[test]
+fn boot_script_drift_is_found_through_its_recorded_hash() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let boot_drift = |o: &std::process::Output| {
+        let s = summary(o);
+        common::failed_checks(host(&s, "h1"))
+            .iter()
+            .any(|c| c.starts_with("boot script"))
+    };
+    // the recorded hash is what the probe goes by while boot.sh is older
+    let o = lab.exec(
+        "h1",
+        "sha256sum < /etc/kwinctl/boot.sh | cut -d' ' -f1 | cmp -s - /etc/kwinctl/boot.sh.sha256",
+    );
+    assert!(o.status.success(), "no recorded hash beside boot.sh");
+    let o = lab.exec("h1", "echo 0000 > /etc/kwinctl/boot.sh.sha256");
+    assert!(o.status.success());
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(boot_drift(&o), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(
+        count(host(&summary(&o), "h1"), "changed"),
+        1,
+        "{}",
+        text(&o)
+    );
+    // a hand edit makes boot.sh newer than its recorded hash: hashed again
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let o = lab.exec("h1", "echo 'ip route flush all' >> /etc/kwinctl/boot.sh");
+    assert!(o.status.success());
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(boot_drift(&o), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(
+        count(host(&summary(&o), "h1"), "changed"),
+        1,
+        "{}",
+        text(&o)
+    );
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = lab.exec("h1", "cat /etc/kwinctl/boot.sh");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("flush all"));
+}
