@@ -434,7 +434,7 @@ fn cmd_remote(c: &Common, mode: Mode) -> Result<ExitCode, BadInput> {
     });
     let interrupted = interrupt.is_set();
     let extra = serde_json::json!({"state_file": l.state_path.display().to_string()});
-    let summary = reporter.summary_json(&reports, interrupted, &extra);
+    let summary = reporter.summary(&reports, interrupted, &extra);
     let run_dir = match &record {
         Some(r) => r
             .finish(&c.inventory, mode.name(), &reports, &summary)

@@ -58,10 +58,14 @@ impl Redactor {
         v.sort_by_key(|s| std::cmp::Reverse(s.len()));
         Redactor(v)
     }
-    pub fn apply(&self, s: &str) -> String {
-        let mut out = s.to_string();
+    /// `s` with every secret replaced; borrowed when there is none in it
+    /// (the summary of a large run is megabytes: no needless copy).
+    pub fn apply<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut out = std::borrow::Cow::Borrowed(s);
         for secret in &self.0 {
-            out = out.replace(secret.as_str(), "********");
+            if out.contains(secret.as_str()) {
+                out = std::borrow::Cow::Owned(out.replace(secret.as_str(), "********"));
+            }
         }
         out
     }
@@ -74,15 +78,18 @@ fn private_dir(p: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(unix)]
-fn private_file(p: &Path, content: &str) -> std::io::Result<()> {
+fn private_create(p: &Path) -> std::io::Result<fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = fs::OpenOptions::new()
+    fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(p)?;
-    f.write_all(content.as_bytes())
+        .open(p)
+}
+
+fn private_file(p: &Path, content: &str) -> std::io::Result<()> {
+    private_create(p)?.write_all(content.as_bytes())
 }
 
 fn host_log(calls: &[Call], r: &Redactor) -> String {
@@ -97,7 +104,7 @@ fn host_log(calls: &[Call], r: &Redactor) -> String {
             c.stderr.trim_end()
         ));
     }
-    r.apply(&s)
+    r.apply(&s).into_owned()
 }
 
 /// A run's folder, created before any host is contacted. Each remote call is
@@ -148,12 +155,18 @@ impl RunRecord {
         inventory: &Path,
         command: &str,
         reports: &[HostReport],
-        summary_json: &str,
+        summary: &crate::report::Summary,
     ) -> std::io::Result<()> {
-        private_file(
-            &self.dir.join("summary.json"),
-            &self.redactor.apply(summary_json),
-        )?;
+        let path = self.dir.join("summary.json");
+        if self.redactor.0.is_empty() {
+            // Nothing to redact: straight to the file.
+            let mut f = std::io::BufWriter::new(private_create(&path)?);
+            serde_json::to_writer(&mut f, summary)?;
+            f.flush()?;
+        } else {
+            let text = serde_json::to_string(summary)?;
+            private_file(&path, &self.redactor.apply(&text))?;
+        }
         let hosts = |status| {
             reports
                 .iter()

@@ -18,6 +18,20 @@ pub enum Format {
     Json,
 }
 
+/// The end of a run as the JSON output and the run record give it.
+#[derive(Serialize)]
+pub struct Summary<'a> {
+    event: &'static str,
+    command: &'a str,
+    ok: bool,
+    interrupted: bool,
+    seconds: f64,
+    changed: usize,
+    failed_hosts: Vec<&'a str>,
+    extra: &'a serde_json::Value,
+    hosts: &'a [HostReport],
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ActionStatus {
@@ -187,32 +201,21 @@ impl Reporter {
         }
     }
 
-    /// The summary as one line of JSON (also what the run record keeps),
-    /// serialised straight from the reports: at 200 hosts an intermediate
-    /// `serde_json::Value` tree cost about 50 MB.
-    pub fn summary_json(
-        &self,
-        reports: &[HostReport],
+    /// The summary (one line of JSON; also what the run record keeps). It
+    /// borrows the reports and is serialised straight to where it goes: at
+    /// 200 hosts it is megabytes, and a `serde_json::Value` tree of it cost
+    /// about 50 MB.
+    pub fn summary<'a>(
+        &'a self,
+        reports: &'a [HostReport],
         interrupted: bool,
-        extra: &serde_json::Value,
-    ) -> String {
-        #[derive(Serialize)]
-        struct Summary<'a> {
-            event: &'static str,
-            command: &'a str,
-            ok: bool,
-            interrupted: bool,
-            seconds: f64,
-            changed: usize,
-            failed_hosts: Vec<&'a str>,
-            extra: &'a serde_json::Value,
-            hosts: &'a [HostReport],
-        }
+        extra: &'a serde_json::Value,
+    ) -> Summary<'a> {
         let ok = reports
             .iter()
             .all(|r| !matches!(r.status, HostStatus::Failed | HostStatus::Interrupted))
             && !interrupted;
-        serde_json::to_string(&Summary {
+        Summary {
             event: "summary",
             command: self.command,
             ok,
@@ -226,21 +229,20 @@ impl Reporter {
                 .collect(),
             extra,
             hosts: reports,
-        })
-        .expect("the summary serialises")
+        }
     }
 
     /// The end: details per host, then the table (text) or the summary line
     /// (JSON).
-    /// `summary` is [`Reporter::summary_json`]'s line, printed as it is in
-    /// JSON mode.
-    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &str) {
+    /// In JSON mode the summary is the last line.
+    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &Summary) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
         if self.format == Format::Json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{summary}");
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let _ = serde_json::to_writer(&mut out, summary);
+            let _ = writeln!(out);
             return;
         }
         let mut out = std::io::stdout().lock();

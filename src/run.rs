@@ -207,12 +207,14 @@ async fn call(
     s: &mut Box<dyn Session>,
     r: &mut HostReport,
     what: &str,
-    script: &str,
+    script: String,
 ) -> Result<transport::Output, String> {
-    let res = tokio::time::timeout(ctx.opts.timeout, s.run(script)).await;
+    let res = tokio::time::timeout(ctx.opts.timeout, s.run(&script)).await;
+    // The script moves into the record (at 200 hosts each apply script
+    // holds 200 routes and the boot script: no second copy of it).
     let mut rec = crate::record::Call {
         what: what.to_string(),
-        script: script.to_string(),
+        script,
         ..Default::default()
     };
     let out = match res {
@@ -429,7 +431,7 @@ async fn converge<O: NodeOps>(
     // host (the common case) is then checked with one remote call.
     let checking = matches!(ctx.mode, Mode::Verify | Mode::Up);
     let probe = ops.probe(if checking { &reach } else { &[] });
-    let facts = match call(ctx, s, &mut r, "probe", &probe)
+    let facts = match call(ctx, s, &mut r, "probe", probe)
         .await
         .and_then(|o| ops.parse(&o))
     {
@@ -505,7 +507,7 @@ async fn converge<O: NodeOps>(
     }
     let verify_reach: &[Ipv4Addr] = if ctx.mode == Mode::Up { &reach } else { &[] };
     let script = ops.script(&actions, verify_reach);
-    let out = match call(ctx, s, &mut r, "apply", &script).await {
+    let out = match call(ctx, s, &mut r, "apply", script).await {
         Ok(o) => o,
         Err(e) => {
             r.actions = reports_of(&d, ActionStatus::Skipped);

@@ -100,6 +100,17 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     .unwrap();
     let calls: Vec<&str> = record.lines().filter(|l| l.starts_with("##### ")).collect();
     assert_eq!(calls, ["##### probe"], "{record}");
+    // the run record's summary is the JSON output's last line
+    let kept: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            lab.dir()
+                .join(last["run_dir"].as_str().unwrap())
+                .join("summary.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(kept, s);
     assert!(record.contains("KWF reach "), "{record}");
     // ... and that one call still checks: with h1 dropping whatever goes to
     // h2 (h2's answers included), up changes nothing and fails both
