@@ -175,7 +175,7 @@ cmd_up() {
   # This namespace forwards and has a default route out of the machine: while
   # any lab is up, 198.18.0.0/15 is unreachable here except on a lab bridge,
   # so lab and pod traffic never leaves (the last `down` removes the guard).
-  if ! ip -4 route show exact "$GUARD" | grep -q .; then
+  if [ -z "$(ip -4 route show exact "$GUARD")" ]; then
     ip -4 route add unreachable "$GUARD" proto "$GUARD_PROTO"
   fi
   unlock_reg
