@@ -18,7 +18,7 @@ use crate::diff::{self, Action, Conflict, Describe, Diff, LinuxDesired};
 use crate::facts::windows::WindowsFacts;
 use crate::facts::{self, LinuxFacts, Reach};
 use crate::inventory::{Host, Os};
-use crate::plan::{NodePlan, WindowsDesired};
+use crate::plan::{NodePlan, Peer, WindowsDesired};
 use crate::record::RunRecord;
 use crate::render::{Renderer, WinProbe};
 use crate::report::{ActionReport, ActionStatus, HostReport, HostStatus, K8sView, Reporter};
@@ -444,12 +444,10 @@ async fn converge<O: NodeOps>(
     };
     match ctx.mode {
         Mode::Verify => {
-            r.k8s = ops.k8s(&facts);
-            r.checks = verify::checks(node, &d, ops.reach(&facts), &probed);
             if let Ok(d) = &d {
                 r.notes = d.notes.clone();
             }
-            if r.failed_checks().next().is_some() {
+            if check(ops, node, &d, &facts, &probed, &mut r) {
                 r.status = HostStatus::Failed;
             }
             return r;
@@ -489,9 +487,7 @@ async fn converge<O: NodeOps>(
         // Converged: the first probe's facts (with reachability) are the
         // verification; no second call.
         r.actions = reports_of(&d, ActionStatus::Ok);
-        r.k8s = ops.k8s(&facts);
-        r.checks = verify::checks(node, &Ok(d), ops.reach(&facts), &probed);
-        if r.failed_checks().next().is_some() {
+        if check(ops, node, &Ok(d), &facts, &probed, &mut r) {
             r.status = HostStatus::Failed;
             r.error = Some("verify failed (nothing needed changing)".into());
         } else {
@@ -579,10 +575,7 @@ async fn converge<O: NodeOps>(
             return fail(r, "kwinctl's changes are still present after reset");
         }
     } else {
-        let d2 = ops.diff(&after);
-        r.k8s = ops.k8s(&after);
-        r.checks = verify::checks(node, &d2, ops.reach(&after), &probed);
-        if r.failed_checks().next().is_some() {
+        if check(ops, node, &ops.diff(&after), &after, &probed, &mut r) {
             r.status = HostStatus::Failed;
             r.error = Some("verify after apply failed".into());
             return r;
@@ -594,6 +587,21 @@ async fn converge<O: NodeOps>(
         HostStatus::Changed
     };
     r
+}
+
+/// A host's checks from its facts (and, on the control plane, the nodes as
+/// kubectl sees them); true when one of them failed.
+fn check<O: NodeOps>(
+    ops: &O,
+    node: &NodePlan,
+    d: &Result<Diff<O::Action>, Conflict>,
+    facts: &O::Facts,
+    probed: &[&Peer],
+    r: &mut HostReport,
+) -> bool {
+    r.k8s = ops.k8s(facts);
+    r.checks = verify::checks(node, d, ops.reach(facts), probed);
+    r.failed_checks().next().is_some()
 }
 
 fn reports_of<A: Describe>(d: &Diff<A>, status: ActionStatus) -> Vec<ActionReport> {
