@@ -201,14 +201,7 @@ pub fn preflight(node: &NodePlan, d: &WindowsDesired, f: &WindowsFacts) -> Resul
     if f.docker_version.is_empty() {
         problems.push("Docker is not installed".into());
     }
-    let routable = match &d.adapter {
-        Some(name) => f
-            .adapters
-            .iter()
-            .find(|a| a.name.eq_ignore_ascii_case(name)),
-        None => f.adapters.iter().find(|a| a.ipv4.contains(&node.address)),
-    };
-    let index = match routable {
+    let index = match routable_adapter(node, d, f) {
         Some(a) => Some(a.index),
         None => {
             problems.push(match &d.adapter {
@@ -425,6 +418,22 @@ pub fn diff_windows(
     Ok(Diff { items, notes })
 }
 
+/// The adapter that carries the node's routable address: the one the
+/// inventory names (`windows.adapter`), else the one holding the address.
+fn routable_adapter<'f>(
+    node: &NodePlan,
+    d: &WindowsDesired,
+    f: &'f WindowsFacts,
+) -> Option<&'f crate::facts::windows::Adapter> {
+    match &d.adapter {
+        Some(name) => f
+            .adapters
+            .iter()
+            .find(|a| a.name.eq_ignore_ascii_case(name)),
+        None => f.adapters.iter().find(|a| a.ipv4.contains(&node.address)),
+    }
+}
+
 /// `reset`: undo what `up` created, in reverse order. The Routing role and
 /// the pause image stay (other software may use them); so do routes outside
 /// the cluster CIDR.
@@ -442,11 +451,7 @@ pub fn diff_reset_windows(node: &NodePlan, d: &WindowsDesired, f: &WindowsFacts)
             }),
         });
     }
-    let index = match &d.adapter {
-        Some(n) => f.adapters.iter().find(|a| a.name.eq_ignore_ascii_case(n)),
-        None => f.adapters.iter().find(|a| a.ipv4.contains(&node.address)),
-    }
-    .map(|a| a.index);
+    let index = routable_adapter(node, d, f).map(|a| a.index);
     for r in &f.routes {
         if Some(r.index) == index && node.cluster_cidr.contains(&r.dst) && r.dst != node.pod_cidr {
             items.push(Item {
