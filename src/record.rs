@@ -92,19 +92,18 @@ fn private_file(p: &Path, content: &str) -> std::io::Result<()> {
     private_create(p)?.write_all(content.as_bytes())
 }
 
-fn host_log(calls: &[Call], r: &Redactor) -> String {
-    let mut s = String::new();
-    for c in calls {
-        s.push_str(&format!(
-            "##### {}\n----- script\n{}\n----- exit status: {}\n----- stdout\n{}\n----- stderr\n{}\n",
-            c.what,
-            c.script.trim_end(),
-            c.exit.map(|e| e.to_string()).unwrap_or_else(|| "none".into()),
-            c.stdout.trim_end(),
-            c.stderr.trim_end()
-        ));
-    }
-    r.apply(&s).into_owned()
+/// One call's section of a host's log (not yet redacted).
+fn call_log(c: &Call) -> String {
+    format!(
+        "##### {}\n----- script\n{}\n----- exit status: {}\n----- stdout\n{}\n----- stderr\n{}\n",
+        c.what,
+        c.script.trim_end(),
+        c.exit
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "none".into()),
+        c.stdout.trim_end(),
+        c.stderr.trim_end()
+    )
 }
 
 /// A run's folder, created before any host is contacted. Each remote call is
@@ -146,7 +145,7 @@ impl RunRecord {
             .create(true)
             .mode(0o600)
             .open(self.dir.join(format!("{host}.log")))?;
-        f.write_all(host_log(std::slice::from_ref(call), &self.redactor).as_bytes())
+        f.write_all(self.redactor.apply(&call_log(call)).as_bytes())
     }
 
     /// The summary and the last-run pointer; old run folders are pruned.
