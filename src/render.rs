@@ -286,7 +286,7 @@ impl Renderer {
                 .iter()
                 .take_while(|a| route_set(a).is_some())
                 .count();
-            if run >= 2 {
+            let (comment, body, runner, n) = if run >= 2 {
                 let last = i + run - 1;
                 let routes: Vec<_> = actions[i..=last]
                     .iter()
@@ -297,21 +297,26 @@ impl Renderer {
                     "linux/set_routes.sh",
                     context! { routes, proto => ROUTE_PROTO },
                 );
-                s.push_str(&format!(
-                    "\n# actions {i}-{last}: {run} routes\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run_batch {i} {last} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
-                    body.trim_end()
-                ));
-                i += run;
-                continue;
-            }
-            let a = actions[i];
-            let body = self.linux_action(a);
+                (
+                    format!("actions {i}-{last}: {run} routes"),
+                    body,
+                    format!("kw_run_batch {i} {last}"),
+                    run,
+                )
+            } else {
+                let a = actions[i];
+                (
+                    format!("action {i}: {}", sh_comment(&a.describe())),
+                    self.linux_action(a),
+                    format!("kw_run {i}"),
+                    1,
+                )
+            };
             s.push_str(&format!(
-                "\n# action {i}: {}\nkw_action_{i}() (\nset -e\n{}\n)\nkw_run {i} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
-                sh_comment(&a.describe()),
+                "\n# {comment}\nkw_action_{i}() (\nset -e\n{}\n)\n{runner} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
                 body.trim_end()
             ));
-            i += 1;
+            i += n;
         }
         if let Some((reach, nodes)) = then_probe {
             s.push('\n');
