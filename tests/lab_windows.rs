@@ -315,6 +315,56 @@ fn transport_reports_exit_code_and_stderr_of_a_failing_command() {
     });
 }
 
+/// A 401 on a connection winrm-rs had just authenticated (the server lost
+/// the NTLM session) costs opening the shell or starting a command another
+/// try: both are safe to repeat. Three losses in a row are reported.
+#[test]
+fn a_lost_ntlm_session_is_retried_once_when_safe() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(0, 1);
+    let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
+    let h = inv.host("win1").unwrap().clone();
+    let lose = |n: u32| {
+        let sp = lab.win_state("win1");
+        let mut ws: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+        ws["lose_sessions"] = serde_json::json!(n);
+        write(&sp, &ws.to_string());
+    };
+    let echo = "# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\nWrite-Output 'hello'\n";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let opts = kwinctl::transport::ConnectOptions::new(
+            std::time::Duration::from_secs(20),
+            false,
+            None,
+        )
+        .unwrap();
+        // opening the shell: the first sealed request gets a 401
+        lose(1);
+        let mut s = kwinctl::transport::connect(&h, &opts)
+            .await
+            .expect("connect after one lost session");
+        // starting the command
+        lose(1);
+        let out = s.run(echo).await.expect("run after one lost session");
+        assert_eq!((out.exit, out.stdout.trim()), (Some(0), "hello"), "{out:?}");
+        s.close().await;
+        // three in a row: no more tries
+        lose(3);
+        let e = kwinctl::transport::connect(&h, &opts)
+            .await
+            .err()
+            .expect("a third lost session in a row fails the connection");
+        assert!(
+            e.to_string().contains("on an authenticated connection"),
+            "{e}"
+        );
+    });
+}
+
 #[test]
 fn binaries_uploaded_from_the_operators_machine() {
     if !require_root() {

@@ -554,6 +554,20 @@ def make_handler(cfg, shells, tls):
             if not self.authed:
                 return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
             if ctype.startswith("multipart/encrypted"):
+                # Test knob: answer the next N sealed requests with 401, as a
+                # server that no longer holds the connection's NTLM session.
+                lose = 0
+                try:
+                    with open(cfg.state) as f:  # replaced atomically: no lock to read
+                        lose = int(json.load(f).get("lose_sessions", 0) or 0)
+                except (OSError, ValueError):
+                    pass
+                if lose > 0:
+                    with State(cfg.state) as d:
+                        d["lose_sessions"] = max(0, int(d.get("lose_sessions", 0) or 0) - 1)
+                    log("lose_sessions: answering 401 to a sealed request")
+                    self.ntlm, self.authed = None, False
+                    return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
                 try:
                     plain = unwrap_body(self.ntlm, body)
                 except Exception as e:

@@ -82,6 +82,28 @@ fn session_lost(e: &WinrmError) -> bool {
         && e.to_string().contains("on an authenticated connection")
 }
 
+/// Tries of a request that is safe to repeat when the session was lost.
+/// winrm-rs sometimes sends the first request after authenticating a new
+/// connection on yet another TCP connection (the simulated host logs it), so
+/// one retry can meet the same fate; three tries in all.
+const SAFE_TRIES: usize = 3;
+
+/// Run `op` (safe to repeat) again while winrm-rs reports a lost session,
+/// [`SAFE_TRIES`] times at most.
+async fn retry_lost<T, F, Fut>(mut op: F) -> Result<T, WinrmError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, WinrmError>>,
+{
+    let mut tries = 1;
+    loop {
+        match op().await {
+            Err(e) if session_lost(&e) && tries < SAFE_TRIES => tries += 1,
+            r => return r,
+        }
+    }
+}
+
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
     let addr = format!("{}:{}", host.address, w.port);
@@ -185,13 +207,11 @@ impl WinRmSession {
         // lives as long as the process (one per host per command).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
         let address = host.address.to_string();
-        let shell = match client.open_shell(&address).await {
-            // Opening a shell is safe to repeat (at worst the server reaps an
-            // unused shell), so a lost NTLM session gets one more try.
-            Err(e) if session_lost(&e) => client.open_shell(&address).await,
-            r => r,
-        }
-        .map_err(|e| explain(host, w, &e))?;
+        // Opening a shell is safe to repeat (at worst the server reaps an
+        // unused shell).
+        let shell = retry_lost(|| client.open_shell(&address))
+            .await
+            .map_err(|e| explain(host, w, &e))?;
         Ok(WinRmSession {
             host: host.name.clone(),
             shell: Some(shell),
@@ -215,11 +235,9 @@ impl WinRmSession {
         ];
         // Starting the command is safe to repeat: it only waits for the
         // script on stdin, and a stray one ends with the shell.
-        let id = match shell.start_command(POWERSHELL, &args).await {
-            Err(e) if session_lost(&e) => shell.start_command(POWERSHELL, &args).await,
-            r => r,
-        }
-        .map_err(lost)?;
+        let id = retry_lost(|| shell.start_command(POWERSHELL, &args))
+            .await
+            .map_err(lost)?;
         let bytes = script.as_bytes();
         if bytes.is_empty() {
             shell.send_input(&id, b"", true).await.map_err(lost)?;
