@@ -1,16 +1,28 @@
 //! kwinctl: bootstrap Kubernetes clusters with Windows Server and Linux
 //! workers.
 //!
-//! Data flow: inventory → plan → facts → diff → render/apply → verify → report.
+//! Data flow: inventory → alloc (pod CIDRs, state) → per host: probe (facts)
+//! → diff → script → apply + re-probe → verify → report. Everything that
+//! differs between operating systems is under `os/`; the runner (`run/`)
+//! drives any OS through `os::NodeOps`; commands are in `cmd/`.
 
+pub mod alloc;
+pub mod cmd;
 pub mod diff;
-pub mod facts;
+pub mod error;
+pub mod hash;
 pub mod inventory;
 pub mod lock;
-pub mod plan;
+pub mod mode;
+pub mod os;
+pub mod outcome;
+pub mod probe;
 pub mod record;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod state;
+pub mod text;
 pub mod transport;
 pub mod verify;
+pub mod wire;

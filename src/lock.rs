@@ -7,17 +7,11 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use crate::state::Sidecars;
+
 pub struct Lock {
     _file: File,
     pub path: PathBuf,
-}
-
-pub fn lock_path(inventory: &Path) -> PathBuf {
-    let stem = inventory
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "inventory".into());
-    inventory.with_file_name(format!("{stem}.kwinctl.lock"))
 }
 
 fn whoami() -> String {
@@ -30,24 +24,35 @@ fn whoami() -> String {
     format!("{user}@{host}")
 }
 
+/// Why the lock was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another run holds it (the message names the holder).
+    #[error("{0}")]
+    Held(String),
+    /// The lock file cannot be opened or locked.
+    #[error("{0}")]
+    Io(String),
+}
+
 impl Lock {
     /// Take the lock or say who holds it.
-    pub fn acquire(inventory: &Path, command: &str) -> Result<Lock, String> {
-        let path = lock_path(inventory);
+    pub fn acquire(inventory: &Path, command: &str) -> Result<Lock, LockError> {
+        let path = Sidecars::of(inventory).lock;
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
         let mut file = opts
             .open(&path)
-            .map_err(|e| format!("cannot open lock file {}: {e}", path.display()))?;
+            .map_err(|e| LockError::Io(format!("cannot open lock file {}: {e}", path.display())))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let holder = holder.trim();
-                return Err(format!(
+                return Err(LockError::Held(format!(
                     "another kwinctl run holds {}: {}. Wait for it to finish (a lock left by a process that died is released automatically)",
                     path.display(),
                     if holder.is_empty() {
@@ -55,10 +60,13 @@ impl Lock {
                     } else {
                         holder
                     }
-                ));
+                )));
             }
             Err(TryLockError::Error(e)) => {
-                return Err(format!("cannot lock {}: {e}", path.display()));
+                return Err(LockError::Io(format!(
+                    "cannot lock {}: {e}",
+                    path.display()
+                )));
             }
         }
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
@@ -85,6 +93,8 @@ mod tests {
         let inv = dir.path().join("c.yaml");
         let a = Lock::acquire(&inv, "up").unwrap();
         let e = Lock::acquire(&inv, "reset").err().unwrap();
+        assert!(matches!(e, LockError::Held(_)), "{e}");
+        let e = e.to_string();
         assert!(e.contains("`kwinctl up` by"), "{e}");
         assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
         drop(a);

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::HostReport;
+use crate::outcome::{HostReport, HostStatus};
+use crate::state::Sidecars;
 
 /// How many run folders to keep.
 const KEEP: usize = 20;
@@ -30,21 +31,6 @@ pub struct LastRun {
     pub run_dir: PathBuf,
     pub failed: Vec<String>,
     pub interrupted: Vec<String>,
-}
-
-fn stem(inventory: &Path) -> String {
-    inventory
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "inventory".into())
-}
-
-pub fn runs_dir(inventory: &Path) -> PathBuf {
-    inventory.with_file_name(format!("{}.kwinctl-runs", stem(inventory)))
-}
-
-pub fn last_run_path(inventory: &Path) -> PathBuf {
-    inventory.with_file_name(format!("{}.kwinctl-last-run.json", stem(inventory)))
 }
 
 /// Replaces every secret value with `********`.
@@ -122,7 +108,7 @@ impl RunRecord {
         command: &str,
         redactor: Redactor,
     ) -> std::io::Result<RunRecord> {
-        let base = runs_dir(inventory);
+        let base = Sidecars::of(inventory).runs;
         private_dir(&base)?;
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
             .to_string()
@@ -176,13 +162,14 @@ impl RunRecord {
         let last = LastRun {
             command: command.to_string(),
             run_dir: self.dir.clone(),
-            failed: hosts(crate::report::HostStatus::Failed),
-            interrupted: hosts(crate::report::HostStatus::Interrupted),
+            failed: hosts(HostStatus::Failed),
+            interrupted: hosts(HostStatus::Interrupted),
         };
-        let tmp = last_run_path(inventory).with_extension("json.tmp");
+        let sidecars = Sidecars::of(inventory);
+        let tmp = sidecars.last_run.with_extension("json.tmp");
         private_file(&tmp, &serde_json::to_string_pretty(&last).expect("json"))?;
-        fs::rename(&tmp, last_run_path(inventory))?;
-        prune(&runs_dir(inventory));
+        fs::rename(&tmp, &sidecars.last_run)?;
+        prune(&sidecars.runs);
         Ok(())
     }
 }
@@ -197,7 +184,7 @@ fn prune(base: &Path) {
 }
 
 pub fn load_last(inventory: &Path) -> Result<LastRun, String> {
-    let p = last_run_path(inventory);
+    let p = Sidecars::of(inventory).last_run;
     let text = fs::read_to_string(&p).map_err(|e| {
         format!(
             "--only-failed: no record of a previous run ({}: {e}); run without it first",

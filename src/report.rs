@@ -10,7 +10,25 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::mode::Mode;
+use crate::outcome::{ActionReport, ActionStatus, HostReport, HostStatus};
+use crate::text::clip;
 use crate::verify::Check;
+
+/// A line on stderr. A closed stderr (`kwinctl up 2>&1 | head -1`) is not
+/// an error worth stopping for: the hosts' work matters more than our
+/// commentary on it.
+pub fn err_line(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// A table in kwinctl's style.
+pub fn table<const N: usize>(header: [&str; N]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(header);
+    t
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -32,91 +50,9 @@ pub struct Summary<'a> {
     hosts: &'a [HostReport],
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ActionStatus {
-    /// `plan`: would run.
-    Planned,
-    /// Already right: nothing done.
-    Ok,
-    Changed,
-    Failed,
-    /// Not run because an earlier action failed or the run was interrupted.
-    Skipped,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ActionReport {
-    pub key: String,
-    pub action: String,
-    pub status: ActionStatus,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub stderr: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HostStatus {
-    Ok,
-    Changed,
-    Failed,
-    /// `plan`: changes pending.
-    Pending,
-    /// Not started because of Ctrl-C.
-    Interrupted,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HostReport {
-    pub host: String,
-    pub os: String,
-    pub address: String,
-    pub pod_cidr: String,
-    pub status: HostStatus,
-    pub actions: Vec<ActionReport>,
-    pub checks: Vec<Check>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub seconds: f64,
-    /// The control plane's view of the nodes (kubectl), when asked.
-    #[serde(skip)]
-    pub k8s: K8sView,
-}
-
-/// What the control plane's kubectl said about the nodes.
-#[derive(Debug, Clone, Default)]
-pub enum K8sView {
-    #[default]
-    NotAsked,
-    NoKubectl,
-    KubectlFailed,
-    Nodes(Vec<crate::facts::K8sNode>),
-}
-
-impl HostReport {
-    pub fn count(&self, s: ActionStatus) -> usize {
-        self.actions.iter().filter(|a| a.status == s).count()
-    }
-    pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
-        self.checks.iter().filter(|c| !c.pass)
-    }
-}
-
-/// Shorten text for one line of output.
-pub fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max).collect();
-    out.push('…');
-    out
-}
-
 pub struct Reporter {
     format: Format,
-    command: &'static str,
+    mode: Mode,
     bar: Option<ProgressBar>,
     verbose: bool,
     done: Mutex<usize>,
@@ -125,7 +61,7 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    pub fn new(format: Format, command: &'static str, total: usize, verbose: bool) -> Reporter {
+    pub fn new(format: Format, mode: Mode, total: usize, verbose: bool) -> Reporter {
         let bar = (std::io::stderr().is_terminal() && total > 0).then(|| {
             let b = ProgressBar::new(total as u64);
             b.set_style(
@@ -139,14 +75,14 @@ impl Reporter {
         });
         let r = Reporter {
             format,
-            command,
+            mode,
             bar,
             verbose,
             done: Mutex::new(0),
             total,
             start: Instant::now(),
         };
-        r.json(&serde_json::json!({"event": "start", "command": command, "hosts": total}));
+        r.json(&serde_json::json!({"event": "start", "command": mode.name(), "hosts": total}));
         r
     }
 
@@ -161,7 +97,7 @@ impl Reporter {
     pub fn say(&self, line: &str) {
         match &self.bar {
             Some(b) => b.println(line),
-            None => eprintln!("{line}"),
+            None => err_line(line),
         }
     }
 
@@ -169,7 +105,7 @@ impl Reporter {
         if let Some(b) = &self.bar {
             b.set_message(format!("{host}: {phase}"));
         } else if self.verbose && self.format == Format::Text {
-            eprintln!("{host}: {phase}");
+            err_line(&format!("{host}: {phase}"));
         }
         if self.verbose {
             self.json(&serde_json::json!({"event": "phase", "host": host, "phase": phase}));
@@ -187,7 +123,7 @@ impl Reporter {
             "[{n}/{}] {}: {}",
             self.total,
             r.host,
-            one_line_status(self.command, r)
+            one_line_status(self.mode, r)
         );
         match &self.bar {
             Some(b) => {
@@ -196,7 +132,7 @@ impl Reporter {
                     b.println(line);
                 }
             }
-            None if self.format == Format::Text => eprintln!("{line}"),
+            None if self.format == Format::Text => err_line(&line),
             None => {}
         }
     }
@@ -217,7 +153,7 @@ impl Reporter {
             && !interrupted;
         Summary {
             event: "summary",
-            command: self.command,
+            command: self.mode.name(),
             ok,
             interrupted,
             seconds: self.start.elapsed().as_secs_f64(),
@@ -247,7 +183,7 @@ impl Reporter {
         }
         let mut out = std::io::stdout().lock();
         for r in reports {
-            let _ = write!(out, "{}", host_details(self.command, r));
+            let _ = write!(out, "{}", host_details(self.mode, r));
         }
         let _ = writeln!(out, "{}", summary_table(reports));
         let failed: Vec<&str> = reports
@@ -285,16 +221,16 @@ impl Reporter {
     }
 }
 
-fn one_line_status(command: &str, r: &HostReport) -> String {
+fn one_line_status(mode: Mode, r: &HostReport) -> String {
     if let Some(e) = &r.error {
-        return format!("FAILED: {}", clip(e, 300));
+        return format!("FAILED: {}", clip(&e.to_string(), 300));
     }
     let failed_checks = r.failed_checks().count();
-    match command {
-        "plan" => format!("{} to do", r.count(ActionStatus::Planned)),
-        "verify" if failed_checks > 0 => format!("{failed_checks} checks failed"),
-        "verify" => format!("{} checks passed", r.checks.len()),
-        _ => {
+    match mode {
+        Mode::Plan => format!("{} to do", r.count(ActionStatus::Planned)),
+        Mode::Verify if failed_checks > 0 => format!("{failed_checks} checks failed"),
+        Mode::Verify => format!("{} checks passed", r.checks.len()),
+        Mode::Up | Mode::Reset => {
             let mut s = format!(
                 "{} changed, {} unchanged",
                 r.count(ActionStatus::Changed),
@@ -311,7 +247,7 @@ fn one_line_status(command: &str, r: &HostReport) -> String {
     }
 }
 
-fn host_details(command: &str, r: &HostReport) -> String {
+fn host_details(mode: Mode, r: &HostReport) -> String {
     let mut s = String::new();
     let interesting: Vec<&ActionReport> = r
         .actions
@@ -319,7 +255,7 @@ fn host_details(command: &str, r: &HostReport) -> String {
         .filter(|a| a.status != ActionStatus::Ok)
         .collect();
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
-    if command == "plan" {
+    if mode == Mode::Plan {
         s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
         if let Some(e) = &r.error {
             s.push_str(&format!("  ERROR: {e}\n"));
@@ -360,9 +296,7 @@ fn host_details(command: &str, r: &HostReport) -> String {
 }
 
 pub fn summary_table(reports: &[HostReport]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header([
+    let mut t = table([
         "HOST",
         "OS",
         "ADDRESS",
@@ -386,10 +320,10 @@ pub fn summary_table(reports: &[HostReport]) -> Table {
         };
         t.add_row([
             r.host.clone(),
-            r.os.clone(),
-            r.address.clone(),
-            r.pod_cidr.clone(),
-            format!("{:?}", r.status).to_lowercase(),
+            r.os.to_string(),
+            r.address.to_string(),
+            r.pod_cidr.to_string(),
+            r.status.to_string(),
             r.count(ActionStatus::Changed).to_string(),
             r.count(ActionStatus::Ok).to_string(),
             r.count(ActionStatus::Failed).to_string(),

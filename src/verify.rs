@@ -1,14 +1,35 @@
 //! Read-only health checks: a host passes when `diff` finds nothing to do on
 //! it and it can reach every other node's routable address.
 
-use serde::Serialize;
-
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use serde::Serialize;
+
+use crate::alloc::{Node, Peer};
 use crate::diff::{Conflict, Describe, Diff};
-use crate::facts::Reach;
-use crate::plan::{NodePlan, Peer};
+use crate::probe::Reach;
+
+/// How long the verify probe waits for each ping (seconds).
+pub const PING_WAIT_SECS: u32 = 2;
+
+/// A node as `kubectl get nodes` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct K8sNode {
+    pub name: String,
+    pub ready: bool,
+    pub os: String,
+}
+
+/// What the control plane's kubectl said about the nodes.
+#[derive(Debug, Clone, Default)]
+pub enum K8sView {
+    #[default]
+    NotAsked,
+    NoKubectl,
+    KubectlFailed,
+    Nodes(Vec<K8sNode>),
+}
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Check {
@@ -20,7 +41,7 @@ pub struct Check {
 /// Checks for any OS: one per desired item (passing when nothing is to be
 /// done), plus reachability of every other node.
 pub fn checks<A: Describe>(
-    node: &NodePlan,
+    node: &Node,
     diff: &Result<Diff<A>, Conflict>,
     reach: &BTreeMap<Ipv4Addr, Reach>,
     probed: &[&Peer],
@@ -28,9 +49,9 @@ pub fn checks<A: Describe>(
     let mut checks = Vec::new();
     match diff {
         Err(c) => checks.push(Check {
-            name: "pod-cidr".into(),
+            name: c.check_name().into(),
             pass: false,
-            detail: c.0.clone(),
+            detail: c.to_string(),
         }),
         Ok(d) => {
             for item in &d.items {
@@ -60,8 +81,7 @@ pub fn checks<A: Describe>(
                 false,
                 format!(
                     "no answer to ping from {} within {} s",
-                    node.name,
-                    crate::render::PING_WAIT_SECS
+                    node.name, PING_WAIT_SECS
                 ),
             ),
             None => (false, "not probed".to_string()),
@@ -73,56 +93,6 @@ pub fn checks<A: Describe>(
         });
     }
     checks
-}
-
-/// Across hosts: each Windows node Ready and labelled
-/// `beta.kubernetes.io/os=windows`, as the control plane's kubectl sees it
-/// (the node's name is its address: kubelet runs with --hostname-override).
-pub fn kubernetes_nodes(reports: &mut [crate::report::HostReport]) {
-    use crate::report::{HostStatus, K8sView};
-    let view = reports
-        .iter()
-        .map(|r| r.k8s.clone())
-        .find(|v| !matches!(v, K8sView::NotAsked));
-    for r in reports.iter_mut().filter(|r| r.os == "windows") {
-        if r.status == HostStatus::Failed && r.checks.is_empty() {
-            continue;
-        }
-        match &view {
-            None => r.notes.push(
-                "node Ready not checked: no control-plane host was checked in this run".into(),
-            ),
-            Some(K8sView::NoKubectl) | Some(K8sView::NotAsked) => r
-                .notes
-                .push("node Ready not checked: the control plane has no kubectl".into()),
-            Some(K8sView::KubectlFailed) => r.notes.push(
-                "node Ready not checked: `kubectl get nodes` failed on the control plane (is its kubeconfig set up?)"
-                    .into(),
-            ),
-            Some(K8sView::Nodes(nodes)) => {
-                let node = nodes.iter().find(|n| {
-                    n.name.eq_ignore_ascii_case(&r.address) || n.name.eq_ignore_ascii_case(&r.host)
-                });
-                let (pass, detail) = match node {
-                    None => (false, format!("kubectl on the control plane does not list {}", r.address)),
-                    Some(n) if !n.ready => (false, format!("node {} is not Ready", n.name)),
-                    Some(n) if n.os != "windows" => (
-                        false,
-                        format!("node {} is labelled beta.kubernetes.io/os={:?}", n.name, n.os),
-                    ),
-                    Some(_) => (true, String::new()),
-                };
-                r.checks.push(Check {
-                    name: "kubernetes node Ready".into(),
-                    pass,
-                    detail,
-                });
-                if !pass {
-                    r.status = HostStatus::Failed;
-                }
-            }
-        }
-    }
 }
 
 /// Which peers each node pings in `verify`.
@@ -139,7 +109,7 @@ pub enum ReachMode {
     Auto,
 }
 
-fn ring(node: &NodePlan, k: usize) -> Vec<&Peer> {
+fn ring(node: &Node, k: usize) -> Vec<&Peer> {
     let mut peers: Vec<&Peer> = node.peers.iter().collect();
     peers.sort_by_key(|p| p.address);
     let start = peers.partition_point(|p| p.address < node.address);
@@ -148,7 +118,7 @@ fn ring(node: &NodePlan, k: usize) -> Vec<&Peer> {
         .collect()
 }
 
-pub fn reach_peers(node: &NodePlan, mode: ReachMode) -> Vec<&Peer> {
+pub fn reach_peers(node: &Node, mode: ReachMode) -> Vec<&Peer> {
     match mode {
         ReachMode::None => Vec::new(),
         ReachMode::All => node.peers.iter().collect(),
@@ -163,7 +133,7 @@ mod tests {
     use super::*;
     use crate::inventory::Os;
 
-    fn node(i: u8, n: u8) -> NodePlan {
+    fn node(i: u8, n: u8) -> Node {
         let peers: Vec<(String, String, String)> = (1..=n)
             .filter(|j| *j != i)
             .map(|j| {
@@ -178,7 +148,7 @@ mod tests {
             .iter()
             .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
             .collect();
-        crate::plan::test_node(
+        crate::alloc::test_node(
             &format!("n{i}"),
             Os::Linux,
             &format!("10.0.0.{i}"),

@@ -278,9 +278,10 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     }
     std::thread::sleep(Duration::from_millis(300));
 
-    // a second operator is refused while the first holds the lock
+    // a second operator is refused while the first holds the lock, with
+    // the lock's own exit code
     let o = kwinctl(&["up", "-i", &i]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("another kwinctl run holds") && err.contains("`kwinctl up` by"),
@@ -352,7 +353,7 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let o = kwinctl(&["up", "-i", &i]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     child.kill().unwrap();
     child.wait().unwrap();
     // the holder is gone: its lock no longer blocks, though the file remains

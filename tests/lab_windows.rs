@@ -296,7 +296,7 @@ fn transport_reports_exit_code_and_stderr_of_a_failing_command() {
             None,
         )
         .unwrap();
-        let mut s = kwinctl::transport::connect(&h, &opts).await.expect("connect");
+        let mut s = kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts).await.expect("connect");
         let out = s
             .run("# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\n# kwinctl-sim: {\"kind\":\"fail\",\"code\":3,\"stderr\":\"boom: it broke\"}\nWrite-Output 'hello'\n")
             .await
@@ -344,9 +344,10 @@ fn a_lost_ntlm_session_is_retried_once_when_safe() {
         .unwrap();
         // opening the shell: the first sealed request gets a 401
         lose(1);
-        let mut s = kwinctl::transport::connect(&h, &opts)
-            .await
-            .expect("connect after one lost session");
+        let mut s =
+            kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
+                .await
+                .expect("connect after one lost session");
         // starting the command
         lose(1);
         let out = s.run(echo).await.expect("run after one lost session");
@@ -354,7 +355,7 @@ fn a_lost_ntlm_session_is_retried_once_when_safe() {
         s.close().await;
         // three in a row: no more tries
         lose(3);
-        let e = kwinctl::transport::connect(&h, &opts)
+        let e = kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
             .await
             .err()
             .expect("a third lost session in a row fails the connection");

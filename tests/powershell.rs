@@ -7,10 +7,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use kwinctl::diff::windows::WinAction;
+use kwinctl::alloc;
 use kwinctl::inventory::Inventory;
-use kwinctl::plan::{self, FileSource, State, WinFile, WinService};
-use kwinctl::render::{Renderer, WinProbe, fresh_script};
+use kwinctl::os::fresh_script;
+use kwinctl::os::windows::script::{self, ScriptHost, WinProbe};
+use kwinctl::os::windows::{WinAction, action::examples};
+use kwinctl::state::State;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
 
@@ -117,9 +119,9 @@ fn load(text: &str) -> Inventory {
 }
 
 fn scripts_for(inv: &Inventory) -> Vec<(String, String)> {
-    let alloc = plan::allocate(inv, &State::default()).unwrap();
-    let nodes = plan::node_plans(inv, &alloc);
-    let r = Renderer::new();
+    let alloc = alloc::allocate(inv, &State::default()).unwrap();
+    let nodes = alloc::nodes(inv, &alloc);
+    let r = kwinctl::os::renderer();
     inv.hosts
         .iter()
         .zip(&nodes)
@@ -155,96 +157,18 @@ fn example_inventory_scripts_parse_and_are_pinned() {
     }
 }
 
-fn every_action() -> Vec<WinAction> {
-    let svc = WinService {
-        name: "kubelet".into(),
-        display: "Kubernetes kubelet (kwinctl)".into(),
-        binpath:
-            r#"C:\k\kubelet.exe --windows-service --resolv-conf="" --hostname-override=10.0.0.11"#
-                .into(),
-        env: vec![
-            "CONTAINER_NETWORK=kwinctl".into(),
-            "INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)".into(),
-        ],
-        depends: vec!["docker".into()],
-    };
-    vec![
-        WinAction::RecordPodCidr {
-            pod_cidr: "192.168.1.0/24".parse().unwrap(),
-        },
-        WinAction::EnableRouting,
-        WinAction::CreateSwitch,
-        WinAction::CreateNetwork {
-            name: "kwinctl".into(),
-            subnet: "192.168.1.0/24".parse().unwrap(),
-            gateway: "192.168.1.1".parse().unwrap(),
-            replace: true,
-        },
-        WinAction::SetGatewayAddress {
-            gateway: "192.168.1.1".parse().unwrap(),
-            prefix: 24,
-        },
-        WinAction::AddRoute {
-            dst: "192.168.0.0/24".parse().unwrap(),
-            via: "10.0.0.10".parse().unwrap(),
-            replace: false,
-        },
-        WinAction::AddRoute {
-            dst: "192.168.2.0/24".parse().unwrap(),
-            via: "10.0.0.12".parse().unwrap(),
-            replace: true,
-        },
-        WinAction::DelRoute {
-            dst: "192.168.9.0/24".parse().unwrap(),
-            via: None,
-        },
-        WinAction::PullImage {
-            image: "mcr.microsoft.com/k8s/core/pause:1.2.0".into(),
-        },
-        WinAction::PlaceFile {
-            file: WinFile {
-                path: r"C:\k\kubelet.exe".into(),
-                sha256: "ab".repeat(32),
-                source: FileSource::Url("https://dl.example.invalid/v1.16/kubelet.exe".into()),
-            },
-        },
-        WinAction::PlaceFile {
-            file: WinFile {
-                path: r"C:\k\config".into(),
-                sha256: "cd".repeat(32),
-                source: FileSource::Inline(b"apiVersion: v1\nkind: Config\n".to_vec().into()),
-            },
-        },
-        WinAction::InstallService {
-            service: svc.clone(),
-            exists: false,
-        },
-        WinAction::InstallService {
-            service: svc,
-            exists: true,
-        },
-        WinAction::StartService {
-            name: "kube-proxy".into(),
-        },
-        WinAction::RemoveService {
-            name: "kube-proxy".into(),
-        },
-        WinAction::RemoveNetwork {
-            name: "kwinctl".into(),
-        },
-        WinAction::RemoveSwitch,
-        WinAction::RemoveFile {
-            path: r"C:\k\kwinctl\pod-cidr.txt".into(),
-        },
-    ]
-}
-
 #[test]
 fn every_action_and_the_probe_parse() {
-    let r = Renderer::new();
-    let actions = every_action();
+    let r = kwinctl::os::renderer();
+    let actions = examples();
+    let host = ScriptHost {
+        name: "w",
+        cluster: "c",
+        address: "10.0.0.11".parse().unwrap(),
+        adapter: None,
+    };
     for a in &actions {
-        let s = r.windows_script("w", "c", "10.0.0.11".parse().unwrap(), None, &[a], None);
+        let s = script::script(&r, &host, &[a], None);
         only_ours(&format!("{a:?}"), &parse(&format!("{a:?}"), &s));
     }
     let refs: Vec<&WinAction> = actions.iter().collect();
@@ -259,14 +183,11 @@ fn every_action_and_the_probe_parse() {
         services: &services,
         reach: &reach,
     };
-    let s = r.windows_script(
-        "w",
-        "c",
-        "10.0.0.11".parse().unwrap(),
-        Some("Ethernet 2"),
-        &refs,
-        Some(&probe),
-    );
+    let host = ScriptHost {
+        adapter: Some("Ethernet 2"),
+        ..host
+    };
+    let s = script::script(&r, &host, &refs, Some(&probe));
     only_ours("all actions", &parse("all actions", &s));
     // every block carries its simulator header, in order
     let ids: Vec<u64> = s
@@ -277,7 +198,7 @@ fn every_action_and_the_probe_parse() {
         .collect();
     assert_eq!(ids, (0..actions.len() as u64).collect::<Vec<_>>());
     insta::assert_snapshot!("every_action_with_probe", s);
-    let s = r.windows_probe(&probe);
+    let s = script::probe(&r, &probe);
     only_ours("probe", &parse("probe", &s));
 }
 

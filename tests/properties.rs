@@ -5,9 +5,10 @@
 
 use std::path::Path;
 
-use kwinctl::facts::LinuxFacts;
+use kwinctl::alloc::allocate;
 use kwinctl::inventory::Inventory;
-use kwinctl::plan::{State, allocate};
+use kwinctl::os::linux::LinuxFacts;
+use kwinctl::state::State;
 use proptest::prelude::*;
 
 fn inventory(prefix: u8, node_prefix: u8, hosts: &[(u8, Option<u16>)]) -> String {

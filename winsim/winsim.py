@@ -23,6 +23,7 @@ Usage:
                   [--allow-unencrypted] [--log FILE]
   winsim.py reboot --state FILE [--drop-hns]
   winsim.py gencert --cert C --key K --ca CA --cn NAME   (prints the server cert's SHA-256)
+  winsim.py kinds                                        (the action kinds it handles, one a line)
 """
 
 import argparse
@@ -194,85 +195,133 @@ class ActionError(Exception):
     pass
 
 
-def act(d, h, ctx):
+# One handler per action kind: `act_<kind>(d, h)` carries out the header
+# `h` (the action's serde form) on the state `d`. The name is the contract
+# with kwinctl: an action's kind is also its template's name, and
+# kwinctl's contract test (src/os/contract.rs) checks that every kind has a
+# handler here (`winsim.py kinds` lists them).
+
+
+def act_record_pod_cidr(d, h):
+    d["pod_cidr"] = h["pod_cidr"]
+
+
+def act_enable_routing(d, h):
+    d["routing_installed"] = True
+    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+        f.write("1\n")
+
+
+def act_create_switch(d, h):
+    if not link_exists("KubeProxySwitch"):
+        sh("ip", "link", "add", "KubeProxySwitch", "type", "bridge")
+    sh("ip", "link", "set", "KubeProxySwitch", "up")
+    d["switches"] = [s for s in d["switches"] if s["name"] != "KubeProxySwitch"]
+    d["switches"].append({"name": "KubeProxySwitch", "type": "Internal"})
+
+
+def act_create_network(d, h):
+    names = [n["name"] for n in d["networks"] if link_exists("HNSTransparent")]
+    if h["name"] in names and not h["replace"]:
+        raise ActionError("Error response from daemon: network with name %s already exists" % h["name"])
+    if h["replace"] and link_exists("HNSTransparent"):
+        sh("ip", "link", "del", "HNSTransparent")
+    if not link_exists("HNSTransparent"):
+        sh("ip", "link", "add", "HNSTransparent", "type", "bridge")
+    sh("ip", "link", "set", "HNSTransparent", "up")
+    d["networks"] = [{"name": h["name"], "driver": "transparent", "subnet": h["subnet"], "gateway": h["gateway"]}]
+
+
+def act_set_gateway_address(d, h):
+    if not link_exists("HNSTransparent"):
+        raise ActionError("Get-NetIPAddress: No MSFT_NetIPAddress objects found with property 'InterfaceAlias' "
+                          "equal to 'vEthernet (HNSTransparent)'")
+    sh("ip", "addr", "flush", "dev", "HNSTransparent")
+    sh("ip", "addr", "add", "%s/%d" % (h["gateway"], h["prefix"]), "dev", "HNSTransparent")
+
+
+def act_add_route(d, h):
+    if h.get("replace"):
+        sh("ip", "route", "del", h["dst"], check=False)
+    sh("ip", "route", "replace", h["dst"], "via", h["via"], "dev", "eth0")
+    d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
+    d["persistent_routes"].append({"dst": h["dst"], "via": h["via"]})
+
+
+def act_del_route(d, h):
+    sh("ip", "route", "del", h["dst"], check=False)
+    d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
+
+
+def act_pull_image(d, h):
+    img = norm_image(h["image"])
+    if img not in d["images"]:
+        d["images"].append(img)
+
+
+def act_place_file(d, h):
+    f = h["file"]
+    # Nothing is downloaded here: the file is recorded with the hash the
+    # action verifies on a real host.
+    d["files"][f["path"]] = f["sha256"].lower()
+
+
+def act_install_service(d, h):
+    s = h["service"]
+    d["services"][s["name"]] = {
+        "status": "Running", "start": "Automatic", "binpath": s["binpath"],
+        "env": s["env"], "depends": s["depends"], "restart": True,
+    }
+
+
+def act_start_service(d, h):
+    if h["name"] not in d["services"]:
+        raise ActionError("Start-Service: Cannot find any service with service name '%s'." % h["name"])
+    d["services"][h["name"]]["status"] = "Running"
+
+
+def act_remove_service(d, h):
+    d["services"].pop(h["name"], None)
+
+
+def act_remove_network(d, h):
+    if link_exists("HNSTransparent"):
+        sh("ip", "link", "del", "HNSTransparent")
+    d["networks"] = [n for n in d["networks"] if n["name"] != h["name"]]
+
+
+def act_remove_switch(d, h):
+    if link_exists("KubeProxySwitch"):
+        sh("ip", "link", "del", "KubeProxySwitch")
+    d["switches"] = []
+
+
+def act_remove_file(d, h):
+    if h["path"].lower().endswith("pod-cidr.txt"):
+        d["pod_cidr"] = None
+    d["files"].pop(h["path"], None)
+
+
+def act_fail(d, h):
+    """A test's action that fails with the given stderr."""
+    raise ActionError(h.get("stderr", "failed"))
+
+
+def handlers():
+    """Every action kind this simulator carries out, by name."""
+    return {name[len("act_"):]: f for name, f in globals().items() if name.startswith("act_") and callable(f)}
+
+
+def act(d, h):
     kind = h.get("kind")
     # Test knob: make an action kind fail the way PowerShell reports errors.
     if kind in d.get("fail_kinds", []):
         raise ActionError("%s : simulated failure of %s\n    + CategoryInfo          : NotSpecified: (:) [], "
                           "RuntimeException" % (kind, kind))
-    if kind == "record_pod_cidr":
-        d["pod_cidr"] = h["pod_cidr"]
-    elif kind == "enable_routing":
-        d["routing_installed"] = True
-        with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
-            f.write("1\n")
-    elif kind == "create_switch":
-        if not link_exists("KubeProxySwitch"):
-            sh("ip", "link", "add", "KubeProxySwitch", "type", "bridge")
-        sh("ip", "link", "set", "KubeProxySwitch", "up")
-        d["switches"] = [s for s in d["switches"] if s["name"] != "KubeProxySwitch"]
-        d["switches"].append({"name": "KubeProxySwitch", "type": "Internal"})
-    elif kind == "create_network":
-        names = [n["name"] for n in d["networks"] if link_exists("HNSTransparent")]
-        if h["name"] in names and not h["replace"]:
-            raise ActionError("Error response from daemon: network with name %s already exists" % h["name"])
-        if h["replace"] and link_exists("HNSTransparent"):
-            sh("ip", "link", "del", "HNSTransparent")
-        if not link_exists("HNSTransparent"):
-            sh("ip", "link", "add", "HNSTransparent", "type", "bridge")
-        sh("ip", "link", "set", "HNSTransparent", "up")
-        d["networks"] = [{"name": h["name"], "driver": "transparent", "subnet": h["subnet"], "gateway": h["gateway"]}]
-    elif kind == "set_gateway_address":
-        if not link_exists("HNSTransparent"):
-            raise ActionError("Get-NetIPAddress: No MSFT_NetIPAddress objects found with property 'InterfaceAlias' equal to 'vEthernet (HNSTransparent)'")
-        sh("ip", "addr", "flush", "dev", "HNSTransparent")
-        sh("ip", "addr", "add", "%s/%d" % (h["gateway"], h["prefix"]), "dev", "HNSTransparent")
-    elif kind == "add_route":
-        if h.get("replace"):
-            sh("ip", "route", "del", h["dst"], check=False)
-        sh("ip", "route", "replace", h["dst"], "via", h["via"], "dev", "eth0")
-        d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
-        d["persistent_routes"].append({"dst": h["dst"], "via": h["via"]})
-    elif kind == "del_route":
-        sh("ip", "route", "del", h["dst"], check=False)
-        d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
-    elif kind == "pull_image":
-        img = norm_image(h["image"])
-        if img not in d["images"]:
-            d["images"].append(img)
-    elif kind == "place_file":
-        f = h["file"]
-        # Nothing is downloaded here: the file is recorded with the hash the
-        # action verifies on a real host.
-        d["files"][f["path"]] = f["sha256"].lower()
-    elif kind == "install_service":
-        s = h["service"]
-        d["services"][s["name"]] = {
-            "status": "Running", "start": "Automatic", "binpath": s["binpath"],
-            "env": s["env"], "depends": s["depends"], "restart": True,
-        }
-    elif kind == "start_service":
-        if h["name"] not in d["services"]:
-            raise ActionError("Start-Service: Cannot find any service with service name '%s'." % h["name"])
-        d["services"][h["name"]]["status"] = "Running"
-    elif kind == "remove_service":
-        d["services"].pop(h["name"], None)
-    elif kind == "remove_network":
-        if link_exists("HNSTransparent"):
-            sh("ip", "link", "del", "HNSTransparent")
-        d["networks"] = [n for n in d["networks"] if n["name"] != h["name"]]
-    elif kind == "remove_switch":
-        if link_exists("KubeProxySwitch"):
-            sh("ip", "link", "del", "KubeProxySwitch")
-        d["switches"] = []
-    elif kind == "remove_file":
-        if h["path"].lower().endswith("pod-cidr.txt"):
-            d["pod_cidr"] = None
-        d["files"].pop(h["path"], None)
-    elif kind == "fail":
-        raise ActionError(h.get("stderr", "failed"))
-    else:
+    handler = handlers().get(kind)
+    if handler is None:
         raise KeyError(kind)
+    handler(d, h)
 
 
 def execute(script, state_path):
@@ -309,7 +358,7 @@ def execute(script, state_path):
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
             try:
-                act(d, h, None)
+                act(d, h)
                 out.append("KWX %d ok\n" % h["id"])
             except KeyError as e:
                 return "".join(out), "winsim: unknown action header %s (%s)\n" % (json.dumps(h), e), 1
@@ -697,11 +746,14 @@ def main():
     g.add_argument("--key", required=True)
     g.add_argument("--cn", required=True)
     g.add_argument("--ca", required=True, help="where to write the CA certificate")
+    sub.add_parser("kinds")
     a = p.parse_args()
     if a.cmd == "serve":
         serve(a)
     elif a.cmd == "reboot":
         reboot(a.state, a.drop_hns)
+    elif a.cmd == "kinds":
+        print("\n".join(sorted(handlers())))
     else:
         gencert(a.cert, a.key, a.cn, a.ca)
 

@@ -12,6 +12,26 @@ use crate::inventory::{Connection, Host};
 pub mod ssh;
 pub mod winrm;
 
+/// What runs the scripts a host is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interpreter {
+    /// POSIX sh, reading the script from stdin.
+    Sh,
+    /// Windows PowerShell, reading the script from stdin behind
+    /// [`BOOTSTRAP`].
+    PowerShell,
+}
+
+/// Reads the whole script from stdin and runs it as one script block.
+/// Scripts do not travel in `-EncodedCommand`: WinRS runs commands through
+/// `cmd.exe`, whose 8191-character line limit our scripts exceed.
+pub const BOOTSTRAP: &str = "$ErrorActionPreference = 'Stop'; $kwScript = [Console]::In.ReadToEnd(); & ([scriptblock]::Create($kwScript)); exit $LASTEXITCODE";
+
+/// The bootstrap as `-EncodedCommand` wants it (base64 of UTF-16LE).
+pub fn encoded_bootstrap() -> String {
+    winrm_rs::encode_powershell_command(BOOTSTRAP)
+}
+
 /// What a script printed and how it ended.
 #[derive(Debug, Clone, Default)]
 pub struct Output {
@@ -115,13 +135,17 @@ impl ConnectOptions {
     }
 }
 
-/// Open a session to a host over its configured transport.
+/// Open a session to a host over its configured transport; scripts will run
+/// under `interpreter`.
 pub async fn connect(
     host: &Host,
+    interpreter: Interpreter,
     opts: &ConnectOptions,
 ) -> Result<Box<dyn Session>, TransportError> {
     match &host.connection {
-        Connection::Ssh(s) => Ok(Box::new(ssh::SshSession::connect(host, s, opts).await?)),
+        Connection::Ssh(s) => Ok(Box::new(
+            ssh::SshSession::connect(host, s, interpreter, opts).await?,
+        )),
         Connection::WinRm(w) => Ok(Box::new(winrm::WinRmSession::connect(host, w, opts).await?)),
     }
 }

@@ -11,7 +11,7 @@ use russh::ChannelMsg;
 use russh::client::{self, Handle};
 use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 
-use super::{ConnectOptions, Output, Session, TransportError};
+use super::{ConnectOptions, Interpreter, Output, Session, TransportError, encoded_bootstrap};
 use crate::inventory::{Host, SshSettings};
 
 /// Environment variable holding the passphrase of an encrypted key file.
@@ -175,16 +175,16 @@ pub struct SshSession {
     command: String,
 }
 
-/// The remote command that reads a script from stdin: POSIX sh on Linux
-/// (under `sudo -n` when not root), PowerShell on Windows (OpenSSH on Windows
-/// Server), with the same stdin bootstrap as WinRM.
-pub fn remote_command(os: crate::inventory::Os, user: &str) -> String {
-    match os {
-        crate::inventory::Os::Linux if user == "root" => "/bin/sh -s".into(),
-        crate::inventory::Os::Linux => "sudo -n /bin/sh -s".into(),
-        crate::inventory::Os::Windows => format!(
+/// The remote command that reads a script from stdin: POSIX sh (under
+/// `sudo -n` when not root), or PowerShell (OpenSSH on Windows Server) with
+/// the same stdin bootstrap as WinRM.
+pub fn remote_command(interpreter: Interpreter, user: &str) -> String {
+    match interpreter {
+        Interpreter::Sh if user == "root" => "/bin/sh -s".into(),
+        Interpreter::Sh => "sudo -n /bin/sh -s".into(),
+        Interpreter::PowerShell => format!(
             "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand {}",
-            super::winrm::encoded_bootstrap()
+            encoded_bootstrap()
         ),
     }
 }
@@ -252,6 +252,7 @@ impl SshSession {
     pub async fn connect(
         host: &Host,
         s: &SshSettings,
+        interpreter: Interpreter,
         opts: &ConnectOptions,
     ) -> Result<SshSession, TransportError> {
         let t = target(host, s, opts);
@@ -313,7 +314,7 @@ impl SshSession {
         Ok(SshSession {
             handle,
             host: host.name.clone(),
-            command: remote_command(host.os, &t.user),
+            command: remote_command(interpreter, &t.user),
         })
     }
 
@@ -383,16 +384,18 @@ async fn authenticate(
         .map_err(lost)?
         .flatten();
     let mut tried = Vec::new();
+    // One key file: accepted or not.
+    let offer = async |handle: &mut Handle<Checker>, key: Arc<PrivateKey>| {
+        handle
+            .authenticate_publickey(&t.user, PrivateKeyWithHashAlg::new(key, rsa_hash))
+            .await
+            .map(|r| r.success())
+            .map_err(lost)
+    };
     // Explicit keys first (inventory, then ssh config).
     for path in &t.identities {
         let key = opts.key_cache.load(path).await.map_err(fail)?;
-        let key = PrivateKeyWithHashAlg::new(key, rsa_hash);
-        if handle
-            .authenticate_publickey(&t.user, key)
-            .await
-            .map_err(lost)?
-            .success()
-        {
+        if offer(handle, key).await? {
             return Ok(());
         }
         tried.push(path.display().to_string());
@@ -424,13 +427,7 @@ async fn authenticate(
             let Ok(key) = opts.key_cache.load(&path).await else {
                 continue;
             };
-            let key = PrivateKeyWithHashAlg::new(key, rsa_hash);
-            if handle
-                .authenticate_publickey(&t.user, key)
-                .await
-                .map_err(lost)?
-                .success()
-            {
+            if offer(handle, key).await? {
                 return Ok(());
             }
             tried.push(path.display().to_string());
@@ -465,13 +462,12 @@ impl Session for SshSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::Os;
 
     #[test]
     fn remote_commands() {
-        assert_eq!(remote_command(Os::Linux, "root"), "/bin/sh -s");
-        assert_eq!(remote_command(Os::Linux, "ops"), "sudo -n /bin/sh -s");
-        let w = remote_command(Os::Windows, "Administrator");
+        assert_eq!(remote_command(Interpreter::Sh, "root"), "/bin/sh -s");
+        assert_eq!(remote_command(Interpreter::Sh, "ops"), "sudo -n /bin/sh -s");
+        let w = remote_command(Interpreter::PowerShell, "Administrator");
         assert!(
             w.starts_with("powershell.exe -NoProfile -NonInteractive"),
             "{w}"

@@ -3,9 +3,7 @@
 //! default, Basic only over HTTPS or when explicitly allowed. One shell per
 //! host per command.
 //!
-//! Scripts do not travel in `-EncodedCommand` (WinRS runs commands through
-//! `cmd.exe`, whose 8191-character line limit our scripts exceed): a short
-//! bootstrap reads the script from stdin and runs it as one script block.
+//! Scripts go to PowerShell on stdin behind [`super::BOOTSTRAP`].
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -13,12 +11,10 @@ use winrm_rs::{
     AuthMethod, EncryptionMode, Shell, WinrmClient, WinrmConfig, WinrmCredentials, WinrmError,
 };
 
-use super::{ConnectOptions, Output, Session, TransportError};
-use crate::inventory::{Host, PasswordSource, WinRmAuth, WinRmSettings};
+use super::{ConnectOptions, Output, Session, TransportError, encoded_bootstrap};
+use crate::inventory::{Host, WinRmAuth, WinRmSettings};
 
 const POWERSHELL: &str = r"%SystemRoot%\System32\WindowsPowerShell\v1.0\powershell.exe";
-/// Reads the whole script from stdin and runs it as one script block.
-pub const BOOTSTRAP: &str = "$ErrorActionPreference = 'Stop'; $kwScript = [Console]::In.ReadToEnd(); & ([scriptblock]::Create($kwScript)); exit $LASTEXITCODE";
 /// Script bytes per WinRS Send request (well inside the default 150 KiB envelope).
 const SEND_CHUNK: usize = 64 * 1024;
 const MAX_OUTPUT: usize = 16 << 20;
@@ -26,27 +22,6 @@ const MAX_OUTPUT: usize = 16 << 20;
 pub struct WinRmSession {
     host: String,
     shell: Option<Shell<'static>>,
-}
-
-/// The bootstrap as `-EncodedCommand` wants it (base64 of UTF-16LE).
-pub fn encoded_bootstrap() -> String {
-    winrm_rs::encode_powershell_command(BOOTSTRAP)
-}
-
-pub fn read_password(w: &WinRmSettings) -> Result<String, TransportError> {
-    match &w.password {
-        PasswordSource::Env(var) => std::env::var(var).map_err(|_| {
-            TransportError::Setup(format!("the WinRM password variable {var} is not set"))
-        }),
-        PasswordSource::File(p) => std::fs::read_to_string(p)
-            .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
-            .map_err(|e| {
-                TransportError::Setup(format!(
-                    "cannot read WinRM password file {}: {e}",
-                    p.display()
-                ))
-            }),
-    }
 }
 
 /// An error and all its causes, on one line.
@@ -165,12 +140,11 @@ impl WinRmSession {
         w: &WinRmSettings,
         opts: &ConnectOptions,
     ) -> Result<WinRmSession, TransportError> {
-        let settings = w.clone();
-        let password = tokio::task::spawn_blocking(move || read_password(&settings))
+        let source = w.password.clone();
+        let password = tokio::task::spawn_blocking(move || source.read())
             .await
-            .map_err(|e| {
-                TransportError::Setup(format!("reading the WinRM password failed: {e}"))
-            })??;
+            .map_err(|e| TransportError::Setup(format!("reading the WinRM password failed: {e}")))?
+            .map_err(TransportError::Setup)?;
         let mut cfg = if w.tls {
             WinrmConfig::https()
         } else {
@@ -203,8 +177,11 @@ impl WinRmSession {
             .credentials(WinrmCredentials::new(w.user.clone(), password, ""))
             .build()
             .map_err(|e| explain(host, w, &e))?;
-        // The shell borrows the client for the whole command; the client
-        // lives as long as the process (one per host per command).
+        // winrm-rs's Shell borrows its client (`Shell<'a>`), and the session
+        // holds the shell for the whole command, so the client must outlive
+        // it: it is leaked, one small client per Windows host per command,
+        // which a short-lived CLI can afford (an Arc cannot help: the
+        // borrow, not ownership, is the constraint).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
         let address = host.address.to_string();
         // Opening a shell is safe to repeat (at worst the server reaps an

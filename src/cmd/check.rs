@@ -1,0 +1,68 @@
+//! `kwinctl check`: validate the inventory and print the pod CIDR plan.
+//! Contacts nothing, writes nothing.
+
+use std::io::Write;
+
+use super::{Common, load, selected};
+use crate::alloc::Source;
+use crate::error::{CliError, Exit};
+use crate::report::{Format, table};
+
+pub fn check(c: &Common) -> Result<Exit, CliError> {
+    let l = load(c)?;
+    selected(&l, &c.limit)?;
+    let cl = &l.inv.cluster;
+    let mut out = std::io::stdout().lock();
+    if c.output == Format::Json {
+        let v = serde_json::json!({
+            "event": "summary", "command": "check", "ok": true,
+            "cluster": { "name": cl.name, "cluster_cidr": cl.cluster_cidr.to_string(),
+                         "node_prefix": cl.node_prefix, "service_cidr": cl.service_cidr.to_string() },
+            "hosts": l.alloc.assignments, "notes": l.alloc.notes,
+        });
+        let _ = writeln!(out, "{v}");
+        return Ok(Exit::Ok);
+    }
+    let _ = writeln!(
+        out,
+        "{}: inventory OK — cluster {} ({} hosts), cluster CIDR {} (/{} per node), service CIDR {}",
+        l.inv.path.display(),
+        cl.name,
+        l.inv.hosts.len(),
+        cl.cluster_cidr,
+        cl.node_prefix,
+        cl.service_cidr
+    );
+    let mut t = table([
+        "HOST",
+        "OS",
+        "ROLE",
+        "ROUTABLE IP",
+        "POD CIDR",
+        "GATEWAY",
+        "SOURCE",
+    ]);
+    for (h, a) in l.inv.hosts.iter().zip(&l.alloc.assignments) {
+        t.add_row([
+            h.name.clone(),
+            h.os.to_string(),
+            h.role.to_string(),
+            h.address.to_string(),
+            a.pod_cidr.to_string(),
+            a.gateway.to_string(),
+            a.source.to_string(),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for n in &l.alloc.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    if l.alloc.assignments.iter().any(|a| a.source == Source::New) {
+        let _ = writeln!(
+            out,
+            "new assignments are recorded in {} by the next `kwinctl up`",
+            l.sidecars.state.display()
+        );
+    }
+    Ok(Exit::Ok)
+}

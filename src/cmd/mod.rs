@@ -1,0 +1,122 @@
+//! The commands' bodies, one file each; `main.rs` only parses the command
+//! line and turns the outcome into an exit code.
+
+mod check;
+mod remote;
+mod render;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use clap::Args;
+
+pub use check::check;
+pub use remote::remote;
+pub use render::render;
+
+use crate::alloc::{self, Allocation, Node};
+use crate::error::CliError;
+use crate::inventory::{Host, Inventory};
+use crate::report::Format;
+use crate::state::{Sidecars, State};
+use crate::verify::ReachMode;
+
+#[derive(Args, Clone)]
+pub struct Common {
+    /// The inventory file.
+    #[arg(short = 'i', long = "inventory", value_name = "INV")]
+    pub inventory: PathBuf,
+    /// Only these hosts (comma-separated names).
+    #[arg(long, value_delimiter = ',', value_name = "HOST,..")]
+    pub limit: Vec<String>,
+    /// How many hosts at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub parallel: u32,
+    /// Bound, in seconds, on connecting to a host and on each remote call.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub timeout: u64,
+    /// Retries of transient connection failures (never of host-key or auth failures).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub retries: u32,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Trust and record host keys not yet in known_hosts (trust on first use).
+    #[arg(long)]
+    pub accept_new_host_keys: bool,
+    /// OpenSSH client config to honour (HostName, Port, User, IdentityFile).
+    #[arg(long, value_name = "FILE", env = "KWINCTL_SSH_CONFIG")]
+    pub ssh_config: Option<PathBuf>,
+    /// Reachability checks: `all` (every node pings every other), `none`, or
+    /// N (each node pings its N ring neighbours in address order, and is
+    /// pinged by N). Default: the full mesh up to 16 peers, 4 neighbours beyond.
+    #[arg(long, value_name = "all|none|N", value_parser = parse_reach)]
+    pub reach: Option<ReachMode>,
+    /// Only the hosts that failed (or were interrupted) in the last recorded run.
+    #[arg(long, conflicts_with = "limit")]
+    pub only_failed: bool,
+    /// More progress detail.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+fn parse_reach(s: &str) -> Result<ReachMode, String> {
+    match s {
+        "all" => Ok(ReachMode::All),
+        "none" => Ok(ReachMode::None),
+        n => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(ReachMode::Ring)
+            .ok_or_else(|| format!("{n:?}: give all, none or a number of peers")),
+    }
+}
+
+/// The inventory, the state file as read, this run's allocation and nodes.
+struct Loaded {
+    inv: Inventory,
+    /// The state file as read, before this run's allocation.
+    state: State,
+    alloc: Allocation,
+    nodes: Vec<Node>,
+    sidecars: Sidecars,
+}
+
+fn load(c: &Common) -> Result<Loaded, CliError> {
+    let inv = Inventory::load(&c.inventory)?;
+    let sidecars = Sidecars::of(&c.inventory);
+    let state = State::load(&sidecars.state)?;
+    let alloc = alloc::allocate(&inv, &state)?;
+    let nodes = alloc::nodes(&inv, &alloc);
+    Ok(Loaded {
+        inv,
+        state,
+        alloc,
+        nodes,
+        sidecars,
+    })
+}
+
+/// The hosts selected by --limit (all when empty); unknown names are bad input.
+fn selected<'a>(l: &'a Loaded, limit: &[String]) -> Result<Vec<(&'a Host, &'a Node)>, CliError> {
+    let want: HashSet<String> = limit
+        .iter()
+        .map(|s| s.trim().to_ascii_lowercase())
+        .collect();
+    for w in &want {
+        if l.inv.host(w).is_none() {
+            let names: Vec<&str> = l.inv.hosts.iter().map(|h| h.name.as_str()).collect();
+            return Err(CliError::bad(format!(
+                "--limit names {w:?}, which is not in {}; hosts are: {}",
+                l.inv.path.display(),
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(l.inv
+        .hosts
+        .iter()
+        .zip(&l.nodes)
+        .filter(|(h, _)| want.is_empty() || want.contains(&h.name.to_ascii_lowercase()))
+        .collect())
+}

@@ -1,0 +1,28 @@
+//! `kwinctl render`: the script each host would get on a freshly installed
+//! machine. Contacts nothing.
+
+use std::io::Write;
+
+use super::{Common, load, selected};
+use crate::error::{CliError, Exit};
+use crate::os::fresh_script;
+
+pub fn render(c: &Common, only: Option<&str>) -> Result<Exit, CliError> {
+    let l = load(c)?;
+    let limit: Vec<String> = only
+        .map(|h| vec![h.to_string()])
+        .unwrap_or_else(|| c.limit.clone());
+    let r = crate::os::renderer();
+    let mut out = std::io::stdout().lock();
+    for (h, node) in selected(&l, &limit)? {
+        let _ = writeln!(
+            out,
+            "# ===== {} ({}, {}, pod CIDR {}) =====",
+            h.name, h.os, h.address, node.pod_cidr
+        );
+        let script = fresh_script(&r, &l.inv, h, node)?;
+        let _ = write!(out, "{script}");
+        let _ = writeln!(out);
+    }
+    Ok(Exit::Ok)
+}

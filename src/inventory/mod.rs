@@ -1,0 +1,499 @@
+//! Inventory: the YAML model, defaults and validation.
+//!
+//! Every error names `file:line:column` and says how to fix it. Parsing keeps
+//! source positions (serde-saphyr's `Spanned`) for every value a validation
+//! rule can point at, so semantic errors (duplicates, overlaps) point at the
+//! offending value, not just at the file.
+
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use ipnet::Ipv4Net;
+use serde_saphyr::Spanned;
+
+use raw::RawInventory;
+use validate::{Validator, first_line, yaml_hint};
+
+/// A position in the inventory file (1-based line and column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl<T> From<&Spanned<T>> for Pos {
+    fn from(s: &Spanned<T>) -> Self {
+        Pos {
+            line: s.referenced.line() as usize,
+            column: s.referenced.column() as usize,
+        }
+    }
+}
+
+/// One problem found in an inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub pos: Pos,
+    pub message: String,
+    pub hint: String,
+}
+
+/// All problems found in one inventory file; `Display` prints one per line as
+/// `file:line:column: message` followed by an indented hint.
+#[derive(Debug, Clone)]
+pub struct InventoryError {
+    pub file: PathBuf,
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for InventoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file.display(),
+                p.pos.line,
+                p.pos.column,
+                p.message
+            )?;
+            if !p.hint.is_empty() {
+                write!(f, "\n    fix: {}", p.hint)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InventoryError {}
+
+// ---------------------------------------------------------- validated model
+// (the raw model is in raw.rs, the rules that turn one into the other in
+// validate.rs)
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Os {
+    Linux,
+    Windows,
+}
+
+impl fmt::Display for Os {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Os::Linux => "linux",
+            Os::Windows => "windows",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    ControlPlane,
+    Worker,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::ControlPlane => "control-plane",
+            Role::Worker => "worker",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub name: String,
+    pub cluster_cidr: Ipv4Net,
+    pub node_prefix: u8,
+    pub service_cidr: Ipv4Net,
+    pub api_server: String,
+    pub kubeconfig: Option<PathBuf>,
+    pub pause_image: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct SshSettings {
+    /// `None`: from `~/.ssh/config`, else root.
+    pub user: Option<String>,
+    /// `None`: from `~/.ssh/config`, else 22.
+    pub port: Option<u16>,
+    /// Explicit key file; `None` means ssh-agent and then `~/.ssh/config`.
+    pub identity: Option<PathBuf>,
+    pub known_hosts: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WinRmAuth {
+    Ntlm,
+    Basic,
+    Kerberos,
+}
+
+#[derive(Debug, Clone)]
+pub enum PasswordSource {
+    Env(String),
+    File(PathBuf),
+}
+
+impl PasswordSource {
+    /// The password (a file's trailing line break removed), or what is
+    /// wrong, in words that say how to fix it.
+    pub fn read(&self) -> Result<String, String> {
+        match self {
+            PasswordSource::Env(var) => std::env::var(var)
+                .map_err(|_| format!("the WinRM password variable {var} is not set")),
+            PasswordSource::File(p) => std::fs::read_to_string(p)
+                .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
+                .map_err(|e| {
+                    format!(
+                        "the WinRM password file {} cannot be read: {e}",
+                        p.display()
+                    )
+                }),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WinRmSettings {
+    pub user: String,
+    pub password: PasswordSource,
+    pub port: u16,
+    pub tls: bool,
+    pub auth: WinRmAuth,
+    pub ca_file: Option<PathBuf>,
+    pub cert_sha256: Option<String>,
+    pub allow_basic_over_http: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum Connection {
+    Ssh(SshSettings),
+    WinRm(WinRmSettings),
+}
+
+#[derive(Debug, Clone)]
+pub struct Binary {
+    pub url: Option<String>,
+    pub path: Option<PathBuf>,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WindowsSettings {
+    pub binaries: BTreeMap<String, Binary>,
+    pub adapter: Option<String>,
+    pub network_name: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub name: String,
+    pub os: Os,
+    pub role: Role,
+    pub address: Ipv4Addr,
+    pub pod_cidr: Option<Ipv4Net>,
+    pub connection: Connection,
+    pub windows: WindowsSettings,
+    /// Where the host's entry starts in the inventory file.
+    pub pos: Pos,
+}
+
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    pub path: PathBuf,
+    pub cluster: Cluster,
+    pub hosts: Vec<Host>,
+}
+
+pub const DEFAULT_PAUSE_IMAGE: &str = "mcr.microsoft.com/k8s/core/pause:1.2.0";
+
+impl Inventory {
+    /// Read and validate an inventory file.
+    pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
+        let text = std::fs::read_to_string(path).map_err(|e| InventoryError {
+            file: path.to_path_buf(),
+            problems: vec![Problem {
+                pos: Pos { line: 0, column: 0 },
+                message: format!("cannot read inventory: {e}"),
+                hint: "pass the path of an inventory file with -i".into(),
+            }],
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parse and validate inventory text; `path` is used for messages and to
+    /// resolve relative paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Inventory, InventoryError> {
+        let err = |problems| InventoryError {
+            file: path.to_path_buf(),
+            problems,
+        };
+        let raw: RawInventory = serde_saphyr::from_str(text).map_err(|e| {
+            let pos = e
+                .location()
+                .map(|l| Pos {
+                    line: l.line() as usize,
+                    column: l.column() as usize,
+                })
+                .unwrap_or_default();
+            err(vec![Problem {
+                pos,
+                message: first_line(&e.to_string()),
+                hint: yaml_hint(&e.to_string()),
+            }])
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut v = Validator {
+            base: base.to_path_buf(),
+            problems: Vec::new(),
+        };
+        let inv = v.inventory(path, raw);
+        if v.problems.is_empty() {
+            Ok(inv.expect("validated inventory"))
+        } else {
+            v.problems.sort_by_key(|p| (p.pos.line, p.pos.column));
+            Err(err(v.problems))
+        }
+    }
+
+    pub fn host(&self, name: &str) -> Option<&Host> {
+        self.hosts
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Check what connecting needs from the operator's machine (key files,
+    /// password variables), before anything is contacted.
+    pub fn check_credentials(&self, hosts: &[&Host]) -> Result<(), InventoryError> {
+        let mut problems = Vec::new();
+        for h in hosts {
+            match &h.connection {
+                Connection::Ssh(s) => {
+                    if let Some(id) = &s.identity
+                        && let Err(e) = std::fs::File::open(id)
+                    {
+                        problems.push(Problem {
+                            pos: h.pos,
+                            message: format!(
+                                "host {}: identity file {} cannot be read: {e}",
+                                h.name,
+                                id.display()
+                            ),
+                            hint: "point ssh.identity at a readable private key, or remove it to use ssh-agent".into(),
+                        });
+                    }
+                }
+                Connection::WinRm(w) => {
+                    if let Err(e) = w.password.read() {
+                        problems.push(Problem {
+                            pos: h.pos,
+                            message: format!("host {}: {e}", h.name),
+                            hint: match &w.password {
+                                PasswordSource::Env(var) => {
+                                    format!("export {var}=... before running kwinctl")
+                                }
+                                PasswordSource::File(_) => {
+                                    "point winrm.password_file at a readable file".into()
+                                }
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(InventoryError {
+                file: self.path.clone(),
+                problems,
+            })
+        }
+    }
+}
+
+/// Names end up in file names, unit names and scripts: keep them plain.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+pub fn nets_overlap(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// How many `prefix`-sized blocks fit in `net`.
+pub fn block_count(net: &Ipv4Net, prefix: u8) -> u64 {
+    if prefix < net.prefix_len() {
+        return 0;
+    }
+    1u64 << (prefix - net.prefix_len())
+}
+
+/// Expand `~/` and make relative paths relative to the inventory's folder.
+pub fn expand_path(base: &Path, s: &str) -> PathBuf {
+    if let Some(rest) = s.strip_prefix("~/")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    let p = PathBuf::from(s);
+    if p.is_absolute() { p } else { base.join(p) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+cluster:
+  name: demo
+  cluster_cidr: 192.168.0.0/16
+  service_cidr: 10.96.0.0/12
+  api_server: https://10.0.0.10:6443
+hosts:
+  - name: lin01
+    os: linux
+    role: control-plane
+    address: 10.0.0.10
+  - name: win01
+    os: windows
+    address: 10.0.0.11
+    pod_cidr: 192.168.1.0/24
+";
+
+    fn parse(s: &str) -> Result<Inventory, InventoryError> {
+        Inventory::parse(Path::new("inv.yaml"), s)
+    }
+
+    fn first(s: &str) -> Problem {
+        parse(s).unwrap_err().problems.remove(0)
+    }
+
+    #[test]
+    fn good_inventory_parses_with_defaults() {
+        let inv = parse(GOOD).unwrap();
+        assert_eq!(inv.cluster.node_prefix, 24);
+        assert_eq!(inv.hosts.len(), 2);
+        assert_eq!(inv.hosts[0].role, Role::ControlPlane);
+        assert_eq!(
+            inv.hosts[1].pod_cidr,
+            Some("192.168.1.0/24".parse().unwrap())
+        );
+        match &inv.hosts[1].connection {
+            Connection::WinRm(w) => {
+                assert_eq!(w.port, 5986);
+                assert!(w.tls);
+                assert_eq!(w.auth, WinRmAuth::Ntlm);
+            }
+            c => panic!("expected winrm, got {c:?}"),
+        }
+        assert_eq!(inv.hosts[0].pos.line, 7);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let p = first(&GOOD.replace("    role: control-plane\n", "    rol: control-plane\n"));
+        assert_eq!(p.pos.line, 9, "{p:?}");
+        assert!(p.message.contains("rol"), "{p:?}");
+    }
+
+    #[test]
+    fn duplicate_name_and_address() {
+        let s = GOOD
+            .replace("name: win01", "name: LIN01")
+            .replace("10.0.0.11", "10.0.0.10");
+        let e = parse(&s).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("inv.yaml:11:11: duplicate host name"),
+            "{text}"
+        );
+        assert!(
+            text.contains("inv.yaml:13:14: duplicate address 10.0.0.10"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn pin_outside_cluster_and_wrong_size() {
+        let p = first(&GOOD.replace("192.168.1.0/24", "10.200.1.0/24"));
+        assert!(p.message.contains("outside the cluster CIDR"), "{p:?}");
+        assert_eq!(p.pos.line, 14);
+        let p = first(&GOOD.replace("192.168.1.0/24", "192.168.1.0/25"));
+        assert!(p.message.contains("node_prefix"), "{p:?}");
+    }
+
+    #[test]
+    fn overlapping_pins() {
+        let s = GOOD.replace(
+            "    role: control-plane\n",
+            "    role: control-plane\n    pod_cidr: 192.168.1.0/24\n",
+        );
+        let p = first(&s);
+        assert!(p.message.contains("overlaps host"), "{p:?}");
+    }
+
+    #[test]
+    fn service_cidr_overlap_and_address_collisions() {
+        let p = first(&GOOD.replace("10.96.0.0/12", "192.168.128.0/17"));
+        assert!(p.message.contains("overlaps cluster_cidr"), "{p:?}");
+        let p = first(&GOOD.replace("address: 10.0.0.10", "address: 192.168.7.7"));
+        assert!(p.message.contains("inside the cluster CIDR"), "{p:?}");
+        let p = first(&GOOD.replace("address: 10.0.0.10", "address: 10.96.0.1"));
+        assert!(p.message.contains("inside the service CIDR"), "{p:?}");
+    }
+
+    #[test]
+    fn cluster_too_small() {
+        let s = GOOD
+            .replace("192.168.0.0/16", "192.168.0.0/24")
+            .replace("    pod_cidr: 192.168.1.0/24\n", "");
+        let p = first(&s);
+        assert!(p.message.contains("do not fit"), "{p:?}");
+    }
+
+    #[test]
+    fn host_bits_and_bad_values() {
+        let p = first(&GOOD.replace("192.168.0.0/16", "192.168.0.1/16"));
+        assert!(p.hint.contains("192.168.0.0/16"), "{p:?}");
+        let p = first(&GOOD.replace("address: 10.0.0.11", "address: win01.local"));
+        assert!(p.message.contains("not an IPv4 address"), "{p:?}");
+        let p = first(&GOOD.replace("os: windows", "os: plan9"));
+        assert!(p.message.contains("plan9"), "{p:?}");
+    }
+
+    #[test]
+    fn malformed_yaml_and_empty_hosts() {
+        let e = parse("cluster: [\n").unwrap_err();
+        assert!(e.problems[0].pos.line >= 1, "{e}");
+        let s = GOOD.split("hosts:").next().unwrap().to_string() + "hosts: []\n";
+        let p = first(&s);
+        assert!(p.message.contains("empty"), "{p:?}");
+    }
+
+    #[test]
+    fn basic_over_http_refused() {
+        let s = GOOD.replace(
+            "    pod_cidr: 192.168.1.0/24\n",
+            "    pod_cidr: 192.168.1.0/24\n    winrm: { auth: basic, tls: false }\n",
+        );
+        let p = first(&s);
+        assert!(p.message.contains("Basic"), "{p:?}");
+    }
+}

@@ -1,0 +1,121 @@
+//! The inventory as written: every value a validation rule can point at
+//! keeps its source position (serde-saphyr's `Spanned`).
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInventory {
+    pub(super) cluster: RawCluster,
+    #[serde(default)]
+    pub(super) defaults: RawDefaults,
+    pub(super) hosts: Spanned<Vec<Spanned<RawHost>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    pub(super) name: Spanned<String>,
+    pub(super) cluster_cidr: Spanned<String>,
+    #[serde(default)]
+    pub(super) node_prefix: Option<Spanned<u8>>,
+    pub(super) service_cidr: Spanned<String>,
+    pub(super) api_server: Spanned<String>,
+    #[serde(default)]
+    pub(super) kubeconfig: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) pause_image: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDefaults {
+    #[serde(default)]
+    pub(super) ssh: Option<RawSsh>,
+    #[serde(default)]
+    pub(super) winrm: Option<RawWinRm>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSsh {
+    pub(super) user: Option<String>,
+    pub(super) port: Option<u16>,
+    pub(super) identity: Option<Spanned<String>>,
+    pub(super) known_hosts: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWinRm {
+    pub(super) user: Option<String>,
+    pub(super) password_env: Option<Spanned<String>>,
+    pub(super) password_file: Option<Spanned<String>>,
+    pub(super) port: Option<u16>,
+    pub(super) tls: Option<bool>,
+    pub(super) auth: Option<Spanned<String>>,
+    pub(super) ca_file: Option<Spanned<String>>,
+    pub(super) cert_sha256: Option<Spanned<String>>,
+    pub(super) allow_basic_over_http: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHost {
+    pub(super) name: Spanned<String>,
+    pub(super) os: Spanned<String>,
+    #[serde(default)]
+    pub(super) role: Option<Spanned<String>>,
+    pub(super) address: Spanned<String>,
+    #[serde(default)]
+    pub(super) pod_cidr: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) ssh: Option<RawSsh>,
+    #[serde(default)]
+    pub(super) winrm: Option<RawWinRm>,
+    #[serde(default)]
+    pub(super) windows: Option<RawWindows>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWindows {
+    #[serde(default)]
+    pub(super) binaries: RawBinaries,
+    #[serde(default)]
+    pub(super) adapter: Option<String>,
+    #[serde(default)]
+    pub(super) network_name: Option<String>,
+}
+
+/// `windows.binaries`: only the binaries kwinctl installs (a misspelt name
+/// is an unknown key, not a binary silently left out).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBinaries {
+    #[serde(default)]
+    pub(super) kubelet: Option<RawBinary>,
+    #[serde(default, rename = "kube-proxy")]
+    pub(super) kube_proxy: Option<RawBinary>,
+}
+
+impl RawBinaries {
+    /// (binary name, entry) of each one given.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&'static str, &RawBinary)> {
+        [("kubelet", &self.kubelet), ("kube-proxy", &self.kube_proxy)]
+            .into_iter()
+            .filter_map(|(n, b)| b.as_ref().map(|b| (n, b)))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBinary {
+    #[serde(default)]
+    pub(super) url: Option<String>,
+    #[serde(default)]
+    pub(super) path: Option<String>,
+    #[serde(default)]
+    pub(super) sha256: Option<String>,
+}

@@ -1,0 +1,336 @@
+//! Linux: desired × facts → actions.
+
+use std::collections::BTreeMap;
+
+use ipnet::Ipv4Net;
+
+use super::action::Action;
+use super::facts::{LinuxFacts, Route};
+use super::{LinuxDesired, POD_CIDR_FILE};
+use crate::alloc::Node;
+use crate::diff::{Conflict, Diff, Item};
+use crate::hash::sha256_hex;
+
+/// A Linux host's diff.
+pub type HostDiff = Diff<Action>;
+
+pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostDiff, Conflict> {
+    let mut items = Vec::new();
+    let mut notes = Vec::new();
+
+    match f.recorded_pod_cidr {
+        Some(rec) if rec != node.pod_cidr => {
+            return Err(Conflict::PodCidr {
+                node: node.name.clone(),
+                record: POD_CIDR_FILE,
+                recorded: rec,
+                assigned: node.pod_cidr,
+            });
+        }
+        rec => items.push(Item {
+            key: format!("pod-cidr {}", node.pod_cidr),
+            action: rec.is_none().then_some(Action::RecordPodCidr {
+                pod_cidr: node.pod_cidr,
+            }),
+        }),
+    }
+
+    items.push(Item {
+        key: "ip-forward".into(),
+        action: (!f.ip_forward).then_some(Action::EnableForwarding),
+    });
+
+    let desired = node.routes();
+    // Index the host's routes by destination (first one wins, like the kernel
+    // with equal metrics).
+    let mut have: BTreeMap<Ipv4Net, &Route> = BTreeMap::new();
+    for r in &f.routes {
+        have.entry(r.dst).or_insert(r);
+    }
+    for (dst, via) in &desired {
+        let action = match have.get(dst) {
+            None => Some(Action::AddRoute {
+                dst: *dst,
+                via: *via,
+            }),
+            Some(r) if r.via == Some(*via) && r.owned() => None,
+            Some(r) => Some(Action::ReplaceRoute {
+                dst: *dst,
+                via: *via,
+                was_via: r.via,
+                was_proto: r.proto.clone(),
+            }),
+        };
+        items.push(Item {
+            key: format!("route {dst}"),
+            action,
+        });
+    }
+    for r in &f.routes {
+        if desired.contains_key(&r.dst) {
+            continue;
+        }
+        if r.owned() {
+            items.push(Item {
+                key: format!("stale route {}", r.dst),
+                action: Some(Action::DelRoute {
+                    dst: r.dst,
+                    via: r.via,
+                }),
+            });
+        } else if r.dst.prefix_len() > 0
+            && crate::inventory::nets_overlap(&r.dst, &node.cluster_cidr)
+            && r.dst != node.pod_cidr
+            && !r.dst.contains(&node.pod_cidr)
+        {
+            notes.push(format!(
+                "route {} ({}) inside the cluster CIDR is not kwinctl's; left alone",
+                r.dst,
+                r.via
+                    .map(|v| format!("via {v}"))
+                    .unwrap_or_else(|| format!("dev {}", r.dev.as_deref().unwrap_or("?")))
+            ));
+        }
+    }
+
+    let boot_sha = sha256_hex(&d.boot_script);
+    items.push(Item {
+        key: "boot script".into(),
+        action: (f.boot_sha.as_deref() != Some(boot_sha.as_str())).then(|| {
+            Action::WriteBootScript {
+                content: d.boot_script.clone(),
+            }
+        }),
+    });
+    if f.systemd {
+        let unit_sha = sha256_hex(&d.unit);
+        items.push(Item {
+            key: "boot unit".into(),
+            action: (f.unit_sha.as_deref() != Some(unit_sha.as_str()) || !f.unit_enabled).then(
+                || Action::InstallUnit {
+                    content: d.unit.clone(),
+                },
+            ),
+        });
+    } else {
+        notes.push(
+            "no systemd on this host: routes do not come back by themselves after a reboot; \
+             run /etc/kwinctl/boot.sh at boot or rerun `kwinctl up`"
+                .into(),
+        );
+    }
+    Ok(HostDiff { items, notes })
+}
+
+/// `reset`: remove every kwinctl route and file from a Linux host. IP
+/// forwarding is left on: other software may rely on it.
+pub fn diff_reset_linux(f: &LinuxFacts) -> HostDiff {
+    let mut items: Vec<Item<Action>> = f
+        .routes
+        .iter()
+        .filter(|r| r.owned())
+        .map(|r| Item {
+            key: format!("route {}", r.dst),
+            action: Some(Action::DelRoute {
+                dst: r.dst,
+                via: r.via,
+            }),
+        })
+        .collect();
+    let has_files = f.recorded_pod_cidr.is_some() || f.boot_sha.is_some() || f.unit_sha.is_some();
+    items.push(Item {
+        key: "node files".into(),
+        action: has_files.then_some(Action::RemoveNodeFiles),
+    });
+    HostDiff {
+        items,
+        notes: vec!["IPv4 forwarding is left on".into()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::Describe;
+    use crate::inventory::Os;
+
+    fn node() -> Node {
+        crate::alloc::test_node(
+            "a",
+            Os::Linux,
+            "198.18.1.2",
+            "198.19.0.0/24",
+            "198.19.0.0/16",
+            &[
+                ("b", "198.18.1.3", "198.19.1.0/24"),
+                ("c", "198.18.1.4", "198.19.2.0/24"),
+            ],
+        )
+    }
+
+    const BOOT: &str = "#!/bin/sh\nboot\n";
+    const UNIT: &str = "[Unit]\n";
+
+    fn route(dst: &str, via: Option<&str>, proto: &str) -> Route {
+        Route {
+            dst: dst.parse().unwrap(),
+            via: via.map(|v| v.parse().unwrap()),
+            dev: Some("eth0".into()),
+            proto: proto.into(),
+        }
+    }
+
+    fn converged() -> LinuxFacts {
+        LinuxFacts {
+            hostname: "a".into(),
+            ip_forward: true,
+            systemd: true,
+            routes: vec![
+                route("198.18.1.0/24", None, "kernel"),
+                route("198.19.1.0/24", Some("198.18.1.3"), "198"),
+                route("198.19.2.0/24", Some("198.18.1.4"), "198"),
+            ],
+            recorded_pod_cidr: Some("198.19.0.0/24".parse().unwrap()),
+            boot_sha: Some(sha256_hex(BOOT)),
+            unit_sha: Some(sha256_hex(UNIT)),
+            unit_enabled: true,
+            reach: Default::default(),
+            k8s_nodes: None,
+        }
+    }
+
+    fn run(f: &LinuxFacts) -> Result<HostDiff, Conflict> {
+        diff_linux(
+            &node(),
+            &LinuxDesired {
+                boot_script: BOOT.into(),
+                unit: UNIT.into(),
+            },
+            f,
+        )
+    }
+
+    fn actions(d: &HostDiff) -> Vec<String> {
+        d.actions().map(|a| a.describe()).collect()
+    }
+
+    #[test]
+    fn empty_host_gets_everything() {
+        let d = run(&LinuxFacts::fresh(true)).unwrap();
+        assert_eq!(
+            actions(&d),
+            [
+                "record pod CIDR 198.19.0.0/24 in /etc/kwinctl/pod-cidr",
+                "enable IPv4 forwarding",
+                "add route 198.19.1.0/24 via 198.18.1.3",
+                "add route 198.19.2.0/24 via 198.18.1.4",
+                "write /etc/kwinctl/boot.sh (restores forwarding and routes at boot)",
+                "install and enable kwinctl-boot.service (runs boot.sh at boot)",
+            ]
+        );
+    }
+
+    #[test]
+    fn converged_host_has_nothing_to_do() {
+        let d = run(&converged()).unwrap();
+        assert_eq!(d.changes(), 0, "{:?}", actions(&d));
+        assert_eq!(d.items.len(), 6);
+    }
+
+    #[test]
+    fn drifted_next_hop_is_replaced() {
+        let mut f = converged();
+        f.routes[1] = route("198.19.1.0/24", Some("198.18.1.9"), "198");
+        let d = run(&f).unwrap();
+        assert_eq!(
+            actions(&d),
+            ["replace route 198.19.1.0/24 via 198.18.1.9 with via 198.18.1.3"]
+        );
+    }
+
+    #[test]
+    fn manual_route_with_right_hop_is_adopted() {
+        let mut f = converged();
+        f.routes[1] = route("198.19.1.0/24", Some("198.18.1.3"), "boot");
+        let d = run(&f).unwrap();
+        assert_eq!(
+            actions(&d),
+            ["adopt route 198.19.1.0/24 via 198.18.1.3 (proto boot) as kwinctl's"]
+        );
+    }
+
+    #[test]
+    fn stale_owned_route_is_removed() {
+        let mut f = converged();
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "198"));
+        let d = run(&f).unwrap();
+        assert_eq!(
+            actions(&d),
+            ["remove stale route 198.19.9.0/24 via 198.18.1.10"]
+        );
+    }
+
+    #[test]
+    fn foreign_routes_are_left_alone() {
+        let mut f = converged();
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "static"));
+        f.routes
+            .push(route("0.0.0.0/0", Some("198.18.1.1"), "boot"));
+        f.routes
+            .push(route("10.0.0.0/8", Some("198.18.1.1"), "boot"));
+        // the node's own pod bridge
+        f.routes.push(route("198.19.0.0/24", None, "kernel"));
+        let d = run(&f).unwrap();
+        assert_eq!(d.changes(), 0, "{:?}", actions(&d));
+        assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
+        assert!(d.notes[0].contains("198.19.9.0/24"));
+    }
+
+    #[test]
+    fn recorded_cidr_conflict_changes_nothing() {
+        let mut f = converged();
+        f.recorded_pod_cidr = Some("198.19.7.0/24".parse().unwrap());
+        let e = run(&f).unwrap_err();
+        assert_eq!(e.check_name(), "pod-cidr");
+        let e = e.to_string();
+        assert!(e.contains("198.19.7.0/24"), "{e}");
+        assert!(e.contains("pod_cidr: 198.19.7.0/24"), "{e}");
+    }
+
+    #[test]
+    fn changed_boot_script_and_disabled_unit() {
+        let mut f = converged();
+        f.boot_sha = Some(sha256_hex("old"));
+        f.unit_enabled = false;
+        let d = run(&f).unwrap();
+        assert_eq!(d.changes(), 2, "{:?}", actions(&d));
+    }
+
+    #[test]
+    fn reset_removes_only_owned_routes_and_files() {
+        let mut f = converged();
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "static"));
+        let d = diff_reset_linux(&f);
+        assert_eq!(
+            actions(&d),
+            [
+                "remove stale route 198.19.1.0/24 via 198.18.1.3",
+                "remove stale route 198.19.2.0/24 via 198.18.1.4",
+                "remove /etc/kwinctl/boot.sh, /etc/kwinctl/pod-cidr and kwinctl-boot.service",
+            ]
+        );
+        assert_eq!(diff_reset_linux(&LinuxFacts::fresh(false)).changes(), 0);
+    }
+
+    #[test]
+    fn no_systemd_is_noted_not_installed() {
+        let mut f = converged();
+        f.systemd = false;
+        let d = run(&f).unwrap();
+        assert_eq!(d.changes(), 0);
+        assert!(d.notes.iter().any(|n| n.contains("no systemd")));
+    }
+}

@@ -1,0 +1,379 @@
+//! Linux facts: routes, forwarding, kwinctl's files on the host, as the probe
+//! (`templates/probe.sh.j2`, beside this file) prints them: `KWF <key> <value>`
+//! lines from `KWF probe linux 2` to `KWF end`, with the values raw (the routes
+//! as `ip -j` prints them). Escaping them into JSON on the host took a `tr`
+//! process per value, and every process there costs the host 2-3 ms on every
+//! run. Anything else on stdout (motd, shell noise) is ignored.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Deserialize;
+
+use super::ROUTE_PROTO;
+use crate::probe::{FactsError, Reach};
+use crate::text::clip;
+use crate::verify::K8sNode;
+use crate::wire::LINUX_FACT;
+
+/// One IPv4 route from the host's main table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub dst: Ipv4Net,
+    pub via: Option<Ipv4Addr>,
+    pub dev: Option<String>,
+    /// `ip`'s protocol field: "kernel", "static", "198", … ("boot" when absent).
+    pub proto: String,
+}
+
+impl Route {
+    pub fn owned(&self) -> bool {
+        self.proto == ROUTE_PROTO.to_string() || self.proto == "kwinctl"
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxFacts {
+    pub hostname: String,
+    pub ip_forward: bool,
+    pub systemd: bool,
+    pub routes: Vec<Route>,
+    /// The pod CIDR kwinctl recorded on the host (`/etc/kwinctl/pod-cidr`).
+    pub recorded_pod_cidr: Option<Ipv4Net>,
+    /// sha256 of `/etc/kwinctl/boot.sh`.
+    pub boot_sha: Option<String>,
+    /// sha256 of the systemd unit, and whether it is enabled.
+    pub unit_sha: Option<String>,
+    pub unit_enabled: bool,
+    /// Reachability of other nodes' addresses, when the probe was asked.
+    pub reach: BTreeMap<Ipv4Addr, Reach>,
+    /// On the control plane when asked: the nodes kubectl sees (`None`: no
+    /// kubectl, or not asked; `Some(Err)`: kubectl failed).
+    pub k8s_nodes: Option<Result<Vec<K8sNode>, String>>,
+}
+
+#[derive(Deserialize)]
+struct RawRoute {
+    dst: String,
+    #[serde(default)]
+    gateway: Option<String>,
+    #[serde(default)]
+    dev: Option<String>,
+    #[serde(default)]
+    protocol: Option<serde_json::Value>,
+}
+
+fn sha(s: &str) -> Option<String> {
+    let s = s.trim();
+    (s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit())).then(|| s.to_string())
+}
+
+fn parse_dst(s: &str) -> Option<Ipv4Net> {
+    if s == "default" {
+        return Some(Ipv4Net::default());
+    }
+    if s.contains('/') {
+        s.parse().ok()
+    } else {
+        s.parse::<Ipv4Addr>()
+            .ok()
+            .map(|a| Ipv4Net::new(a, 32).expect("/32"))
+    }
+}
+
+/// The probe's lines, by key.
+#[derive(Default)]
+struct Lines<'a> {
+    scalars: BTreeMap<&'a str, &'a str>,
+    reach: Vec<&'a str>,
+    nodes: Vec<&'a str>,
+    ended: bool,
+}
+
+impl<'a> Lines<'a> {
+    fn read(stdout: &'a str, stderr: &str) -> Result<Lines<'a>, FactsError> {
+        let mut l = Lines::default();
+        let mut header = None;
+        for line in stdout.lines() {
+            let Some(rest) = line.strip_prefix(LINUX_FACT) else {
+                continue; // motd, shell noise, action markers
+            };
+            let rest = rest.trim_end_matches('\r');
+            let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
+            if l.ended {
+                return Err(FactsError::Invalid(format!(
+                    "a line after the probe's end: {:?}",
+                    clip(line, 80)
+                )));
+            }
+            match key {
+                "probe" => header = Some(value),
+                "end" => l.ended = true,
+                "reach" => l.reach.push(value),
+                "node" => l.nodes.push(value),
+                "hostname" | "ip_forward" | "pod_cidr" | "boot_sha" | "systemd" | "unit_sha"
+                | "unit_enabled" | "routes" | "nodes" => {
+                    if l.scalars.insert(key, value).is_some() {
+                        return Err(FactsError::Invalid(format!("{key} is given twice")));
+                    }
+                }
+                other => {
+                    return Err(FactsError::Invalid(format!(
+                        "unknown fact {:?}",
+                        clip(other, 40)
+                    )));
+                }
+            }
+        }
+        match header {
+            None => Err(FactsError::Missing {
+                marker: "KWF probe",
+                stderr: clip(stderr.trim(), 400),
+            }),
+            Some("linux 2") if l.ended => Ok(l),
+            Some("linux 2") => Err(FactsError::Invalid(format!(
+                "the probe's output stops before its end; stderr: {}",
+                clip(stderr.trim(), 300)
+            ))),
+            Some(other) => Err(FactsError::Invalid(format!(
+                "expected a version 2 linux probe, got {:?}",
+                clip(other, 40)
+            ))),
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<&'a str, FactsError> {
+        self.scalars
+            .get(key)
+            .map(|v| v.trim())
+            .ok_or_else(|| FactsError::Invalid(format!("the probe gave no {key}")))
+    }
+
+    fn opt(&self, key: &str) -> &'a str {
+        self.scalars.get(key).map(|v| v.trim()).unwrap_or("")
+    }
+}
+
+/// Printable characters only: values come from files on the host.
+fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+impl LinuxFacts {
+    /// Parse the Linux probe's stdout: `KWF <key> <value>` lines from
+    /// `KWF probe linux 2` to `KWF end`; other lines are ignored.
+    pub fn parse(stdout: &str, stderr: &str) -> Result<LinuxFacts, FactsError> {
+        let l = Lines::read(stdout, stderr)?;
+        let ip_forward = match l.get("ip_forward")? {
+            "1" => true,
+            "0" | "" => false,
+            other => {
+                return Err(FactsError::Invalid(format!(
+                    "ip_forward is {:?}, expected 0 or 1",
+                    clip(other, 40)
+                )));
+            }
+        };
+        let systemd = match l.get("systemd")? {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(FactsError::Invalid(format!(
+                    "systemd is {:?}, expected true or false",
+                    clip(other, 40)
+                )));
+            }
+        };
+        let raw_routes: Vec<RawRoute> = match l.get("routes")? {
+            "null" | "" => {
+                return Err(FactsError::Invalid(
+                    "`ip -j -4 route show` printed nothing: the host needs iproute2 with JSON \
+                     output (iproute2 4.13 or later)"
+                        .into(),
+                ));
+            }
+            json => serde_json::from_str(json)
+                .map_err(|e| FactsError::Invalid(format!("the routes `ip -j` printed: {e}")))?,
+        };
+        let mut routes = Vec::new();
+        for r in raw_routes {
+            // Non-IPv4 or special destinations (e.g. "unreachable") are skipped.
+            let Some(dst) = parse_dst(&r.dst) else {
+                continue;
+            };
+            let via =
+                match r.gateway {
+                    Some(g) => Some(g.parse::<Ipv4Addr>().map_err(|_| {
+                        FactsError::Invalid(format!("route {dst} has gateway {g:?}"))
+                    })?),
+                    None => None,
+                };
+            let proto = match r.protocol {
+                None => "boot".to_string(),
+                Some(serde_json::Value::String(s)) => s,
+                Some(serde_json::Value::Number(n)) => n.to_string(),
+                Some(other) => {
+                    return Err(FactsError::Invalid(format!(
+                        "route {dst} has protocol {other}"
+                    )));
+                }
+            };
+            routes.push(Route {
+                dst,
+                via,
+                dev: r.dev,
+                proto,
+            });
+        }
+        let recorded_pod_cidr = match l.get("pod_cidr")? {
+            "" => None,
+            s => Some(s.parse::<Ipv4Net>().map_err(|_| {
+                FactsError::Invalid(format!(
+                    "/etc/kwinctl/pod-cidr holds {:?}, not a CIDR",
+                    clip(&printable(s), 64)
+                ))
+            })?),
+        };
+        let reach = crate::probe::parse_reach(&l.reach)?;
+        let k8s_nodes = match l.opt("nodes") {
+            "" => None,
+            "listed" => Some(Ok(l
+                .nodes
+                .iter()
+                .filter_map(|line| {
+                    let line: String = line
+                        .chars()
+                        .filter(|c| c.is_ascii_alphanumeric() || "._ -".contains(*c))
+                        .collect();
+                    let mut it = line.split_whitespace();
+                    Some(K8sNode {
+                        name: it.next()?.to_string(),
+                        ready: it.next() == Some("True"),
+                        os: it.next().unwrap_or_default().to_string(),
+                    })
+                })
+                .collect())),
+            _ => Some(Err("kubectl get nodes failed".to_string())),
+        };
+        Ok(LinuxFacts {
+            hostname: printable(l.get("hostname")?),
+            ip_forward,
+            systemd,
+            routes,
+            recorded_pod_cidr,
+            boot_sha: sha(l.get("boot_sha")?),
+            unit_sha: sha(l.opt("unit_sha")),
+            unit_enabled: l.opt("unit_enabled") == "enabled",
+            reach,
+            k8s_nodes,
+        })
+    }
+
+    /// A freshly installed host: what `render` diffs against.
+    pub fn fresh(systemd: bool) -> LinuxFacts {
+        LinuxFacts {
+            hostname: String::new(),
+            systemd,
+            ..LinuxFacts::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTES: &str = r#"[{"dst":"default","gateway":"198.18.1.1","dev":"eth0"},{"dst":"198.18.1.0/24","dev":"eth0","protocol":"kernel","scope":"link"},{"dst":"198.19.1.0/24","gateway":"198.18.1.3","dev":"eth0","protocol":"198"},{"dst":"10.1.2.3","dev":"eth0","protocol":"static"}]"#;
+
+    fn sample() -> String {
+        format!(
+            "welcome to h1!\nKWF probe linux 2\nKWF hostname h1\r\nKWF ip_forward 1\n\
+             KWF pod_cidr 198.19.0.0/24\nKWF boot_sha \nKWF systemd false\n\
+             KWF routes {ROUTES}\nKWF reach 198.18.1.3 ok\nKWF reach 198.18.1.4 fail\nKWF end\n"
+        )
+    }
+
+    #[test]
+    fn parses_a_probe() {
+        let f = LinuxFacts::parse(&sample(), "").unwrap();
+        assert_eq!(f.hostname, "h1");
+        assert!(f.ip_forward);
+        assert!(!f.systemd);
+        assert_eq!(f.routes.len(), 4);
+        assert_eq!(f.routes[0].dst.to_string(), "0.0.0.0/0");
+        assert_eq!(f.routes[0].proto, "boot");
+        assert!(f.routes[2].owned());
+        assert_eq!(f.routes[3].dst.to_string(), "10.1.2.3/32");
+        assert_eq!(f.recorded_pod_cidr.unwrap().to_string(), "198.19.0.0/24");
+        assert_eq!(f.boot_sha, None);
+        assert_eq!(f.reach.len(), 2);
+        assert_eq!(
+            f.reach[&"198.18.1.4".parse::<Ipv4Addr>().unwrap()],
+            Reach::NoAnswer
+        );
+        assert_eq!(f.k8s_nodes, None);
+    }
+
+    #[test]
+    fn parses_systemd_and_nodes() {
+        let sha = "a".repeat(64);
+        let out = sample().replace(
+            "KWF systemd false\n",
+            &format!("KWF systemd true\nKWF unit_sha {sha}\nKWF unit_enabled enabled\n"),
+        );
+        let out = out.replace(
+            "KWF end",
+            "KWF nodes listed\nKWF node h1 True linux\nKWF node w\u{1b}[1m1 False windows\nKWF end",
+        );
+        let f = LinuxFacts::parse(&out, "").unwrap();
+        assert!(f.systemd && f.unit_enabled);
+        assert_eq!(f.unit_sha.as_deref(), Some(sha.as_str()));
+        let nodes = f.k8s_nodes.unwrap().unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert_eq!((nodes[0].name.as_str(), nodes[0].ready), ("h1", true));
+        // control characters from the host never reach the report
+        assert_eq!(nodes[1].name, "w1m1");
+        assert_eq!(nodes[1].os, "windows");
+        let failed = sample().replace("KWF end", "KWF nodes failed\nKWF end");
+        assert!(
+            LinuxFacts::parse(&failed, "")
+                .unwrap()
+                .k8s_nodes
+                .unwrap()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn bad_facts_are_errors_not_panics() {
+        let s = sample();
+        for bad in [
+            "KWF probe linux 2\n".to_string(),
+            s[..s.len() / 2].to_string(),
+            s.replace("KWF end\n", ""),
+            s.replace("KWF end\n", "KWF end\nKWF hostname x\n"),
+            s.replace("KWF ip_forward 1", "KWF ip_forward yes"),
+            s.replace("KWF ip_forward 1\n", ""),
+            s.replace("KWF systemd false", "KWF systemd maybe"),
+            s.replace("198.18.1.3\",\"dev", "x\",\"dev"),
+            s.replace("linux 2", "linux 7"),
+            s.replace("198.19.0.0/24\n", "garbage\n"),
+            s.replace("198.18.1.4 fail", "198.18.1.4 maybe"),
+            s.replace("KWF hostname h1", "KWF hostname h1\nKWF hostname h2"),
+            s.replace("KWF hostname h1", "KWF colour blue"),
+            s.replace(ROUTES, "null"),
+            s.replace(ROUTES, "[{"),
+        ] {
+            assert!(LinuxFacts::parse(&bad, "").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn no_probe_output_names_stderr() {
+        assert!(matches!(
+            LinuxFacts::parse("nothing", "sh: ip: not found"),
+            Err(FactsError::Missing { stderr, .. }) if stderr.contains("ip: not found")
+        ));
+    }
+}

@@ -1,0 +1,244 @@
+//! Linux scripts: the probe, `/etc/kwinctl/boot.sh` and its unit, and one
+//! script per host (prelude, each action as a function run by `kw_run`,
+//! consecutive routes as one `ip -batch`, then optionally the probe).
+
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use minijinja::{Value, context};
+
+use super::action::Action;
+use crate::alloc::Node;
+use crate::diff::Describe;
+use crate::hash::sha256_hex;
+use crate::render::{Renderer, comment};
+use crate::verify::PING_WAIT_SECS;
+
+/// The read-only probe; `reach` lists addresses to ping (verify).
+/// `nodes`: also list the cluster's nodes with kubectl (control plane).
+pub fn probe(r: &Renderer, reach: &[Ipv4Addr], nodes: bool) -> String {
+    let reach: Vec<String> = reach.iter().map(|a| a.to_string()).collect();
+    r.render(
+        "linux/probe.sh",
+        context! { reach, ping_wait => PING_WAIT_SECS, nodes },
+    )
+}
+
+/// `/etc/kwinctl/boot.sh` for a node.
+pub fn boot_script(r: &Renderer, node: &Node) -> String {
+    let routes: Vec<_> = node
+        .routes()
+        .into_iter()
+        .map(|(dst, via)| context! { dst => dst.to_string(), via => via.to_string() })
+        .collect();
+    r.render(
+        "linux/boot.sh",
+        context! {
+            host => node.name, cluster => node.cluster_name,
+            pod_cidr => node.pod_cidr.to_string(), routes,
+        },
+    )
+}
+
+pub fn unit(r: &Renderer) -> String {
+    r.render("linux/boot.service", context! {})
+}
+
+/// The shell for one action (a body run under `set -e`): its template by
+/// kind, with the action's fields.
+pub fn action(r: &Renderer, a: &Action) -> String {
+    let extra = match a {
+        Action::WriteBootScript { content } => context! { sha => sha256_hex(content) },
+        _ => Value::UNDEFINED,
+    };
+    r.action("linux", "sh", a, extra)
+}
+
+/// One script for a host: the prelude, each action as a function run by
+/// `kw_run` (stopping at the first failure), then — when `then_probe` is
+/// given — the probe, so that applying and re-probing is one remote call.
+pub fn script(
+    r: &Renderer,
+    host: &str,
+    cluster: &str,
+    actions: &[&Action],
+    then_probe: Option<(&[Ipv4Addr], bool)>,
+) -> String {
+    let mut s = r.render("linux/prelude.sh", context! { host, cluster });
+    let mut i = 0;
+    while i < actions.len() {
+        // A run of two or more route additions is one `ip -batch`.
+        let run = actions[i..]
+            .iter()
+            .take_while(|a| route_set(a).is_some())
+            .count();
+        let (what, body, runner, n) = if run >= 2 {
+            let last = i + run - 1;
+            let routes: Vec<_> = actions[i..=last]
+                .iter()
+                .filter_map(|a| route_set(a))
+                .map(|(dst, via)| context! { dst => dst.to_string(), via => via.to_string() })
+                .collect();
+            (
+                format!("actions {i}-{last}: {run} routes"),
+                r.render("linux/set_routes.sh", context! { routes }),
+                format!("kw_run_batch {i} {last}"),
+                run,
+            )
+        } else {
+            let a = actions[i];
+            (
+                format!("action {i}: {}", comment(&a.describe())),
+                action(r, a),
+                format!("kw_run {i}"),
+                1,
+            )
+        };
+        s.push_str(&format!(
+            "\n# {what}\nkw_action_{i}() (\nset -e\n{}\n)\n{runner} kw_action_{i}\n[ \"$kw_rc\" -eq 0 ] || exit 0\n",
+            body.trim_end()
+        ));
+        i += n;
+    }
+    if let Some((reach, nodes)) = then_probe {
+        s.push('\n');
+        s.push_str(&probe(r, reach, nodes));
+    }
+    s
+}
+
+/// A route that `ip route replace` sets: destination and next hop.
+fn route_set(a: &Action) -> Option<(Ipv4Net, Ipv4Addr)> {
+    match a {
+        Action::AddRoute { dst, via } | Action::ReplaceRoute { dst, via, .. } => Some((*dst, *via)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r() -> Renderer {
+        crate::os::renderer()
+    }
+
+    #[test]
+    fn every_template_renders_and_actions_are_wrapped() {
+        let r = r();
+        let acts = [
+            Action::RecordPodCidr {
+                pod_cidr: "198.19.0.0/24".parse().unwrap(),
+            },
+            Action::EnableForwarding,
+            Action::AddRoute {
+                dst: "198.19.1.0/24".parse().unwrap(),
+                via: "198.18.1.3".parse().unwrap(),
+            },
+            Action::DelRoute {
+                dst: "198.19.9.0/24".parse().unwrap(),
+                via: None,
+            },
+            Action::WriteBootScript {
+                content: "#!/bin/sh\necho hi\n".into(),
+            },
+            Action::RemoveNodeFiles,
+        ];
+        let refs: Vec<&Action> = acts.iter().collect();
+        let s = script(
+            &r,
+            "h'1",
+            "c",
+            &refs,
+            Some((&["198.18.1.3".parse().unwrap()], true)),
+        );
+        assert!(
+            s.contains("kw_run 5 kw_action_5\n[ \"$kw_rc\" -eq 0 ] || exit 0\n"),
+            "{s}"
+        );
+        assert!(s.contains("ip -4 route replace '198.19.1.0/24' via '198.18.1.3' proto 198"));
+        assert!(s.contains("ip -4 route del '198.19.9.0/24' proto 198"));
+        assert!(s.contains("#!/bin/sh\necho hi\nKWINCTL_BOOT_EOF\n"), "{s}");
+        assert!(s.contains(&sha256_hex("#!/bin/sh\necho hi\n")), "{s}");
+        assert!(s.contains("ping -n -q -c 1 -W 2 '198.18.1.3'"));
+        assert!(s.trim_end().ends_with("printf 'KWF end\\n'"), "{s}");
+        assert!(s.contains("kubectl get nodes"), "{s}");
+        // the shell accepts it
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.sh");
+        std::fs::write(&f, &s).unwrap();
+        let st = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&f)
+            .status()
+            .unwrap();
+        assert!(st.success(), "sh -n rejected the script");
+    }
+
+    #[test]
+    fn consecutive_routes_are_one_ip_batch() {
+        let r = r();
+        let route = |i: u8| Action::AddRoute {
+            dst: format!("198.19.{i}.0/24").parse().unwrap(),
+            via: format!("198.18.1.{i}").parse().unwrap(),
+        };
+        let acts = [
+            Action::EnableForwarding,
+            route(2),
+            route(3),
+            route(4),
+            Action::DelRoute {
+                dst: "198.19.9.0/24".parse().unwrap(),
+                via: None,
+            },
+            route(5),
+        ];
+        let refs: Vec<&Action> = acts.iter().collect();
+        let s = script(&r, "h1", "c", &refs, None);
+        assert!(s.contains("kw_run 0 kw_action_0\n"), "{s}");
+        assert!(s.contains("kw_run_batch 1 3 kw_action_1\n"), "{s}");
+        assert!(
+            s.contains(
+                "route replace 198.19.2.0/24 via 198.18.1.2 proto 198\n\
+                 route replace 198.19.3.0/24 via 198.18.1.3 proto 198\n\
+                 route replace 198.19.4.0/24 via 198.18.1.4 proto 198\n\
+                 KWINCTL_ROUTES_EOF\n"
+            ),
+            "{s}"
+        );
+        // a lone route stays its own action
+        assert!(s.contains("kw_run 4 kw_action_4\n"), "{s}");
+        assert!(s.contains("kw_run 5 kw_action_5\n"), "{s}");
+        assert_eq!(s.matches("ip -4 -batch").count(), 1, "{s}");
+    }
+
+    /// The probe template and the facts parser agree: run the probe here,
+    /// read-only, and parse what it prints.
+    #[test]
+    fn the_probe_runs_and_parses() {
+        use std::io::Write;
+        let script = probe(&r(), &["127.0.0.1".parse().unwrap()], true);
+        let mut child = std::process::Command::new("sh")
+            .arg("-s")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let f =
+            super::super::facts::LinuxFacts::parse(&stdout, &String::from_utf8_lossy(&out.stderr))
+                .unwrap_or_else(|e| panic!("{e}\n{stdout}"));
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(f.hostname, hostname.trim());
+        assert!(f.routes.iter().any(|r| r.dev.is_some()), "{stdout}");
+        assert_eq!(f.reach.len(), 1, "{stdout}");
+    }
+}

@@ -1,0 +1,128 @@
+//! Windows Server nodes over WinRM (or OpenSSH): the seeds' steps — RRAS,
+//! an internal switch for kube-proxy, a transparent docker network on the
+//! pod CIDR with its gateway address, persistent routes to every other pod
+//! CIDR, kubelet and kube-proxy as services — each an action with its probe
+//! fact, after a preflight.
+
+pub mod action;
+pub mod desired;
+pub mod diff;
+pub mod facts;
+pub mod preflight;
+pub mod script;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use minijinja::Value;
+
+pub use action::WinAction;
+pub use desired::{FileSource, Uploads, WinFile, WinService, WindowsDesired};
+pub use facts::WindowsFacts;
+
+use super::NodeOps;
+use crate::alloc::Node;
+use crate::diff::{Conflict, Diff};
+use crate::probe::{FactsError, Reach};
+use crate::render::Renderer;
+use crate::transport::Output;
+use script::{ScriptHost, WinProbe};
+
+/// Where kwinctl keeps kubelet, kube-proxy and its own files on Windows.
+pub const WIN_DIR: &str = r"C:\k";
+/// kwinctl's own folder on a node.
+pub const KWINCTL_DIR: &str = r"C:\k\kwinctl";
+/// Where a node records its pod CIDR.
+pub const POD_CIDR_FILE: &str = r"C:\k\kwinctl\pod-cidr.txt";
+pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
+pub const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
+pub const DEFAULT_NETWORK: &str = "kwinctl";
+
+/// Constants the Windows templates share.
+pub fn template_globals() -> Vec<(&'static str, Value)> {
+    vec![
+        ("kube_proxy_switch", Value::from(KUBE_PROXY_SWITCH)),
+        ("hns_adapter", Value::from(HNS_ADAPTER)),
+        ("kwinctl_dir", Value::from(KWINCTL_DIR)),
+        ("pod_cidr_file", Value::from(POD_CIDR_FILE)),
+    ]
+}
+
+pub struct WindowsOps<'a> {
+    r: &'a Renderer,
+    node: &'a Node,
+    desired: &'a WindowsDesired,
+    /// The files and services the probe reports on.
+    files: Vec<String>,
+    services: Vec<String>,
+}
+
+impl<'a> WindowsOps<'a> {
+    pub fn new(r: &'a Renderer, node: &'a Node, desired: &'a WindowsDesired) -> Self {
+        let mut files: Vec<String> = desired.files.iter().map(|f| f.path.clone()).collect();
+        for f in &desired.required_files {
+            if !files.contains(f) {
+                files.push(f.clone());
+            }
+        }
+        let services = desired.services.iter().map(|s| s.name.clone()).collect();
+        WindowsOps {
+            r,
+            node,
+            desired,
+            files,
+            services,
+        }
+    }
+
+    fn probe_of<'p>(&'p self, reach: &'p [Ipv4Addr]) -> WinProbe<'p> {
+        WinProbe {
+            files: &self.files,
+            services: &self.services,
+            reach,
+        }
+    }
+}
+
+impl NodeOps for WindowsOps<'_> {
+    type Facts = WindowsFacts;
+    type Action = WinAction;
+    fn probe(&self, reach: &[Ipv4Addr]) -> String {
+        script::probe(self.r, &self.probe_of(reach))
+    }
+    fn parse(&self, o: &Output) -> Result<WindowsFacts, FactsError> {
+        WindowsFacts::parse_output(&o.stdout, &o.stderr)
+    }
+    fn diff(&self, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
+        diff::diff_windows(self.node, self.desired, f)
+    }
+    fn reset(&self, f: &WindowsFacts) -> Diff<WinAction> {
+        diff::diff_reset_windows(self.node, self.desired, f)
+    }
+    fn script(&self, actions: &[&WinAction], then_probe: Option<&[Ipv4Addr]>) -> String {
+        let host = ScriptHost {
+            name: &self.node.name,
+            cluster: &self.node.cluster_name,
+            address: self.node.address,
+            adapter: self.desired.adapter.as_deref(),
+        };
+        let probe = then_probe.map(|reach| self.probe_of(reach));
+        script::script(self.r, &host, actions, probe.as_ref())
+    }
+    fn reach<'f>(&self, f: &'f WindowsFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
+        &f.reach
+    }
+    fn fresh(&self) -> WindowsFacts {
+        let mut facts = WindowsFacts::fresh(self.node.address, self.desired.adapter.as_deref());
+        // Binaries kwinctl does not place are assumed to be there already.
+        for req in &self.desired.required_files {
+            if !self.desired.files.iter().any(|f| &f.path == req) {
+                facts.files.push(facts::FileFact {
+                    path: req.clone(),
+                    sha256: String::new(),
+                });
+            }
+        }
+        facts
+    }
+}

@@ -1,0 +1,97 @@
+//! Windows scripts: the probe and one PowerShell script per host (prelude,
+//! each action as a block led by its simulator header, then optionally the
+//! probe).
+
+use std::net::Ipv4Addr;
+
+use minijinja::{Value, context};
+
+use super::action::WinAction;
+use super::desired::FileSource;
+use crate::diff::Describe;
+use crate::render::{Renderer, comment, ps_list};
+use crate::wire::sim_header;
+
+/// Where the Windows probe looks, and what it pings.
+pub struct WinProbe<'a> {
+    pub files: &'a [String],
+    pub services: &'a [String],
+    pub reach: &'a [Ipv4Addr],
+}
+
+pub fn probe(r: &Renderer, p: &WinProbe) -> String {
+    let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
+    let header = sim_header(&serde_json::json!({
+        "kind": "probe", "files": p.files, "services": p.services, "reach": reach,
+    }));
+    header
+        + &r.render(
+            "windows/probe.ps1",
+            context! {
+                files => ps_list(p.files), services => ps_list(p.services),
+                reach => ps_list(&reach),
+            },
+        )
+}
+
+/// The PowerShell for one action: its template by kind, with the action's
+/// fields (an upload's bytes, which its serde form leaves out, as base64).
+pub fn action(r: &Renderer, a: &WinAction) -> String {
+    let extra = match a {
+        WinAction::PlaceFile { file } => match &file.source {
+            FileSource::Url(u) => context! { url => u, content => Value::from(()) },
+            FileSource::Inline(b) => context! {
+                url => Value::from(()),
+                content => base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b),
+            },
+        },
+        _ => Value::UNDEFINED,
+    };
+    r.action("windows", "ps1", a, extra)
+}
+
+/// The host a script is for.
+pub struct ScriptHost<'a> {
+    pub name: &'a str,
+    pub cluster: &'a str,
+    pub address: Ipv4Addr,
+    /// The routable adapter's name, when the inventory names it.
+    pub adapter: Option<&'a str>,
+}
+
+/// One PowerShell script for a Windows host: prelude, each action as a
+/// block led by its simulator header, then (optionally) the probe.
+pub fn script(
+    r: &Renderer,
+    h: &ScriptHost,
+    actions: &[&WinAction],
+    then_probe: Option<&WinProbe>,
+) -> String {
+    let mut s = sim_header(
+        &serde_json::json!({"kind": "prelude", "address": h.address.to_string(), "adapter": h.adapter}),
+    );
+    s += &r.render(
+        "windows/prelude.ps1",
+        context! {
+            host => h.name, cluster => h.cluster, address => h.address.to_string(),
+            adapter => h.adapter,
+        },
+    );
+    for (i, a) in actions.iter().enumerate() {
+        let mut v = serde_json::to_value(a).expect("action JSON");
+        v["id"] = i.into();
+        let body = action(r, a);
+        s.push('\n');
+        s += &sim_header(&v);
+        s += &format!(
+            "# action {i}: {}\nInvoke-KwAction {i} {{\n{}\n}}\nif (-not $script:KwOk) {{ exit 0 }}\n",
+            comment(&a.describe()),
+            body.trim_end()
+        );
+    }
+    if let Some(p) = then_probe {
+        s.push('\n');
+        s += &probe(r, p);
+    }
+    s
+}

@@ -1,0 +1,222 @@
+//! The steps every command's host flow is made of: connect (with retries),
+//! one remote call (recorded), probe, apply-and-reprobe, check.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use super::Ctx;
+use crate::alloc::{Node, Peer};
+use crate::diff::{Conflict, Describe, Diff};
+use crate::inventory::Host;
+use crate::os::NodeOps;
+use crate::outcome::{ActionReport, ActionStatus, CallError, HostError, HostReport};
+use crate::record::Call;
+use crate::transport::{Interpreter, Output, Session, TransportError};
+use crate::wire::action_results;
+
+/// Connect, retrying transient failures with exponential backoff; the whole
+/// phase, retries included, is bounded by `--timeout`.
+pub(super) async fn connect(
+    ctx: &Ctx,
+    host: &Host,
+    interpreter: Interpreter,
+) -> Result<Box<dyn Session>, TransportError> {
+    let deadline = tokio::time::Instant::now() + ctx.opts.timeout;
+    let mut attempt = 0;
+    loop {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let res =
+            match tokio::time::timeout(remaining, ctx.connector.connect(host, interpreter)).await {
+                Ok(r) => r,
+                Err(_) => Err(TransportError::Connect {
+                    addr: host.address.to_string(),
+                    msg: format!(
+                        "no answer within --timeout {}s ({} attempts)",
+                        ctx.opts.timeout.as_secs(),
+                        attempt + 1
+                    ),
+                }),
+            };
+        match res {
+            Ok(s) => return Ok(s),
+            Err(e) if e.retriable() && attempt < ctx.opts.retries && !ctx.interrupt.is_set() => {
+                attempt += 1;
+                let backoff = Duration::from_millis(250 * (1 << attempt.min(5)));
+                if tokio::time::Instant::now() + backoff >= deadline {
+                    return Err(e);
+                }
+                ctx.reporter.phase(
+                    &host.name,
+                    &format!("retry {attempt}/{} in {backoff:?}: {e}", ctx.opts.retries),
+                );
+                tokio::time::sleep(backoff).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One remote call, bounded by `--timeout`, written to the run record as
+/// soon as it returns.
+pub(super) async fn call(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    host: &str,
+    what: &str,
+    script: String,
+) -> Result<Output, CallError> {
+    let res = tokio::time::timeout(ctx.opts.timeout, s.run(&script)).await;
+    // The script moves into the record (at 200 hosts each apply script
+    // holds 200 routes and the boot script: no second copy of it).
+    let mut rec = Call {
+        what: what.to_string(),
+        script,
+        ..Default::default()
+    };
+    let out = match res {
+        Ok(Ok(o)) => {
+            rec.stdout = o.stdout.clone();
+            rec.stderr = o.stderr.clone();
+            rec.exit = o.exit;
+            Ok(o)
+        }
+        Ok(Err(error)) => Err(CallError::Transport {
+            what: what.to_string(),
+            error,
+        }),
+        Err(_) => Err(CallError::Timeout {
+            what: what.to_string(),
+            host: host.to_string(),
+            secs: ctx.opts.timeout.as_secs(),
+        }),
+    };
+    if let Err(e) = &out {
+        rec.stderr = format!("kwinctl: {e}");
+    }
+    if let Some(record) = ctx.record.clone() {
+        // Written now, off the runtime's threads, and then dropped.
+        let name = host.to_string();
+        let written = tokio::task::spawn_blocking(move || record.append(&name, &rec)).await;
+        if let Ok(Err(e)) = written {
+            ctx.reporter.say(&format!(
+                "warning: cannot write the run record of {host}: {e}"
+            ));
+        }
+    }
+    out
+}
+
+/// Probe the host (pinging `reach`) and read its facts.
+pub(super) async fn probe<O: NodeOps>(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    reach: &[Ipv4Addr],
+) -> Result<O::Facts, HostError> {
+    ctx.reporter.phase(&node.name, "probing");
+    let out = call(ctx, s, &node.name, "probe", ops.probe(reach))
+        .await
+        .map_err(HostError::Probe)?;
+    ops.parse(&out).map_err(HostError::Facts)
+}
+
+/// Run the diff's actions and then the probe (pinging `reach`) in one
+/// remote call; `r.actions` says what happened to each item. The facts
+/// after applying come back when every action succeeded.
+pub(super) async fn apply<O: NodeOps>(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    d: &Diff<O::Action>,
+    reach: &[Ipv4Addr],
+    r: &mut HostReport,
+) -> Result<O::Facts, HostError> {
+    let actions: Vec<&O::Action> = d.actions().collect();
+    ctx.reporter
+        .phase(&node.name, &format!("applying {} actions", actions.len()));
+    let script = ops.script(&actions, Some(reach));
+    let out = match call(ctx, s, &node.name, "apply", script).await {
+        Ok(o) => o,
+        Err(call) => {
+            r.actions = reports_of(d, ActionStatus::Skipped);
+            return Err(HostError::Apply {
+                call,
+                mode: ctx.mode,
+            });
+        }
+    };
+    let (results, failed_at) = action_results(&out.stdout, actions.len());
+    let mut results = results.into_iter();
+    r.actions = d
+        .items
+        .iter()
+        .map(|item| match &item.action {
+            None => ActionReport::unchanged(&item.key),
+            Some(a) => {
+                let (status, stderr) = results
+                    .next()
+                    .unwrap_or((ActionStatus::Skipped, String::new()));
+                ActionReport {
+                    key: item.key.clone(),
+                    action: a.describe(),
+                    status,
+                    stderr,
+                }
+            }
+        })
+        .collect();
+    if let Some(i) = failed_at {
+        return Err(HostError::ActionFailed {
+            index: i,
+            what: actions[i].describe(),
+            not_run: actions.len() - i - 1,
+        });
+    }
+    let done = r
+        .actions
+        .iter()
+        .filter(|a| a.status == ActionStatus::Changed)
+        .count();
+    if done < actions.len() {
+        return Err(HostError::Stopped {
+            done,
+            total: actions.len(),
+            exit: out.exit,
+            stderr: out.stderr,
+        });
+    }
+    ops.parse(&out).map_err(HostError::Reprobe)
+}
+
+/// A host's checks from its facts (and, on the control plane, the nodes as
+/// kubectl sees them); true when one of them failed.
+pub(super) fn check<O: NodeOps>(
+    ops: &O,
+    node: &Node,
+    d: &Result<Diff<O::Action>, Conflict>,
+    facts: &O::Facts,
+    probed: &[&Peer],
+    r: &mut HostReport,
+) -> bool {
+    r.k8s = ops.k8s(facts);
+    r.checks = crate::verify::checks(node, d, ops.reach(facts), probed);
+    r.failed_checks().next().is_some()
+}
+
+/// One report per desired item: `status` for those with an action.
+pub(super) fn reports_of<A: Describe>(d: &Diff<A>, status: ActionStatus) -> Vec<ActionReport> {
+    d.items
+        .iter()
+        .map(|i| match &i.action {
+            Some(a) => ActionReport {
+                key: i.key.clone(),
+                action: a.describe(),
+                status,
+                stderr: String::new(),
+            },
+            None => ActionReport::unchanged(&i.key),
+        })
+        .collect()
+}

@@ -1,0 +1,104 @@
+//! The script wire protocol between kwinctl and a host, in one place. The
+//! templates print these markers (the preludes, the probes) and the simulated
+//! Windows host (`winsim/winsim.py`) speaks them too:
+//!
+//! - `KWF <key> <value>`: a Linux fact, from `KWF probe linux 2` to `KWF end`.
+//! - `KWINCTL-FACTS {json}`: the Windows probe's facts, one line.
+//! - `KWX <id> ok|failed <rc>` and `KWE <stderr line>`: an action's result,
+//!   printed by the preludes' `kw_run` / `Invoke-KwAction`.
+//! - `# kwinctl-sim: {json}`: the header leading each block of a Windows
+//!   script; the simulator acts on it. Its JSON is the action's serde form
+//!   (`{"kind": …, fields…, "id": n}`), so an action type's serde shape is a
+//!   cross-language API: `kind` is also the template's and the simulator
+//!   handler's name.
+
+use crate::outcome::ActionStatus;
+use crate::probe::FactsError;
+
+/// The prefix of every line the Linux probe prints.
+pub const LINUX_FACT: &str = "KWF ";
+/// The prefix of the Windows probe's facts line.
+pub const FACTS_MARKER: &str = "KWINCTL-FACTS ";
+/// The prefix of a simulator header.
+pub const SIM_HEADER: &str = "# kwinctl-sim: ";
+
+/// The one-line machine-readable header a Windows block starts with: the
+/// simulated Windows host acts on it (the PowerShell below it is for Windows).
+pub fn sim_header(v: &serde_json::Value) -> String {
+    format!("{SIM_HEADER}{v}\n")
+}
+
+/// Find the Windows facts line in a probe's stdout.
+pub fn facts_json<'a>(stdout: &'a str, stderr: &str) -> Result<&'a str, FactsError> {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(FACTS_MARKER))
+        .ok_or_else(|| FactsError::Missing {
+            marker: "KWINCTL-FACTS",
+            stderr: crate::text::clip(stderr.trim(), 400),
+        })
+}
+
+/// Read the `KWX <id> ok|failed <rc>` and `KWE <stderr>` lines the prelude's
+/// `kw_run` prints. Returns per-action results in order and the index of the
+/// failed action, if any.
+pub fn action_results(stdout: &str, n: usize) -> (Vec<(ActionStatus, String)>, Option<usize>) {
+    let mut res: Vec<(ActionStatus, String)> = Vec::new();
+    let mut failed = None;
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("KWX ") {
+            let mut it = rest.split_whitespace();
+            let id: Option<usize> = it.next().and_then(|s| s.parse().ok());
+            let st = it.next();
+            if id != Some(res.len()) || res.len() >= n {
+                continue;
+            }
+            match st {
+                Some("ok") => res.push((ActionStatus::Changed, String::new())),
+                _ => {
+                    failed = Some(res.len());
+                    res.push((ActionStatus::Failed, String::new()));
+                }
+            }
+        } else if let Some(e) = line.strip_prefix("KWE ")
+            && let Some(last) = res.last_mut()
+            && last.0 == ActionStatus::Failed
+        {
+            if !last.1.is_empty() {
+                last.1.push('\n');
+            }
+            last.1.push_str(e);
+        }
+    }
+    (res, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_action_markers() {
+        let out = "KWX 0 ok\nnoise\nKWX 1 failed 2\nKWE RTNETLINK answers: File exists\nKWE more\n";
+        let (r, f) = action_results(out, 3);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].0, ActionStatus::Changed);
+        assert_eq!(r[1].0, ActionStatus::Failed);
+        assert_eq!(r[1].1, "RTNETLINK answers: File exists\nmore");
+        assert_eq!(f, Some(1));
+        // out-of-order or forged ids are ignored
+        let (r, f) = action_results("KWX 5 ok\nKWX 0 ok\n", 1);
+        assert_eq!((r.len(), f), (1, None));
+    }
+
+    #[test]
+    fn facts_line_is_the_last_marker() {
+        assert_eq!(
+            facts_json("motd\nKWINCTL-FACTS {}\nKWINCTL-FACTS {\"v\":1}\n", "").unwrap(),
+            "{\"v\":1}"
+        );
+        let e = facts_json("nothing", "boom").unwrap_err().to_string();
+        assert!(e.contains("KWINCTL-FACTS") && e.contains("boom"), "{e}");
+    }
+}
