@@ -705,9 +705,9 @@ def sh_out(cmd):
 def environment():
     mem = sh_out("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
     rev = sh_out("cd %s && git rev-parse --short HEAD" % shlex.quote(ROOT))
-    dirty = sh_out("cd %s && git status --porcelain -- src templates Cargo.toml Cargo.lock | wc -l" % shlex.quote(ROOT))
+    dirty = sh_out("cd %s && git status --porcelain -- src build.rs Cargo.toml Cargo.lock | wc -l" % shlex.quote(ROOT))
     if dirty not in ("0", "?"):
-        rev += " (+ uncommitted changes in %s files under src/ templates/ Cargo.*)" % dirty
+        rev += " (+ uncommitted changes in %s files under src/ build.rs Cargo.*)" % dirty
     return [
         ("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
         ("CPUs (nproc)", sh_out("nproc")),

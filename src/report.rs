@@ -50,9 +50,13 @@ pub struct Summary<'a> {
     hosts: &'a [HostReport],
 }
 
+/// Where JSON events go: stdout, or a test's buffer.
+pub type Events = Box<dyn Write + Send>;
+
 pub struct Reporter {
     format: Format,
     mode: Mode,
+    events: Mutex<Events>,
     bar: Option<ProgressBar>,
     verbose: bool,
     done: Mutex<usize>,
@@ -62,6 +66,17 @@ pub struct Reporter {
 
 impl Reporter {
     pub fn new(format: Format, mode: Mode, total: usize, verbose: bool) -> Reporter {
+        Reporter::with_events(format, mode, total, verbose, Box::new(std::io::stdout()))
+    }
+
+    /// A reporter whose JSON events go to `events`.
+    pub fn with_events(
+        format: Format,
+        mode: Mode,
+        total: usize,
+        verbose: bool,
+        events: Events,
+    ) -> Reporter {
         let bar = (std::io::stderr().is_terminal() && total > 0).then(|| {
             let b = ProgressBar::new(total as u64);
             b.set_style(
@@ -76,6 +91,7 @@ impl Reporter {
         let r = Reporter {
             format,
             mode,
+            events: Mutex::new(events),
             bar,
             verbose,
             done: Mutex::new(0),
@@ -88,8 +104,9 @@ impl Reporter {
 
     fn json(&self, v: &serde_json::Value) {
         if self.format == Format::Json {
-            let mut out = std::io::stdout().lock();
+            let mut out = self.events.lock().unwrap();
             let _ = writeln!(out, "{v}");
+            let _ = out.flush();
         }
     }
 
@@ -176,9 +193,11 @@ impl Reporter {
             b.finish_and_clear();
         }
         if self.format == Format::Json {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut events = self.events.lock().unwrap();
+            let mut out = std::io::BufWriter::new(&mut *events);
             let _ = serde_json::to_writer(&mut out, summary);
             let _ = writeln!(out);
+            let _ = out.flush();
             return;
         }
         let mut out = std::io::stdout().lock();

@@ -159,6 +159,38 @@ mod tests {
     }
 
     #[test]
+    fn a_conflict_is_one_check_named_by_its_cause() {
+        let n = node(1, 3);
+        for (c, name) in [
+            (
+                Conflict::Preflight(vec!["Docker is not installed".into()]),
+                "preflight",
+            ),
+            (
+                Conflict::PodCidr {
+                    node: "n1".into(),
+                    record: "/etc/kwinctl/pod-cidr",
+                    recorded: "198.19.7.0/24".parse().unwrap(),
+                    assigned: "198.19.1.0/24".parse().unwrap(),
+                },
+                "pod-cidr",
+            ),
+        ] {
+            struct A;
+            impl Describe for A {
+                fn describe(&self) -> String {
+                    "act".into()
+                }
+            }
+            let d: Result<Diff<A>, Conflict> = Err(c);
+            let checks = checks(&n, &d, &BTreeMap::new(), &[]);
+            assert_eq!(checks.len(), 1);
+            assert_eq!(checks[0].name, name);
+            assert!(!checks[0].pass);
+        }
+    }
+
+    #[test]
     fn full_mesh_when_small_ring_beyond() {
         assert_eq!(reach_peers(&node(1, 10), ReachMode::Auto).len(), 9);
         let n = 40;

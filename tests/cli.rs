@@ -199,3 +199,19 @@ fn usage_errors_exit_2() {
     let o = kwinctl(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn unknown_binary_names_are_refused_with_their_position() {
+    let inv_text = GOOD.to_string()
+        + "  - name: w\n    os: windows\n    address: 198.18.9.4\n    windows:\n      binaries:\n        kube_proxy: { url: https://x/kube-proxy.exe, sha256: aa }\n";
+    let err = bad(&inv_text, &["check"]);
+    assert!(
+        err.contains("bad.yaml:20:9: unknown field `kube_proxy`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kube-proxy"),
+        "the message names what is expected: {err}"
+    );
+    assert!(err.contains("fix:"), "{err}");
+}

@@ -3,15 +3,13 @@
 //! and secrets that must never be written anywhere.
 
 mod common;
-#[path = "common/lab.rs"]
-mod lab;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::lab::{Lab, require_root};
 use common::{count, host, kwinctl, kwinctl_env, summary, text};
-use lab::{Lab, require_root};
 
 /// The folder a lab host sees as /etc/kwinctl.
 fn etc(lab: &Lab, name: &str) -> PathBuf {
@@ -446,4 +444,83 @@ fn key_passphrase_never_reaches_output_or_files() {
         n >= 4,
         "expected state, last-run and run records, found {n} files"
     );
+}
+
+/// `kwinctl up 2>&1 | head -1`: once `head` has its line, every later write
+/// fails. That must not panic a host's task or kwinctl (exit 101): the hosts
+/// finish their work and the exit code is the run's.
+#[test]
+fn a_closed_output_does_not_stop_the_hosts() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(3);
+    let i = lab.inv();
+    let script = format!(
+        "KWINCTL_SSH_CONFIG=/nonexistent {} up -i {i} 2>&1 | head -1 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\"",
+        env!("CARGO_BIN_EXE_kwinctl")
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let o = common::run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "rc=0",
+        "{}",
+        text(&o)
+    );
+    // every host converged
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["failed_hosts"], serde_json::json!([]));
+    // and so does a run with --output json whose stdout is closed at once
+    let script = format!(
+        "KWINCTL_SSH_CONFIG=/nonexistent {} verify -i {i} --output json 2>/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\"",
+        env!("CARGO_BIN_EXE_kwinctl")
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let o = common::run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "rc=0",
+        "{}",
+        text(&o)
+    );
+}
+
+/// A state file kwinctl cannot write is kwinctl's failure, not the operator's
+/// input: exit 4, not 2, with the cause, and no host contacted. (A full
+/// filesystem: a 16 KiB tmpfs in a private mount namespace, filled.)
+#[test]
+fn a_state_file_that_cannot_be_written_is_not_bad_input() {
+    if !require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    let inv = "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  \
+               api_server: https://198.18.9.2:6443\ndefaults:\n  ssh: { identity: /dev/null }\n\
+               hosts:\n  - name: a\n    os: linux\n    address: 198.18.9.2\n";
+    std::fs::write(dir.path().join("inv.yaml"), inv).unwrap();
+    let f = full.display();
+    let script = format!(
+        "mount -t tmpfs -o size=16k tmpfs {f} && cp {src} {f}/inv.yaml && \
+         {{ dd if=/dev/zero of={f}/fill bs=1k count=64 2>/dev/null || true; }} && \
+         KWINCTL_SSH_CONFIG=/nonexistent {bin} up -i {f}/inv.yaml --timeout 2 --retries 0",
+        src = dir.path().join("inv.yaml").display(),
+        bin = env!("CARGO_BIN_EXE_kwinctl"),
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "bash", "-c", &script]);
+    let o = common::run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot write state file") && err.contains("No space left on device"),
+        "{err}"
+    );
+    // nothing was contacted: no host line, no summary
+    assert!(!err.contains("[1/1]"), "{err}");
 }

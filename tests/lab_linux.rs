@@ -3,11 +3,8 @@
 
 mod common;
 
-#[path = "common/lab.rs"]
-mod lab;
-
+use common::lab::{Lab, require_root};
 use common::{count, host, kwinctl, summary, text, write};
-use lab::{Lab, require_root};
 
 /// Remove one host's entry from an inventory file.
 fn drop_host(path: &std::path::Path, name: &str) {

@@ -12,6 +12,9 @@ mod reset;
 mod step;
 mod verify;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};

@@ -2,6 +2,8 @@
 //! with their own sshd) and a runner for the kwinctl binary.
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;

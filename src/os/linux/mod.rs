@@ -15,7 +15,7 @@ use minijinja::Value;
 pub use action::Action;
 pub use facts::{LinuxFacts, Route};
 
-use super::NodeOps;
+use super::ops::NodeOps;
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff};
 use crate::inventory::{Host, Role};

@@ -120,7 +120,7 @@ mod tests {
     use super::*;
 
     fn r() -> Renderer {
-        crate::os::renderer()
+        Renderer::new(&super::super::template_globals())
     }
 
     #[test]

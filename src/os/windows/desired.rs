@@ -11,7 +11,7 @@ use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, WIN_DIR};
 use crate::alloc::Node;
 use crate::hash::sha256_bytes;
 use crate::inventory::{Host, Inventory};
-use crate::os::DesiredError;
+use crate::os::ops::DesiredError;
 
 /// A file kwinctl places on a Windows node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::probe::{FactsError, Reach};
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Adapter {
     pub name: String,
     pub index: u32,
@@ -22,14 +22,14 @@ pub struct Adapter {
     pub forwarding: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Switch {
     pub name: String,
     #[serde(rename = "type")]
     pub kind: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Network {
     pub name: String,
     pub driver: String,
@@ -39,7 +39,7 @@ pub struct Network {
     pub gateway: Option<Ipv4Addr>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WinRoute {
     pub dst: Ipv4Net,
     #[serde(default)]
@@ -49,13 +49,13 @@ pub struct WinRoute {
     pub persistent: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileFact {
     pub path: String,
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Service {
     pub name: String,
     /// Running, Stopped, …
@@ -73,7 +73,7 @@ pub struct Service {
     pub restart: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowsFacts {
     pub hostname: String,
     /// e.g. "10.0.14393"

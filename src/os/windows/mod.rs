@@ -20,7 +20,7 @@ pub use action::WinAction;
 pub use desired::{FileSource, Uploads, WinFile, WinService, WindowsDesired};
 pub use facts::WindowsFacts;
 
-use super::NodeOps;
+use super::ops::NodeOps;
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff};
 use crate::probe::{FactsError, Reach};
