@@ -7,7 +7,6 @@ use crate::alloc::Node;
 use crate::os::NodeOps;
 use crate::outcome::{ActionStatus, HostError, HostReport, HostStatus};
 use crate::transport::Session;
-use crate::verify::reach_peers;
 
 pub(super) async fn converge<O: NodeOps>(
     ctx: &Ctx,
@@ -16,10 +15,8 @@ pub(super) async fn converge<O: NodeOps>(
     ops: &O,
     mut r: HostReport,
 ) -> HostReport {
-    let probed = reach_peers(node, ctx.opts.reach);
-    let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
-    let facts = match step::probe(ctx, s, node, ops, &reach).await {
-        Ok(f) => f,
+    let (probed, facts) = match step::probe_checking(ctx, s, node, ops).await {
+        Ok(p) => p,
         Err(e) => return r.failed(e),
     };
     let d = match ops.diff(&facts) {
@@ -41,6 +38,7 @@ pub(super) async fn converge<O: NodeOps>(
         r.status = HostStatus::Ok;
         return r;
     }
+    let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
     let after = match step::apply(ctx, s, node, ops, &d, &reach, &mut r).await {
         Ok(f) => f,
         Err(e) => return r.failed(e),

@@ -121,6 +121,20 @@ pub(super) async fn probe<O: NodeOps>(
     ops.parse(&out).map_err(HostError::Facts)
 }
 
+/// Probe the host pinging the peers `--reach` picks for it; those peers come
+/// back too (their checks are the host's).
+pub(super) async fn probe_checking<'n, O: NodeOps>(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    node: &'n Node,
+    ops: &O,
+) -> Result<(Vec<&'n Peer>, O::Facts), HostError> {
+    let probed = crate::verify::reach_peers(node, ctx.opts.reach);
+    let reach: Vec<Ipv4Addr> = probed.iter().map(|p| p.address).collect();
+    let facts = probe(ctx, s, node, ops, &reach).await?;
+    Ok((probed, facts))
+}
+
 /// Run the diff's actions and then the probe (pinging `reach`) in one
 /// remote call; `r.actions` says what happened to each item. The facts
 /// after applying come back when every action succeeded.

@@ -6,7 +6,6 @@ use crate::alloc::Node;
 use crate::os::NodeOps;
 use crate::outcome::{HostReport, HostStatus};
 use crate::transport::Session;
-use crate::verify::reach_peers;
 
 pub(super) async fn verify<O: NodeOps>(
     ctx: &Ctx,
@@ -15,10 +14,8 @@ pub(super) async fn verify<O: NodeOps>(
     ops: &O,
     mut r: HostReport,
 ) -> HostReport {
-    let probed = reach_peers(node, ctx.opts.reach);
-    let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
-    let facts = match step::probe(ctx, s, node, ops, &reach).await {
-        Ok(f) => f,
+    let (probed, facts) = match step::probe_checking(ctx, s, node, ops).await {
+        Ok(p) => p,
         Err(e) => return r.failed(e),
     };
     let d = ops.diff(&facts);
