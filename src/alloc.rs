@@ -1,37 +1,79 @@
-//! Pod CIDR allocation and what each node should be, as seen by the others.
+//! Pod CIDR allocation, reconciled with what the nodes record, and what each
+//! node should be as seen by the others.
 //!
-//! Allocation is a pure function of (inventory, recorded state): pins win,
-//! recorded assignments are kept, new hosts get the lowest free block in
-//! inventory order. So a host keeps its block when hosts are reordered, added
-//! or removed, and `check`/`plan` show exactly what `up` will record.
+//! The nodes are the authority: each records its pod CIDR and its cluster
+//! (`/etc/kwinctl/pod-cidr`, `C:\k\kwinctl\pod-cidr.txt`, and the cluster
+//! file beside it), and every run probes every node before changing any.
+//! The state file beside the inventory is a cache: it fills in for nodes
+//! that cannot be probed (and for `check`, which contacts nothing), and it
+//! remembers hosts removed from the inventory until `reset` reaches them.
+//!
+//! For each host, in order of authority:
+//! 1. the node's own record, when it is a sound block of this cluster;
+//! 2. the inventory's pin;
+//! 3. the state file's entry;
+//! 4. a new block: the lowest one nobody holds or may hold.
+//!
+//! What cannot be decided is disputed, never guessed: two nodes recording
+//! one block, a record that is not a block of this cluster, a record that
+//! contradicts a pin, a node of another cluster. A disputed host fails, and
+//! no peer route to its address or its block is added, replaced or removed
+//! (those are *frozen*). So are kwinctl's routes via an address no host of
+//! this inventory has: another operator's node, or a host removed before
+//! the state remembered removals; their blocks are never handed out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
-use crate::inventory::{Host, Inventory, Os, nets_overlap};
-use crate::state::State;
+use crate::inventory::{Host, Inventory, Os};
+use crate::state::{Known, Removed, STATE_VERSION, State};
 
 /// Where a host's pod CIDR came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// The node's own record.
+    Node,
+    /// The inventory's `pod_cidr`.
     Pinned,
-    Recorded,
+    /// The state file (the node could not be asked, or has no record yet).
+    State,
     New,
 }
 
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Source::Node => "node",
             Source::Pinned => "pinned",
-            Source::Recorded => "recorded",
+            Source::State => "state",
             Source::New => "new",
         })
     }
 }
+
+/// What a node says about itself: the probe's part that allocation reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// The pod CIDR the node records (as written: it may be unsound).
+    pub pod_cidr: Option<Ipv4Net>,
+    /// The cluster the node says it belongs to: (name, id).
+    pub cluster: Option<(String, String)>,
+    /// kwinctl's routes on the node: destination and next hop.
+    pub routes: Vec<(Ipv4Net, Option<Ipv4Addr>)>,
+    /// How many changing runs the cluster lock on this node has seen (the
+    /// lock host's matters).
+    pub generation: u64,
+}
+
+/// What the nodes answered, by lower-case host name. `None` for an
+/// allocation made without asking any (`check`): then the state file and
+/// the pins are all there is.
+pub type Observed = Option<BTreeMap<String, NodeRecord>>;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Assignment {
@@ -43,15 +85,59 @@ pub struct Assignment {
     pub source: Source,
 }
 
+/// A host whose block cannot be decided: it fails and nothing depends on it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Dispute {
+    pub host: String,
+    pub reason: String,
+}
+
+/// Routes no node may add, replace or remove in this run, with why.
+#[derive(Debug, Clone, Default)]
+pub struct Frozen {
+    pub dsts: BTreeMap<Ipv4Net, String>,
+    pub vias: BTreeMap<Ipv4Addr, String>,
+}
+
+impl Frozen {
+    /// Why a route to `dst` via `via` must be left alone, if it must.
+    pub fn route(&self, dst: &Ipv4Net, via: Option<Ipv4Addr>) -> Option<&str> {
+        self.dsts
+            .iter()
+            .find(|(d, _)| crate::inventory::nets_overlap(d, dst))
+            .map(|(_, w)| w.as_str())
+            .or_else(|| via.and_then(|v| self.vias.get(&v)).map(String::as_str))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Allocation {
+    /// Hosts with a block, in inventory order.
     pub assignments: Vec<Assignment>,
-    /// Things the operator should know (a pin overriding a recorded block, …).
+    pub disputes: Vec<Dispute>,
+    /// Things the operator should know (a block adopted from a node, a
+    /// removed host awaiting reset, …).
     pub notes: Vec<String>,
+    pub frozen: Arc<Frozen>,
     /// The state to record after this allocation.
     pub state: State,
 }
 
+impl Allocation {
+    pub fn assignment(&self, host: &str) -> Option<&Assignment> {
+        self.assignments
+            .iter()
+            .find(|a| a.host.eq_ignore_ascii_case(host))
+    }
+    pub fn dispute(&self, host: &str) -> Option<&Dispute> {
+        self.disputes
+            .iter()
+            .find(|d| d.host.eq_ignore_ascii_case(host))
+    }
+}
+
+/// The allocation cannot be made at all (the nodes disagree about which
+/// cluster this is, or the cluster CIDR is full).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct AllocError(pub String);
@@ -61,62 +147,338 @@ pub fn gateway(net: &Ipv4Net) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(net.network()) + 1)
 }
 
-pub fn allocate(inv: &Inventory, state: &State) -> Result<Allocation, AllocError> {
+fn key(h: &Host) -> String {
+    h.name.to_ascii_lowercase()
+}
+
+/// A fresh cluster id: 16 hex digits from the clock and the process, enough
+/// to tell two clusters of one name apart.
+fn new_cluster_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+/// A host's claim on a block before collisions are settled.
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    net: Ipv4Net,
+    source: Source,
+}
+
+/// Allocate every host's pod CIDR: see the module's documentation.
+pub fn allocate(
+    inv: &Inventory,
+    state: &State,
+    observed: &Observed,
+) -> Result<Allocation, AllocError> {
     let cc = inv.cluster.cluster_cidr;
     let prefix = inv.cluster.node_prefix;
+    let name = &inv.cluster.name;
     let mut notes = Vec::new();
-    let mut taken: BTreeSet<Ipv4Net> = BTreeSet::new();
-    let mut chosen: Vec<Option<(Ipv4Net, Source)>> = vec![None; inv.hosts.len()];
-    let usable = |n: &Ipv4Net| n.prefix_len() == prefix && cc.contains(n);
+    let mut frozen = Frozen::default();
+    let mut disputes: BTreeMap<usize, String> = BTreeMap::new();
+    let record = |h: &Host| observed.as_ref().and_then(|o| o.get(&key(h)));
+    let sound = |n: &Ipv4Net| n.prefix_len() == prefix && cc.contains(n) && n.network() == n.addr();
 
-    // 1. pins
-    for (i, h) in inv.hosts.iter().enumerate() {
-        if let Some(pin) = h.pod_cidr {
-            if let Some(rec) = state.pod_cidrs.get(&key(h))
-                && *rec != pin
-            {
-                notes.push(format!(
-                    "{}: pinned to {pin}; the state file had {rec}: its routes will move",
-                    h.name
-                ));
-            }
-            taken.insert(pin);
-            chosen[i] = Some((pin, Source::Pinned));
+    // The cluster's identity: the state's, else the one the nodes agree on.
+    let mut ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for h in &inv.hosts {
+        if let Some((n, id)) = record(h).and_then(|r| r.cluster.as_ref())
+            && n == name
+        {
+            ids.entry(id.as_str()).or_default().push(&h.name);
         }
     }
-    // 2. recorded assignments that still fit
+    let cluster_id = match (&state.cluster_id, ids.len()) {
+        (Some(id), _) => id.clone(),
+        // Without asking any node (`check`, `render`) a cluster that has
+        // none yet shows this; `up` makes a real one.
+        (None, 0) if observed.is_none() => "new".to_string(),
+        (None, 0) => new_cluster_id(),
+        (None, 1) => {
+            let id = ids.keys().next().expect("one id").to_string();
+            notes.push(format!(
+                "the state file has no cluster id: adopted {id}, which the nodes record"
+            ));
+            id
+        }
+        (None, _) => {
+            let seen: Vec<String> = ids
+                .iter()
+                .map(|(id, hosts)| format!("{id} on {}", hosts.join(", ")))
+                .collect();
+            return Err(AllocError(format!(
+                "the nodes record two clusters named {name:?}: {}; kwinctl cannot tell which one this \
+                 inventory is. Nothing was changed. Restore this cluster's state file (it names the id), \
+                 or reset the nodes that belong to the other cluster",
+                seen.join("; ")
+            )));
+        }
+    };
+
+    // Removed hosts: remembered until `reset` reaches them (a host back in
+    // the inventory is not removed any more).
+    let mut removed: BTreeMap<String, Removed> = state.removed.clone();
+    for (k, net) in &state.pod_cidrs {
+        if inv.host(k).is_none() && !removed.contains_key(k) {
+            removed.insert(
+                k.clone(),
+                Removed {
+                    os: state.hosts.get(k).map(|h| h.os),
+                    address: state.hosts.get(k).map(|h| h.address),
+                    pod_cidr: *net,
+                },
+            );
+        }
+    }
+    removed.retain(|k, _| inv.host(k).is_none());
+
+    // 1-3: each host's claim.
+    let mut claims: Vec<Option<Claim>> = vec![None; inv.hosts.len()];
+    let mut unknown: Vec<usize> = Vec::new();
     for (i, h) in inv.hosts.iter().enumerate() {
-        if chosen[i].is_some() {
+        let rec = record(h);
+        if let Some((n, id)) = rec.and_then(|r| r.cluster.as_ref())
+            && (n != name || *id != cluster_id)
+        {
+            disputes.insert(
+                i,
+                format!(
+                    "the node belongs to cluster {n:?} (id {id}), not to {name:?} (id {cluster_id}): \
+                     nothing was changed on it; if it should join this cluster, run `kwinctl reset` \
+                     with the other cluster's inventory first"
+                ),
+            );
             continue;
         }
-        if let Some(rec) = state.pod_cidrs.get(&key(h)) {
-            if !usable(rec) {
-                notes.push(format!(
-                    "{}: recorded {rec} no longer fits cluster CIDR {cc} /{prefix}: a new block is assigned",
+        match (rec.and_then(|r| r.pod_cidr), h.pod_cidr) {
+            (Some(r), _) if !sound(&r) => {
+                disputes.insert(
+                    i,
+                    format!(
+                        "the node records pod CIDR {r}, which is not a /{prefix} block of the cluster \
+                         CIDR {cc}: fix the node's record or reset the node (`kwinctl reset --limit {}`)",
+                        h.name
+                    ),
+                );
+            }
+            (Some(r), Some(pin)) if r != pin => {
+                disputes.insert(
+                    i,
+                    format!(
+                        "the node records pod CIDR {r} but the inventory pins {pin}: nothing was changed \
+                         on it. To move the node, run `kwinctl reset --limit {}` first; to keep it, pin \
+                         `pod_cidr: {r}`",
+                        h.name
+                    ),
+                );
+            }
+            (Some(r), Some(_)) => {
+                claims[i] = Some(Claim {
+                    net: r,
+                    source: Source::Pinned,
+                })
+            }
+            (Some(r), None) => {
+                claims[i] = Some(Claim {
+                    net: r,
+                    source: Source::Node,
+                });
+                match state.pod_cidrs.get(&key(h)) {
+                    Some(s) if *s != r => notes.push(format!(
+                        "{}: the node records {r}; the state file had {s}: the node's record is kept",
+                        h.name
+                    )),
+                    None => notes.push(format!(
+                        "{}: the node records {r}; the state file had none: adopted",
+                        h.name
+                    )),
+                    _ => {}
+                }
+            }
+            (None, Some(pin)) => {
+                claims[i] = Some(Claim {
+                    net: pin,
+                    source: Source::Pinned,
+                })
+            }
+            (None, None) => match state.pod_cidrs.get(&key(h)) {
+                Some(s) if sound(s) => {
+                    claims[i] = Some(Claim {
+                        net: *s,
+                        source: Source::State,
+                    })
+                }
+                Some(s) => notes.push(format!(
+                    "{}: the state file's {s} no longer fits cluster CIDR {cc} /{prefix}: a new block is assigned",
                     h.name
-                ));
-            } else if taken.iter().any(|t| nets_overlap(t, rec)) {
-                notes.push(format!(
-                    "{}: recorded {rec} is now pinned by another host: a new block is assigned",
+                )),
+                None if observed.is_some() && rec.is_none() => unknown.push(i),
+                None => {}
+            },
+        }
+    }
+
+    // Blocks nobody may be given: removed hosts', and those kwinctl routes
+    // somewhere via an address no host of this inventory has.
+    let mut reserved: Vec<(Ipv4Net, String)> = removed
+        .iter()
+        .map(|(k, r)| {
+            (
+                r.pod_cidr,
+                format!(
+                    "removed host {k} may still hold it until `kwinctl reset --limit {k}` reaches it"
+                ),
+            )
+        })
+        .collect();
+    let known: BTreeSet<Ipv4Addr> = inv
+        .hosts
+        .iter()
+        .map(|h| h.address)
+        .chain(removed.values().filter_map(|r| r.address))
+        .collect();
+    for h in &inv.hosts {
+        for (dst, via) in record(h).map(|r| r.routes.as_slice()).unwrap_or(&[]) {
+            if let Some(v) = via
+                && !known.contains(v)
+                && cc.contains(dst)
+            {
+                let why = format!(
+                    "{} routes it via {v} (a kwinctl route), an address no host of this inventory has: \
+                     another operator's node, or a removed one; left alone",
                     h.name
-                ));
-            } else {
-                taken.insert(*rec);
-                chosen[i] = Some((*rec, Source::Recorded));
+                );
+                if !frozen.vias.contains_key(v) {
+                    notes.push(format!("{dst} via {v}: {why}"));
+                }
+                frozen.vias.insert(*v, why.clone());
+                frozen.dsts.insert(*dst, why.clone());
+                reserved.push((*dst, why));
             }
         }
     }
-    // 3. new hosts: lowest free block, in inventory order
+
+    // Collisions. Two node records, or a record and another host's pin,
+    // are disputes; a record or a pin beats the state file; nothing may
+    // take a reserved block that a node records.
+    let mut by_net: BTreeMap<Ipv4Net, Vec<usize>> = BTreeMap::new();
+    for (i, c) in claims.iter().enumerate() {
+        if let Some(c) = c {
+            by_net.entry(c.net).or_default().push(i);
+        }
+    }
+    let strong = |c: &Claim| matches!(c.source, Source::Node | Source::Pinned);
+    for (net, holders) in &by_net {
+        let strong_ones: Vec<usize> = holders
+            .iter()
+            .copied()
+            .filter(|i| claims[*i].as_ref().is_some_and(strong))
+            .collect();
+        if strong_ones.len() > 1 {
+            let names: Vec<&str> = strong_ones
+                .iter()
+                .map(|i| inv.hosts[*i].name.as_str())
+                .collect();
+            for i in &strong_ones {
+                disputes.insert(
+                    *i,
+                    format!(
+                        "{} claim {net} (the nodes' records and the inventory's pins): two nodes cannot \
+                         share a block. Nothing depending on it was changed; reset the node that should \
+                         not have it (`kwinctl reset --limit NAME`), or fix its pin",
+                        names.join(" and ")
+                    ),
+                );
+            }
+            continue;
+        }
+        for i in holders {
+            if strong_ones.contains(i) || strong_ones.is_empty() && holders.len() == 1 {
+                continue;
+            }
+            let h = &inv.hosts[*i];
+            notes.push(format!(
+                "{}: the state file's {net} is {}: a new block is assigned",
+                h.name,
+                if strong_ones.is_empty() {
+                    "recorded for another host too".to_string()
+                } else {
+                    format!("held by {}", inv.hosts[strong_ones[0]].name)
+                }
+            ));
+            claims[*i] = None;
+        }
+    }
+    for (i, c) in claims.iter_mut().enumerate() {
+        let Some(claim) = c else { continue };
+        if disputes.contains_key(&i) {
+            continue;
+        }
+        if let Some((_, why)) = reserved
+            .iter()
+            .find(|(r, _)| crate::inventory::nets_overlap(r, &claim.net))
+        {
+            match claim.source {
+                Source::Node | Source::Pinned => {
+                    disputes.insert(
+                        i,
+                        format!(
+                            "{} is {} it, but {why}",
+                            claim.net,
+                            if claim.source == Source::Node {
+                                "the node's record of"
+                            } else {
+                                "pinned for"
+                            }
+                        ),
+                    );
+                }
+                _ => *c = None,
+            }
+        }
+    }
+
+    // 4. new blocks, lowest first, in inventory order: only when every
+    // block somebody may hold is known.
+    let mut taken: BTreeSet<Ipv4Net> = claims.iter().flatten().map(|c| c.net).collect();
+    let odd: Vec<Ipv4Net> = reserved.iter().map(|(n, _)| *n).collect();
     let mut candidates = cc
         .subnets(prefix)
         .map_err(|e| AllocError(format!("cannot split {cc} into /{prefix}: {e}")))?;
+    let unknown_names: Vec<&str> = unknown
+        .iter()
+        .map(|i| inv.hosts[*i].name.as_str())
+        .collect();
     for (i, h) in inv.hosts.iter().enumerate() {
-        if chosen[i].is_some() {
+        if claims[i].is_some() || disputes.contains_key(&i) || unknown.contains(&i) {
+            continue;
+        }
+        if !unknown.is_empty() {
+            disputes.insert(
+                i,
+                format!(
+                    "needs a new block, but the blocks of {} are unknown (not reachable, and not in the \
+                     state file): kwinctl will not guess. Run again when they answer, or pin `pod_cidr` \
+                     for {}",
+                    unknown_names.join(", "),
+                    h.name
+                ),
+            );
             continue;
         }
         let block = loop {
             match candidates.next() {
-                Some(c) if taken.iter().any(|t| nets_overlap(t, &c)) => continue,
+                Some(c) if taken.contains(&c) => continue,
+                Some(c) if odd.iter().any(|r| crate::inventory::nets_overlap(r, &c)) => continue,
                 Some(c) if c.contains(&h.address) => continue,
                 Some(c) => break c,
                 None => {
@@ -128,44 +490,96 @@ pub fn allocate(inv: &Inventory, state: &State) -> Result<Allocation, AllocError
             }
         };
         taken.insert(block);
-        chosen[i] = Some((block, Source::New));
+        claims[i] = Some(Claim {
+            net: block,
+            source: Source::New,
+        });
     }
-    let assignments: Vec<Assignment> = inv
-        .hosts
-        .iter()
-        .zip(chosen)
-        .map(|(h, c)| {
-            let (net, source) = c.expect("every host allocated");
-            Assignment {
+    for i in &unknown {
+        disputes.entry(*i).or_insert_with(|| {
+            "not reachable, and not in the state file: its block is unknown".to_string()
+        });
+    }
+
+    // Freeze what disputed hosts claim and where they are.
+    for (i, why) in &disputes {
+        let h = &inv.hosts[*i];
+        let why = format!("{} is disputed: {why}", h.name);
+        frozen.vias.insert(h.address, why.clone());
+        let claimed = record(h)
+            .and_then(|r| r.pod_cidr)
+            .into_iter()
+            .chain(h.pod_cidr)
+            .chain(state.pod_cidrs.get(&key(h)).copied());
+        for net in claimed {
+            frozen.dsts.insert(net.trunc(), why.clone());
+        }
+    }
+    for (k, r) in &removed {
+        notes.push(format!(
+            "removed host {k} ({}{}) still awaits `kwinctl reset --limit {k}`; its block is not handed out until then",
+            r.address.map(|a| format!("{a}, ")).unwrap_or_default(),
+            r.pod_cidr
+        ));
+    }
+
+    let mut assignments = Vec::new();
+    let mut out_disputes = Vec::new();
+    for (i, h) in inv.hosts.iter().enumerate() {
+        if let Some(why) = disputes.get(&i) {
+            out_disputes.push(Dispute {
+                host: h.name.clone(),
+                reason: why.clone(),
+            });
+        } else if let Some(c) = claims[i] {
+            assignments.push(Assignment {
                 host: h.name.clone(),
                 os: h.os,
                 address: h.address,
-                pod_cidr: net,
-                gateway: gateway(&net),
-                source,
-            }
-        })
+                pod_cidr: c.net,
+                gateway: gateway(&c.net),
+                source: c.source,
+            });
+        }
+    }
+    let mut pod_cidrs: BTreeMap<String, _> = assignments
+        .iter()
+        .map(|a| (a.host.to_ascii_lowercase(), a.pod_cidr))
         .collect();
-    let state = State {
-        version: 1,
-        cluster: inv.cluster.name.clone(),
-        cluster_cidr: Some(cc),
-        pod_cidrs: inv
-            .hosts
-            .iter()
-            .zip(&assignments)
-            .map(|(h, a)| (key(h), a.pod_cidr))
-            .collect(),
-    };
+    // A disputed host keeps what the state file had for it.
+    for d in &out_disputes {
+        let k = d.host.to_ascii_lowercase();
+        if let Some(n) = state.pod_cidrs.get(&k) {
+            pod_cidrs.insert(k, *n);
+        }
+    }
+    let mut hosts = state.hosts.clone();
+    hosts.retain(|k, _| pod_cidrs.contains_key(k));
+    for h in &inv.hosts {
+        hosts.insert(
+            key(h),
+            Known {
+                os: h.os,
+                address: h.address,
+            },
+        );
+    }
+    hosts.retain(|k, _| pod_cidrs.contains_key(k));
     Ok(Allocation {
         assignments,
+        disputes: out_disputes,
         notes,
-        state,
+        frozen: Arc::new(frozen),
+        state: State {
+            version: STATE_VERSION,
+            cluster: name.clone(),
+            cluster_id: Some(cluster_id),
+            cluster_cidr: Some(cc),
+            pod_cidrs,
+            hosts,
+            removed,
+        },
     })
-}
-
-fn key(h: &Host) -> String {
-    h.name.to_ascii_lowercase()
 }
 
 /// Another node, as seen from one node.
@@ -177,27 +591,62 @@ pub struct Peer {
     pub gateway: Ipv4Addr,
 }
 
-/// What one node should look like, and who its peers are.
+/// The cluster a node belongs to: what it records beside its pod CIDR.
 #[derive(Debug, Clone, Serialize)]
+pub struct ClusterId {
+    pub name: String,
+    pub id: String,
+    pub cidr: Ipv4Net,
+}
+
+/// What one node should look like, and who its peers are.
+#[derive(Debug, Clone)]
 pub struct Node {
     pub name: String,
     pub os: Os,
     pub address: Ipv4Addr,
     pub pod_cidr: Ipv4Net,
     pub gateway: Ipv4Addr,
-    pub cluster_name: String,
-    pub cluster_cidr: Ipv4Net,
-    pub peers: Vec<Peer>,
+    pub cluster: Arc<ClusterId>,
+    /// Every node of the cluster with a block, this one included (shared:
+    /// one list for the whole cluster, not one per node).
+    nodes: Arc<[Peer]>,
+    /// Routes no node may touch in this run.
+    pub frozen: Arc<Frozen>,
 }
 
 impl Node {
+    /// The other nodes.
+    pub fn peers(&self) -> impl Iterator<Item = &Peer> {
+        self.nodes.iter().filter(move |p| p.name != self.name)
+    }
     /// Desired routes: every other node's pod CIDR via that node's address.
     pub fn routes(&self) -> BTreeMap<Ipv4Net, Ipv4Addr> {
-        self.peers.iter().map(|p| (p.pod_cidr, p.address)).collect()
+        self.peers().map(|p| (p.pod_cidr, p.address)).collect()
+    }
+    pub fn cluster_cidr(&self) -> Ipv4Net {
+        self.cluster.cidr
     }
 }
 
+/// Every assigned host's node, in inventory order (linear in hosts: the
+/// peer list is shared).
 pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
+    let all: Arc<[Peer]> = alloc
+        .assignments
+        .iter()
+        .map(|a| Peer {
+            name: a.host.clone(),
+            address: a.address,
+            pod_cidr: a.pod_cidr,
+            gateway: a.gateway,
+        })
+        .collect();
+    let cluster = Arc::new(ClusterId {
+        name: inv.cluster.name.clone(),
+        id: alloc.state.cluster_id.clone().unwrap_or_default(),
+        cidr: inv.cluster.cluster_cidr,
+    });
     alloc
         .assignments
         .iter()
@@ -207,24 +656,40 @@ pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
             address: a.address,
             pod_cidr: a.pod_cidr,
             gateway: a.gateway,
-            cluster_name: inv.cluster.name.clone(),
-            cluster_cidr: inv.cluster.cluster_cidr,
-            peers: alloc
-                .assignments
-                .iter()
-                .filter(|p| p.host != a.host)
-                .map(|p| Peer {
-                    name: p.host.clone(),
-                    address: p.address,
-                    pod_cidr: p.pod_cidr,
-                    gateway: p.gateway,
-                })
-                .collect(),
+            cluster: cluster.clone(),
+            nodes: all.clone(),
+            frozen: alloc.frozen.clone(),
         })
         .collect()
 }
 
-/// A node plan for unit tests: `peers` are (name, address, pod CIDR).
+/// A node on its own (no peers, nothing frozen): what `reset` works with on
+/// a host whose block this run does not decide (disputed, or removed from
+/// the inventory).
+pub fn lone_node(inv: &Inventory, host: &Host, pod_cidr: Ipv4Net, cluster_id: &str) -> Node {
+    let me = Peer {
+        name: host.name.clone(),
+        address: host.address,
+        pod_cidr,
+        gateway: gateway(&pod_cidr),
+    };
+    Node {
+        name: host.name.clone(),
+        os: host.os,
+        address: host.address,
+        pod_cidr,
+        gateway: gateway(&pod_cidr),
+        cluster: Arc::new(ClusterId {
+            name: inv.cluster.name.clone(),
+            id: cluster_id.to_string(),
+            cidr: inv.cluster.cluster_cidr,
+        }),
+        nodes: Arc::from(vec![me]),
+        frozen: Arc::default(),
+    }
+}
+
+/// A node for unit tests: `peers` are (name, address, pod CIDR).
 #[cfg(test)]
 pub(crate) fn test_node(
     name: &str,
@@ -235,121 +700,38 @@ pub(crate) fn test_node(
     peers: &[(&str, &str, &str)],
 ) -> Node {
     let pod_cidr: Ipv4Net = pod_cidr.parse().unwrap();
+    let me = Peer {
+        name: name.into(),
+        address: address.parse().unwrap(),
+        pod_cidr,
+        gateway: gateway(&pod_cidr),
+    };
+    let nodes: Arc<[Peer]> = std::iter::once(me)
+        .chain(peers.iter().map(|(n, a, c)| {
+            let c: Ipv4Net = c.parse().unwrap();
+            Peer {
+                name: n.to_string(),
+                address: a.parse().unwrap(),
+                pod_cidr: c,
+                gateway: gateway(&c),
+            }
+        }))
+        .collect();
     Node {
         name: name.into(),
         os,
         address: address.parse().unwrap(),
         pod_cidr,
         gateway: gateway(&pod_cidr),
-        cluster_name: "t".into(),
-        cluster_cidr: cluster_cidr.parse().unwrap(),
-        peers: peers
-            .iter()
-            .map(|(n, a, c)| {
-                let c: Ipv4Net = c.parse().unwrap();
-                Peer {
-                    name: n.to_string(),
-                    address: a.parse().unwrap(),
-                    pod_cidr: c,
-                    gateway: gateway(&c),
-                }
-            })
-            .collect(),
+        cluster: Arc::new(ClusterId {
+            name: "t".into(),
+            id: "0123456789abcdef".into(),
+            cidr: cluster_cidr.parse().unwrap(),
+        }),
+        nodes,
+        frozen: Arc::default(),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
-        let mut s = String::from(
-            "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\nhosts:\n",
-        );
-        for (n, a, pin) in hosts {
-            s += &format!("  - name: {n}\n    os: linux\n    address: {a}\n");
-            if let Some(p) = pin {
-                s += &format!("    pod_cidr: {p}\n");
-            }
-        }
-        Inventory::parse(Path::new("i.yaml"), &s).unwrap()
-    }
-
-    fn cidrs(a: &Allocation) -> Vec<String> {
-        a.assignments
-            .iter()
-            .map(|x| x.pod_cidr.to_string())
-            .collect()
-    }
-
-    #[test]
-    fn fresh_allocation_in_order_and_pins_win() {
-        let i = inv(&[
-            ("a", "198.18.1.2", None),
-            ("b", "198.18.1.3", Some("198.19.0.0/24")),
-            ("c", "198.18.1.4", None),
-        ]);
-        let a = allocate(&i, &State::default()).unwrap();
-        assert_eq!(
-            cidrs(&a),
-            ["198.19.1.0/24", "198.19.0.0/24", "198.19.2.0/24"]
-        );
-        assert_eq!(a.assignments[0].gateway.to_string(), "198.19.1.1");
-    }
-
-    #[test]
-    fn stable_under_reorder_add_remove() {
-        let i1 = inv(&[
-            ("a", "198.18.1.2", None),
-            ("b", "198.18.1.3", None),
-            ("c", "198.18.1.4", None),
-        ]);
-        let a1 = allocate(&i1, &State::default()).unwrap();
-        // reorder, remove b, add d
-        let i2 = inv(&[
-            ("d", "198.18.1.5", None),
-            ("c", "198.18.1.4", None),
-            ("a", "198.18.1.2", None),
-        ]);
-        let a2 = allocate(&i2, &a1.state).unwrap();
-        assert_eq!(
-            cidrs(&a2),
-            ["198.19.1.0/24", "198.19.2.0/24", "198.19.0.0/24"]
-        );
-        assert_eq!(a2.assignments[0].source, Source::New);
-        assert_eq!(a2.assignments[1].source, Source::Recorded);
-        assert!(!a2.state.pod_cidrs.contains_key("b"));
-    }
-
-    #[test]
-    fn pin_taking_a_recorded_block_moves_the_other_host() {
-        let i1 = inv(&[("a", "198.18.1.2", None), ("b", "198.18.1.3", None)]);
-        let a1 = allocate(&i1, &State::default()).unwrap();
-        let i2 = inv(&[
-            ("a", "198.18.1.2", None),
-            ("b", "198.18.1.3", Some("198.19.0.0/24")),
-        ]);
-        let a2 = allocate(&i2, &a1.state).unwrap();
-        // b left 198.19.1.0/24 for its pin, so a gets that block.
-        assert_eq!(cidrs(&a2), ["198.19.1.0/24", "198.19.0.0/24"]);
-        assert_eq!(a2.notes.len(), 2, "{:?}", a2.notes);
-    }
-
-    #[test]
-    fn peers_and_routes() {
-        let i = inv(&[
-            ("a", "198.18.1.2", None),
-            ("b", "198.18.1.3", None),
-            ("c", "198.18.1.4", None),
-        ]);
-        let a = allocate(&i, &State::default()).unwrap();
-        let plans = nodes(&i, &a);
-        let r = plans[0].routes();
-        assert_eq!(r.len(), 2);
-        assert_eq!(
-            r[&"198.19.1.0/24".parse().unwrap()].to_string(),
-            "198.18.1.3"
-        );
-    }
-}
+mod tests;

@@ -25,12 +25,33 @@ pub struct Call {
     pub exit: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What the last `up` (or `reset`) left to do, written when it starts (every
+/// host pending) and again as each host finishes, so that a run that was
+/// killed or interrupted still says which hosts did not get done.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LastRun {
     pub command: String,
     pub run_dir: PathBuf,
     pub failed: Vec<String>,
     pub interrupted: Vec<String>,
+    /// Not finished (yet): the run is still going, or was killed.
+    #[serde(default)]
+    pub pending: Vec<String>,
+    /// Finished without a failure.
+    #[serde(default)]
+    pub done: Vec<String>,
+}
+
+impl LastRun {
+    /// The hosts `--only-failed` reruns.
+    pub fn to_redo(&self) -> Vec<String> {
+        self.failed
+            .iter()
+            .chain(&self.interrupted)
+            .chain(&self.pending)
+            .cloned()
+            .collect()
+    }
 }
 
 /// Replaces every secret value with `********`.
@@ -100,22 +121,68 @@ fn call_log(c: &Call) -> String {
 pub struct RunRecord {
     dir: PathBuf,
     redactor: Redactor,
+    /// `up` and `reset` keep what is left to do (see [`LastRun`]).
+    last: Option<(PathBuf, std::sync::Mutex<LastRun>)>,
+}
+
+/// Write a small JSON file atomically (temp file + rename), owner-only.
+fn replace_json<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    private_file(&tmp, &serde_json::to_string_pretty(v).expect("json"))?;
+    fs::rename(&tmp, path)
 }
 
 impl RunRecord {
+    /// A run of `command` on `hosts` starts.
     pub fn start(
         inventory: &Path,
         command: &str,
         redactor: Redactor,
+        hosts: &[String],
     ) -> std::io::Result<RunRecord> {
-        let base = Sidecars::of(inventory).runs;
-        private_dir(&base)?;
+        let sidecars = Sidecars::of(inventory);
+        private_dir(&sidecars.runs)?;
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
             .to_string()
             .replace(':', "");
-        let dir = base.join(format!("{stamp}-{command}-{}", std::process::id()));
+        let dir = sidecars
+            .runs
+            .join(format!("{stamp}-{command}-{}", std::process::id()));
         private_dir(&dir)?;
-        Ok(RunRecord { dir, redactor })
+        let last = match command {
+            "up" | "reset" => {
+                let path = sidecars.last_run(command);
+                let last = LastRun {
+                    command: command.to_string(),
+                    run_dir: dir.clone(),
+                    pending: hosts.to_vec(),
+                    ..LastRun::default()
+                };
+                replace_json(&path, &last)?;
+                Some((path, std::sync::Mutex::new(last)))
+            }
+            _ => None,
+        };
+        Ok(RunRecord {
+            dir,
+            redactor,
+            last,
+        })
+    }
+
+    /// A host is done: what is left to do is written again at once.
+    pub fn host_done(&self, r: &HostReport) {
+        let Some((path, last)) = &self.last else {
+            return;
+        };
+        let mut last = last.lock().unwrap();
+        last.pending.retain(|h| *h != r.host);
+        match r.status {
+            HostStatus::Failed => last.failed.push(r.host.clone()),
+            HostStatus::Interrupted => last.interrupted.push(r.host.clone()),
+            _ => last.done.push(r.host.clone()),
+        }
+        let _ = replace_json(path, &*last);
     }
 
     pub fn dir(&self) -> &Path {
@@ -134,12 +201,10 @@ impl RunRecord {
         f.write_all(self.redactor.apply(&call_log(call)).as_bytes())
     }
 
-    /// The summary and the last-run pointer; old run folders are pruned.
+    /// The summary; old run folders are pruned.
     pub fn finish(
         &self,
         inventory: &Path,
-        command: &str,
-        reports: &[HostReport],
         summary: &crate::report::Summary,
     ) -> std::io::Result<()> {
         let path = self.dir.join("summary.json");
@@ -152,23 +217,7 @@ impl RunRecord {
             let text = serde_json::to_string(summary)?;
             private_file(&path, &self.redactor.apply(&text))?;
         }
-        let hosts = |status| {
-            reports
-                .iter()
-                .filter(|r| r.status == status)
-                .map(|r| r.host.clone())
-                .collect()
-        };
-        let last = LastRun {
-            command: command.to_string(),
-            run_dir: self.dir.clone(),
-            failed: hosts(HostStatus::Failed),
-            interrupted: hosts(HostStatus::Interrupted),
-        };
         let sidecars = Sidecars::of(inventory);
-        let tmp = sidecars.last_run.with_extension("json.tmp");
-        private_file(&tmp, &serde_json::to_string_pretty(&last).expect("json"))?;
-        fs::rename(&tmp, &sidecars.last_run)?;
         prune(&sidecars.runs);
         Ok(())
     }
@@ -183,11 +232,13 @@ fn prune(base: &Path) {
     }
 }
 
-pub fn load_last(inventory: &Path) -> Result<LastRun, String> {
-    let p = Sidecars::of(inventory).last_run;
+/// What the last run of `command` (`up` or `reset`) left to do.
+pub fn load_last(inventory: &Path, command: &str) -> Result<LastRun, String> {
+    let p = Sidecars::of(inventory).last_run(command);
     let text = fs::read_to_string(&p).map_err(|e| {
         format!(
-            "--only-failed: no record of a previous run ({}: {e}); run without it first",
+            "--only-failed: there is no record of a previous `kwinctl {command}` ({}: {e}); \
+             run without --only-failed",
             p.display()
         )
     })?;

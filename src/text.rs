@@ -10,6 +10,12 @@ pub fn clip(s: &str, max: usize) -> String {
     out
 }
 
+/// Text a host sent, with its control characters removed (it must never
+/// steer the operator's terminal).
+pub fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -119,7 +119,7 @@ fn load(text: &str) -> Inventory {
 }
 
 fn scripts_for(inv: &Inventory) -> Vec<(String, String)> {
-    let alloc = alloc::allocate(inv, &State::default()).unwrap();
+    let alloc = alloc::allocate(inv, &State::default(), &None).unwrap();
     let nodes = alloc::nodes(inv, &alloc);
     let r = kwinctl::os::renderer();
     inv.hosts

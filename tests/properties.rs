@@ -70,7 +70,7 @@ proptest! {
         let hosts: Vec<_> = hosts.into_iter().filter(|(a, _)| seen.insert(*a)).collect();
         let text = inventory(prefix, 24, &hosts);
         let Ok(inv) = Inventory::parse(Path::new("x.yaml"), &text) else { return Ok(()); };
-        let Ok(a) = allocate(&inv, &State::default()) else { return Ok(()); };
+        let Ok(a) = allocate(&inv, &State::default(), &None) else { return Ok(()); };
         let cc = inv.cluster.cluster_cidr;
         for (i, x) in a.assignments.iter().enumerate() {
             prop_assert!(cc.contains(&x.pod_cidr), "{} outside {cc}", x.pod_cidr);
@@ -98,7 +98,7 @@ proptest! {
             }
         }
         let inv2 = Inventory::parse(Path::new("x.yaml"), &text2).unwrap();
-        let b = allocate(&inv2, &a.state).unwrap();
+        let b = allocate(&inv2, &a.state, &None).unwrap();
         for x in &b.assignments {
             prop_assert_eq!(Some(&x.pod_cidr), a.state.pod_cidrs.get(&x.host));
         }

@@ -184,6 +184,7 @@ def facts(d, probe):
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
         "services": [dict(s, name=n) for n, s in d["services"].items() if n in probe.get("services", [])],
         "pod_cidr": d["pod_cidr"],
+        "cluster": d.get("cluster"),
         "reach": reach,
     }
 
@@ -204,6 +205,7 @@ class ActionError(Exception):
 
 def act_record_pod_cidr(d, h):
     d["pod_cidr"] = h["pod_cidr"]
+    d["cluster"] = "%s %s" % (h["cluster"], h["cluster_id"])
 
 
 def act_enable_routing(d, h):
@@ -299,6 +301,8 @@ def act_remove_switch(d, h):
 def act_remove_file(d, h):
     if h["path"].lower().endswith("pod-cidr.txt"):
         d["pod_cidr"] = None
+    if h["path"].lower().endswith("cluster.txt"):
+        d["cluster"] = None
     d["files"].pop(h["path"], None)
 
 

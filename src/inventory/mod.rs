@@ -79,7 +79,9 @@ impl std::error::Error for InventoryError {}
 // (the raw model is in raw.rs, the rules that turn one into the other in
 // validate.rs)
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Os {
     Linux,
@@ -215,6 +217,10 @@ pub struct Inventory {
     pub path: PathBuf,
     pub cluster: Cluster,
     pub hosts: Vec<Host>,
+    /// How a host with no settings of its own is reached, per OS (`None`
+    /// when the defaults do not make a valid connection): what `reset` uses
+    /// for a host removed from the inventory.
+    pub default_connections: BTreeMap<Os, Connection>,
 }
 
 pub const DEFAULT_PAUSE_IMAGE: &str = "mcr.microsoft.com/k8s/core/pause:1.2.0";
@@ -266,6 +272,21 @@ impl Inventory {
             v.problems.sort_by_key(|p| (p.pos.line, p.pos.column));
             Err(err(v.problems))
         }
+    }
+
+    /// A host removed from the inventory, reached with the defaults (for
+    /// `reset`), or `None` when the defaults cannot reach an `os` host.
+    pub fn removed_host(&self, name: &str, os: Os, address: Ipv4Addr) -> Option<Host> {
+        Some(Host {
+            name: name.to_string(),
+            os,
+            role: Role::Worker,
+            address,
+            pod_cidr: None,
+            connection: self.default_connections.get(&os)?.clone(),
+            windows: WindowsSettings::default(),
+            pos: Pos::default(),
+        })
     }
 
     pub fn host(&self, name: &str) -> Option<&Host> {

@@ -1,7 +1,7 @@
 //! The rules that turn the raw inventory into the validated model: every
 //! problem is collected with its position and a fix.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
@@ -215,10 +215,36 @@ impl Validator {
                 "use a larger cluster_cidr or a longer node_prefix",
             );
         }
+        // How a host without settings of its own would be reached.
+        let mut default_connections = BTreeMap::new();
+        let unknown = serde_saphyr::Location::UNKNOWN;
+        let spanned = |v: &str| Spanned::new(v.to_string(), unknown, unknown);
+        for os in [Os::Linux, Os::Windows] {
+            let bare = RawHost {
+                name: spanned("removed"),
+                os: spanned(&os.to_string()),
+                role: None,
+                address: spanned("0.0.0.0"),
+                pod_cidr: None,
+                ssh: None,
+                winrm: None,
+                windows: None,
+            };
+            let mut v = Validator {
+                base: self.base.clone(),
+                problems: Vec::new(),
+            };
+            if let Some(c) = v.connection(os, &bare, &defaults, Pos::default())
+                && v.problems.is_empty()
+            {
+                default_connections.insert(os, c);
+            }
+        }
         Some(Inventory {
             path: path.to_path_buf(),
             cluster,
             hosts: hosts.into_iter().map(|(h, _)| h).collect(),
+            default_connections,
         })
     }
 

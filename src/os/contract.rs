@@ -15,6 +15,8 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/boot.sh",
     "linux/boot.service",
     "linux/set_routes.sh",
+    "linux/lock.sh",
+    "linux/unlock.sh",
     "windows/prelude.ps1",
     "windows/probe.ps1",
 ];

@@ -16,8 +16,11 @@ use crate::diff::Describe;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WinAction {
+    /// The node's own record of its pod CIDR and its cluster.
     RecordPodCidr {
         pod_cidr: Ipv4Net,
+        cluster: String,
+        cluster_id: String,
     },
     /// The Routing role service, and forwarding on the routable adapter.
     EnableRouting,
@@ -75,7 +78,7 @@ pub enum WinAction {
 impl Describe for WinAction {
     fn describe(&self) -> String {
         match self {
-            WinAction::RecordPodCidr { pod_cidr } => {
+            WinAction::RecordPodCidr { pod_cidr, .. } => {
                 format!("record pod CIDR {pod_cidr} in {POD_CIDR_FILE}")
             }
             WinAction::EnableRouting => {
@@ -128,7 +131,7 @@ impl Describe for WinAction {
 
     fn finding(&self) -> String {
         match self {
-            WinAction::RecordPodCidr { .. } => "no pod CIDR recorded on the host".into(),
+            WinAction::RecordPodCidr { .. } => "no pod CIDR or cluster recorded on the host".into(),
             WinAction::EnableRouting => {
                 "the Routing role is missing or forwarding is off on the routable adapter".into()
             }
@@ -178,6 +181,8 @@ pub fn examples() -> Vec<WinAction> {
     vec![
         WinAction::RecordPodCidr {
             pod_cidr: "192.168.1.0/24".parse().unwrap(),
+            cluster: "demo".into(),
+            cluster_id: "0123456789abcdef".into(),
         },
         WinAction::EnableRouting,
         WinAction::CreateSwitch,

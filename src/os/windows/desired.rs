@@ -8,7 +8,6 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, WIN_DIR};
-use crate::alloc::Node;
 use crate::hash::sha256_bytes;
 use crate::inventory::{Host, Inventory};
 use crate::os::ops::DesiredError;
@@ -42,7 +41,8 @@ pub struct WinService {
     pub depends: Vec<String>,
 }
 
-/// What a Windows node should have, beyond its [`Node`].
+/// What a Windows node should have, beyond its pod CIDR and routes (it
+/// does not depend on them: it is known before any node is asked).
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowsDesired {
     pub network: String,
@@ -85,7 +85,6 @@ impl WindowsDesired {
     pub fn of(
         inv: &Inventory,
         host: &Host,
-        node: &Node,
         uploads: &Uploads,
     ) -> Result<WindowsDesired, DesiredError> {
         let w = &host.windows;
@@ -152,7 +151,7 @@ impl WindowsDesired {
                 source: FileSource::Inline(bytes.into()),
             });
         }
-        let ip = node.address.to_string();
+        let ip = host.address.to_string();
         let exe = |n: &str| win_arg(&format!(r"{WIN_DIR}\{n}"));
         // The seed's flags; a kubeconfig replaces --api-servers when given.
         let mut kubelet = vec![

@@ -9,7 +9,7 @@ use super::action::WinAction;
 use super::desired::WindowsDesired;
 use super::facts::{WinRoute, WindowsFacts};
 use super::preflight::{preflight, routable_adapter};
-use super::{HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::{CLUSTER_FILE, HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
 
@@ -39,11 +39,16 @@ pub fn diff_windows(
     let mut notes = vec![format!("Windows {}, Docker {}", f.build, f.docker_version)];
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
 
+    let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
     item(
         format!("pod-cidr {}", node.pod_cidr),
-        f.pod_cidr.is_none().then_some(WinAction::RecordPodCidr {
-            pod_cidr: node.pod_cidr,
-        }),
+        (f.pod_cidr.is_none() || f.recorded_cluster().as_ref() != Some(&cluster)).then_some(
+            WinAction::RecordPodCidr {
+                pod_cidr: node.pod_cidr,
+                cluster: cluster.0,
+                cluster_id: cluster.1,
+            },
+        ),
     );
     let forwarding = f
         .adapters
@@ -98,7 +103,12 @@ pub fn diff_windows(
         if desired.contains_key(&r.dst) {
             continue;
         }
-        if node.cluster_cidr.contains(&r.dst) && r.dst != node.pod_cidr {
+        if !node.cluster_cidr().contains(&r.dst) || r.dst == node.pod_cidr {
+            continue;
+        }
+        if let Some(why) = node.frozen.route(&r.dst, r.via) {
+            notes.push(format!("route {} left alone: {why}", r.dst));
+        } else {
             item(
                 format!("stale route {}", r.dst),
                 Some(WinAction::DelRoute {
@@ -109,6 +119,10 @@ pub fn diff_windows(
         }
     }
     for (dst, via) in &desired {
+        if let Some(why) = node.frozen.route(dst, Some(*via)) {
+            notes.push(format!("route {dst} left alone: {why}"));
+            continue;
+        }
         let action = match have.get(dst) {
             Some(r) if r.via == Some(*via) && r.persistent => None,
             Some(_) => Some(WinAction::AddRoute {
@@ -211,7 +225,8 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
     }
     let index = routable_adapter(node, d, f).map(|a| a.index);
     for r in &f.routes {
-        if Some(r.index) == index && node.cluster_cidr.contains(&r.dst) && r.dst != node.pod_cidr {
+        if Some(r.index) == index && node.cluster_cidr().contains(&r.dst) && r.dst != node.pod_cidr
+        {
             items.push(Item {
                 key: format!("route {}", r.dst),
                 action: Some(WinAction::DelRoute {
@@ -249,6 +264,12 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
         key: "pod-cidr record".into(),
         action: f.pod_cidr.is_some().then(|| WinAction::RemoveFile {
             path: POD_CIDR_FILE.into(),
+        }),
+    });
+    items.push(Item {
+        key: "cluster record".into(),
+        action: f.cluster.is_some().then(|| WinAction::RemoveFile {
+            path: CLUSTER_FILE.into(),
         }),
     });
     Diff {
@@ -365,6 +386,7 @@ mod tests {
             })
             .collect();
         f.pod_cidr = Some("192.168.1.0/24".parse().unwrap());
+        f.cluster = Some("t 0123456789abcdef".into());
         f
     }
 
@@ -477,6 +499,7 @@ mod tests {
                 "remove Hyper-V switch KubeProxySwitch",
                 r"remove C:\k\kubelet.exe",
                 r"remove C:\k\kwinctl\pod-cidr.txt",
+                r"remove C:\k\kwinctl\cluster.txt",
             ]
         );
         let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None);

@@ -93,6 +93,10 @@ pub struct WindowsFacts {
     /// The pod CIDR kwinctl recorded on the host (C:\k\kwinctl\pod-cidr.txt).
     #[serde(default)]
     pub pod_cidr: Option<Ipv4Net>,
+    /// The cluster kwinctl recorded beside it (C:\k\kwinctl\cluster.txt):
+    /// "name id".
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// Reachability of other nodes' addresses (`Test-Connection`), when asked.
     #[serde(skip)]
     pub reach: BTreeMap<Ipv4Addr, Reach>,
@@ -140,7 +144,22 @@ impl WindowsFacts {
         }
         let mut facts = raw.facts;
         facts.reach = crate::probe::parse_reach(&raw.reach)?;
+        if facts.cluster.is_some() && facts.recorded_cluster().is_none() {
+            return Err(FactsError::Invalid(format!(
+                r"C:\k\kwinctl\cluster.txt holds {:?}, not a cluster name and id",
+                crate::text::clip(facts.cluster.as_deref().unwrap_or(""), 64)
+            )));
+        }
         Ok(facts)
+    }
+
+    /// The cluster recorded on the node: (name, id).
+    pub fn recorded_cluster(&self) -> Option<(String, String)> {
+        let (name, id) = self.cluster.as_deref()?.trim().split_once(' ')?;
+        (crate::inventory::valid_name(name)
+            && !id.is_empty()
+            && id.chars().all(|c| c.is_ascii_alphanumeric()))
+        .then(|| (name.to_string(), id.to_string()))
     }
 
     /// A freshly installed Windows Server 2016 node with Hyper-V, Docker and
@@ -173,6 +192,7 @@ impl WindowsFacts {
             files: vec![],
             services: vec![],
             pod_cidr: None,
+            cluster: None,
             reach: BTreeMap::new(),
         }
     }
@@ -194,7 +214,7 @@ mod tests {
       "files":[{"path":"C:\\k\\kubelet.exe","sha256":"ab"}],
       "services":[{"name":"kubelet","status":"Running","start":"Automatic","binpath":"C:\\k\\kubelet.exe --windows-service",
                    "env":["CONTAINER_NETWORK=kwinctl"],"depends":["docker"],"restart":true}],
-      "pod_cidr":"192.168.1.0/24"}"#;
+      "pod_cidr":"192.168.1.0/24","cluster":"demo 0a1b"}"#;
 
     #[test]
     fn parses_a_probe() {
@@ -203,6 +223,7 @@ mod tests {
         assert_eq!(f.networks[0].subnet.unwrap().to_string(), "192.168.1.0/24");
         assert_eq!(f.services[0].depends, ["docker"]);
         assert_eq!(parse_build(&f.build), Some((10, 0, 14393)));
+        assert_eq!(f.recorded_cluster(), Some(("demo".into(), "0a1b".into())));
     }
 
     #[test]
@@ -214,6 +235,7 @@ mod tests {
             &SAMPLE.replace("10.0.14393", "ten"),
             &SAMPLE.replace(r#""index":4,"ipv4""#, r#""index":"four","ipv4""#),
             &SAMPLE.replace("192.168.0.0/24", "nope"),
+            &SAMPLE.replace("demo 0a1b", "demo"),
         ] {
             assert!(WindowsFacts::parse(bad).is_err(), "{bad}");
         }
