@@ -1,3 +1,6 @@
+//! Size: one Validator holds every rule; they share its list of problems
+//! and the positions they point at, and each section is a method already.
+//!
 //! The rules that turn the raw inventory into the validated model: every
 //! problem is collected with its position and a fix.
 
