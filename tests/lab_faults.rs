@@ -304,7 +304,7 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     let i = lab.inv();
     // h1's script blocks until the test releases it
     let fifo = block_on_record(&lab, "h1");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
+    let mut child = Command::new(common::bin())
         .args(["up", "-i", &i, "--parallel", "1", "--output", "json"])
         .env("KWINCTL_SSH_CONFIG", "/nonexistent")
         .stdout(Stdio::piped())
@@ -371,7 +371,7 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
     let lab = Lab::up(2);
     let i = lab.inv();
     let fifo = block_on_record(&lab, "h1");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
+    let mut child = Command::new(common::bin())
         .args(["up", "-i", &i])
         .env("KWINCTL_SSH_CONFIG", "/nonexistent")
         .stdout(Stdio::null())
@@ -506,7 +506,7 @@ fn a_closed_output_does_not_stop_the_hosts() {
     let i = lab.inv();
     let script = format!(
         "KWINCTL_SSH_CONFIG=/nonexistent {} up -i {i} 2>&1 | head -1 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\"",
-        env!("CARGO_BIN_EXE_kwinctl")
+        common::bin()
     );
     let mut cmd = Command::new("bash");
     cmd.args(["-c", &script]);
@@ -524,7 +524,7 @@ fn a_closed_output_does_not_stop_the_hosts() {
     // and so does a run with --output json whose stdout is closed at once
     let script = format!(
         "KWINCTL_SSH_CONFIG=/nonexistent {} verify -i {i} --output json 2>/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\"",
-        env!("CARGO_BIN_EXE_kwinctl")
+        common::bin()
     );
     let mut cmd = Command::new("bash");
     cmd.args(["-c", &script]);
@@ -555,7 +555,7 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
          {{ dd if=/dev/zero of={f}/fill bs=1k count=64 2>/dev/null || true; }} && \
          KWINCTL_SSH_CONFIG=/nonexistent {bin} up -i {f}/inv.yaml --timeout 10 --retries 0",
         src = lab.inv(),
-        bin = env!("CARGO_BIN_EXE_kwinctl"),
+        bin = common::bin(),
     );
     let mut cmd = Command::new("unshare");
     cmd.args(["-m", "bash", "-c", &script]);

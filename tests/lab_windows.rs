@@ -399,7 +399,8 @@ fn binaries_uploaded_from_the_operators_machine() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_mixed(0, 1);
+    // (a Linux control plane keeps the cluster lock)
+    let lab = Lab::up_mixed(1, 1);
     // a 3 MiB "kubelet.exe" on this machine
     let local = lab.dir().join("kubelet.exe");
     let bytes: Vec<u8> = (0..3 * 1024 * 1024u32)
@@ -521,7 +522,8 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
         .map(|id| format!("lab{id}"))
         .unwrap();
     let state = serde_json::json!({
-        "version": 2, "cluster": cluster, "cluster_cidr": "198.19.0.0/16",
+        "version": 2, "cluster": cluster, "cluster_id": "0a1b2c3d4e5f6789",
+        "cluster_cidr": "198.19.0.0/16",
         "pod_cidrs": {"h1": "198.19.0.0/24", "win1": "198.19.1.0/24",
                       "win2": "198.19.2.0/24", "win3": "198.19.3.0/24"},
     });

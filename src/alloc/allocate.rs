@@ -8,27 +8,13 @@ use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 
+use super::identity::cluster_id;
 use super::{AllocError, Allocation, Assignment, Dispute, Frozen, Observed, Source, gateway};
 use crate::inventory::{Host, Inventory};
 use crate::state::{Known, Removed, STATE_VERSION, State};
 
 fn key(h: &Host) -> String {
     h.name.to_ascii_lowercase()
-}
-
-/// A fresh cluster id: 16 hex digits from the clock and the process, enough
-/// to tell two clusters of one name apart.
-fn new_cluster_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
 }
 
 /// A host's claim on a block before collisions are settled.
@@ -52,42 +38,8 @@ pub fn allocate(
     let mut disputes: BTreeMap<usize, String> = BTreeMap::new();
     let record = |h: &Host| observed.as_ref().and_then(|o| o.get(&key(h)));
     let sound = |n: &Ipv4Net| n.prefix_len() == prefix && cc.contains(n) && n.network() == n.addr();
-
-    // The cluster's identity: the state's, else the one the nodes agree on.
-    let mut ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for h in &inv.hosts {
-        if let Some((n, id)) = record(h).and_then(|r| r.cluster.as_ref())
-            && n == name
-        {
-            ids.entry(id.as_str()).or_default().push(&h.name);
-        }
-    }
-    let cluster_id = match (&state.cluster_id, ids.len()) {
-        (Some(id), _) => id.clone(),
-        // Without asking any node (`check`, `render`) a cluster that has
-        // none yet shows this; `up` makes a real one.
-        (None, 0) if observed.is_none() => "new".to_string(),
-        (None, 0) => new_cluster_id(),
-        (None, 1) => {
-            let id = ids.keys().next().expect("one id").to_string();
-            notes.push(format!(
-                "the state file has no cluster id: adopted {id}, which the nodes record"
-            ));
-            id
-        }
-        (None, _) => {
-            let seen: Vec<String> = ids
-                .iter()
-                .map(|(id, hosts)| format!("{id} on {}", hosts.join(", ")))
-                .collect();
-            return Err(AllocError(format!(
-                "the nodes record two clusters named {name:?}: {}; kwinctl cannot tell which one this \
-                 inventory is. Nothing was changed. Restore this cluster's state file (it names the id), \
-                 or reset the nodes that belong to the other cluster",
-                seen.join("; ")
-            )));
-        }
-    };
+    let registry = super::registry::read(inv, observed);
+    let cluster_id = cluster_id(inv, state, observed, &mut notes)?;
 
     // Removed hosts: remembered until `reset` reaches them (a host back in
     // the inventory is not removed any more).
@@ -175,7 +127,11 @@ pub fn allocate(
                     source: Source::Pinned,
                 })
             }
-            (None, None) => match state.pod_cidrs.get(&key(h)) {
+            (None, None) => match state
+                .pod_cidrs
+                .get(&key(h))
+                .or_else(|| registry.get(&key(h)).map(|e| &e.pod_cidr))
+            {
                 Some(s) if sound(s) => {
                     claims[i] = Some(Claim {
                         net: *s,
@@ -230,6 +186,21 @@ pub fn allocate(
                 reserved.push((*dst, why));
             }
         }
+    }
+
+    for e in registry.values() {
+        if inv.host(&e.host).is_some() || removed.contains_key(&e.host) {
+            continue;
+        }
+        let why = format!(
+            "the cluster's registry (on the lock host) gives it to {} ({}), a host this inventory does \
+             not have: another operator's; left alone",
+            e.host, e.address
+        );
+        notes.push(format!("{}: {why}", e.pod_cidr));
+        frozen.vias.entry(e.address).or_insert_with(|| why.clone());
+        frozen.dsts.entry(e.pod_cidr).or_insert_with(|| why.clone());
+        reserved.push((e.pod_cidr, why));
     }
 
     // Collisions. Two node records, or a record and another host's pin,
@@ -314,7 +285,14 @@ pub fn allocate(
 
     // 4. new blocks, lowest first, in inventory order: only when every
     // block somebody may hold is known.
+    // Taken: every block claimed, and every block a node or the state file
+    // names, whoever's and however disputed.
     let mut taken: BTreeSet<Ipv4Net> = claims.iter().flatten().map(|c| c.net).collect();
+    for h in &inv.hosts {
+        taken.extend(record(h).and_then(|r| r.pod_cidr).map(|n| n.trunc()));
+        taken.extend(h.pod_cidr);
+    }
+    taken.extend(state.pod_cidrs.values().map(|n| n.trunc()));
     let odd: Vec<Ipv4Net> = reserved.iter().map(|(n, _)| *n).collect();
     let mut candidates = cc
         .subnets(prefix)
@@ -430,10 +408,12 @@ pub fn allocate(
         );
     }
     hosts.retain(|k, _| pod_cidrs.contains_key(k));
+    let out_registry = super::registry::after(inv, registry, &assignments, &pod_cidrs, &removed);
     Ok(Allocation {
         assignments,
         disputes: out_disputes,
         notes,
+        registry: out_registry,
         frozen: Arc::new(frozen),
         state: State {
             version: STATE_VERSION,

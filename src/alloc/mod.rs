@@ -33,6 +33,8 @@ use crate::inventory::{Host, Inventory, Os};
 use crate::state::State;
 
 mod allocate;
+mod identity;
+mod registry;
 
 pub use allocate::allocate;
 
@@ -72,6 +74,40 @@ pub struct NodeRecord {
     /// How many changing runs the cluster lock on this node has seen (the
     /// lock host's matters).
     pub generation: u64,
+    /// The cluster's registry kept beside the lock (on the lock host): every
+    /// block any operator's run handed out, and to whom.
+    pub registry: Vec<Registered>,
+}
+
+/// A block the cluster's registry says a run handed out. The registry lives
+/// on the lock host, so that an operator whose inventory lacks a host
+/// another operator added still never hands out its block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    pub host: String,
+    pub pod_cidr: Ipv4Net,
+    pub address: Ipv4Addr,
+}
+
+impl Registered {
+    /// One line of the registry file: `name cidr address`.
+    pub fn line(&self) -> String {
+        format!("{} {} {}", self.host, self.pod_cidr, self.address)
+    }
+
+    /// Read a registry line (`None` if it is not one).
+    pub fn parse(line: &str) -> Option<Registered> {
+        let mut it = line.split_whitespace();
+        let (host, net, addr) = (it.next()?, it.next()?, it.next()?);
+        if it.next().is_some() || !crate::inventory::valid_name(host) {
+            return None;
+        }
+        Some(Registered {
+            host: host.to_ascii_lowercase(),
+            pod_cidr: net.parse().ok()?,
+            address: addr.parse().ok()?,
+        })
+    }
 }
 
 /// What the nodes answered, by lower-case host name. `None` for an
@@ -125,6 +161,9 @@ pub struct Allocation {
     pub frozen: Arc<Frozen>,
     /// The state to record after this allocation.
     pub state: State,
+    /// The cluster's registry after this allocation (written on the lock
+    /// host by the run that changes the cluster).
+    pub registry: Vec<Registered>,
 }
 
 impl Allocation {

@@ -17,6 +17,7 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/set_routes.sh",
     "linux/lock.sh",
     "linux/unlock.sh",
+    "linux/registry.sh",
     "windows/prelude.ps1",
     "windows/probe.ps1",
 ];

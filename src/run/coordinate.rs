@@ -253,7 +253,11 @@ impl Coordinator {
         } else if !changes || ctx.interrupt.is_set() {
             Go::Yes
         } else {
-            match lock(&ctx, lock_at, &targets, generation).await {
+            let registry = allocation
+                .as_ref()
+                .map(|a| lines(&a.registry))
+                .unwrap_or_default();
+            match lock(&ctx, lock_at, &targets, generation, &registry).await {
                 Ok(()) => Go::Yes,
                 Err((why, held)) => {
                     if held {
@@ -288,11 +292,16 @@ async fn lock(
     lock_at: Option<usize>,
     targets: &[(String, bool)],
     generation: Option<u64>,
+    registry: &[String],
 ) -> Result<(), (String, bool)> {
     let Some(i) = lock_at else {
-        ctx.reporter
-            .say("note: no Linux host in the inventory to keep the cluster lock on: not locked");
-        return Ok(());
+        return Err((
+            "no Linux control-plane host in the inventory to keep the cluster lock and registry on: \
+             mark the control plane `role: control-plane` (two operators must not change the cluster \
+             at once, and each must see the blocks the other handed out)"
+                .into(),
+            false,
+        ));
     };
     let host = &targets[i].0;
     let mut slot = ctx.barrier.lock_session.lock().await;
@@ -313,6 +322,7 @@ async fn lock(
             &ctx.cluster.owner,
             generation,
             break_run.as_deref(),
+            registry,
         );
         let out = step::call(ctx, s, host, "cluster lock", script)
             .await
@@ -413,14 +423,19 @@ fn read_lock(stdout: &str) -> LockAnswer {
     }
 }
 
+/// The registry's lines.
+pub(super) fn lines(registry: &[crate::alloc::Registered]) -> Vec<String> {
+    registry.iter().map(|e| e.line()).collect()
+}
+
 /// Release the cluster lock (when this run took it) on the lock host's
 /// connection, and close that connection.
-pub(super) async fn release(ctx: &Ctx, lock_host: &str) {
+pub(super) async fn release(ctx: &Ctx, lock_host: &str, registry: &[String]) {
     let Some(mut s) = ctx.barrier.lock_session.lock().await.take() else {
         return;
     };
     if ctx.barrier.lock_taken.load(Ordering::SeqCst) {
-        let script = crate::os::unlock_script(&ctx.renderer, &ctx.cluster.run_id);
+        let script = crate::os::unlock_script(&ctx.renderer, &ctx.cluster.run_id, registry);
         match step::call(ctx, &mut s, lock_host, "cluster unlock", script).await {
             Ok(o) if o.stdout.contains("KWL released") => {}
             Ok(_) => ctx.reporter.say(

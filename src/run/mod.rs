@@ -171,15 +171,20 @@ struct Ctx {
     everyone: Vec<crate::verify::Pinged>,
 }
 
-/// The host the cluster lock lives on: the first Linux control-plane host,
-/// else the first Linux host.
+/// The host the cluster lock and registry live on: the Linux control-plane
+/// host with the lowest address (so that every operator's inventory, in
+/// whatever order, picks the same one).
 fn lock_host(targets: &[Target]) -> Option<usize> {
-    let linux = |t: &&Target| t.host.os == crate::inventory::Os::Linux && !t.removed;
-    let all: Vec<(usize, &Target)> = targets.iter().enumerate().collect();
-    all.iter()
-        .find(|(_, t)| linux(t) && t.host.role == Role::ControlPlane)
-        .or_else(|| all.iter().find(|(_, t)| linux(t)))
-        .map(|(i, _)| *i)
+    targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            t.host.os == crate::inventory::Os::Linux
+                && t.host.role == Role::ControlPlane
+                && !t.removed
+        })
+        .min_by_key(|(_, t)| t.host.address)
+        .map(|(i, _)| i)
 }
 
 /// Run `mode` on every target (see the module's documentation).
@@ -278,7 +283,34 @@ pub async fn run_all(
     // The cluster lock is released on the lock host's connection, which its
     // task left for this.
     if let Some(i) = lock_at {
-        coordinate::release(&ctx, &targets[i].host.name).await;
+        // The registry as the run leaves it: removed hosts that `reset`
+        // reached are no longer there.
+        let reached: Vec<String> = out
+            .iter()
+            .zip(&targets)
+            .filter(|(r, t)| {
+                t.removed
+                    && r.as_ref().is_some_and(|r| {
+                        matches!(
+                            r.status,
+                            crate::outcome::HostStatus::Ok | crate::outcome::HostStatus::Changed
+                        )
+                    })
+            })
+            .map(|(_, t)| t.host.name.to_ascii_lowercase())
+            .collect();
+        let registry: Vec<String> = outcome
+            .allocation
+            .as_ref()
+            .map(|a| {
+                a.registry
+                    .iter()
+                    .filter(|e| !reached.contains(&e.host))
+                    .map(|e| e.line())
+                    .collect()
+            })
+            .unwrap_or_default();
+        coordinate::release(&ctx, &targets[i].host.name, &registry).await;
     }
     let mut reports: Vec<HostReport> = Vec::new();
     let mut peers: Vec<HostReport> = Vec::new();

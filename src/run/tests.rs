@@ -49,6 +49,8 @@ struct LinuxHost {
     /// The cluster lock's run id and generation, on the lock host.
     lock: Option<String>,
     generation: u64,
+    /// The cluster's registry lines (on the lock host).
+    registry: Vec<String>,
     forwarding: bool,
     /// dst → via, kwinctl's (proto 198).
     routes: BTreeMap<String, String>,
@@ -139,6 +141,7 @@ impl LinuxHost {
                 None if want != self.generation => format!("KWL changed {}\n", self.generation),
                 None => {
                     self.lock = Some(run);
+                    self.registry = registry_of(script);
                     "KWL taken\n".to_string()
                 }
             };
@@ -146,6 +149,7 @@ impl LinuxHost {
         if script.contains("# kwinctl: release the cluster lock") {
             self.lock = None;
             self.generation += 1;
+            self.registry = registry_of(script);
             out += "KWL released\n";
         }
         if !failed && script.contains("printf 'KWF probe linux 2\\n'") {
@@ -174,6 +178,9 @@ impl LinuxHost {
             self.boot_sha.as_deref().unwrap_or(""),
             serde_json::Value::from(routes)
         );
+        for l in &self.registry {
+            s += &format!("KWF registered {l}\n");
+        }
         for line in script.lines().filter(|l| l.contains("ping -n -q")) {
             let ip = quoted(line)[0];
             let ok = !self.unreachable.iter().any(|u| u == ip);
@@ -189,6 +196,16 @@ impl LinuxHost {
         }
         s + "KWF end\n"
     }
+}
+
+/// The registry lines a lock or unlock script writes.
+fn registry_of(script: &str) -> Vec<String> {
+    script
+        .split("<<'KWINCTL_BLOCKS_EOF'\n")
+        .nth(1)
+        .and_then(|rest| rest.split("KWINCTL_BLOCKS_EOF").next())
+        .map(|b| b.lines().map(str::to_string).collect())
+        .unwrap_or_default()
 }
 
 type Answer = Arc<Mutex<dyn FnMut(&str) -> Output + Send>>;

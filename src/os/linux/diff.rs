@@ -221,6 +221,7 @@ mod tests {
             recorded_pod_cidr: Some("198.19.0.0/24".parse().unwrap()),
             recorded_cluster: Some(("t".into(), "0123456789abcdef".into())),
             cluster_gen: 0,
+            registry: vec![],
             boot_sha: Some(sha256_hex(BOOT)),
             unit_sha: Some(sha256_hex(UNIT)),
             unit_enabled: true,

@@ -47,6 +47,8 @@ pub struct LinuxFacts {
     /// How many changing runs the cluster lock has seen on this host
     /// (`/etc/kwinctl/cluster.gen`; 0 when none).
     pub cluster_gen: u64,
+    /// The cluster's registry, on the lock host (`/etc/kwinctl/cluster.blocks`).
+    pub registry: Vec<crate::alloc::Registered>,
     /// sha256 of `/etc/kwinctl/boot.sh`.
     pub boot_sha: Option<String>,
     /// sha256 of the systemd unit, and whether it is enabled.
@@ -94,6 +96,7 @@ struct Lines<'a> {
     scalars: BTreeMap<&'a str, &'a str>,
     reach: Vec<&'a str>,
     nodes: Vec<&'a str>,
+    registered: Vec<&'a str>,
     ended: bool,
 }
 
@@ -118,6 +121,7 @@ impl<'a> Lines<'a> {
                 "end" => l.ended = true,
                 "reach" => l.reach.push(value),
                 "node" => l.nodes.push(value),
+                "registered" => l.registered.push(value),
                 "hostname" | "ip_forward" | "pod_cidr" | "cluster" | "cluster_gen" | "boot_sha"
                 | "systemd" | "unit_sha" | "unit_enabled" | "routes" | "nodes" => {
                     if l.scalars.insert(key, value).is_some() {
@@ -269,6 +273,18 @@ impl LinuxFacts {
                 ))
             })?,
         };
+        let registry = l
+            .registered
+            .iter()
+            .map(|line| {
+                crate::alloc::Registered::parse(line).ok_or_else(|| {
+                    FactsError::Invalid(format!(
+                        "/etc/kwinctl/cluster.blocks holds {:?}, not `name cidr address`",
+                        clip(&printable(line), 80)
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let reach = crate::probe::parse_reach(&l.reach)?;
         let k8s_nodes = match l.opt("nodes") {
             "" => None,
@@ -298,6 +314,7 @@ impl LinuxFacts {
             recorded_pod_cidr,
             recorded_cluster,
             cluster_gen,
+            registry,
             boot_sha: sha(l.get("boot_sha")?),
             unit_sha: sha(l.opt("unit_sha")),
             unit_enabled: l.opt("unit_enabled") == "enabled",
@@ -325,7 +342,8 @@ mod tests {
     fn sample() -> String {
         format!(
             "welcome to h1!\nKWF probe linux 2\nKWF hostname h1\r\nKWF ip_forward 1\n\
-             KWF pod_cidr 198.19.0.0/24\nKWF cluster lab 0a1b2c\nKWF cluster_gen 3\nKWF boot_sha \nKWF systemd false\n\
+             KWF pod_cidr 198.19.0.0/24\nKWF cluster lab 0a1b2c\nKWF cluster_gen 3\n\
+             KWF registered h1 198.19.0.0/24 198.18.1.2\nKWF boot_sha \nKWF systemd false\n\
              KWF routes {ROUTES}\nKWF reach 198.18.1.3 ok\nKWF reach 198.18.1.4 fail\nKWF end\n"
         )
     }
@@ -347,6 +365,8 @@ mod tests {
             Some(("lab".to_string(), "0a1b2c".to_string()))
         );
         assert_eq!(f.cluster_gen, 3);
+        assert_eq!(f.registry.len(), 1);
+        assert_eq!(f.registry[0].line(), "h1 198.19.0.0/24 198.18.1.2");
         assert_eq!(f.boot_sha, None);
         assert_eq!(f.reach.len(), 2);
         assert_eq!(
@@ -403,6 +423,7 @@ mod tests {
             s.replace("lab 0a1b2c", "lab"),
             s.replace("lab 0a1b2c", "l;b 0a1b2c"),
             s.replace("KWF cluster_gen 3", "KWF cluster_gen x"),
+            s.replace("198.19.0.0/24 198.18.1.2", "198.19.0.0/24"),
             s.replace("198.18.1.4 fail", "198.18.1.4 maybe"),
             s.replace("KWF hostname h1", "KWF hostname h1\nKWF hostname h2"),
             s.replace("KWF hostname h1", "KWF colour blue"),

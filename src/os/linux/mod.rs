@@ -91,6 +91,7 @@ impl NodeOps for LinuxOps<'_> {
                 .map(|r| (r.dst, r.via))
                 .collect(),
             generation: f.cluster_gen,
+            registry: f.registry.clone(),
         }
     }
     fn diff(&self, node: &Node, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {

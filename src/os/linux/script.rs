@@ -55,25 +55,28 @@ pub const LOCK_SECONDS: u32 = 1800;
 /// Take the cluster lock for `run` (`owner` says who, for the message
 /// another run gets), unless the cluster's generation is no longer
 /// `generation`; first break the lock of `break_run`, a run known to be
-/// dead. Prints `KWL taken`, `KWL changed <gen>`, or `KWL held <seconds
-/// left>`, `KWL owner <who>` and `KWL run <its run>`.
+/// dead. With the lock, write the cluster's `registry` (its lines).
+/// Prints `KWL taken`, `KWL changed <gen>`, or `KWL held <seconds left>`,
+/// `KWL owner <who>` and `KWL run <its run>`.
 pub fn lock(
     r: &Renderer,
     run: &str,
     owner: &str,
     generation: u64,
     break_run: Option<&str>,
+    registry: &[String],
 ) -> String {
     r.render(
         "linux/lock.sh",
-        context! { run, owner, generation, break_run, seconds => LOCK_SECONDS },
+        context! { run, owner, generation, break_run, registry, seconds => LOCK_SECONDS },
     )
 }
 
-/// Release the cluster lock of `run`: `KWL released`, or `KWL lost` when
-/// it is no longer this run's.
-pub fn unlock(r: &Renderer, run: &str) -> String {
-    r.render("linux/unlock.sh", context! { run })
+/// Write the cluster's `registry` as the run left it and release the
+/// cluster lock of `run`: `KWL released`, or `KWL lost` when it is no
+/// longer this run's.
+pub fn unlock(r: &Renderer, run: &str, registry: &[String]) -> String {
+    r.render("linux/unlock.sh", context! { run, registry })
 }
 
 /// The shell for one action (a body run under `set -e`): its template by

@@ -108,6 +108,7 @@ impl NodeOps for WindowsOps<'_> {
                 .map(|r| (r.dst, r.via))
                 .collect(),
             generation: 0,
+            registry: Vec::new(),
         }
     }
     fn diff(&self, node: &Node, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
