@@ -359,7 +359,10 @@ fn a_lost_ntlm_session_is_retried_once_when_safe() {
         let mut ws: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
         ws["lose_sessions"] = serde_json::json!(n);
-        write(&sp, &ws.to_string());
+        // replaced atomically, as winsim reads it without its lock
+        let tmp = sp.with_extension("json.test");
+        write(&tmp, &ws.to_string());
+        std::fs::rename(&tmp, &sp).unwrap();
     };
     let echo = "# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\nWrite-Output 'hello'\n";
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -607,26 +607,29 @@ def make_handler(cfg, shells, tls):
             if not self.authed:
                 return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
             if ctype.startswith("multipart/encrypted"):
-                # Test knob: answer the next N sealed requests with 401, as a
-                # server that no longer holds the connection's NTLM session.
+                try:
+                    plain = unwrap_body(self.ntlm, body)
+                except Exception as e:
+                    log("unseal failed: %s" % type(e).__name__)
+                    return self.reply(400)
+                xml = plain.decode("utf-8", "replace")
+                # Test knob: answer the next N sealed requests that open a
+                # shell or start a command (the ones kwinctl may repeat)
+                # with 401, as a server that no longer holds the
+                # connection's NTLM session.
                 lose = 0
                 try:
                     with open(cfg.state) as f:  # replaced atomically: no lock to read
                         lose = int(json.load(f).get("lose_sessions", 0) or 0)
                 except (OSError, ValueError):
                     pass
-                if lose > 0:
+                if lose > 0 and soap_action(xml) in (ACTION_CREATE, ACTION_COMMAND):
                     with State(cfg.state) as d:
                         d["lose_sessions"] = max(0, int(d.get("lose_sessions", 0) or 0) - 1)
-                    log("lose_sessions: answering 401 to a sealed request")
+                    log("lose_sessions: answering 401 to a sealed %s" % soap_action(xml).rsplit("/", 1)[-1])
                     self.ntlm, self.authed = None, False
                     return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
-                try:
-                    plain = unwrap_body(self.ntlm, body)
-                except Exception as e:
-                    log("unseal failed: %s" % type(e).__name__)
-                    return self.reply(400)
-                return self.serve(plain.decode("utf-8", "replace"), sealed=True)
+                return self.serve(xml, sealed=True)
             # NTLM without sealing: only over HTTPS, or when allowed.
             if not (tls or cfg.allow_unencrypted):
                 log("refused an unencrypted body over HTTP")

@@ -281,6 +281,11 @@ impl Drop for Lab {
         if !o.status.success() {
             eprintln!("lab.sh down failed: {}", String::from_utf8_lossy(&o.stderr));
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // KWINCTL_KEEP_LAB=1 keeps the folder (logs, run records) to look at.
+        if std::env::var_os("KWINCTL_KEEP_LAB").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("lab folder kept: {}", self.dir.display());
+        }
     }
 }
