@@ -21,6 +21,7 @@ pub mod record;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod secret;
 pub mod state;
 pub mod text;
 pub mod transport;

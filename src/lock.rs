@@ -75,6 +75,12 @@ impl Lock {
         let mut file = opts
             .open(&path)
             .map_err(|e| LockError::Io(format!("cannot open lock file {}: {e}", path.display())))?;
+        // owner-only, also when it was made looser before
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        }
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

@@ -1,7 +1,6 @@
 //! The command line: parse it, run the command, exit with its code (see
 //! `kwinctl::error` for the codes).
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -60,7 +59,7 @@ fn main() -> ExitCode {
     let exit = match result {
         Ok(exit) => exit,
         Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+            kwinctl::report::err_line(&format!("error: {e}"));
             e.exit
         }
     };

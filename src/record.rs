@@ -54,34 +54,15 @@ impl LastRun {
     }
 }
 
-/// Replaces every secret value with `********`.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor(Vec<String>);
-
-impl Redactor {
-    pub fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
-        let mut v: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 3).collect();
-        // Longest first, so a secret containing another is replaced whole.
-        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        Redactor(v)
-    }
-    /// `s` with every secret replaced; borrowed when there is none in it
-    /// (the summary of a large run is megabytes: no needless copy).
-    pub fn apply<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
-        let mut out = std::borrow::Cow::Borrowed(s);
-        for secret in &self.0 {
-            if out.contains(secret.as_str()) {
-                out = std::borrow::Cow::Owned(out.replace(secret.as_str(), "********"));
-            }
-        }
-        out
-    }
-}
-
 #[cfg(unix)]
 fn private_dir(p: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)?;
+    // owner-only, also when it was made looser before
+    fs::set_permissions(p, fs::Permissions::from_mode(0o700))
 }
 
 #[cfg(unix)]
@@ -120,7 +101,6 @@ fn call_log(c: &Call) -> String {
 #[derive(Debug)]
 pub struct RunRecord {
     dir: PathBuf,
-    redactor: Redactor,
     /// `up` and `reset` keep what is left to do (see [`LastRun`]).
     last: Option<(PathBuf, std::sync::Mutex<LastRun>)>,
 }
@@ -134,12 +114,7 @@ fn replace_json<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
 
 impl RunRecord {
     /// A run of `command` on `hosts` starts.
-    pub fn start(
-        inventory: &Path,
-        command: &str,
-        redactor: Redactor,
-        hosts: &[String],
-    ) -> std::io::Result<RunRecord> {
+    pub fn start(inventory: &Path, command: &str, hosts: &[String]) -> std::io::Result<RunRecord> {
         let sidecars = Sidecars::of(inventory);
         private_dir(&sidecars.runs)?;
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
@@ -163,11 +138,7 @@ impl RunRecord {
             }
             _ => None,
         };
-        Ok(RunRecord {
-            dir,
-            redactor,
-            last,
-        })
+        Ok(RunRecord { dir, last })
     }
 
     /// A host is done: what is left to do is written again at once.
@@ -189,8 +160,9 @@ impl RunRecord {
         &self.dir
     }
 
-    /// Append one remote call (script and output, redacted) to the host's
-    /// log (blocking file I/O).
+    /// Append one remote call (script and output; secrets masked, and what
+    /// the host sent made safe to `cat`) to the host's log (blocking file
+    /// I/O).
     pub fn append(&self, host: &str, call: &Call) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = fs::OpenOptions::new()
@@ -198,25 +170,13 @@ impl RunRecord {
             .create(true)
             .mode(0o600)
             .open(self.dir.join(format!("{host}.log")))?;
-        f.write_all(self.redactor.apply(&call_log(call)).as_bytes())
+        f.write_all(crate::text::safe_text(&call_log(call)).as_bytes())
     }
 
-    /// The summary; old run folders are pruned.
-    pub fn finish(
-        &self,
-        inventory: &Path,
-        summary: &crate::report::Summary,
-    ) -> std::io::Result<()> {
-        let path = self.dir.join("summary.json");
-        if self.redactor.0.is_empty() {
-            // Nothing to redact: straight to the file.
-            let mut f = std::io::BufWriter::new(private_create(&path)?);
-            serde_json::to_writer(&mut f, summary)?;
-            f.flush()?;
-        } else {
-            let text = serde_json::to_string(summary)?;
-            private_file(&path, &self.redactor.apply(&text))?;
-        }
+    /// The summary (its JSON, made safe by `report::summary_json`); old run
+    /// folders are pruned.
+    pub fn finish(&self, inventory: &Path, summary: &str) -> std::io::Result<()> {
+        private_file(&self.dir.join("summary.json"), summary)?;
         let sidecars = Sidecars::of(inventory);
         prune(&sidecars.runs);
         Ok(())
@@ -244,22 +204,4 @@ pub fn load_last(inventory: &Path, command: &str) -> Result<LastRun, String> {
     })?;
     serde_json::from_str(&text)
         .map_err(|e| format!("--only-failed: {} is not valid: {e}", p.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_every_secret_longest_first() {
-        let r = Redactor::new([
-            "hunter2".to_string(),
-            "hunter2-long".to_string(),
-            "x".into(),
-        ]);
-        assert_eq!(
-            r.apply("a hunter2-long b hunter2 x"),
-            "a ******** b ******** x"
-        );
-    }
 }

@@ -12,14 +12,21 @@ use serde::Serialize;
 
 use crate::mode::Mode;
 use crate::outcome::{ActionReport, ActionStatus, HostReport, HostStatus};
-use crate::text::clip;
+use crate::text::{clip, safe_json, safe_text};
 use crate::verify::Check;
 
-/// A line on stderr. A closed stderr (`kwinctl up 2>&1 | head -1`) is not
-/// an error worth stopping for: the hosts' work matters more than our
-/// commentary on it.
+/// A line on stderr, made safe (secrets masked, nothing a host sent can act
+/// on the terminal: see `text::safe_text`). A closed stderr (`kwinctl up
+/// 2>&1 | head -1`) is not an error worth stopping for: the hosts' work
+/// matters more than our commentary on it.
 pub fn err_line(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", safe_text(line));
+}
+
+/// The summary as its one line of JSON, made safe (see `text::safe_json`):
+/// what `--output json` ends with and what the run record keeps.
+pub fn summary_json(summary: &Summary) -> String {
+    safe_json(&serde_json::to_string(summary).expect("the summary serializes"))
 }
 
 /// A table in kwinctl's style.
@@ -105,7 +112,7 @@ impl Reporter {
     fn json(&self, v: &serde_json::Value) {
         if self.format == Format::Json {
             let mut out = self.events.lock().unwrap();
-            let _ = writeln!(out, "{v}");
+            let _ = writeln!(out, "{}", safe_json(&v.to_string()));
             let _ = out.flush();
         }
     }
@@ -113,14 +120,14 @@ impl Reporter {
     /// A line for the operator on stderr, above the progress bar if any.
     pub fn say(&self, line: &str) {
         match &self.bar {
-            Some(b) => b.println(line),
+            Some(b) => b.println(safe_text(line)),
             None => err_line(line),
         }
     }
 
     pub fn phase(&self, host: &str, phase: &str) {
         if let Some(b) = &self.bar {
-            b.set_message(format!("{host}: {phase}"));
+            b.set_message(safe_text(&format!("{host}: {phase}")));
         } else if self.verbose && self.format == Format::Text {
             err_line(&format!("{host}: {phase}"));
         }
@@ -146,7 +153,7 @@ impl Reporter {
             Some(b) => {
                 b.inc(1);
                 if r.status == HostStatus::Failed {
-                    b.println(line);
+                    b.println(safe_text(&line));
                 }
             }
             None if self.format == Format::Text => err_line(&line),
@@ -188,23 +195,22 @@ impl Reporter {
     /// The end: details per host, then the table (text) or the summary line
     /// (JSON).
     /// In JSON mode the summary is the last line.
-    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &Summary) {
+    /// `summary`: its JSON, as [`summary_json`] made it.
+    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &str) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
         if self.format == Format::Json {
             let mut events = self.events.lock().unwrap();
-            let mut out = std::io::BufWriter::new(&mut *events);
-            let _ = serde_json::to_writer(&mut out, summary);
-            let _ = writeln!(out);
-            let _ = out.flush();
+            let _ = writeln!(events, "{summary}");
+            let _ = events.flush();
             return;
         }
-        let mut out = std::io::stdout().lock();
+        let mut text = String::new();
         for r in reports {
-            let _ = write!(out, "{}", host_details(self.mode, r));
+            text.push_str(&host_details(self.mode, r));
         }
-        let _ = writeln!(out, "{}", summary_table(reports));
+        text.push_str(&format!("{}\n", summary_table(reports)));
         let failed: Vec<&str> = reports
             .iter()
             .filter(|r| r.status == HostStatus::Failed)
@@ -236,7 +242,8 @@ impl Reporter {
                 }
             ));
         }
-        let _ = writeln!(out, "{tail}");
+        text.push_str(&tail);
+        let _ = writeln!(std::io::stdout().lock(), "{}", safe_text(&text));
     }
 }
 

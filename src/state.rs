@@ -155,7 +155,15 @@ impl State {
     /// missing file is an empty state.
     pub fn load(path: &Path, cluster: &str) -> Result<State, StateError> {
         let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+            Ok(t) => {
+                // owner-only, also when it was made looser before
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+                }
+                t
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::new(cluster)),
             Err(source) => {
                 return Err(StateError::Read {

@@ -145,6 +145,16 @@ fn bad_inventories_exit_2_with_file_line_column() {
             ":12:11: host name \"b'; rm -rf /\" is not a valid name",
         ),
         ("name: demo", "name: \"$(reboot)\"", ":2:9: cluster name"),
+        (
+            "address: 198.18.9.3",
+            "address: 127.0.0.1",
+            ":14:14: address 127.0.0.1 cannot be a node address",
+        ),
+        (
+            "address: 198.18.9.3",
+            "address: 169.254.1.1",
+            ":14:14: address 169.254.1.1 cannot be a node address",
+        ),
     ];
     for (from, to, want) in cases {
         let text = GOOD.replacen(from, to, 1);
@@ -214,4 +224,17 @@ fn unknown_binary_names_are_refused_with_their_position() {
         "the message names what is expected: {err}"
     );
     assert!(err.contains("fix:"), "{err}");
+}
+
+#[test]
+fn a_huge_value_is_never_echoed_whole() {
+    let name = "n".repeat(100_000);
+    let text = GOOD.replacen("name: b", &format!("name: {name}"), 1);
+    let err = bad(&text, &["check"]);
+    assert!(
+        err.contains("(100000 characters)"),
+        "{}",
+        &err[..err.len().min(300)]
+    );
+    assert!(err.len() < 1000, "the error is {} bytes", err.len());
 }

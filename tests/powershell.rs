@@ -202,23 +202,53 @@ fn every_action_and_the_probe_parse() {
     only_ours("probe", &parse("probe", &s));
 }
 
+/// The example with `value` in the adapter's name and (without its white
+/// space) in a binary's URL: the values that reach scripts as free text
+/// (the others are refused at load unless plain: see
+/// `values_that_could_change_a_command_line_are_refused`).
 fn with_values(value: &str) -> String {
-    std::fs::read_to_string(EXAMPLE)
-        .unwrap()
-        .replace(
+    let url_value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+    std::fs::read_to_string(EXAMPLE).unwrap().replace(
+        "    address: 10.0.0.11\n",
+        &format!(
+            "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
+            format!("Ethernet {value}"),
+            format!("https://h/{url_value}"),
+            "ab".repeat(32)
+        ),
+    )
+}
+
+#[test]
+fn values_that_could_change_a_command_line_are_refused() {
+    let base = std::fs::read_to_string(EXAMPLE).unwrap();
+    for (from, to, want) in [
+        // CommandLineToArgvW: `\"` ends the quoted argument; the rest became
+        // kubelet flags
+        (
             "pause_image: apprenda/pause",
-            &format!("pause_image: {:?}", format!("pause{value}")),
-        )
-        .replace(
+            r#"pause_image: 'img\" --anonymous-auth=true x'"#,
+            "pause_image",
+        ),
+        (
             "    address: 10.0.0.11\n",
-            &format!(
-                "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      network_name: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
-                format!("Ethernet {value}"),
-                format!("net{value}"),
-                format!("https://h/{value}"),
-                "ab".repeat(32)
-            ),
-        )
+            "    address: 10.0.0.11\n    windows: { network_name: \"n'; rm\" }\n",
+            "network_name",
+        ),
+        (
+            "    address: 10.0.0.11\n",
+            "    address: 10.0.0.11\n    windows: { adapter: \"Eth\\nernet\" }\n",
+            "windows.adapter",
+        ),
+    ] {
+        let text = base.replacen(from, to, 1);
+        assert_ne!(text, base);
+        let e = Inventory::parse(Path::new(EXAMPLE), &text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {to}"))
+            .to_string();
+        assert!(e.contains(want) && e.contains("fix:"), "{e}");
+    }
 }
 
 fn shape(script: &str) -> String {
@@ -233,7 +263,7 @@ fn hostile_values_stay_inside_strings() {
     // quotes of every kind PowerShell honours, subexpressions, backticks,
     // statement separators and newlines
     let hostile =
-        "x'; Remove-Item -Recurse C:\\ ; \u{2018}$(Stop-Computer)\u{2019} \" `n\n; Stop-Computer #";
+        "x'; Remove-Item -Recurse C:\\ ; \u{2018}$(Stop-Computer)\u{2019} \" `n; Stop-Computer #";
     let benign = "SAFE";
     let bad = scripts_for(&load(&with_values(hostile)));
     let good = scripts_for(&load(&with_values(benign)));
@@ -248,11 +278,9 @@ fn hostile_values_stay_inside_strings() {
             shape(g),
             "{host}: hostile values changed the script's structure"
         );
-        assert!(
-            b.contains("Stop-Computer"),
-            "the value did reach the script"
-        );
     }
+    // the values did reach Win01's script (the adapter, and the URL)
+    assert!(bad[0].1.contains("Stop-Computer"), "{}", bad[0].1);
 }
 
 #[test]

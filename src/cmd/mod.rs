@@ -91,6 +91,41 @@ struct Loaded {
     sidecars: Sidecars,
 }
 
+/// Register every secret the run can see before anything is printed: the
+/// key passphrase, the WinRM passwords, the kubeconfig (the file kwinctl
+/// uploads, and the tokens and keys in it).
+fn register_secrets(inv: &Inventory) {
+    let mut short = false;
+    let mut add = |s: &str| {
+        short |= s.chars().count() < 8;
+        crate::secret::register(s);
+    };
+    if let Ok(p) = std::env::var(crate::transport::ssh::PASSPHRASE_ENV) {
+        add(&p);
+    }
+    for h in &inv.hosts {
+        if let crate::inventory::Connection::WinRm(w) = &h.connection
+            && let Ok(p) = w.password.read()
+        {
+            add(&p);
+        }
+    }
+    if let Some(kc) = &inv.cluster.kubeconfig
+        && let Ok(bytes) = std::fs::read(kc)
+    {
+        crate::secret::register_file(&bytes, crate::os::windows::KUBECONFIG);
+        for s in crate::secret::in_kubeconfig(&String::from_utf8_lossy(&bytes)) {
+            add(&s);
+        }
+    }
+    if short {
+        crate::report::err_line(
+            "warning: a secret (a password, passphrase or token) is shorter than 8 characters: \
+             everything in the output that equals it is masked",
+        );
+    }
+}
+
 /// The inventory's real path: two paths to one inventory (a symlink, `..`)
 /// share one state file and one lock.
 fn real_path(inventory: &std::path::Path) -> PathBuf {

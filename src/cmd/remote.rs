@@ -9,30 +9,15 @@ use std::time::Duration;
 
 use super::{Common, Loaded, load};
 use crate::error::{CliError, Exit};
-use crate::inventory::{Connection, Inventory};
 use crate::lock::Lock;
 use crate::mode::Mode;
 use crate::os::{Desired, windows::Uploads};
 use crate::outcome::HostStatus;
-use crate::record::{self, Redactor, RunRecord};
+use crate::record::{self, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
 use crate::transport::ConnectOptions;
 use crate::verify::ReachMode;
-
-/// Every secret value this run could see, for redaction.
-fn secrets(inv: &Inventory) -> Redactor {
-    let mut v: Vec<String> = Vec::new();
-    if let Ok(p) = std::env::var(crate::transport::ssh::PASSPHRASE_ENV) {
-        v.push(p);
-    }
-    for h in &inv.hosts {
-        if let Connection::WinRm(w) = &h.connection {
-            v.extend(w.password.read().ok());
-        }
-    }
-    Redactor::new(v)
-}
 
 /// The hosts the run is about: `--limit`, or what the last run left to do
 /// (`--only-failed`), or all. `None`: nothing to do.
@@ -90,6 +75,7 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
         None
     };
     let l = load(c)?;
+    super::register_secrets(&l.inv);
     let Some(want) = selection(c, mode, &l)? else {
         return Ok(Exit::Ok);
     };
@@ -144,7 +130,7 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
         .map(|t| t.host.name.clone())
         .collect();
     let reporter = Arc::new(Reporter::new(c.output, mode, names.len(), c.verbose));
-    let record = match RunRecord::start(&l.path, mode.name(), secrets(&l.inv), &names) {
+    let record = match RunRecord::start(&l.path, mode.name(), &names) {
         Ok(r) => Some(Arc::new(r)),
         Err(e) => {
             reporter.say(&format!("warning: cannot write the run record: {e}"));
@@ -202,7 +188,7 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     let reports = &ran.reports;
     let interrupted = interrupt.is_set();
     let extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
-    let summary = reporter.summary(reports, interrupted, &extra);
+    let summary = crate::report::summary_json(&reporter.summary(reports, interrupted, &extra));
     let run_dir = match &record {
         Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
         None => Err(std::io::Error::other("see the warning above")),

@@ -84,9 +84,9 @@ pub(super) struct RawWindows {
     #[serde(default)]
     pub(super) binaries: RawBinaries,
     #[serde(default)]
-    pub(super) adapter: Option<String>,
+    pub(super) adapter: Option<Spanned<String>>,
     #[serde(default)]
-    pub(super) network_name: Option<String>,
+    pub(super) network_name: Option<Spanned<String>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name
@@ -113,7 +113,7 @@ impl RawBinaries {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinary {
     #[serde(default)]
-    pub(super) url: Option<String>,
+    pub(super) url: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) path: Option<String>,
     #[serde(default)]

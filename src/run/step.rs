@@ -10,6 +10,7 @@ use crate::diff::{Conflict, Describe, Diff};
 use crate::inventory::Host;
 use crate::os::NodeOps;
 use crate::outcome::{ActionReport, ActionStatus, CallError, HostError, HostReport};
+use crate::probe::FactsError;
 use crate::record::Call;
 use crate::transport::{Interpreter, Output, Session, TransportError};
 use crate::verify::Pinged;
@@ -119,7 +120,18 @@ pub(super) async fn probe<O: NodeOps>(
     let out = call(ctx, s, host, "probe", ops.probe(reach))
         .await
         .map_err(HostError::Probe)?;
-    ops.parse(&out).map_err(HostError::Facts)
+    parse(ops, &out).map_err(HostError::Facts)
+}
+
+/// The facts a probe printed, unless it printed more than kwinctl reads.
+fn parse<O: NodeOps>(ops: &O, out: &Output) -> Result<O::Facts, FactsError> {
+    if out.dropped > 0 {
+        return Err(FactsError::TooLarge {
+            limit: crate::transport::MAX_OUTPUT,
+            dropped: out.dropped,
+        });
+    }
+    ops.parse(out)
 }
 
 /// Run the diff's actions and then the probe (pinging `reach`) in one
@@ -188,7 +200,7 @@ pub(super) async fn apply<O: NodeOps>(
             stderr: out.stderr,
         });
     }
-    ops.parse(&out).map_err(HostError::Reprobe)
+    parse(ops, &out).map_err(HostError::Reprobe)
 }
 
 /// A host's checks from its facts (and, on the control plane, the nodes as

@@ -159,6 +159,7 @@ impl LinuxHost {
             stdout: out,
             stderr: String::new(),
             exit: Some(0),
+            dropped: 0,
         }
     }
 
@@ -474,6 +475,27 @@ fn up_converges_and_a_converged_host_costs_one_call() {
         "a converged host is one call, and no lock"
     );
     assert_eq!(fakes.calls_to("l2"), 3);
+}
+
+#[test]
+fn a_host_printing_more_than_kwinctl_reads_is_told_so() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp"]);
+    fakes.answer("l2", |_| Output {
+        stdout: "KWF probe linux 2\n".into(),
+        stderr: String::new(),
+        exit: Some(0),
+        dropped: 1 << 20,
+    });
+    let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
+    let e = report(&ran, "l2").error.as_ref().unwrap().to_string();
+    assert!(
+        e.contains("more than kwinctl reads") && e.contains("1048576 more"),
+        "{e}"
+    );
+    assert!(e.contains("ip -4 route show table main"), "{e}");
+    drop(h);
 }
 
 #[test]
@@ -863,6 +885,7 @@ fn windows_host(facts: WindowsFacts) -> impl FnMut(&str) -> Output + Send {
             stdout: format!("{}{v}\n", crate::wire::FACTS_MARKER),
             stderr: String::new(),
             exit: Some(0),
+            dropped: 0,
         }
     }
 }

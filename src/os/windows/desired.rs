@@ -140,7 +140,7 @@ impl WindowsDesired {
                 source,
             });
         }
-        let kubeconfig_path = format!(r"{WIN_DIR}\config");
+        let kubeconfig_path = super::KUBECONFIG.to_string();
         if let Some(kc) = &inv.cluster.kubeconfig {
             let bytes = std::fs::read(kc).map_err(|e| {
                 DesiredError(format!("cannot read kubeconfig {}: {e}", kc.display()))

@@ -37,6 +37,8 @@ pub const KWINCTL_DIR: &str = r"C:\k\kwinctl";
 pub const POD_CIDR_FILE: &str = r"C:\k\kwinctl\pod-cidr.txt";
 /// Where a node records its cluster ("name id").
 pub const CLUSTER_FILE: &str = r"C:\k\kwinctl\cluster.txt";
+/// Where the kubeconfig goes (a secret: run records name it, never show it).
+pub const KUBECONFIG: &str = r"C:\k\config";
 pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
 pub const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 pub const DEFAULT_NETWORK: &str = "kwinctl";
