@@ -67,13 +67,16 @@ fn private_dir(p: &Path) -> std::io::Result<()> {
 
 #[cfg(unix)]
 fn private_create(p: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(p)
+        .open(p)?;
+    // the mode applies only to a new file: tighten one left looser
+    f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(f)
 }
 
 fn private_file(p: &Path, content: &str) -> std::io::Result<()> {

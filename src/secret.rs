@@ -18,6 +18,10 @@ use base64::engine::general_purpose::STANDARD;
 /// What a secret is replaced with.
 pub const MASK: &str = "********";
 
+/// Lines of a secret file shorter than this are not masked on their own
+/// (`users:` encoded is no secret, and masking it would hide harmless text).
+const MIN_LINE: usize = 16;
+
 /// (form, replacement), longest form first.
 static REGISTRY: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
 
@@ -68,6 +72,11 @@ pub fn register_file(bytes: &[u8], shown_as: &str) {
     add(STANDARD.encode(bytes), &marker);
     if let Ok(text) = std::str::from_utf8(bytes) {
         add(text.to_string(), &marker);
+        // a script may carry the file line by line, each line encoded
+        for line in text.lines().filter(|l| l.trim().len() >= MIN_LINE) {
+            add(STANDARD.encode(line), &marker);
+            add(STANDARD.encode(format!("{line}\n")), &marker);
+        }
     }
 }
 
@@ -163,6 +172,13 @@ mod tests {
         assert!(out.contains(r"<secret file C:\k\config, sha256 "), "{out}");
         assert!(!out.contains(&STANDARD.encode(kubeconfig)));
         assert_eq!(redact("echo TOKEN-SECRET-9"), format!("echo {MASK}"));
+        // and a line of it, encoded on its own
+        let line = STANDARD.encode("    token: TOKEN-SECRET-9\n");
+        let out = redact(&line);
+        assert!(
+            out.starts_with("<secret file") && !out.contains(&line),
+            "{out}"
+        );
         assert!(any());
     }
 

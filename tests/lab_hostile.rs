@@ -155,9 +155,11 @@ fn no_secret_is_kept_or_printed_and_files_are_private() {
     // looser modes left by someone: they are made owner-only
     let lock = lab.dir().join("inventory.kwinctl.lock");
     let runs = lab.dir().join("inventory.kwinctl-runs");
+    let last = lab.dir().join("inventory.kwinctl-last-up.json");
     std::fs::write(&lock, "").unwrap();
+    std::fs::write(&last, "{}").unwrap();
     std::fs::create_dir(&runs).unwrap();
-    for (p, m) in [(&lock, 0o644), (&runs, 0o755)] {
+    for (p, m) in [(&lock, 0o644), (&runs, 0o755), (&last, 0o644)] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     }
     // h2 echoes the token on failing
@@ -221,6 +223,7 @@ fn no_secret_is_kept_or_printed_and_files_are_private() {
     for (p, m) in [
         (lock, 0o600),
         (runs, 0o700),
+        (last, 0o600),
         (lab.dir().join("inventory.kwinctl-state.json"), 0o600),
     ] {
         let got = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
