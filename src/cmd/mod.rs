@@ -84,6 +84,7 @@ struct Loaded {
 
 fn load(c: &Common) -> Result<Loaded, CliError> {
     let inv = Inventory::load(&c.inventory)?;
+    crate::os::check_inventory(&inv)?;
     let sidecars = Sidecars::of(&c.inventory);
     let state = State::load(&sidecars.state)?;
     let alloc = alloc::allocate(&inv, &state)?;

@@ -202,6 +202,9 @@ impl Validator {
                 }
             }
         }
+        if let Some((w, _)) = hosts.iter().find(|(h, _)| h.os == Os::Windows) {
+            self.windows_cluster(&cluster, &w.name);
+        }
         let blocks = block_count(&cluster.cluster_cidr, cluster.node_prefix);
         if (hosts.len() as u64) > blocks {
             self.problem(
@@ -272,12 +275,11 @@ impl Validator {
             );
             ok = false;
         }
+        let (kubernetes_version, version_ok) = self.kubernetes_version(c);
         let kubeconfig = c.kubeconfig.as_ref().map(|k| self.path(&k.value));
-        let pause_image = c
-            .pause_image
-            .as_ref()
-            .map(|p| p.value.clone())
-            .unwrap_or_else(|| DEFAULT_PAUSE_IMAGE.to_string());
+        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), api.starts_with("https://"));
+        ok = ok && version_ok && kubeconfig_ok;
+        let pause_image = c.pause_image.as_ref().map(|p| p.value.clone());
         if !ok {
             return None;
         }
@@ -287,8 +289,10 @@ impl Validator {
             node_prefix,
             service_cidr: service_cidr?,
             api_server: api.to_string(),
+            kubernetes_version,
             kubeconfig,
             pause_image,
+            pos: ClusterPos::of(c),
         })
     }
 

@@ -17,6 +17,7 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/set_routes.sh",
     "windows/prelude.ps1",
     "windows/probe.ps1",
+    "windows/start_script.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {
