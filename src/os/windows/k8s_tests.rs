@@ -273,3 +273,54 @@ fn windows_builds_and_pause_images_by_release() {
         assert!(default_pause(mv, b).is_some(), "1.{n}");
     }
 }
+
+/// One README cell: what kwinctl does for release `m` on `build`.
+fn cell(m: Minor, build: u32) -> String {
+    if let Some(why) = refusal(m, true) {
+        let mut r = Vec::new();
+        if why.contains("arrived in Kubernetes 1.5") {
+            r.push("no Windows nodes before 1.5");
+        }
+        if why.contains("dockershim") {
+            r.push("dockershim removed in 1.24");
+        }
+        if why.contains("userspace mode") {
+            r.push("userspace kube-proxy removed in 1.26");
+        }
+        assert!(!r.is_empty(), "{why}");
+        return format!("refused: {}", r.join("; "));
+    }
+    if let Some(why) = build_refusal(m, build) {
+        let r = if why.contains("is the only Windows supported") {
+            "1.14+ supports Windows Server 2019 only"
+        } else if why.contains("from 1.14 on") {
+            "Windows Server 2019 from 1.14 on"
+        } else {
+            panic!("{why}")
+        };
+        return format!("refused (preflight): {r}");
+    }
+    let hosting = match hosting(Component::Kubelet, m) {
+        Hosting::Service => "native services",
+        Hosting::Task => "scheduled tasks",
+    };
+    let pause = default_pause(m, build).unwrap();
+    format!("supported ({hosting}; pause `{pause}`)")
+}
+
+/// README's table of releases × Windows Server builds is what the code does.
+#[test]
+fn the_readme_table_matches_the_code() {
+    let mut t = String::from(
+        "| Kubernetes | Windows Server 2016 (14393) | Windows Server 2019 (17763) |\n|---|---|---|\n",
+    );
+    for n in 4..=27 {
+        let m = Minor::new(1, n);
+        t += &format!("| 1.{n} | {} | {} |\n", cell(m, 14393), cell(m, 17763));
+    }
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&t),
+        "README.md's release table differs from the code; it should read:\n{t}"
+    );
+}
