@@ -299,3 +299,36 @@ fn binaries_of_another_release_are_refused_before_anything_changes() {
         "Kubernetes v1.13.12"
     );
 }
+
+#[test]
+fn a_pause_image_of_another_windows_build_is_refused() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(0, 1);
+    // the registry's apprenda/pause is a Windows Server 2019 image here
+    let mut ws = win_state(&lab);
+    ws["image_os"] = serde_json::json!({"apprenda/pause:latest": "10.0.17763.1"});
+    write(&lab.win_state("win1"), &ws.to_string());
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let failed = common::failed_action(host(&s, "win1"));
+    assert_eq!(failed["action"], "pull image apprenda/pause", "{s}");
+    assert!(
+        failed["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("is built for Windows 10.0.17763.1, but this host is build 14393"),
+        "{s}"
+    );
+    // the next run's preflight reads the present image's OS version
+    let o = kwinctl(&["plan", "-i", &lab.inv(), "--output", "json"]);
+    let err = host(&summary(&o), "win1")["error"].to_string();
+    assert!(
+        err.contains("is built for Windows 10.0.17763.1 but the host is build 14393")
+            && err
+                .contains("use a pause image built for Windows build 14393 (cluster.pause_image)"),
+        "{err}"
+    );
+}

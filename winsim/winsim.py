@@ -345,8 +345,13 @@ def act_pull_image(d, h):
     if img not in d["images"]:
         d["images"].append(img)
     # docker pulls a manifest list's entry for the host's build; an image the
-    # state says is of another build (knob "image_os") stays that build
-    d["image_os"].setdefault(img, d["build"] + ".0")
+    # state says is of another build (knob "image_os") stays that build, and
+    # the action refuses it as kwinctl's template does
+    os_version = d["image_os"].setdefault(img, d["build"] + ".0")
+    build = d["build"].split(".")[2]
+    if os_version.split(".")[2:3] != [build]:
+        raise ActionError("%s is built for Windows %s, but this host is build %s: process isolation needs the same "
+                          "build; set cluster.pause_image to an image for build %s" % (h["image"], os_version, build, build))
 
 
 def act_place_file(d, h):

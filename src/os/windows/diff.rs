@@ -726,7 +726,7 @@ mod tests {
             .to_string();
         assert!(
             e.contains("built for Windows 10.0.17763.1 but the host is build 14393")
-                && e.contains("use apprenda/pause"),
+                && e.contains("use a pause image built for Windows build 14393"),
             "{e}"
         );
         // a known image without this build, named in the inventory

@@ -142,6 +142,7 @@ fn pause_image(d: &WindowsDesired, f: &WindowsFacts, build: u32, problems: &mut 
     let m = d.kubernetes_version.minor;
     let image = &d.pause_image;
     let matching = k8s::default_pause(m, build)
+        .filter(|i| *i != image.as_str())
         .map(|i| format!("use {i}"))
         .unwrap_or_else(|| format!("use a pause image built for Windows build {build}"));
     let given = if d.pause_image_given {
