@@ -37,6 +37,21 @@ impl Component {
     }
 }
 
+/// A way of running Windows nodes. Rows name the profiles they belong to;
+/// a row that names none is shared by all (the flags every Windows kubelet
+/// and kube-proxy take). Only the 1.5 guide's profile exists today; a
+/// containerd + l2bridge profile for 1.24+ (research/modern-profile.md) adds
+/// its rows and a variant here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Docker `transparent` network (CONTAINER_NETWORK), userspace kube-proxy.
+    DockerTransparent,
+}
+
+/// The profile kwinctl builds Windows nodes with.
+pub const PROFILE: Profile = Profile::DockerTransparent;
+
 /// When a row's flag is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,6 +76,9 @@ pub enum Missing {
 pub struct FlagRow {
     pub component: Component,
     pub name: String,
+    /// The profiles the row belongs to; empty: every profile.
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
     #[serde(default)]
     pub env: bool,
     #[serde(default)]
@@ -118,6 +136,13 @@ pub struct Table {
     pub pause_images: Vec<PauseRow>,
 }
 
+/// The rows of `c` in kwinctl's profile, in table order.
+fn rows(c: Component) -> impl Iterator<Item = &'static FlagRow> + Clone {
+    TABLE.flags.iter().filter(move |r| {
+        r.component == c && (r.profiles.is_empty() || r.profiles.contains(&PROFILE))
+    })
+}
+
 fn minor(s: &str) -> Minor {
     Minor::parse(s).unwrap_or_else(|| panic!("k8s.yaml: {s:?} is not a minor release"))
 }
@@ -170,10 +195,7 @@ pub enum Hosting {
 
 /// Whether `c` of release `m` can be a native service.
 pub fn hosting(c: Component, m: Minor) -> Hosting {
-    let native = TABLE
-        .flags
-        .iter()
-        .any(|r| r.component == c && r.when == When::Native && r.exists_in(m));
+    let native = rows(c).any(|r| r.when == When::Native && r.exists_in(m));
     if native {
         Hosting::Service
     } else {
@@ -234,7 +256,7 @@ pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, Stri
         env: Vec::new(),
         hosting,
     };
-    for r in TABLE.flags.iter().filter(|r| r.component == c) {
+    for r in rows(c) {
         if !applies(r.when, v.kubeconfig.is_some(), hosting) {
             continue;
         }
@@ -261,12 +283,15 @@ pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, Stri
 /// The releases the profile runs in (whatever the kubeconfig): the
 /// intersection of the `refuse` rows that always apply.
 pub fn profile_range() -> (Minor, Option<Minor>) {
-    let rows = TABLE
-        .flags
-        .iter()
+    let refusing = rows(Component::Kubelet)
+        .chain(rows(Component::KubeProxy))
         .filter(|r| r.missing == Missing::Refuse && r.when == When::Always);
-    let lo = rows.clone().map(|r| minor(&r.since)).max().expect("rows");
-    let hi = rows.filter_map(|r| r.until.as_deref().map(minor)).min();
+    let lo = refusing
+        .clone()
+        .map(|r| minor(&r.since))
+        .max()
+        .expect("rows");
+    let hi = refusing.filter_map(|r| r.until.as_deref().map(minor)).min();
     (lo, hi)
 }
 
@@ -284,7 +309,7 @@ pub fn refusal(m: Minor, kubeconfig: bool) -> Option<String> {
     let mut reasons: Vec<(String, bool)> = Vec::new();
     for c in [Component::Kubelet, Component::KubeProxy] {
         let hosting = hosting(c, m);
-        for r in TABLE.flags.iter().filter(|r| r.component == c) {
+        for r in rows(c) {
             if applies(r.when, kubeconfig, hosting)
                 && r.missing == Missing::Refuse
                 && !r.exists_in(m)
