@@ -11,38 +11,51 @@ mod common;
 use common::lab::{Lab, require_root};
 use common::{count, host, kwinctl, summary, text, write};
 
+/// Serve `content` as binary `b` under the lab's downloads, in folder
+/// `v<dir>`, and point the inventory's `windows.binaries.<b>` at it.
+fn put_binary(lab: &Lab, dir: &str, b: &str, content: &str) {
+    let dl = lab.dir().join("dl").join(format!("v{dir}"));
+    std::fs::create_dir_all(&dl).unwrap();
+    std::fs::write(dl.join(format!("{b}.exe")), content).unwrap();
+    let sha: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(content.as_bytes())
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect()
+    };
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    let start = inv.find(&format!("        {b}: {{")).unwrap();
+    let end = start + inv[start..].find('\n').unwrap();
+    let url = format!("https://dl.lab.invalid/v{dir}/{b}.exe");
+    write(
+        lab.inventory(),
+        &format!(
+            "{}        {b}: {{ url: \"{url}\", sha256: {sha} }}{}",
+            &inv[..start],
+            &inv[end..]
+        ),
+    );
+}
+
 /// The lab's fake binaries of `version` (the format lab.sh's `fake_binaries`
 /// writes), and the inventory switched to them.
 fn use_release(lab: &Lab, version: &str) {
-    let dl = lab.dir().join("dl").join(format!("v{version}"));
-    std::fs::create_dir_all(&dl).unwrap();
-    let mut inv = std::fs::read_to_string(lab.inventory()).unwrap();
     for b in ["kubelet", "kube-proxy"] {
         let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{version}\n");
-        std::fs::write(dl.join(format!("{b}.exe")), &content).unwrap();
-        let sha = {
-            use sha2::Digest;
-            sha2::Sha256::digest(content.as_bytes())
-                .iter()
-                .map(|x| format!("{x:02x}"))
-                .collect::<String>()
-        };
-        let start = inv.find(&format!("        {b}: {{")).unwrap();
-        let end = start + inv[start..].find('\n').unwrap();
-        inv = format!(
-            "{}        {b}: {{ url: \"https://dl.lab.invalid/v{version}/{b}.exe\", sha256: {sha} }}{}",
-            &inv[..start],
-            &inv[end..]
-        );
+        put_binary(lab, version, b, &content);
     }
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
     let start = inv.find("  kubernetes_version: ").unwrap();
     let end = start + inv[start..].find('\n').unwrap();
-    inv = format!(
-        "{}  kubernetes_version: \"{version}\"{}",
-        &inv[..start],
-        &inv[end..]
+    write(
+        lab.inventory(),
+        &format!(
+            "{}  kubernetes_version: \"{version}\"{}",
+            &inv[..start],
+            &inv[end..]
+        ),
     );
-    write(lab.inventory(), &inv);
 }
 
 fn win_state(lab: &Lab) -> serde_json::Value {
@@ -265,24 +278,12 @@ fn binaries_of_another_release_are_refused_before_anything_changes() {
     );
     // new binaries that are not the declared release are not put in place
     use_release(&lab, "1.12.10");
-    let dl = lab.dir().join("dl/v1.12.10/kubelet.exe");
-    std::fs::write(&dl, "MZ kwinctl lab fake kubelet.exe\nKubernetes v1.11.3\n").unwrap();
-    let sha = {
-        use sha2::Digest;
-        sha2::Sha256::digest(std::fs::read(&dl).unwrap())
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<String>()
-    };
-    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
-    let start = inv.find("        kubelet: {").unwrap();
-    let end = start + inv[start..].find('\n').unwrap();
-    let inv = format!(
-        "{}        kubelet: {{ url: \"https://dl.lab.invalid/v1.12.10/kubelet.exe\", sha256: {sha} }}{}",
-        &inv[..start],
-        &inv[end..]
+    put_binary(
+        &lab,
+        "1.12.10",
+        "kubelet",
+        "MZ kwinctl lab fake kubelet.exe\nKubernetes v1.11.3\n",
     );
-    write(lab.inventory(), &inv);
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
