@@ -12,6 +12,11 @@ fn check_prints_the_seed_plan() {
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("example.yaml");
     std::fs::copy(EXAMPLE, &inv).unwrap();
+    std::fs::copy(
+        EXAMPLE.replace("example.yaml", "example.kubeconfig"),
+        dir.path().join("example.kubeconfig"),
+    )
+    .unwrap();
     let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -184,11 +189,18 @@ fn missing_identity_is_bad_input_before_contacting_anything() {
 
 #[test]
 fn unset_winrm_password_variable_is_bad_input() {
-    let inv_text = GOOD.replace("identity: /nonexistent/id", "identity: /dev/null")
+    // (a Windows host needs a release; 1.7 still takes --api-servers, so an
+    // http API server needs no kubeconfig)
+    let inv_text = GOOD
+        .replace("identity: /nonexistent/id", "identity: /dev/null")
+        .replace(
+            "api_server: https://198.18.9.2:6443",
+            "api_server: http://198.18.9.2:8080\n  kubernetes_version: \"1.7.16\"",
+        )
         + "  - name: w\n    os: windows\n    address: 198.18.9.4\n    winrm: { password_env: KWINCTL_TEST_UNSET_PW }\n";
     let err = bad(&inv_text, &["verify"]);
     assert!(err.contains("KWINCTL_TEST_UNSET_PW is not set"), "{err}");
-    assert!(err.contains("bad.yaml:15:5"), "{err}");
+    assert!(err.contains("bad.yaml:16:5"), "{err}");
     // check is offline and does not need it
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("ok.yaml");

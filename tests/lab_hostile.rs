@@ -138,20 +138,19 @@ fn no_secret_is_kept_or_printed_and_files_are_private() {
     let key_pem =
         "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIKEY-SECRET\n-----END EC PRIVATE KEY-----\n";
     let key_b64 = base64_of(key_pem.as_bytes());
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nusers:\n- name: k\n  user:\n    token: '{token}'\n    client-key-data: {key_b64}\n"
-    );
+    // the lab's kubeconfig (its cluster, placeholder CA) with this user
     let kc = lab.dir().join("kubeconfig");
-    write(&kc, &kubeconfig);
-    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
-    write(
-        lab.inventory(),
-        &inv.replacen(
-            "  api_server:",
-            &format!("  kubeconfig: {}\n  api_server:", kc.display()),
-            1,
-        ),
+    let lab_kc = std::fs::read_to_string(&kc).unwrap();
+    let users = lab_kc
+        .find("users:")
+        .expect("the lab's kubeconfig has users");
+    let contexts = lab_kc.find("contexts:").expect("and contexts");
+    let kubeconfig = format!(
+        "{}users:\n- name: nodes\n  user:\n    token: '{token}'\n    client-key-data: {key_b64}\n{}",
+        &lab_kc[..users],
+        &lab_kc[contexts..]
     );
+    write(&kc, &kubeconfig);
     // looser modes left by someone: they are made owner-only
     let lock = lab.dir().join("inventory.kwinctl.lock");
     let runs = lab.dir().join("inventory.kwinctl-runs");

@@ -90,26 +90,33 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert!(ping(&lab, "win2", &gw("win1")), "win2 -> win1 pod gateway");
     assert!(ping(&lab, "win1", &gw("win2")), "win1 -> win2 pod gateway");
 
-    // the services carry the seed's flags and environment
+    // the services carry the seed's flags for the lab's release (1.13: native
+    // services, a kubeconfig, the Windows cgroups flags) and environment, and
+    // the simulated binaries of that release started with them
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
     let kubelet = &ws["services"]["kubelet"];
-    assert!(
-        kubelet["binpath"]
-            .as_str()
-            .unwrap()
-            .contains("--pod-infra-container-image=mcr.microsoft.com/k8s/core/pause:1.2.0")
-    );
+    let binpath = kubelet["binpath"].as_str().unwrap();
+    for flag in [
+        "--windows-service",
+        "--pod-infra-container-image=apprenda/pause",
+        "--cgroups-per-qos=false --enforce-node-allocatable= ",
+        r"--log-dir=C:\k\logs",
+    ] {
+        assert!(binpath.contains(flag), "{flag}: {binpath}");
+    }
+    assert_eq!(kubelet["status"], "Running");
     assert_eq!(kubelet["depends"], serde_json::json!(["docker"]));
     assert_eq!(
-        ws["services"]["kube-proxy"]["depends"],
-        serde_json::json!(["kubelet"])
+        kubelet["env"],
+        serde_json::json!(["CONTAINER_NETWORK=kwinctl"])
     );
-    assert!(
-        kubelet["env"]
-            .as_array()
-            .unwrap()
-            .contains(&"INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)".into())
+    let proxy = &ws["services"]["kube-proxy"];
+    assert_eq!(proxy["status"], "Running");
+    assert_eq!(proxy["depends"], serde_json::json!(["kubelet"]));
+    assert_eq!(
+        proxy["env"],
+        serde_json::json!(["INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)"])
     );
 
     // a second up changes nothing
@@ -404,11 +411,11 @@ fn binaries_uploaded_from_the_operators_machine() {
     }
     // (a Linux control plane keeps the cluster lock)
     let lab = Lab::up_mixed(1, 1);
-    // a 3 MiB "kubelet.exe" on this machine
+    // a 3 MiB "kubelet.exe" on this machine: the lab's release line (what
+    // winsim's binaries print for --version), then filler
     let local = lab.dir().join("kubelet.exe");
-    let bytes: Vec<u8> = (0..3 * 1024 * 1024u32)
-        .map(|i| (i * 7 + i / 251) as u8)
-        .collect();
+    let mut bytes = b"MZ kwinctl lab fake kubelet.exe\nKubernetes v1.13.12\n".to_vec();
+    bytes.extend((bytes.len() as u32..3 * 1024 * 1024u32).map(|i| (i * 7 + i / 251) as u8));
     std::fs::write(&local, &bytes).unwrap();
     let sha = {
         use sha2::Digest;

@@ -64,6 +64,23 @@ const ALLOWED: &[&str] = &[
     "Test-Connection",
     "ConvertTo-Json",
     "Remove-VMSwitch",
+    "Start-Sleep",
+    "Get-Process",
+    "Stop-Process",
+    "Select-Object",
+    "Confirm-KwRunning",
+    "Get-ScheduledTask",
+    "Stop-ScheduledTask",
+    "Unregister-ScheduledTask",
+    "New-ScheduledTaskAction",
+    "New-ScheduledTaskTrigger",
+    "New-ScheduledTaskPrincipal",
+    "New-ScheduledTaskSettingsSet",
+    "New-TimeSpan",
+    "Register-ScheduledTask",
+    "Start-ScheduledTask",
+    // the start script a scheduled task runs (rendered into install_task)
+    "Start-Process",
 ];
 
 fn parse(label: &str, script: &str) -> BTreeSet<String> {
@@ -148,8 +165,10 @@ fn example_inventory_scripts_parse_and_are_pinned() {
             "CONTAINER_NETWORK=kwinctl",
             "INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)",
             "--pod-infra-container-image=apprenda/pause",
-            "--resolv-conf=\"\"",
+            "--resolv-conf= ",
             "--proxy-mode=userspace",
+            "--cgroups-per-qos=false --enforce-node-allocatable= ",
+            r"--kubeconfig=C:\k\config",
         ] {
             assert!(s.contains(step), "{host} lacks {step:?}");
         }
@@ -178,9 +197,12 @@ fn every_action_and_the_probe_parse() {
     ];
     let services = vec!["kubelet".to_string(), "kube-proxy".into()];
     let reach = ["10.0.0.10".parse().unwrap(), "10.0.0.12".parse().unwrap()];
+    let images = vec!["apprenda/pause".to_string()];
     let probe = WinProbe {
         files: &files,
         services: &services,
+        binaries: &files,
+        images: &images,
         reach: &reach,
     };
     let host = ScriptHost {
@@ -200,6 +222,17 @@ fn every_action_and_the_probe_parse() {
     insta::assert_snapshot!("every_action_with_probe", s);
     let s = script::probe(&r, &probe);
     only_ours("probe", &parse("probe", &s));
+    // the start script a scheduled task runs parses too, and keeps a
+    // hostile argument inside its string
+    let task = kwinctl::os::windows::desired::example_task();
+    let s = script::start_script(&r, &task);
+    let cmds = parse("start script", &s);
+    only_ours("start script", &cmds);
+    assert!(
+        s.contains("$arguments = '--hostname-override=10.0.0.11"),
+        "{s}"
+    );
+    insta::assert_snapshot!("start_script", s);
 }
 
 /// The example with `value` in the adapter's name and (without its white
@@ -226,8 +259,8 @@ fn values_that_could_change_a_command_line_are_refused() {
         // CommandLineToArgvW: `\"` ends the quoted argument; the rest became
         // kubelet flags
         (
-            "pause_image: apprenda/pause",
-            r#"pause_image: 'img\" --anonymous-auth=true x'"#,
+            "  kubeconfig: example.kubeconfig\n",
+            "  kubeconfig: example.kubeconfig\n  pause_image: 'img\\\" --anonymous-auth=true x'\n",
             "pause_image",
         ),
         (
@@ -298,7 +331,7 @@ fn the_grammar_check_catches_broken_powershell() {
 #[test]
 fn many_routes_parse() {
     let mut text = String::from(
-        "cluster:\n  name: big\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\nhosts:\n",
+        "cluster:\n  name: big\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: http://10.0.0.10:8080\n  kubernetes_version: \"1.7.16\"\nhosts:\n",
     );
     for i in 0..120 {
         let os = if i % 3 == 0 { "windows" } else { "linux" };

@@ -18,7 +18,8 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
             "event": "summary", "command": "check", "ok": true,
             "cluster": { "name": cl.name, "cluster_cidr": cl.cluster_cidr.to_string(),
                          "node_prefix": cl.node_prefix, "service_cidr": cl.service_cidr.to_string() },
-            "hosts": l.alloc.assignments, "notes": l.alloc.notes,
+            "hosts": l.alloc.assignments,
+            "notes": l.alloc.notes.iter().chain(&crate::os::inventory_notes(&l.inv)).collect::<Vec<_>>(),
         });
         let _ = writeln!(out, "{v}");
         return Ok(Exit::Ok);
@@ -54,7 +55,12 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
         ]);
     }
     let _ = writeln!(out, "{t}");
-    for n in &l.alloc.notes {
+    for n in l
+        .alloc
+        .notes
+        .iter()
+        .chain(&crate::os::inventory_notes(&l.inv))
+    {
         let _ = writeln!(out, "note: {n}");
     }
     if l.alloc.assignments.iter().any(|a| a.source == Source::New) {

@@ -134,6 +134,7 @@ fn real_path(inventory: &std::path::Path) -> PathBuf {
 
 fn load(c: &Common) -> Result<Loaded, CliError> {
     let inv = Inventory::load(&c.inventory)?;
+    crate::os::check_inventory(&inv)?;
     let path = real_path(&c.inventory);
     let sidecars = Sidecars::of(&path);
     let state = State::load(&sidecars.state, &inv.cluster.name)?;

@@ -23,9 +23,24 @@ pub(super) struct RawCluster {
     pub(super) service_cidr: Spanned<String>,
     pub(super) api_server: Spanned<String>,
     #[serde(default)]
+    pub(super) kubernetes_version: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) kubeconfig: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) pause_image: Option<Spanned<String>>,
+}
+
+impl super::ClusterPos {
+    pub(super) fn of(c: &RawCluster) -> super::ClusterPos {
+        let pos = |s: &Spanned<String>| super::Pos::from(s);
+        super::ClusterPos {
+            name: pos(&c.name),
+            api_server: pos(&c.api_server),
+            kubernetes_version: c.kubernetes_version.as_ref().map(pos),
+            kubeconfig: c.kubeconfig.as_ref().map(pos),
+            pause_image: c.pause_image.as_ref().map(pos),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -218,6 +218,9 @@ impl Validator {
                 }
             }
         }
+        if let Some((w, _)) = hosts.iter().find(|(h, _)| h.os == Os::Windows) {
+            self.windows_cluster(&cluster, &w.name);
+        }
         let blocks = block_count(&cluster.cluster_cidr, cluster.node_prefix);
         if (hosts.len() as u64) > blocks {
             self.problem(
@@ -314,7 +317,10 @@ impl Validator {
             );
             ok = false;
         }
+        let (kubernetes_version, version_ok) = self.kubernetes_version(c);
         let kubeconfig = c.kubeconfig.as_ref().map(|k| self.path(&k.value));
+        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), api.starts_with("https://"));
+        ok = ok && version_ok && kubeconfig_ok;
         let pause_image = match &c.pause_image {
             Some(p) if !image_reference(&p.value) => {
                 self.problem(
@@ -323,10 +329,9 @@ impl Validator {
                     "write it as REGISTRY/REPOSITORY:TAG (letters, digits and . _ - / : @ only, at most 255)",
                 );
                 ok = false;
-                String::new()
+                None
             }
-            Some(p) => p.value.clone(),
-            None => DEFAULT_PAUSE_IMAGE.to_string(),
+            p => p.as_ref().map(|p| p.value.clone()),
         };
         if !ok {
             return None;
@@ -337,8 +342,10 @@ impl Validator {
             node_prefix,
             service_cidr: service_cidr?,
             api_server: api.to_string(),
+            kubernetes_version,
             kubeconfig,
             pause_image,
+            pos: ClusterPos::of(c),
         })
     }
 

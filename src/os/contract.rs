@@ -20,6 +20,7 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/registry.sh",
     "windows/prelude.ps1",
     "windows/probe.ps1",
+    "windows/start_script.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

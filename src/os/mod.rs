@@ -22,7 +22,7 @@ mod contract;
 use minijinja::Value;
 
 use crate::alloc::Node;
-use crate::inventory::{Host, Inventory, Os};
+use crate::inventory::{Host, Inventory, InventoryError, Os};
 use crate::render::Renderer;
 use crate::transport::Interpreter;
 
@@ -52,6 +52,34 @@ impl Desired {
             Desired::Linux => w.with(linux::LinuxOps::new(r, host)),
             Desired::Windows(d) => w.with(windows::WindowsOps::new(r, d)),
         }
+    }
+}
+
+/// The inventory's problems that only an OS's profile knows (the Windows
+/// profile's Kubernetes release rules): bad input like any other inventory
+/// error, found before anything is contacted.
+pub fn check_inventory(inv: &Inventory) -> Result<(), InventoryError> {
+    let problems = windows::k8s::inventory_problems(inv);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(InventoryError {
+            file: inv.path.clone(),
+            problems,
+        })
+    }
+}
+
+/// Notes about the inventory as a whole that `check` prints.
+pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
+    let has_windows = inv.hosts.iter().any(|h| h.os == Os::Windows);
+    match inv.cluster.kubernetes_version {
+        Some(v) if has_windows => {
+            windows::k8s::identity_note(&v, inv.cluster.api_server.starts_with("https://"))
+                .into_iter()
+                .collect()
+        }
+        _ => Vec::new(),
     }
 }
 

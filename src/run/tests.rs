@@ -21,12 +21,17 @@ use crate::report::Format;
 use crate::state::State;
 use crate::transport::Output;
 
-const INVENTORY: &str = "\
+const INVENTORY: &str = concat!(
+    "\
 cluster:
   name: t
   cluster_cidr: 198.19.0.0/16
   service_cidr: 198.18.240.0/20
   api_server: https://198.18.1.2:6443
+  kubernetes_version: 1.13.12
+  kubeconfig: ",
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/example.kubeconfig
 hosts:
   - name: cp
     os: linux
@@ -38,7 +43,8 @@ hosts:
   - name: w1
     os: windows
     address: 198.18.1.4
-";
+"
+);
 
 /// A Linux host as far as kwinctl's scripts can tell.
 #[derive(Default)]
@@ -949,6 +955,10 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                 })
             }
             WinAction::PullImage { image } => f.images.push(image.clone()),
+            WinAction::PlaceFile { file } => f.files.push(crate::os::windows::facts::FileFact {
+                path: file.path.clone(),
+                sha256: file.sha256.clone(),
+            }),
             WinAction::InstallService { service, .. } => {
                 f.services.push(crate::os::windows::facts::Service {
                     name: service.name.clone(),

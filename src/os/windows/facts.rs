@@ -73,6 +73,38 @@ pub struct Service {
     pub restart: bool,
 }
 
+/// What `<binary> --version` printed (kubelet.exe: `Kubernetes v1.16.15`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionFact {
+    pub path: String,
+    #[serde(default)]
+    pub output: String,
+}
+
+/// A scheduled task of kwinctl's (`\kwinctl\<name>`), the wrapper that runs
+/// a binary older than `--windows-service`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFact {
+    pub name: String,
+    /// Ready, Running, Disabled, …
+    pub state: String,
+    /// kwinctl writes the service's fingerprint into it.
+    #[serde(default)]
+    pub description: String,
+    /// Whether the binary (`C:\k\<name>.exe`) is running.
+    #[serde(default)]
+    pub running: bool,
+}
+
+/// The Windows version an image is built on (`docker inspect`'s
+/// `OsVersion`, e.g. `10.0.14393.1884`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageOs {
+    pub image: String,
+    #[serde(default)]
+    pub os_version: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowsFacts {
     pub hostname: String,
@@ -90,6 +122,15 @@ pub struct WindowsFacts {
     pub images: Vec<String>,
     pub files: Vec<FileFact>,
     pub services: Vec<Service>,
+    /// kwinctl's scheduled tasks of those names.
+    #[serde(default)]
+    pub tasks: Vec<TaskFact>,
+    /// `--version` of the binaries present.
+    #[serde(default)]
+    pub versions: Vec<VersionFact>,
+    /// The OS version of the pause image, when it is present.
+    #[serde(default)]
+    pub image_os: Vec<ImageOs>,
     /// The pod CIDR kwinctl recorded on the host (C:\k\kwinctl\pod-cidr.txt).
     #[serde(default)]
     pub pod_cidr: Option<Ipv4Net>,
@@ -162,12 +203,13 @@ impl WindowsFacts {
         .then(|| (name.to_string(), id.to_string()))
     }
 
-    /// A freshly installed Windows Server 2016 node with Hyper-V, Docker and
-    /// two adapters: what `render` diffs against.
-    pub fn fresh(address: Ipv4Addr, adapter: Option<&str>) -> WindowsFacts {
+    /// A freshly installed Windows Server of `build` (14393: 2016, 17763:
+    /// 2019) with Hyper-V, Docker and two adapters: what `render` diffs
+    /// against.
+    pub fn fresh(address: Ipv4Addr, adapter: Option<&str>, build: u32) -> WindowsFacts {
         WindowsFacts {
             hostname: String::new(),
-            build: "10.0.14393".into(),
+            build: format!("10.0.{build}"),
             hyperv_module: true,
             docker_version: "1.12.2-cs2-ws-beta".into(),
             adapters: vec![
@@ -191,6 +233,9 @@ impl WindowsFacts {
             images: vec![],
             files: vec![],
             services: vec![],
+            tasks: vec![],
+            versions: vec![],
+            image_os: vec![],
             pod_cidr: None,
             cluster: None,
             reach: BTreeMap::new(),

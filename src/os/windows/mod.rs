@@ -5,9 +5,11 @@
 //! fact, after a preflight.
 
 pub mod action;
+pub mod cmdline;
 pub mod desired;
 pub mod diff;
 pub mod facts;
+pub mod k8s;
 pub mod preflight;
 pub mod script;
 
@@ -42,6 +44,11 @@ pub const KUBECONFIG: &str = r"C:\k\config";
 pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
 pub const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 pub const DEFAULT_NETWORK: &str = "kwinctl";
+/// Where kubelet and kube-proxy log (klog's `--log-dir`, and the start
+/// script's redirection for releases run by a scheduled task).
+pub const LOG_DIR: &str = r"C:\k\logs";
+/// The Task Scheduler folder of kwinctl's tasks.
+pub const TASK_PATH: &str = r"\kwinctl\";
 
 /// Constants the Windows templates share.
 pub fn template_globals() -> Vec<(&'static str, Value)> {
@@ -51,6 +58,8 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
         ("kwinctl_dir", Value::from(KWINCTL_DIR)),
         ("pod_cidr_file", Value::from(POD_CIDR_FILE)),
         ("cluster_file", Value::from(CLUSTER_FILE)),
+        ("log_dir", Value::from(LOG_DIR)),
+        ("task_path", Value::from(TASK_PATH)),
     ]
 }
 
@@ -83,6 +92,8 @@ impl<'a> WindowsOps<'a> {
         WinProbe {
             files: &self.files,
             services: &self.services,
+            binaries: &self.desired.required_files,
+            images: std::slice::from_ref(&self.desired.pause_image),
             reach,
         }
     }
@@ -141,13 +152,23 @@ impl NodeOps for WindowsOps<'_> {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })
     }
     fn fresh(&self, node: &Node) -> WindowsFacts {
-        let mut facts = WindowsFacts::fresh(node.address, self.desired.adapter.as_deref());
-        // Binaries kwinctl does not place are assumed to be there already.
+        let v = self.desired.kubernetes_version;
+        let mut facts = WindowsFacts::fresh(
+            node.address,
+            self.desired.adapter.as_deref(),
+            k8s::fresh_build(v.minor),
+        );
+        // Binaries kwinctl does not place are assumed to be there already,
+        // of the declared release.
         for req in &self.desired.required_files {
             if !self.desired.files.iter().any(|f| &f.path == req) {
                 facts.files.push(facts::FileFact {
                     path: req.clone(),
                     sha256: String::new(),
+                });
+                facts.versions.push(facts::VersionFact {
+                    path: req.clone(),
+                    output: format!("Kubernetes v{v}"),
                 });
             }
         }
