@@ -20,14 +20,26 @@ pub(super) async fn run(ctx: &Ctx, t: &Target, i: usize, lock_here: bool) -> Opt
     if ctx.interrupt.is_set() {
         return t.selected.then(|| r.interrupted(false));
     }
-    let permit = ctx
-        .sem
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("semaphore open");
-    ctx.reporter.phase(&t.host.name, "connecting");
-    let session = match step::connect(ctx, &t.host, interpreter(t.host.os)).await {
+    // Waiting for a slot and connecting change nothing on the host: an
+    // interrupt ends them at once (Ctrl-C is answered within a second even
+    // while connections hang until --timeout).
+    let connecting = async {
+        let permit = ctx
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore open");
+        ctx.reporter.phase(&t.host.name, "connecting");
+        let session = step::connect(ctx, &t.host, interpreter(t.host.os)).await;
+        (permit, session)
+    };
+    let (permit, session) = tokio::select! {
+        biased;
+        _ = ctx.interrupt.wait() => return t.selected.then(|| r.interrupted(false)),
+        c = connecting => c,
+    };
+    let session = match session {
         Ok(s) => s,
         Err(e) => {
             if !t.selected {
