@@ -250,3 +250,32 @@ fn a_huge_value_is_never_echoed_whole() {
     );
     assert!(err.len() < 1000, "the error is {} bytes", err.len());
 }
+
+/// `api_server` is what Windows nodes' kubelet and kube-proxy talk to:
+/// a Linux-only cluster needs none, a Windows node does (exit 2, where).
+#[test]
+fn api_server_is_required_only_where_a_node_uses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("linux.yaml");
+    write(
+        &inv,
+        &GOOD.replace("  api_server: https://198.18.9.2:6443\n", ""),
+    );
+    let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let windows = GOOD
+        .replace(
+            "  api_server: https://198.18.9.2:6443\n",
+            "  kubernetes_version: \"1.13.12\"\n",
+        )
+        .replace(
+            "  - name: b\n    os: linux",
+            "  - name: b\n    os: windows\n    winrm: { user: a, password_env: HOME }",
+        );
+    let e = bad(&windows, &["check"]);
+    assert!(
+        e.contains(":2:9: cluster.api_server is required: host b is a Windows node")
+            && e.contains("fix: add `api_server: https://HOST:6443`"),
+        "{e}"
+    );
+}

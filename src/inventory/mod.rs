@@ -122,7 +122,9 @@ pub struct Cluster {
     pub cluster_cidr: Ipv4Net,
     pub node_prefix: u8,
     pub service_cidr: Ipv4Net,
-    pub api_server: String,
+    /// What Windows nodes' kubelet and kube-proxy talk to (required when
+    /// there are Windows hosts; nothing on a Linux node uses it).
+    pub api_server: Option<String>,
     /// The Kubernetes release the Windows nodes' binaries are (required
     /// when there are Windows hosts).
     pub kubernetes_version: Option<KubeVersion>,
@@ -138,7 +140,7 @@ pub struct Cluster {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterPos {
     pub name: Pos,
-    pub api_server: Pos,
+    pub api_server: Option<Pos>,
     pub kubernetes_version: Option<Pos>,
     pub kubeconfig: Option<Pos>,
     pub pause_image: Option<Pos>,

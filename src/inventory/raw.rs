@@ -21,7 +21,8 @@ pub(super) struct RawCluster {
     #[serde(default)]
     pub(super) node_prefix: Option<Spanned<u8>>,
     pub(super) service_cidr: Spanned<String>,
-    pub(super) api_server: Spanned<String>,
+    #[serde(default)]
+    pub(super) api_server: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) kubernetes_version: Option<Spanned<String>>,
     #[serde(default)]
@@ -35,7 +36,7 @@ impl super::ClusterPos {
         let pos = |s: &Spanned<String>| super::Pos::from(s);
         super::ClusterPos {
             name: pos(&c.name),
-            api_server: pos(&c.api_server),
+            api_server: c.api_server.as_ref().map(pos),
             kubernetes_version: c.kubernetes_version.as_ref().map(pos),
             kubeconfig: c.kubeconfig.as_ref().map(pos),
             pause_image: c.pause_image.as_ref().map(pos),

@@ -308,18 +308,21 @@ impl Validator {
                 ok = false;
             }
         }
-        let api = c.api_server.value.trim();
-        if !(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10 {
+        let api = c.api_server.as_ref().map(|a| (a, a.value.trim()));
+        if let Some((a, api)) = api
+            && (!(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10)
+        {
             self.problem(
-                (&c.api_server).into(),
+                a.into(),
                 format!("api_server {} is not a URL", echo(api)),
                 "write it as https://HOST:PORT",
             );
             ok = false;
         }
+        let https = api.is_some_and(|(_, a)| a.starts_with("https://"));
         let (kubernetes_version, version_ok) = self.kubernetes_version(c);
         let kubeconfig = c.kubeconfig.as_ref().map(|k| self.path(&k.value));
-        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), api.starts_with("https://"));
+        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), https);
         ok = ok && version_ok && kubeconfig_ok;
         let pause_image = match &c.pause_image {
             Some(p) if !image_reference(&p.value) => {
@@ -341,7 +344,7 @@ impl Validator {
             cluster_cidr: cluster_cidr?,
             node_prefix,
             service_cidr: service_cidr?,
-            api_server: api.to_string(),
+            api_server: api.map(|(_, a)| a.to_string()),
             kubernetes_version,
             kubeconfig,
             pause_image,
