@@ -23,6 +23,7 @@ pub mod report;
 pub mod run;
 pub mod secret;
 pub mod state;
+pub mod term;
 pub mod text;
 pub mod transport;
 pub mod verify;
