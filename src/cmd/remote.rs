@@ -188,7 +188,7 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     let reports = &ran.reports;
     let interrupted = interrupt.is_set();
     let extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
-    let summary = crate::report::summary_json(&reporter.summary(reports, interrupted, &extra));
+    let summary = crate::report::summary_json(reporter.summary(reports, interrupted, &extra));
     let run_dir = match &record {
         Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
         None => Err(std::io::Error::other("see the warning above")),
