@@ -39,13 +39,26 @@ enum Command {
         host: Option<String>,
     },
     /// Connect, gather facts and print each host's actions. Changes nothing.
-    Plan(Common),
+    Plan {
+        #[command(flatten)]
+        common: Common,
+        /// Show what `reset` would remove instead.
+        #[arg(long)]
+        reset: bool,
+    },
     /// Converge every host, then verify.
     Up(Common),
     /// Read-only health sweep; exit 1 if anything is off.
     Verify(Common),
-    /// Undo what `up` created on the hosts.
-    Reset(Common),
+    /// Undo what `up` created on the hosts. On a terminal it shows what it
+    /// would remove and asks; otherwise it needs --yes.
+    Reset {
+        #[command(flatten)]
+        common: Common,
+        /// Do not ask (required without a terminal).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
     /// Print a shell completion script, e.g. `kwinctl completions bash >
     /// /etc/bash_completion.d/kwinctl` (see README, "Install").
     Completions {
@@ -147,10 +160,10 @@ fn main() -> ExitCode {
     let (name, json) = match &cli.command {
         Command::Check(c) => ("check", c.output == Format::Json),
         Command::Render { common, .. } => ("render", common.output == Format::Json),
-        Command::Plan(c) => (Mode::Plan.name(), c.output == Format::Json),
+        Command::Plan { common: c, .. } => (Mode::Plan.name(), c.output == Format::Json),
         Command::Up(c) => (Mode::Up.name(), c.output == Format::Json),
         Command::Verify(c) => (Mode::Verify.name(), c.output == Format::Json),
-        Command::Reset(c) => (Mode::Reset.name(), c.output == Format::Json),
+        Command::Reset { common: c, .. } => (Mode::Reset.name(), c.output == Format::Json),
         _ => ("kwinctl", false),
     };
     if let Some(done) = generated(&cli.command) {
@@ -167,10 +180,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(c) => cmd::check(&c),
         Command::Render { common, host } => cmd::render(&common, host.as_deref()),
-        Command::Plan(c) => cmd::remote(&c, Mode::Plan),
+        Command::Plan {
+            common,
+            reset: false,
+        } => cmd::remote(&common, Mode::Plan),
+        Command::Plan {
+            common,
+            reset: true,
+        } => cmd::remote(&common, Mode::PlanReset),
         Command::Up(c) => cmd::remote(&c, Mode::Up),
         Command::Verify(c) => cmd::remote(&c, Mode::Verify),
-        Command::Reset(c) => cmd::remote(&c, Mode::Reset),
+        Command::Reset { common, yes } => cmd::reset(&common, yes),
         Command::Completions { .. } | Command::Man { .. } | Command::Schema { .. } => {
             unreachable!("generated above")
         }

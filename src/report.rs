@@ -268,7 +268,7 @@ fn one_line_status(mode: Mode, r: &HostReport) -> String {
     }
     let failed_checks = r.failed_checks().count();
     match mode {
-        Mode::Plan => format!("{} to do", r.count(ActionStatus::Planned)),
+        Mode::Plan | Mode::PlanReset => format!("{} to do", r.count(ActionStatus::Planned)),
         Mode::Verify if failed_checks > 0 => format!("{failed_checks} checks failed"),
         Mode::Verify => format!("{} checks passed", r.checks.len()),
         Mode::Up | Mode::Reset => {
@@ -296,7 +296,7 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         .filter(|a| a.status != ActionStatus::Ok)
         .collect();
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
-    if mode == Mode::Plan {
+    if mode.previews() {
         s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
         if let Some(e) = &r.error {
             s.push_str(&format!("  ERROR: {e}\n"));

@@ -68,6 +68,6 @@ fn every_json_line_of_real_runs_matches_the_published_schema() {
         events(&v, &["verify", "-i", &i, "--output", "json", "--bogus"], 2),
         ["error"]
     );
-    let reset = run(&["reset", "--limit", "h2"], 0);
+    let reset = run(&["reset", "--yes", "--limit", "h2"], 0);
     assert_eq!(reset.last().map(String::as_str), Some("summary"));
 }
