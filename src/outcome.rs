@@ -209,6 +209,14 @@ fn as_text<S: Serializer>(e: &Option<HostError>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
+/// A file `plan` would rewrite: a unified diff from the host's copy to
+/// kwinctl's, or why there is none.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct FileDiff {
+    pub path: String,
+    pub diff: String,
+}
+
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostReport {
     pub host: String,
@@ -222,6 +230,9 @@ pub struct HostReport {
     /// Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// `plan`: how the files it would rewrite differ from the host's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileDiff>,
     /// Why the host failed, in words.
     #[serde(
         default,
@@ -247,6 +258,7 @@ impl HostReport {
             actions: Vec::new(),
             checks: Vec::new(),
             notes: Vec::new(),
+            files: Vec::new(),
             error: None,
             seconds: 0.0,
             k8s: K8sView::NotAsked,

@@ -306,6 +306,12 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         for a in interesting {
             s.push_str(&format!("  would {}\n", a.action));
         }
+        for f in &r.files {
+            s.push_str(&format!("  {}:\n", f.path));
+            for l in f.diff.lines() {
+                s.push_str(&format!("      {l}\n"));
+            }
+        }
     } else {
         if interesting.is_empty() && failed_checks.is_empty() && r.error.is_none() {
             return s;

@@ -233,6 +233,16 @@ fn every_action_and_the_probe_parse() {
         "{s}"
     );
     insta::assert_snapshot!("start_script", s);
+    // plan's read-only file reader, with a path that needs quoting
+    let s = script::read_files(
+        &r,
+        &[
+            r"C:\k\kwinctl\kubelet-start.ps1".into(),
+            "C:\\it's.ps1".into(),
+        ],
+    );
+    only_ours("read files", &parse("read files", &s));
+    assert!(s.contains("'C:\\it''s.ps1'"), "{s}");
 }
 
 /// The example with `value` in the adapter's name and (without its white

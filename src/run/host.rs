@@ -212,7 +212,14 @@ impl<'a> Flow<'a> {
         };
         let r = self.r;
         let report = match (ctx.mode, selected) {
-            (Mode::Plan | Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
+            (Mode::Plan, true) => {
+                let files =
+                    super::plan::file_diffs(ctx, &mut session, &t.host.name, &ops, &work).await;
+                let mut r = super::plan::plan(&node, work, r);
+                r.files = files;
+                Some(r)
+            }
+            (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
             (Mode::Verify, true) => {
                 Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
             }

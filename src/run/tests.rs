@@ -521,7 +521,20 @@ fn plan_lists_and_changes_nothing() {
     assert_eq!(report(&ran, "cp").count(ActionStatus::Planned), 4);
     // l2 is outside --limit, and would need a route to cp: plan says so
     assert_eq!(status(&ran, "l2"), HostStatus::Pending);
-    assert_eq!(fakes.calls_to("cp"), 1);
+    // the probe, then the read of the files it would rewrite (to show a
+    // diff): nothing else
+    assert_eq!(fakes.calls_to("cp"), 2);
+    let calls = fakes.calls.lock().unwrap();
+    let read = &calls.iter().rfind(|(h, _)| h == "cp").unwrap().1;
+    assert!(read.contains("KWC") && !read.contains("kw_run"), "{read}");
+    drop(calls);
+    let files = &report(&ran, "cp").files;
+    assert_eq!(
+        files.len(),
+        1,
+        "boot.sh (the fake has no systemd): {files:?}"
+    );
+    assert!(files[0].diff.contains("would be created"), "{files:?}");
     assert!(h[0].lock().unwrap().routes.is_empty());
     assert!(!op.state_path().exists(), "plan records nothing");
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use minijinja::Value;
+use minijinja::{Value, context};
 
 pub use action::Action;
 pub use facts::{LinuxFacts, Route};
@@ -132,5 +132,20 @@ impl NodeOps for LinuxOps<'_> {
     }
     fn fresh(&self, _node: &Node) -> LinuxFacts {
         LinuxFacts::fresh(true)
+    }
+    fn rewrites(&self, a: &Action) -> Option<(String, String)> {
+        match a {
+            Action::WriteBootScript { content } => {
+                Some(("/etc/kwinctl/boot.sh".into(), content.clone()))
+            }
+            Action::InstallUnit { content } => Some((
+                "/etc/systemd/system/kwinctl-boot.service".into(),
+                content.clone(),
+            )),
+            _ => None,
+        }
+    }
+    fn read_files(&self, paths: &[String]) -> String {
+        self.r.render("linux/read_files.sh", context! { paths })
     }
 }

@@ -71,6 +71,12 @@ pub fn start_script(r: &Renderer, service: &WinService) -> String {
     r.render("windows/start_script.ps1", context! { service })
 }
 
+/// `plan`: a read-only script printing `paths` as `KWC` lines.
+pub fn read_files(r: &Renderer, paths: &[String]) -> String {
+    sim_header(&serde_json::json!({"kind": "read_files", "paths": paths}))
+        + &r.render("windows/read_files.ps1", context! { paths })
+}
+
 /// The host a script is for.
 pub struct ScriptHost<'a> {
     pub name: &'a str,
