@@ -23,6 +23,7 @@ pub mod render;
 pub mod report;
 pub mod run;
 pub mod secret;
+pub mod select;
 pub mod state;
 pub mod term;
 pub mod text;

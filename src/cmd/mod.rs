@@ -6,7 +6,6 @@ mod remote;
 mod render;
 mod reset;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -28,8 +27,11 @@ pub struct Common {
     /// The inventory file.
     #[arg(short = 'i', long = "inventory", value_name = "INV")]
     pub inventory: PathBuf,
-    /// Only these hosts (comma-separated names).
-    #[arg(long, value_delimiter = ',', value_name = "HOST,..")]
+    /// Only these hosts, as Ansible's patterns: names, groups (declared, or
+    /// linux, windows, control-plane, worker), globs (web*), !exclusions,
+    /// &intersections, @FILE (one per line); separated by commas, or colons:
+    /// --limit 'web*:!web3'. A pattern that matches nothing is an error.
+    #[arg(long, value_name = "PATTERN,..")]
     pub limit: Vec<String>,
     /// How many hosts at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -152,26 +154,16 @@ fn load(c: &Common) -> Result<Loaded, CliError> {
     })
 }
 
-/// The hosts selected by --limit (all when empty); unknown names are bad input.
+/// The hosts selected by --limit (all without it), in inventory order.
 fn selected<'a>(l: &'a Loaded, limit: &[String]) -> Result<Vec<(&'a Host, &'a Node)>, CliError> {
-    let want: HashSet<String> = limit
-        .iter()
-        .map(|s| s.trim().to_ascii_lowercase())
-        .collect();
-    for w in &want {
-        if l.inv.host(w).is_none() {
-            let names: Vec<&str> = l.inv.hosts.iter().map(|h| h.name.as_str()).collect();
-            return Err(CliError::bad(format!(
-                "--limit names {w:?}, which is not in {}; hosts are: {}",
-                l.inv.path.display(),
-                names.join(", ")
-            )));
-        }
-    }
+    let want = crate::select::resolve(&l.inv, &[], limit).map_err(CliError::bad)?;
     Ok(l.inv
         .hosts
         .iter()
         .zip(&l.nodes)
-        .filter(|(h, _)| want.is_empty() || want.contains(&h.name.to_ascii_lowercase()))
+        .filter(|(h, _)| {
+            want.as_ref()
+                .is_none_or(|w| w.contains(&h.name.to_ascii_lowercase()))
+        })
         .collect())
 }

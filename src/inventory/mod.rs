@@ -5,6 +5,7 @@
 //! rule can point at, so semantic errors (duplicates, overlaps) point at the
 //! offending value, not just at the file.
 
+mod groups;
 pub mod kubeconfig;
 mod raw;
 mod validate;
@@ -18,6 +19,8 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+pub use groups::BUILT_IN as BUILT_IN_GROUPS;
+pub use raw::Pairs;
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{KubeVersion, Minor};
@@ -239,6 +242,9 @@ pub struct Host {
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
+    /// The declared groups it is in (not the built-in ones), in the order
+    /// `groups:` declares them.
+    pub groups: Vec<String>,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
 }
@@ -248,6 +254,8 @@ pub struct Inventory {
     pub path: PathBuf,
     pub cluster: Cluster,
     pub hosts: Vec<Host>,
+    /// The groups declared under `groups:` (built-in ones aside), in order.
+    pub groups: Vec<String>,
     /// How a host with no settings of its own is reached, per OS (`None`
     /// when the defaults do not make a valid connection): what `reset` uses
     /// for a host removed from the inventory.
@@ -314,8 +322,28 @@ impl Inventory {
             pod_cidr: None,
             connection: self.default_connections.get(&os)?.clone(),
             windows: WindowsSettings::default(),
+            groups: Vec::new(),
             pos: Pos::default(),
         })
+    }
+
+    /// The hosts of a group, built-in (`all`, `linux`, `windows`,
+    /// `control-plane`, `worker`) or declared (names without case); `None`
+    /// when there is no such group.
+    pub fn group_members(&self, group: &str) -> Option<Vec<&Host>> {
+        let g = group.to_ascii_lowercase();
+        let member = |h: &Host| match g.as_str() {
+            "all" => true,
+            "linux" => h.os == Os::Linux,
+            "windows" => h.os == Os::Windows,
+            "control-plane" => h.role == Role::ControlPlane,
+            "worker" => h.role == Role::Worker,
+            _ => h.groups.iter().any(|x| x.eq_ignore_ascii_case(&g)),
+        };
+        let known = g == "all"
+            || BUILT_IN_GROUPS.contains(&g.as_str())
+            || self.groups.iter().any(|x| x.eq_ignore_ascii_case(&g));
+        known.then(|| self.hosts.iter().filter(|h| member(h)).collect())
     }
 
     pub fn host(&self, name: &str) -> Option<&Host> {

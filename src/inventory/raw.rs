@@ -1,8 +1,46 @@
 //! The inventory as written: every value a validation rule can point at
 //! keeps its source position (serde-saphyr's `Spanned`).
 
+use std::marker::PhantomData;
+
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
+
+/// A YAML mapping in the file's order, keys with their positions (a map
+/// type would need `Ord`/`Hash` keys, and lose the order).
+#[derive(Debug, Clone)]
+pub struct Pairs<K, V>(pub Vec<(K, V)>);
+
+impl<K, V> Default for Pairs<K, V> {
+    fn default() -> Self {
+        Pairs(Vec::new())
+    }
+}
+
+impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Pairs<K, V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Pv<K, V>(PhantomData<(K, V)>);
+        impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for Pv<K, V> {
+            type Value = Pairs<K, V>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(p) = m.next_entry()? {
+                    v.push(p);
+                }
+                Ok(Pairs(v))
+            }
+            // `key:` with nothing after it
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Pairs(Vec::new()))
+            }
+        }
+        d.deserialize_map(Pv(PhantomData))
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -10,6 +48,9 @@ pub(super) struct RawInventory {
     pub(super) cluster: RawCluster,
     #[serde(default)]
     pub(super) defaults: RawDefaults,
+    /// Named groups and their settings (hosts name the groups they are in).
+    #[serde(default)]
+    pub(super) groups: Pairs<Spanned<String>, Option<RawGroup>>,
     pub(super) hosts: Spanned<Vec<Spanned<RawHost>>>,
 }
 
@@ -51,13 +92,27 @@ pub(super) struct RawDefaults {
     pub(super) ssh: Option<RawSsh>,
     #[serde(default)]
     pub(super) winrm: Option<RawWinRm>,
+    #[serde(default)]
+    pub(super) windows: Option<RawWindows>,
+}
+
+/// A group's settings: what its hosts get unless they set it themselves.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroup {
+    #[serde(default)]
+    pub(super) ssh: Option<RawSsh>,
+    #[serde(default)]
+    pub(super) winrm: Option<RawWinRm>,
+    #[serde(default)]
+    pub(super) windows: Option<RawWindows>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSsh {
-    pub(super) user: Option<String>,
-    pub(super) port: Option<u16>,
+    pub(super) user: Option<Spanned<String>>,
+    pub(super) port: Option<Spanned<u16>>,
     pub(super) identity: Option<Spanned<String>>,
     pub(super) known_hosts: Option<Spanned<String>>,
 }
@@ -65,15 +120,15 @@ pub(super) struct RawSsh {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWinRm {
-    pub(super) user: Option<String>,
+    pub(super) user: Option<Spanned<String>>,
     pub(super) password_env: Option<Spanned<String>>,
     pub(super) password_file: Option<Spanned<String>>,
-    pub(super) port: Option<u16>,
-    pub(super) tls: Option<bool>,
+    pub(super) port: Option<Spanned<u16>>,
+    pub(super) tls: Option<Spanned<bool>>,
     pub(super) auth: Option<Spanned<String>>,
     pub(super) ca_file: Option<Spanned<String>>,
     pub(super) cert_sha256: Option<Spanned<String>>,
-    pub(super) allow_basic_over_http: Option<bool>,
+    pub(super) allow_basic_over_http: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +139,9 @@ pub(super) struct RawHost {
     #[serde(default)]
     pub(super) role: Option<Spanned<String>>,
     pub(super) address: Spanned<String>,
+    /// The groups it is in (declared under `groups:`).
+    #[serde(default)]
+    pub(super) groups: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub(super) pod_cidr: Option<Spanned<String>>,
     #[serde(default)]
@@ -111,9 +169,9 @@ pub(super) struct RawWindows {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinaries {
     #[serde(default)]
-    pub(super) kubelet: Option<RawBinary>,
+    pub(super) kubelet: Option<Spanned<RawBinary>>,
     #[serde(default, rename = "kube-proxy")]
-    pub(super) kube_proxy: Option<RawBinary>,
+    pub(super) kube_proxy: Option<Spanned<RawBinary>>,
 }
 
 impl RawBinaries {
@@ -121,7 +179,7 @@ impl RawBinaries {
     pub(super) fn iter(&self) -> impl Iterator<Item = (&'static str, &RawBinary)> {
         [("kubelet", &self.kubelet), ("kube-proxy", &self.kube_proxy)]
             .into_iter()
-            .filter_map(|(n, b)| b.as_ref().map(|b| (n, b)))
+            .filter_map(|(n, b)| b.as_ref().map(|b| (n, &b.value)))
     }
 }
 
