@@ -104,3 +104,29 @@ fn groups_that_set_one_key_differently_are_refused_with_both_positions() {
         "{err}"
     );
 }
+
+#[test]
+fn max_fail_takes_a_count_or_a_share_and_only_where_hosts_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv.yaml");
+    write(&inv, INV);
+    let i = inv.to_str().unwrap();
+    for bad in ["0", "101%", "some"] {
+        let o = kwinctl(&["up", "-i", i, "--max-fail", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("percentage"),
+            "{}",
+            text(&o)
+        );
+    }
+    for cmd in ["plan", "verify"] {
+        let o = kwinctl(&[cmd, "-i", i, "--max-fail", "1"]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("changes nothing"),
+            "{}",
+            text(&o)
+        );
+    }
+}

@@ -12,7 +12,7 @@ use crate::error::{CliError, Exit};
 use crate::lock::Lock;
 use crate::mode::Mode;
 use crate::os::{Desired, windows::Uploads};
-use crate::outcome::HostStatus;
+use crate::outcome::{HostError, HostStatus};
 use crate::record::{self, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
@@ -81,6 +81,11 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
     } else {
         None
     };
+    if c.max_fail.is_some() && matches!(mode, Mode::Plan | Mode::Verify) {
+        return Err(CliError::bad(format!(
+            "--max-fail stops a run from changing further hosts; `kwinctl {mode}` changes nothing: leave it out"
+        )));
+    }
     let l = load(c)?;
     super::register_secrets(&l.inv);
     let Some(want) = selection(c, mode, &l)? else {
@@ -159,6 +164,7 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         timeout: Duration::from_secs(c.timeout),
         retries: c.retries,
         with_peer_routes: c.with_peer_routes,
+        max_fail: c.max_fail.map(|m| m.threshold(names.len())),
     };
     let cluster = run::Cluster {
         inventory: Arc::new(l.inv.clone()),
@@ -201,6 +207,18 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         None => Err(std::io::Error::other("see the warning above")),
     };
     reporter.finish(reports, interrupted, &summary);
+    let stopped: Vec<&str> = reports
+        .iter()
+        .filter(|r| matches!(r.error, Some(HostError::NotStarted { .. })))
+        .map(|r| r.host.as_str())
+        .collect();
+    if let (Some(m), false) = (c.max_fail, stopped.is_empty()) {
+        err_line(&format!(
+            "--max-fail {m} reached: not started: {}; once the failed hosts are fixed, \
+             `kwinctl {mode} --only-failed` continues with the hosts left",
+            stopped.join(", ")
+        ));
+    }
     let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
     match run_dir {
         Ok(d) if failed || interrupted || c.verbose => err_line(&format!(
