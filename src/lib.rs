@@ -12,6 +12,7 @@ pub mod diff;
 pub mod error;
 pub mod events;
 pub mod hash;
+pub mod import;
 pub mod inventory;
 pub mod lock;
 pub mod mode;

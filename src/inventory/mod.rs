@@ -25,6 +25,10 @@ use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{KubeVersion, Minor};
 
+/// What `kwinctl import` writes where only the operator knows the value
+/// (the `cluster:` section); `check` refuses it until it is replaced.
+pub const PLACEHOLDER: &str = "FILL-IN";
+
 /// A position in the inventory file (1-based line and column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pos {

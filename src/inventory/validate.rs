@@ -281,6 +281,32 @@ impl Validator {
     }
 
     fn cluster(&mut self, c: &RawCluster) -> Option<Cluster> {
+        // `kwinctl import` leaves these for the operator
+        let keys = [
+            ("name", Some(&c.name)),
+            ("cluster_cidr", Some(&c.cluster_cidr)),
+            ("service_cidr", Some(&c.service_cidr)),
+            ("api_server", c.api_server.as_ref()),
+            ("kubernetes_version", c.kubernetes_version.as_ref()),
+            ("kubeconfig", c.kubeconfig.as_ref()),
+            ("pause_image", c.pause_image.as_ref()),
+        ];
+        let mut unfilled = false;
+        for (key, v) in keys {
+            if let Some(v) = v
+                && v.value.trim() == PLACEHOLDER
+            {
+                self.problem(
+                    v.into(),
+                    format!("cluster.{key} is still {PLACEHOLDER}, the placeholder `kwinctl import` wrote"),
+                    format!("replace it with the cluster's {key} (the comment beside it says what it is)"),
+                );
+                unfilled = true;
+            }
+        }
+        if unfilled {
+            return None;
+        }
         let name_ok = valid_name(&c.name.value);
         if !name_ok {
             self.problem(
