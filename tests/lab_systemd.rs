@@ -1,0 +1,158 @@
+//! End to end on Linux hosts that boot a real systemd: Debian containers
+//! (systemd-nspawn) on the lab bridge, each with systemd as PID 1 and its own
+//! sshd (see "systemd hosts" in `lab/lab.sh`). A reboot is real: the
+//! container ends and boots again in a new network namespace, and the units
+//! enabled in it run again. Needs root; run by `.ci/run`.
+
+mod common;
+
+use std::process::Command;
+
+use common::lab::{Lab, require_root};
+use common::text;
+
+/// Everything on this machine that names the lab's folder or its machines:
+/// processes, mounts, cgroups, links.
+fn leftovers(dir: &str, machines: &[String]) -> Vec<String> {
+    let mut left = Vec::new();
+    let o = Command::new("pgrep").args(["-af", dir]).output().unwrap();
+    left.extend(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| format!("process {l}")),
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    left.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains(dir))
+            .map(|l| format!("mount {l}")),
+    );
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    for m in machines {
+        for h in ["systemd", "unified"] {
+            let cg = format!("/sys/fs/cgroup/{h}/kwinctl-lab/{m}");
+            if std::path::Path::new(&cg).exists() {
+                left.push(format!("cgroup {cg}"));
+            }
+        }
+        let veth = format!("vb-{m}");
+        left.extend(
+            links
+                .lines()
+                .filter(|l| l.contains(&veth))
+                .map(|l| format!("link {l}")),
+        );
+    }
+    left
+}
+
+fn out(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The lab's systemd hosts: systemd is PID 1, the address comes from a unit
+/// ordered like a distro's networking service, a reboot is a real one (new
+/// boot id, routes gone, units run again), and `down` leaves no process,
+/// mount, cgroup or link behind.
+#[test]
+fn systemd_hosts_boot_reboot_and_leave_nothing_behind() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_with(1, 0, 2);
+    let dir = lab.dir().display().to_string();
+    let machines: Vec<String> = lab
+        .hosts()
+        .iter()
+        .filter(|h| h.name.starts_with("sd"))
+        .map(|h| h.netns.clone())
+        .collect();
+    assert_eq!(machines.len(), 2, "{:?}", lab.hosts());
+
+    let o = lab.exec(
+        "sd1",
+        "cat /proc/1/comm; systemctl is-system-running --wait",
+    );
+    assert_eq!(out(&o), "systemd\nrunning", "{}", text(&o));
+    let o = lab.exec(
+        "sd1",
+        "systemctl show -p ActiveState --value kwl-net.service; hostname",
+    );
+    assert_eq!(out(&o), "active\nsd1", "{}", text(&o));
+    // the other hosts are reachable from it, on the lab bridge
+    let ping = format!(
+        "ping -c1 -W2 {} && ping -c1 -W2 {}",
+        lab.ip("h1"),
+        lab.ip("sd2")
+    );
+    assert!(lab.exec("sd1", &ping).status.success());
+
+    let boot_id = || out(&lab.exec("sd1", "cat /proc/sys/kernel/random/boot_id"));
+    let before = boot_id();
+    let route = format!("ip route add 198.19.77.0/24 via {}", lab.ip("sd2"));
+    assert!(lab.exec("sd1", &route).status.success());
+    assert!(lab.exec("sd1", "touch /root/kept").status.success());
+    lab.reboot("sd1");
+    assert_ne!(boot_id(), before, "sd1 did not boot again");
+    assert!(
+        !lab.routes("sd1").contains("198.19.77.0"),
+        "a route survived the reboot"
+    );
+    // its disk did survive
+    assert!(lab.exec("sd1", "test -e /root/kept").status.success());
+    let o = lab.exec("sd1", "systemctl is-system-running --wait");
+    assert_eq!(out(&o), "running", "{}", text(&o));
+
+    assert!(
+        leftovers(&dir, &machines).len() >= 2,
+        "the containers are not running"
+    );
+    let o = lab.down();
+    assert!(o.status.success(), "{}", text(&o));
+    let left = leftovers(&dir, &machines);
+    assert!(left.is_empty(), "lab.sh down left: {left:#?}");
+}
+
+/// `lab.sh gc` removes a lab of systemd hosts whose owner is gone, even when
+/// its folder lost `lab.env` (it goes by the registry alone then).
+#[test]
+fn gc_removes_an_orphaned_systemd_lab() {
+    if !require_root() {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("kwinctl-lab-")
+        .tempdir()
+        .unwrap();
+    let d = dir.path().display().to_string();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id().to_string();
+    gone.wait().unwrap();
+    let lab_sh = concat!(env!("CARGO_MANIFEST_DIR"), "/lab/lab.sh");
+    let o = common::run_bounded(
+        {
+            let mut c = Command::new("bash");
+            c.args([lab_sh, "up", &d, "--linux", "0", "--systemd", "1"])
+                .env("KWINCTL_LAB_OWNER", &dead);
+            c
+        },
+        std::time::Duration::from_secs(300),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let machine = std::fs::read_to_string(dir.path().join("hosts.tsv")).unwrap();
+    let machine = machine.split('\t').nth(2).unwrap().trim().to_string();
+    std::fs::remove_file(dir.path().join("lab.env")).unwrap();
+    let o = common::run_bounded(
+        {
+            let mut c = Command::new("bash");
+            c.args([lab_sh, "gc"]);
+            c
+        },
+        std::time::Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let left = leftovers(&d, &[machine]);
+    assert!(left.is_empty(), "lab.sh gc left: {left:#?}");
+}
