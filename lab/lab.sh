@@ -348,6 +348,13 @@ sd_wait_up() { # DIR j timeout-seconds: sshd answers on the host's address
     || die "sd$2 did not come up within $3 s: $(tail -3 "$1/hosts/sd$2/console.log" 2>/dev/null)"
 }
 
+# The processes of a host, found by their command lines (so that a host whose
+# folder or pid files are gone is still found): its supervisor and nspawn.
+sd_pids() { # hd machine
+  pgrep -f -- "_sd-supervise $1 $2 " || true
+  pgrep -f -- "-M $2 --keep-unit " || true
+}
+
 # Stop hosts: TERM to each container (a clean poweroff, ~1 s), then KILL
 # whatever is left after 5 s, then the overlays and cgroups. Takes
 # "hostdir machine" pairs, so that gc can call it without lab.env.
@@ -355,39 +362,51 @@ sd_stop() { # hd machine [hd machine]...
   local -a hds=() machines=() pids=()
   local hd i p cg
   while [ $# -ge 2 ]; do hds+=("$1"); machines+=("$2"); shift 2; done
-  for hd in "${hds[@]}"; do
-    touch "$hd/stop" 2>/dev/null || true
-    p=$(cat "$hd/nspawn.pid" 2>/dev/null || true)
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  for i in "${!hds[@]}"; do
+    touch "${hds[$i]}/stop" 2>/dev/null || true
+    # TERM to nspawn: it powers the container off
+    for p in $(pgrep -f -- "-M ${machines[$i]} --keep-unit " || true); do kill "$p" 2>/dev/null || true; done
   done
   for ((i = 0; i < 50; i++)); do
     pids=()
-    for hd in "${hds[@]}"; do
-      for p in $(cat "$hd/supervisor.pid" "$hd/nspawn.pid" 2>/dev/null); do
-        kill -0 "$p" 2>/dev/null && pids+=("$p")
-      done
+    for p in "${!hds[@]}"; do
+      # shellcheck disable=SC2207
+      pids+=($(sd_pids "${hds[$p]}" "${machines[$p]}"))
     done
     [ "${#pids[@]}" -gt 0 ] || break
     sleep 0.1
   done
   if [ "${#pids[@]}" -gt 0 ]; then
     # Killing a container's PID 1 ends its PID namespace, and all in it.
-    for hd in "${hds[@]}"; do
-      p=$(cat "$hd/nspawn.pid" 2>/dev/null || true)
-      [ -n "$p" ] && kill -9 $(pgrep -P "$p") "$p" 2>/dev/null || true
+    for p in "${pids[@]}"; do
+      # shellcheck disable=SC2046
+      kill -9 $(pgrep -P "$p" -x systemd || true) "$p" 2>/dev/null || true
     done
-    kill -9 "${pids[@]}" 2>/dev/null || true
     sleep 0.2
   fi
   for i in "${!hds[@]}"; do
     hd=${hds[$i]}
-    if mountpoint -q "$hd/root" 2>/dev/null; then
+    if grep -q " $hd/root overlay " /proc/mounts 2>/dev/null; then
       umount "$hd/root" 2>/dev/null || umount -l "$hd/root" || true
     fi
     rm -f "$hd/supervisor.pid" "$hd/nspawn.pid"
     for cg in $(sd_cgroups "${machines[$i]}"); do
       [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done
+  done
+}
+
+# Systemd hosts no lab in the registry owns (their lab was removed by a
+# lab.sh from before systemd hosts, or its registry entry was lost).
+sd_gc() {
+  local pid hd machine id
+  # shellcheck disable=SC2034
+  { pgrep -af -- "_sd-supervise " || true; } | while read -r pid _ _ _ hd machine _; do
+    [ -n "${machine:-}" ] || continue
+    id=${machine#kwl}; id=${id%%s*}
+    if [ -f "$REG/$id/sd" ] && grep -q "^$hd $machine\$" "$REG/$id/sd"; then continue; fi
+    echo "lab.sh gc: stopping systemd host $machine ($hd) of no lab" >&2
+    sd_stop "$hd" "$machine"
   done
 }
 
@@ -656,6 +675,7 @@ cmd_gc() {
       rm -rf "$d"
     fi
   done
+  sd_gc
   restore_if_idle
 }
 

@@ -7,6 +7,7 @@
 mod common;
 
 use std::process::Command;
+use std::time::Duration;
 
 use common::lab::{Lab, require_root};
 use common::text;
@@ -116,43 +117,62 @@ fn systemd_hosts_boot_reboot_and_leave_nothing_behind() {
 }
 
 /// `lab.sh gc` removes a lab of systemd hosts whose owner is gone, even when
-/// its folder lost `lab.env` (it goes by the registry alone then).
+/// its folder lost `lab.env` (it goes by the registry alone then), and stops
+/// systemd hosts that no lab in the registry owns any more (their lab was
+/// taken down by a lab.sh from before systemd hosts, which removes the
+/// registry entry, bridge and namespaces but not the containers).
 #[test]
 fn gc_removes_an_orphaned_systemd_lab() {
     if !require_root() {
         return;
     }
-    let dir = tempfile::Builder::new()
-        .prefix("kwinctl-lab-")
-        .tempdir()
-        .unwrap();
-    let d = dir.path().display().to_string();
-    let mut gone = Command::new("true").spawn().unwrap();
-    let dead = gone.id().to_string();
-    gone.wait().unwrap();
     let lab_sh = concat!(env!("CARGO_MANIFEST_DIR"), "/lab/lab.sh");
-    let o = common::run_bounded(
-        {
-            let mut c = Command::new("bash");
-            c.args([lab_sh, "up", &d, "--linux", "0", "--systemd", "1"])
-                .env("KWINCTL_LAB_OWNER", &dead);
-            c
-        },
-        std::time::Duration::from_secs(300),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let machine = std::fs::read_to_string(dir.path().join("hosts.tsv")).unwrap();
-    let machine = machine.split('\t').nth(2).unwrap().trim().to_string();
-    std::fs::remove_file(dir.path().join("lab.env")).unwrap();
-    let o = common::run_bounded(
-        {
-            let mut c = Command::new("bash");
-            c.args([lab_sh, "gc"]);
-            c
-        },
-        std::time::Duration::from_secs(60),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let left = leftovers(&d, &[machine]);
-    assert!(left.is_empty(), "lab.sh gc left: {left:#?}");
+    let bash = |args: &[&str], limit: u64| {
+        let mut c = Command::new("bash");
+        c.arg(lab_sh).args(args);
+        common::run_bounded(c, Duration::from_secs(limit))
+    };
+    for case in ["no lab.env", "no registry entry"] {
+        let dir = tempfile::Builder::new()
+            .prefix("kwinctl-lab-")
+            .tempdir()
+            .unwrap();
+        let d = dir.path().display().to_string();
+        let mut gone = Command::new("true").spawn().unwrap();
+        let dead = gone.id().to_string();
+        gone.wait().unwrap();
+        let o = common::run_bounded(
+            {
+                let mut c = Command::new("bash");
+                c.args([lab_sh, "up", &d, "--linux", "0", "--systemd", "1"])
+                    .env("KWINCTL_LAB_OWNER", &dead);
+                c
+            },
+            Duration::from_secs(300),
+        );
+        assert!(o.status.success(), "{case}: {}", text(&o));
+        let machine = std::fs::read_to_string(dir.path().join("hosts.tsv")).unwrap();
+        let machine = machine.split('\t').nth(2).unwrap().trim().to_string();
+        let env = std::fs::read_to_string(dir.path().join("lab.env")).unwrap();
+        let id = env
+            .lines()
+            .find_map(|l| l.strip_prefix("LAB_ID="))
+            .unwrap()
+            .to_string();
+        if case == "no lab.env" {
+            std::fs::remove_file(dir.path().join("lab.env")).unwrap();
+        } else {
+            std::fs::remove_dir_all(format!("/run/kwinctl-lab/{id}")).unwrap();
+            let o = Command::new("ip")
+                .args(["link", "del", &format!("kwl{id}")])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", text(&o));
+        }
+        assert!(!leftovers(&d, std::slice::from_ref(&machine)).is_empty());
+        let o = bash(&["gc"], 60);
+        assert!(o.status.success(), "{case}: {}", text(&o));
+        let left = leftovers(&d, &[machine]);
+        assert!(left.is_empty(), "{case}: lab.sh gc left: {left:#?}");
+    }
 }
