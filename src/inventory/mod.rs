@@ -5,6 +5,7 @@
 //! rule can point at, so semantic errors (duplicates, overlaps) point at the
 //! offending value, not just at the file.
 
+mod linux;
 mod raw;
 mod validate;
 
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 
@@ -206,6 +208,7 @@ pub struct Host {
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
+    pub linux: LinuxSettings,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
 }

@@ -52,7 +52,12 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn problem(&mut self, pos: Pos, message: impl Into<String>, hint: impl Into<String>) {
+    pub(super) fn problem(
+        &mut self,
+        pos: Pos,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
         self.problems.push(Problem {
             pos,
             message: message.into(),
@@ -353,6 +358,7 @@ impl Validator {
             None => Some(None),
         };
         let connection = os.and_then(|os| self.connection(os, h, defaults, pos));
+        let linux = self.linux(os, h.linux.as_ref(), defaults.linux.as_ref());
         let windows = h
             .windows
             .as_ref()
@@ -386,6 +392,7 @@ impl Validator {
             pod_cidr: pod_cidr?,
             connection: connection?,
             windows,
+            linux,
             pos,
         })
     }

@@ -43,7 +43,7 @@ impl Desired {
         uploads: &windows::Uploads,
     ) -> Result<Desired, DesiredError> {
         Ok(match host.os {
-            Os::Linux => Desired::Linux(linux::LinuxDesired::of(r, node)),
+            Os::Linux => Desired::Linux(linux::LinuxDesired::of(r, host, node)),
             Os::Windows => Desired::Windows(windows::WindowsDesired::of(inv, host, node, uploads)?),
         })
     }

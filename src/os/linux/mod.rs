@@ -45,10 +45,10 @@ pub struct LinuxDesired {
 }
 
 impl LinuxDesired {
-    pub fn of(r: &Renderer, node: &Node) -> LinuxDesired {
+    pub fn of(r: &Renderer, host: &Host, node: &Node) -> LinuxDesired {
         LinuxDesired {
-            boot_script: script::boot_script(r, node),
-            unit: script::unit(r),
+            boot_script: script::boot_script(r, node, &host.linux),
+            unit: script::unit(r, &host.linux),
         }
     }
 }
