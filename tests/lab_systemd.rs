@@ -7,10 +7,10 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::lab::{Lab, Late, require_root};
-use common::{kwinctl, text};
+use common::{host, kwinctl, summary, text, write};
 
 /// Everything on this machine that names the lab's folder or its machines:
 /// processes, mounts, cgroups, links.
@@ -177,6 +177,18 @@ fn gc_removes_an_orphaned_systemd_lab() {
     }
 }
 
+/// Poll `f` every half second until it gives a value, at most `limit`.
+fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Wait for a systemd host to finish booting (every start job done, the
 /// kwinctl unit's too): `systemctl is-system-running --wait`.
 fn booted(lab: &Lab, host: &str) {
@@ -186,6 +198,22 @@ fn booted(lab: &Lab, host: &str) {
         "{}",
         text(&o)
     );
+}
+
+/// Give one host a `linux:` block in the lab's inventory.
+fn set_linux(lab: &Lab, host: &str, block: &str) {
+    let s = std::fs::read_to_string(lab.inventory()).unwrap();
+    let entry = format!("  - name: {host}\n    os: linux\n");
+    assert!(s.contains(&entry), "{s}");
+    write(
+        lab.inventory(),
+        &s.replace(&entry, &format!("{entry}    linux: {block}\n")),
+    );
+}
+
+/// A host's failed checks in a verify run, as `name: detail`.
+fn failed(o: &std::process::Output, h: &str) -> Vec<String> {
+    common::failed_checks(host(&summary(o), h))
 }
 
 /// The routes every node must have to the others' pod CIDRs.
@@ -254,5 +282,182 @@ fn routes_survive_a_real_reboot_even_when_the_address_comes_up_late() {
             && journal.contains(&lab.ip("h1"))
             && journal.contains("all routes set after"),
         "{journal}"
+    );
+}
+
+/// When the next hops stay unreachable longer than boot.sh waits
+/// (`linux.boot_wait`), it exits 1 naming them; systemd runs it again
+/// (Restart=on-failure) so a late subnet still gets its routes; when the
+/// retries run out the unit is failed and `verify` reports it with boot.sh's
+/// journal line; `up` (once the network is there) sets the routes and runs
+/// the unit again.
+#[test]
+fn a_boot_unit_that_gives_up_is_retried_reported_and_repaired() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_with(1, 0, 1);
+    let i = lab.inv();
+    set_linux(&lab, "sd1", "{ boot_wait: 2 }");
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let unit = out(&lab.exec("sd1", "cat /etc/systemd/system/kwinctl-boot.service"));
+    assert!(
+        unit.contains("Restart=on-failure") && unit.contains("After=network-online.target"),
+        "{unit}"
+    );
+
+    // The lab machine reaches sd1, but h1 is on no connected network of
+    // sd1's for 6 s: the first run gives up after 2 s, a later one succeeds.
+    lab.reboot_late("sd1", Late::Subnet(6));
+    let gave_up = wait_for(Duration::from_secs(20), "boot.sh giving up", || {
+        let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+        failed(&o, "sd1")
+            .into_iter()
+            .find(|c| c.starts_with("boot unit run:") && c.contains("gave up"))
+    });
+    assert!(
+        gave_up.contains(&format!(
+            "never reachable on any interface: {}",
+            lab.ip("h1")
+        )) && gave_up.contains("Nexthop has invalid gateway"),
+        "{gave_up}"
+    );
+    wait_for(Duration::from_secs(30), "verify passing again", || {
+        let o = kwinctl(&["verify", "-i", &i]);
+        (o.status.code() == Some(0)).then_some(())
+    });
+    assert!(has_routes(&lab, "sd1"));
+
+    // Never within the retries: the unit ends failed (after its last run:
+    // "failed at boot (exit-code) and systemd runs it again soon" is a run
+    // before it), verify says why.
+    lab.reboot_late("sd1", Late::Subnet(3600));
+    let o = wait_for(Duration::from_secs(60), "the unit failing", || {
+        let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+        failed(&o, "sd1")
+            .iter()
+            .any(|c| {
+                c.starts_with("boot unit run: kwinctl-boot.service failed at boot (exit-code; ")
+            })
+            .then_some(o)
+    });
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let checks = failed(&o, "sd1");
+    assert!(
+        checks.iter().any(|c| c.contains("gave up after 2 s")),
+        "{checks:?}"
+    );
+    assert!(checks.iter().any(|c| c.starts_with("route ")), "{checks:?}");
+    // the text report too, with nothing raw from the host
+    let o = kwinctl(&["verify", "-i", &i]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("FAIL boot unit run: kwinctl-boot.service failed at boot"),
+        "{t}"
+    );
+    assert!(!t.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
+
+    // The operator fixes the network; up sets the routes and reruns the unit.
+    let fix = format!("ip addr add {}/24 dev host0", lab.ip("sd1"));
+    assert!(lab.exec("sd1", &fix).status.success());
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let sd1 = host(&s, "sd1");
+    assert!(
+        sd1["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["status"] == "changed"
+                && a["action"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("run kwinctl-boot.service again")),
+        "{sd1}"
+    );
+    let o = lab.exec("sd1", "systemctl is-active kwinctl-boot.service");
+    assert_eq!(out(&o), "active", "{}", text(&o));
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A unit edited by hand or masked is a failed check; `up` restores an
+/// edited one but leaves a mask to the operator (and says so); `reset`
+/// stops, disables and removes the unit.
+#[test]
+fn hand_edited_or_masked_unit_is_reported_and_reset_removes_it() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_with(1, 0, 1);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let unit = "/etc/systemd/system/kwinctl-boot.service";
+
+    let edit = format!("sed -i 's/^Restart=on-failure/Restart=no/' {unit}");
+    assert!(lab.exec("sd1", &edit).status.success());
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(
+        failed(&o, "sd1"),
+        [
+            "boot unit: kwinctl-boot.service differs from kwinctl's (edited by hand, or written by another kwinctl version)"
+        ]
+    );
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(out(&lab.exec("sd1", &format!("cat {unit}"))).contains("Restart=on-failure"));
+
+    // masked: (the file in /etc stands in the way of `systemctl mask`)
+    let mask =
+        format!("rm {unit} && systemctl mask kwinctl-boot.service && systemctl daemon-reload");
+    let o = lab.exec("sd1", &mask);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let checks = failed(&o, "sd1");
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert!(
+        checks[0].starts_with("boot unit: kwinctl-boot.service is masked"),
+        "{checks:?}"
+    );
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("kwinctl-boot.service is masked on this host"),
+        "{}",
+        text(&o)
+    );
+    let o = lab.exec("sd1", "systemctl is-enabled kwinctl-boot.service");
+    assert_eq!(out(&o), "masked", "up undid the mask: {}", text(&o));
+    let o = lab.exec("sd1", "systemctl unmask kwinctl-boot.service");
+    assert!(o.status.success(), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    lab.reboot("sd1");
+    booted(&lab, "sd1");
+    let o = lab.exec("sd1", "systemctl is-active kwinctl-boot.service");
+    assert_eq!(out(&o), "active", "{}", text(&o));
+
+    let o = kwinctl(&["reset", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = lab.exec(
+        "sd1",
+        "systemctl show -p LoadState -p ActiveState -p UnitFileState kwinctl-boot.service | sort; \
+         ls -A /etc/kwinctl; ls /etc/systemd/system/*.wants | grep -c kwinctl",
+    );
+    assert_eq!(
+        out(&o),
+        "ActiveState=inactive\nLoadState=not-found\nUnitFileState=\n0",
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !lab.routes("sd1").contains("proto 198"),
+        "{}",
+        lab.routes("sd1")
     );
 }
