@@ -1,10 +1,9 @@
 //! The command line: parse it, run the command, exit with its code (see
 //! `kwinctl::error` for the codes).
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use kwinctl::cmd::{self, Common};
 use kwinctl::error::EXIT_CODES;
@@ -13,7 +12,7 @@ use kwinctl::mode::Mode;
 #[derive(Parser)]
 #[command(
     name = "kwinctl",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("KWINCTL_GIT_COMMIT"), ")"),
     about = "Bootstrap Kubernetes clusters whose workers are Windows Server and Linux hosts",
     long_about = "kwinctl reads an inventory, assigns each node a pod CIDR, and converges every host \
                   over SSH (or WinRM): routes to every other node's pod CIDR, IP forwarding, and on \
@@ -45,10 +44,60 @@ enum Command {
     Verify(Common),
     /// Undo what `up` created on the hosts.
     Reset(Common),
+    /// Print a shell completion script, e.g. `kwinctl completions bash >
+    /// /etc/bash_completion.d/kwinctl` (see README, "Install").
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (kwinctl.1), or with --dir write one page per
+    /// command there: `kwinctl man --dir /usr/local/share/man/man1`.
+    Man {
+        /// Write kwinctl.1 and kwinctl-COMMAND.1 into this folder.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// `completions` and `man`: what they print is generated from the command
+/// line's own definition, so it never lags behind it.
+fn generated(command: &Command) -> Option<std::io::Result<()>> {
+    use std::io::Write;
+    let mut cli = Cli::command();
+    // written whole at the end: clap_complete panics on a closed pipe
+    let mut out = Vec::new();
+    match command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut cli, "kwinctl", &mut out);
+        }
+        Command::Man { dir: None } => {
+            if let Err(e) = clap_mangen::Man::new(cli).render(&mut out) {
+                return Some(Err(e));
+            }
+        }
+        Command::Man { dir: Some(dir) } => {
+            return Some(
+                std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir)),
+            );
+        }
+        _ => return None,
+    }
+    Some(std::io::stdout().lock().write_all(&out))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(done) = generated(&cli.command) {
+        return match done {
+            Ok(()) => ExitCode::SUCCESS,
+            // a closed pipe (`kwinctl man | head`) is no failure
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                kwinctl::report::err_line(&format!("error: {e}"));
+                ExitCode::from(1)
+            }
+        };
+    }
     let result = match cli.command {
         Command::Check(c) => cmd::check(&c),
         Command::Render { common, host } => cmd::render(&common, host.as_deref()),
@@ -56,11 +105,12 @@ fn main() -> ExitCode {
         Command::Up(c) => cmd::remote(&c, Mode::Up),
         Command::Verify(c) => cmd::remote(&c, Mode::Verify),
         Command::Reset(c) => cmd::remote(&c, Mode::Reset),
+        Command::Completions { .. } | Command::Man { .. } => unreachable!("generated above"),
     };
     let exit = match result {
         Ok(exit) => exit,
         Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+            kwinctl::report::err_line(&format!("error: {e}"));
             e.exit
         }
     };

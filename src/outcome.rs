@@ -133,6 +133,12 @@ pub enum HostError {
     ResetIncomplete,
     /// Ctrl-C / SIGTERM: `probed` when the host was probed but not changed.
     Interrupted { probed: bool },
+    /// The cluster's allocation cannot be made: nothing was changed anywhere.
+    Cluster(String),
+    /// The changes were not made: the cluster lock was not this run's.
+    Refused(String),
+    /// A host outside `--limit` lacks routes the run's changes need.
+    PeerRoutes(Vec<String>),
     /// A bug in kwinctl (a panicking host task).
     Internal(String),
 }
@@ -179,6 +185,14 @@ impl fmt::Display for HostError {
             HostError::Interrupted { probed: true } => {
                 f.write_str("interrupted after probing: nothing was changed")
             }
+            HostError::Cluster(why) => write!(f, "{why}"),
+            HostError::Refused(why) => write!(f, "nothing was changed: {why}"),
+            HostError::PeerRoutes(missing) => write!(
+                f,
+                "outside --limit, and not as the run left the cluster: it would {}. Run `kwinctl up` \
+                 without --limit, or add --with-peer-routes to change only such routes",
+                missing.join("; ")
+            ),
             HostError::Internal(e) => write!(
                 f,
                 "internal error (please report it): {e}; the host may be partly changed"

@@ -82,7 +82,8 @@ cluster:
   name: demo
   cluster_cidr: 192.168.0.0/16
   service_cidr: 10.96.0.0/12
-  api_server: https://10.0.0.10:6443
+  api_server: http://10.0.0.10:8080
+  kubernetes_version: 1.7.16
 hosts:
   - name: lin01
     os: linux
@@ -129,7 +130,7 @@ hosts:
             let e = parse(&s).unwrap_err();
             let p = &e.problems[0];
             assert!(p.message.contains(want), "{p:?}");
-            assert_eq!(p.pos.line, 14, "{p:?}");
+            assert_eq!(p.pos.line, 15, "{p:?}");
             assert!(p.hint.contains("1 to 3600"), "{p:?}");
         }
         let s = INV.replace(

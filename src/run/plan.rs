@@ -1,27 +1,19 @@
-//! `plan`: probe, diff, and report what `up` would do. Changes nothing.
+//! `plan`: report what `up` would do. Changes nothing.
 
-use super::{Ctx, step};
 use crate::alloc::Node;
-use crate::os::NodeOps;
+use crate::diff::{Conflict, Describe, Diff};
 use crate::outcome::{ActionStatus, HostError, HostReport, HostStatus};
-use crate::transport::Session;
 
-pub(super) async fn plan<O: NodeOps>(
-    ctx: &Ctx,
-    s: &mut Box<dyn Session>,
-    node: &Node,
-    ops: &O,
+pub(super) fn plan<A: Describe>(
+    _node: &Node,
+    work: Result<Diff<A>, Conflict>,
     mut r: HostReport,
 ) -> HostReport {
-    let facts = match step::probe(ctx, s, node, ops, &[]).await {
-        Ok(f) => f,
-        Err(e) => return r.failed(e),
-    };
-    match ops.diff(&facts) {
+    match work {
         Err(c) => r.failed(HostError::Conflict(c)),
         Ok(d) => {
             r.notes = d.notes.clone();
-            r.actions = step::reports_of(&d, ActionStatus::Planned);
+            r.actions = super::step::reports_of(&d, ActionStatus::Planned);
             r.status = if d.changes() > 0 {
                 HostStatus::Pending
             } else {

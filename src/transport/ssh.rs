@@ -11,13 +11,13 @@ use russh::ChannelMsg;
 use russh::client::{self, Handle};
 use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 
-use super::{ConnectOptions, Interpreter, Output, Session, TransportError, encoded_bootstrap};
+use super::{
+    ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap,
+};
 use crate::inventory::{Host, SshSettings};
 
 /// Environment variable holding the passphrase of an encrypted key file.
 pub const PASSPHRASE_ENV: &str = "KWINCTL_SSH_PASSPHRASE";
-/// Cap on what one script may print, so a runaway host cannot exhaust memory.
-const MAX_OUTPUT: usize = 16 << 20;
 
 /// Private keys loaded once per command, shared by every connection. A key
 /// is read (and decrypted: an encrypted key's KDF can cost 100 ms of CPU) by
@@ -336,6 +336,7 @@ impl SshSession {
                 ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
                     stdout.extend_from_slice(&data);
                 }
+                ChannelMsg::Data { data } => out.dropped += data.len(),
                 ChannelMsg::ExtendedData { data, .. } if stderr.len() < MAX_OUTPUT => {
                     stderr.extend_from_slice(&data);
                 }
