@@ -116,6 +116,22 @@ fn systemd_hosts_boot_reboot_and_leave_nothing_behind() {
     assert!(left.is_empty(), "lab.sh down left: {left:#?}");
 }
 
+/// A lab's owner process, ended when dropped (also when the test fails).
+struct Owner(std::process::Child);
+
+impl Owner {
+    fn end(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 /// `lab.sh gc` removes a lab of systemd hosts whose owner is gone, even when
 /// its folder lost `lab.env` (it goes by the registry alone then), and stops
 /// systemd hosts that no lab in the registry owns any more (their lab was
@@ -138,14 +154,15 @@ fn gc_removes_an_orphaned_systemd_lab() {
             .tempdir()
             .unwrap();
         let d = dir.path().display().to_string();
-        let mut gone = Command::new("true").spawn().unwrap();
-        let dead = gone.id().to_string();
-        gone.wait().unwrap();
+        // The lab's owner: alive until the lab is set up as the case wants
+        // (a lab.sh up of another test gc's labs whose owner is gone).
+        let mut owner = Owner(Command::new("sleep").arg("600").spawn().unwrap());
+        let owner_pid = owner.0.id().to_string();
         let o = common::run_bounded(
             {
                 let mut c = Command::new("bash");
                 c.args([lab_sh, "up", &d, "--linux", "0", "--systemd", "1"])
-                    .env("KWINCTL_LAB_OWNER", &dead);
+                    .env("KWINCTL_LAB_OWNER", &owner_pid);
                 c
             },
             Duration::from_secs(300),
@@ -170,6 +187,7 @@ fn gc_removes_an_orphaned_systemd_lab() {
             assert!(o.status.success(), "{}", text(&o));
         }
         assert!(!leftovers(&d, std::slice::from_ref(&machine)).is_empty());
+        owner.end();
         let o = bash(&["gc"], 60);
         assert!(o.status.success(), "{case}: {}", text(&o));
         let left = leftovers(&d, &[machine]);
