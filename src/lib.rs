@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod cmd;
 pub mod diff;
 pub mod error;
+pub mod events;
 pub mod hash;
 pub mod inventory;
 pub mod lock;

@@ -15,7 +15,7 @@ use crate::text::clip;
 use crate::transport::TransportError;
 use crate::verify::{Check, K8sView};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ActionStatus {
     /// `plan`: would run.
@@ -28,12 +28,13 @@ pub enum ActionStatus {
     Skipped,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ActionReport {
     pub key: String,
     pub action: String,
     pub status: ActionStatus,
-    #[serde(skip_serializing_if = "String::is_empty")]
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr: String,
 }
 
@@ -49,7 +50,7 @@ impl ActionReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostStatus {
     Ok,
@@ -208,18 +209,26 @@ fn as_text<S: Serializer>(e: &Option<HostError>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostReport {
     pub host: String,
     pub os: Os,
     pub address: Ipv4Addr,
+    #[schemars(with = "String")]
     pub pod_cidr: Ipv4Net,
     pub status: HostStatus,
     pub actions: Vec<ActionReport>,
     pub checks: Vec<Check>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_text")]
+    /// Why the host failed, in words.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "as_text"
+    )]
+    #[schemars(with = "Option<String>")]
     pub error: Option<HostError>,
     pub seconds: f64,
     /// The control plane's view of the nodes (kubectl), when asked.

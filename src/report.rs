@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 
+use crate::events::{Event, Line, RunSummary};
 use crate::mode::Mode;
 use crate::outcome::{ActionReport, ActionStatus, HostReport, HostStatus};
 use crate::term::{Color, Column, Grid, Style};
@@ -25,28 +25,14 @@ pub fn err_line(line: &str) {
 
 /// The summary as its one line of JSON, made safe (see `text::safe_json`):
 /// what `--output json` ends with and what the run record keeps.
-pub fn summary_json(summary: &Summary) -> String {
-    safe_json(&serde_json::to_string(summary).expect("the summary serializes"))
+pub fn summary_json(summary: RunSummary) -> String {
+    safe_json(&Line::new(Event::Summary(summary)).to_json())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Text,
     Json,
-}
-
-/// The end of a run as the JSON output and the run record give it.
-#[derive(Serialize)]
-pub struct Summary<'a> {
-    event: &'static str,
-    command: &'a str,
-    ok: bool,
-    interrupted: bool,
-    seconds: f64,
-    changed: usize,
-    failed_hosts: Vec<&'a str>,
-    extra: &'a serde_json::Value,
-    hosts: &'a [HostReport],
 }
 
 /// Where JSON events go: stdout, or a test's buffer.
@@ -97,14 +83,18 @@ impl Reporter {
             total,
             start: Instant::now(),
         };
-        r.json(&serde_json::json!({"event": "start", "command": mode.name(), "hosts": total}));
+        r.json(Event::Start {
+            command: mode.name(),
+            host_count: total,
+        });
         r
     }
 
-    fn json(&self, v: &serde_json::Value) {
+    fn json(&self, event: Event) {
         if self.format == Format::Json {
+            let line = Line::new(event).to_json();
             let mut out = self.events.lock().unwrap();
-            let _ = writeln!(out, "{}", safe_json(&v.to_string()));
+            let _ = writeln!(out, "{}", safe_json(&line));
             let _ = out.flush();
         }
     }
@@ -124,7 +114,7 @@ impl Reporter {
             err_line(&format!("{host}: {phase}"));
         }
         if self.verbose {
-            self.json(&serde_json::json!({"event": "phase", "host": host, "phase": phase}));
+            self.json(Event::Phase { host, phase });
         }
     }
 
@@ -134,7 +124,7 @@ impl Reporter {
             *d += 1;
             *d
         };
-        self.json(&serde_json::json!({"event": "host", "report": r}));
+        self.json(Event::Host { report: r });
         let line = format!(
             "[{n}/{}] {}: {}",
             self.total,
@@ -162,13 +152,12 @@ impl Reporter {
         reports: &'a [HostReport],
         interrupted: bool,
         extra: &'a serde_json::Value,
-    ) -> Summary<'a> {
+    ) -> RunSummary<'a> {
         let ok = reports
             .iter()
             .all(|r| !matches!(r.status, HostStatus::Failed | HostStatus::Interrupted))
             && !interrupted;
-        Summary {
-            event: "summary",
+        RunSummary {
             command: self.mode.name(),
             ok,
             interrupted,
@@ -279,7 +268,7 @@ fn one_line_status(mode: Mode, r: &HostReport) -> String {
     }
     let failed_checks = r.failed_checks().count();
     match mode {
-        Mode::Plan => format!("{} to do", r.count(ActionStatus::Planned)),
+        Mode::Plan | Mode::PlanReset => format!("{} to do", r.count(ActionStatus::Planned)),
         Mode::Verify if failed_checks > 0 => format!("{failed_checks} checks failed"),
         Mode::Verify => format!("{} checks passed", r.checks.len()),
         Mode::Up | Mode::Reset => {
@@ -307,7 +296,7 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         .filter(|a| a.status != ActionStatus::Ok)
         .collect();
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
-    if mode == Mode::Plan {
+    if mode.previews() {
         s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
         if let Some(e) = &r.error {
             s.push_str(&format!("  ERROR: {e}\n"));

@@ -36,9 +36,10 @@ impl Style {
         let no_color = env("NO_COLOR").is_some_and(|v| !v.is_empty());
         let dumb = env("TERM").is_some_and(|t| t == "dumb");
         let columns = env("COLUMNS").and_then(|c| c.trim().parse::<u16>().ok());
+        // a terminal that reports no size (a pty nobody sized) has no limit
         let width = columns
-            .filter(|c| *c > 0)
-            .or_else(|| terminal.then(crossterm_width).flatten());
+            .or_else(|| terminal.then(crossterm_width).flatten())
+            .filter(|c| *c > 0);
         Style {
             color: terminal && !no_color && !dumb,
             width,
@@ -208,6 +209,11 @@ mod tests {
         assert!(!with(true, &[("TERM", "dumb")]).color);
         assert_eq!(with(false, &[("COLUMNS", "80")]).width, Some(80));
         assert_eq!(with(false, &[("COLUMNS", "x")]).width, None);
+        assert_eq!(
+            with(false, &[("COLUMNS", "0")]).width,
+            None,
+            "no size: no limit"
+        );
         let s = with(true, &[]);
         assert_eq!(s.paint("failed", Color::Red), "\x1b[31mfailed\x1b[0m");
         assert_eq!(Style::plain().paint("failed", Color::Red), "failed");

@@ -218,7 +218,11 @@ fn usage_errors_exit_2() {
     let o = kwinctl(&["up"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     for cmd in ["up", "reset", "verify", "check"] {
-        let o = kwinctl(&[cmd, "-i", "/nonexistent/dir/inv.yaml"]);
+        let mut a = vec![cmd, "-i", "/nonexistent/dir/inv.yaml"];
+        if cmd == "reset" {
+            a.push("--yes");
+        }
+        let o = kwinctl(&a);
         assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
         assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read inventory"));
     }

@@ -96,3 +96,19 @@ fn version_names_the_commit_and_help_the_exit_codes() {
         }
     }
 }
+
+/// The published schema is the one the types generate: it cannot drift.
+#[test]
+fn the_published_event_schema_is_current() {
+    let o = kwinctl(&["schema", "events"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let published = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schema/events.schema.json"
+    ))
+    .unwrap();
+    assert!(
+        published == String::from_utf8_lossy(&o.stdout),
+        "schema/events.schema.json is stale: run `kwinctl schema events > schema/events.schema.json`"
+    );
+}

@@ -324,7 +324,7 @@ fn state_conflict_limit_and_reset() {
         lab.ip("h1")
     );
     assert!(lab.exec("h2", &foreign).status.success());
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "h2,h3"]);
+    let o = kwinctl(&["reset", "--yes", "-i", &i, "--limit", "h2,h3"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for h in ["h2", "h3"] {
         assert!(

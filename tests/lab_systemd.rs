@@ -460,7 +460,7 @@ fn hand_edited_or_masked_unit_is_reported_and_reset_removes_it() {
     let o = lab.exec("sd1", "systemctl is-active kwinctl-boot.service");
     assert_eq!(out(&o), "active", "{}", text(&o));
 
-    let o = kwinctl(&["reset", "-i", &i]);
+    let o = kwinctl(&["reset", "--yes", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = lab.exec(
         "sd1",

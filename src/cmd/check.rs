@@ -6,6 +6,7 @@ use std::io::Write;
 use super::{Common, load, selected};
 use crate::alloc::Source;
 use crate::error::{CliError, Exit};
+use crate::events::{CheckSummary, ClusterView, Event, Line};
 use crate::report::Format;
 use crate::term::{Column, Grid, Style};
 
@@ -15,14 +16,26 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
     let cl = &l.inv.cluster;
     let mut out = std::io::stdout().lock();
     if c.output == Format::Json {
-        let v = serde_json::json!({
-            "event": "summary", "command": "check", "ok": true,
-            "cluster": { "name": cl.name, "cluster_cidr": cl.cluster_cidr.to_string(),
-                         "node_prefix": cl.node_prefix, "service_cidr": cl.service_cidr.to_string() },
-            "hosts": l.alloc.assignments,
-            "notes": l.alloc.notes.iter().chain(&crate::os::inventory_notes(&l.inv)).collect::<Vec<_>>(),
-        });
-        let _ = writeln!(out, "{v}");
+        let notes = crate::os::inventory_notes(&l.inv);
+        let line = Line::new(Event::CheckSummary(CheckSummary {
+            command: "check",
+            ok: true,
+            cluster: ClusterView {
+                name: cl.name.clone(),
+                cluster_cidr: cl.cluster_cidr.to_string(),
+                node_prefix: cl.node_prefix,
+                service_cidr: cl.service_cidr.to_string(),
+            },
+            hosts: &l.alloc.assignments,
+            notes: l
+                .alloc
+                .notes
+                .iter()
+                .chain(&notes)
+                .map(String::as_str)
+                .collect(),
+        }));
+        let _ = writeln!(out, "{}", crate::text::safe_json(&line.to_json()));
         return Ok(Exit::Ok);
     }
     let _ = writeln!(
