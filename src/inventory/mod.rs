@@ -6,6 +6,7 @@
 //! offending value, not just at the file.
 
 pub mod kubeconfig;
+mod linux;
 mod raw;
 mod validate;
 mod version;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{KubeVersion, Minor};
@@ -239,6 +241,7 @@ pub struct Host {
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
+    pub linux: LinuxSettings,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
 }
@@ -314,6 +317,8 @@ impl Inventory {
             pod_cidr: None,
             connection: self.default_connections.get(&os)?.clone(),
             windows: WindowsSettings::default(),
+            // (reset writes no boot.sh: how long it waits does not matter)
+            linux: LinuxSettings::default(),
             pos: Pos::default(),
         })
     }

@@ -4,6 +4,8 @@
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::linux::RawLinux;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawInventory {
@@ -51,6 +53,8 @@ pub(super) struct RawDefaults {
     pub(super) ssh: Option<RawSsh>,
     #[serde(default)]
     pub(super) winrm: Option<RawWinRm>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -92,6 +96,8 @@ pub(super) struct RawHost {
     pub(super) winrm: Option<RawWinRm>,
     #[serde(default)]
     pub(super) windows: Option<RawWindows>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
