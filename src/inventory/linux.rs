@@ -26,10 +26,11 @@ impl Default for LinuxSettings {
     }
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawLinux {
     #[serde(default)]
+    #[schemars(with = "Option<u32>")]
     pub(super) boot_wait: Option<Spanned<u32>>,
 }
 

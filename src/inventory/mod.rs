@@ -411,6 +411,15 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
     if p.is_absolute() { p } else { base.join(p) }
 }
 
+/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
+/// published as schema/inventory.schema.json): editors validate and
+/// complete YAML with it. `check` stays the authority (it also checks
+/// addresses, CIDRs, overlaps and files, with positions).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(raw::RawInventory);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
