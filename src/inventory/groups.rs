@@ -1,7 +1,7 @@
 //! Groups: named sets of hosts with settings of their own, as Ansible's
 //! groups and group variables are. A host names the groups it is in
 //! (`groups: [web, dc1]`); `groups:` at the top gives each group's `ssh`,
-//! `winrm` and `windows` settings. Every host is also in the built-in groups
+//! `winrm`, `windows` and `linux` settings. Every host is also in the built-in groups
 //! of its OS and role (`linux`/`windows`, `control-plane`/`worker`), which
 //! may have settings too; `defaults` is what Ansible calls `all`.
 //!
@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde_saphyr::Spanned;
 
+use super::linux::RawLinux;
 use super::raw::{
     Pairs, RawBinaries, RawBinary, RawDefaults, RawGroup, RawHost, RawSsh, RawWinRm, RawWindows,
 };
@@ -38,6 +39,7 @@ pub(super) struct Layered {
     pub ssh: RawSsh,
     pub winrm: RawWinRm,
     pub windows: RawWindows,
+    pub linux: RawLinux,
 }
 
 /// Two groups of a host set one key differently.
@@ -59,6 +61,11 @@ impl Same for String {
     }
 }
 impl Same for u16 {
+    fn same(&self, o: &Self) -> bool {
+        self == o
+    }
+}
+impl Same for u32 {
     fn same(&self, o: &Self) -> bool {
         self == o
     }
@@ -238,6 +245,18 @@ pub(super) fn layered(
         clashes,
         "windows.binaries",
         [kubelet = "kubelet", kube_proxy = "kube-proxy"]
+    );
+    let linux: Vec<(&str, Option<&RawLinux>)> =
+        groups.iter().map(|(n, g)| (*n, g.linux.as_ref())).collect();
+    layer!(
+        out.linux,
+        host,
+        h.linux.as_ref(),
+        linux,
+        defaults.linux.as_ref(),
+        clashes,
+        "linux",
+        [boot_wait = "boot_wait"]
     );
     out
 }

@@ -7,6 +7,7 @@
 
 mod groups;
 pub mod kubeconfig;
+mod linux;
 mod raw;
 mod validate;
 mod version;
@@ -20,6 +21,7 @@ use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
 pub use groups::BUILT_IN as BUILT_IN_GROUPS;
+pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
@@ -249,6 +251,7 @@ pub struct Host {
     /// The declared groups it is in (not the built-in ones), in the order
     /// `groups:` declares them.
     pub groups: Vec<String>,
+    pub linux: LinuxSettings,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
 }
@@ -327,6 +330,8 @@ impl Inventory {
             connection: self.default_connections.get(&os)?.clone(),
             windows: WindowsSettings::default(),
             groups: Vec::new(),
+            // (reset writes no boot.sh: how long it waits does not matter)
+            linux: LinuxSettings::default(),
             pos: Pos::default(),
         })
     }
@@ -436,6 +441,15 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
     }
     let p = PathBuf::from(s);
     if p.is_absolute() { p } else { base.join(p) }
+}
+
+/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
+/// published as schema/inventory.schema.json): editors validate and
+/// complete YAML with it. `check` stays the authority (it also checks
+/// addresses, CIDRs, overlaps and files, with positions).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(raw::RawInventory);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 
+use super::linux::RawLinux;
+
 /// A YAML mapping in the file's order, keys with their positions (a map
 /// type would need `Ord`/`Hash` keys, and lose the order).
 #[derive(Debug, Clone)]
@@ -42,33 +44,55 @@ impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Pairs<K
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// A kwinctl inventory (see README, "Inventory").
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "kwinctl inventory")]
 pub(super) struct RawInventory {
     pub(super) cluster: RawCluster,
     #[serde(default)]
     pub(super) defaults: RawDefaults,
-    /// Named groups and their settings (hosts name the groups they are in).
+    /// Named groups and their settings; hosts name the groups they are in.
+    /// `linux`, `windows`, `control-plane` and `worker` are built in (by os
+    /// and role) and may have settings too.
     #[serde(default)]
+    #[schemars(with = "std::collections::BTreeMap<String, Option<RawGroup>>")]
     pub(super) groups: Pairs<Spanned<String>, Option<RawGroup>>,
+    #[schemars(with = "Vec<RawHost>")]
     pub(super) hosts: Spanned<Vec<Spanned<RawHost>>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
+    /// The cluster's name (letters, digits, `.`, `_`, `-`).
+    #[schemars(with = "String")]
     pub(super) name: Spanned<String>,
+    /// The pod network, e.g. 192.168.0.0/16: one node_prefix-sized block per node.
+    #[schemars(with = "String")]
     pub(super) cluster_cidr: Spanned<String>,
     #[serde(default)]
+    /// The size of each node's block (default 24).
+    #[schemars(with = "Option<u8>")]
     pub(super) node_prefix: Option<Spanned<u8>>,
+    /// The service network; must not overlap cluster_cidr or node addresses.
+    #[schemars(with = "String")]
     pub(super) service_cidr: Spanned<String>,
     #[serde(default)]
+    /// What Windows nodes' kubelet and kube-proxy talk to (required with Windows hosts).
+    #[schemars(with = "Option<String>")]
     pub(super) api_server: Option<Spanned<String>>,
     #[serde(default)]
+    /// The release of the Windows nodes' kubelet.exe and kube-proxy.exe, e.g. "1.16.15" (required with Windows hosts).
+    #[schemars(with = "Option<String>")]
     pub(super) kubernetes_version: Option<Spanned<String>>,
     #[serde(default)]
+    /// A kubeconfig with embedded credentials for the Windows nodes (required with an https api_server).
+    #[schemars(with = "Option<String>")]
     pub(super) kubeconfig: Option<Spanned<String>>,
     #[serde(default)]
+    /// The pause image (default: by release and Windows build).
+    #[schemars(with = "Option<String>")]
     pub(super) pause_image: Option<Spanned<String>>,
 }
 
@@ -85,7 +109,7 @@ impl super::ClusterPos {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDefaults {
     #[serde(default)]
@@ -93,11 +117,13 @@ pub(super) struct RawDefaults {
     #[serde(default)]
     pub(super) winrm: Option<RawWinRm>,
     #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
+    #[serde(default)]
     pub(super) windows: Option<RawWindows>,
 }
 
-/// A group's settings: what its hosts get unless they set it themselves.
-#[derive(Debug, Default, Clone, Deserialize)]
+/// A group's settings: what its hosts get unless they set them themselves.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGroup {
     #[serde(default)]
@@ -106,43 +132,67 @@ pub(super) struct RawGroup {
     pub(super) winrm: Option<RawWinRm>,
     #[serde(default)]
     pub(super) windows: Option<RawWindows>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSsh {
+    #[schemars(with = "Option<String>")]
     pub(super) user: Option<Spanned<String>>,
+    #[schemars(with = "Option<u16>")]
     pub(super) port: Option<Spanned<u16>>,
+    #[schemars(with = "Option<String>")]
     pub(super) identity: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) known_hosts: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWinRm {
+    #[schemars(with = "Option<String>")]
     pub(super) user: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) password_env: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) password_file: Option<Spanned<String>>,
+    #[schemars(with = "Option<u16>")]
     pub(super) port: Option<Spanned<u16>>,
+    #[schemars(with = "Option<bool>")]
     pub(super) tls: Option<Spanned<bool>>,
+    #[schemars(with = "Option<String>")]
     pub(super) auth: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) ca_file: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) cert_sha256: Option<Spanned<String>>,
+    #[schemars(with = "Option<bool>")]
     pub(super) allow_basic_over_http: Option<Spanned<bool>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHost {
+    #[schemars(with = "String")]
     pub(super) name: Spanned<String>,
+    /// `linux` or `windows`.
+    #[schemars(with = "super::Os")]
     pub(super) os: Spanned<String>,
     #[serde(default)]
+    #[schemars(with = "Option<super::Role>")]
     pub(super) role: Option<Spanned<String>>,
+    /// The node's routable IPv4 address: where kwinctl connects and the next hop of other nodes' routes to its pod CIDR.
+    #[schemars(with = "String")]
     pub(super) address: Spanned<String>,
     /// The groups it is in (declared under `groups:`).
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     pub(super) groups: Option<Vec<Spanned<String>>>,
     #[serde(default)]
+    /// Pin this node's block (default: what the node records, else allocated).
+    #[schemars(with = "Option<String>")]
     pub(super) pod_cidr: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) ssh: Option<RawSsh>,
@@ -150,27 +200,33 @@ pub(super) struct RawHost {
     pub(super) winrm: Option<RawWinRm>,
     #[serde(default)]
     pub(super) windows: Option<RawWindows>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWindows {
     #[serde(default)]
     pub(super) binaries: RawBinaries,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) adapter: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) network_name: Option<Spanned<String>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name
 /// is an unknown key, not a binary silently left out).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinaries {
     #[serde(default)]
+    #[schemars(with = "Option<RawBinary>")]
     pub(super) kubelet: Option<Spanned<RawBinary>>,
     #[serde(default, rename = "kube-proxy")]
+    #[schemars(with = "Option<RawBinary>")]
     pub(super) kube_proxy: Option<Spanned<RawBinary>>,
 }
 
@@ -183,10 +239,11 @@ impl RawBinaries {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinary {
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) url: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) path: Option<String>,

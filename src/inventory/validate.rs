@@ -258,6 +258,7 @@ impl Validator {
                 ssh: None,
                 winrm: None,
                 windows: None,
+                linux: None,
             };
             let mut v = Validator {
                 base: self.base.clone(),
@@ -469,6 +470,13 @@ impl Validator {
         let (groups, settings) = self.membership(h, os, role, declared);
         let lay = layered(h, &settings, defaults, clashes);
         let connection = os.and_then(|os| self.connection(os, h, &lay, pos));
+        // a Windows host's own linux: block is a mistake; for a Linux host,
+        // the layered one (defaults < groups < host)
+        let linux = if os == Some(Os::Windows) {
+            self.linux(os, h.linux.as_ref(), None)
+        } else {
+            self.linux(os, Some(&lay.linux), None)
+        };
         let windows = match self.windows(&lay.windows) {
             Some(w) => w,
             None => {
@@ -488,6 +496,7 @@ impl Validator {
             connection: connection?,
             windows,
             groups,
+            linux,
             pos,
         })
     }
