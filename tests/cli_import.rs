@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 
 use common::{kwinctl, kwinctl_env, text, write};
 
+fn rendered(inv: &Path, limit: &str) -> Vec<String> {
+    common::rendered(inv.to_str().unwrap(), &[limit])
+}
+
 fn fixture(name: &str) -> String {
     format!("{}/tests/ansible/{name}", env!("CARGO_MANIFEST_DIR"))
 }
@@ -44,20 +48,6 @@ fn check_json(inv: &Path) -> serde_json::Value {
     let o = kwinctl(&["check", "-i", inv.to_str().unwrap(), "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// The hosts `render` prints scripts for with this --limit.
-fn rendered(inv: &Path, limit: &str) -> Vec<String> {
-    let o = kwinctl_env(
-        &["render", "-i", inv.to_str().unwrap(), "--limit", limit],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| l.strip_prefix("# ===== "))
-        .map(|l| l.split(' ').next().unwrap().to_string())
-        .collect()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{kwinctl, text, write};
+use common::{kwinctl, rendered, text, write};
 
 const INV: &str = "\
 cluster:
@@ -23,21 +23,6 @@ hosts:
   - { name: web2, os: linux, address: 198.18.9.4, groups: [web] }
   - { name: web3, os: linux, address: 198.18.9.5, groups: [web, prod] }
 ";
-
-/// The hosts `render` printed a script for.
-fn rendered(inv: &str, limit: &[&str]) -> Vec<String> {
-    let mut args = vec!["render", "-i", inv];
-    for l in limit {
-        args.extend(["--limit", l]);
-    }
-    let o = kwinctl(&args);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| l.strip_prefix("# ===== "))
-        .map(|l| l.split(' ').next().unwrap().to_string())
-        .collect()
-}
 
 #[test]
 fn limit_takes_globs_groups_exclusions_and_files() {
