@@ -259,6 +259,11 @@ fn a_new_release_refuses_the_old_flags_and_runs_the_generated_ones() {
     for b in ["kubelet", "kube-proxy"] {
         assert_eq!(ws["services"][b]["status"], "Running", "{b}: {ws}");
     }
+    // Windows Server 2019 names the network's adapter after the card it took
+    // (kwinctl used to address "vEthernet (HNSTransparent)" on every build);
+    // verify found the gateway, DHCP off and forwarding on it
+    assert_eq!(ws["bound"]["adapter"], "vEthernet (Ethernet 2)", "{ws}");
+    assert_eq!(ws["dhcp"]["vEthernet (Ethernet 2)"], false, "{ws}");
     assert!(
         ws["services"]["kubelet"]["binpath"]
             .as_str()

@@ -81,14 +81,40 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap(),
     )
     .unwrap();
-    let gw = |h: &str| {
+    let nth = |h: &str, n: u32| {
         let cidr: ipnet::Ipv4Net = st["pod_cidrs"][h].as_str().unwrap().parse().unwrap();
-        std::net::Ipv4Addr::from(u32::from(cidr.network()) + 1).to_string()
+        (
+            std::net::Ipv4Addr::from(u32::from(cidr.network()) + n).to_string(),
+            cidr.prefix_len(),
+        )
     };
+    let gw = |h: &str| nth(h, 1).0;
     assert!(ping(&lab, "h1", &gw("win1")), "h1 -> win1 pod gateway");
     assert!(ping(&lab, "h1", &gw("win2")), "h1 -> win2 pod gateway");
     assert!(ping(&lab, "win2", &gw("win1")), "win2 -> win1 pod gateway");
     assert!(ping(&lab, "win1", &gw("win2")), "win1 -> win2 pod gateway");
+    // A pod behind each transparent network answers from the Linux host and
+    // from the other pod: the host forwards what arrives on the routable
+    // adapter and, for the replies, on the network's own adapter (winsim
+    // forwards per adapter, as Windows does).
+    let pod = |h: &str| {
+        let (addr, prefix) = nth(h, 2);
+        lab.pod(h, &format!("{addr}/{prefix}"), &gw(h));
+        addr
+    };
+    let (pod1, pod2) = (pod("win1"), pod("win2"));
+    assert!(ping(&lab, "h1", &pod1), "h1 -> a pod on win1");
+    assert!(ping(&lab, "h1", &pod2), "h1 -> a pod on win2");
+    assert!(
+        lab.ping_from_pod("win1", &pod2),
+        "pod on win1 -> pod on win2"
+    );
+    // the network took the second card, and the node kept its address on
+    // the first (the one WinRM uses)
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    assert_eq!(ws["bound"]["nic"], "Ethernet 2", "{ws}");
+    assert_eq!(ws["networks"][0]["interface"], "Ethernet 2", "{ws}");
 
     // the services carry the seed's flags for the lab's release (1.13: native
     // services, a kubeconfig, the Windows cgroups flags) and environment, and
@@ -160,6 +186,113 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     );
     let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+/// Run `script` on a simulated Windows host over WinRM, as `up` does.
+fn run_script(lab: &Lab, name: &str, script: &str) -> Result<kwinctl::transport::Output, String> {
+    let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
+    let h = inv.host(name).unwrap().clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let opts = kwinctl::transport::ConnectOptions::new(
+            std::time::Duration::from_secs(20),
+            false,
+            None,
+        )
+        .unwrap();
+        let mut s =
+            kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
+                .await
+                .map_err(|e| e.to_string())?;
+        let out = s.run(script).await.map_err(|e| e.to_string());
+        s.close().await;
+        out
+    })
+}
+
+fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
+    let sp = lab.win_state(name);
+    let mut ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    ws[key] = value;
+    write(&sp, &ws.to_string());
+}
+
+/// The transparent network never takes the card that carries the node's
+/// address: HNS, left to choose, takes the first open card and moves its
+/// address under the network (winsim does, dropping the WinRM connection
+/// that was on it), and on Windows Server 2016 the gateway action then
+/// deleted that address: a node lost until someone reaches its console.
+#[test]
+fn the_transparent_network_never_takes_the_routable_card() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 2);
+    let i = lab.inv();
+    // win1 has one network card (and Docker's NAT adapter, which the old
+    // "second adapter" check counted)
+    set_win_state(
+        &lab,
+        "win1",
+        "nics",
+        serde_json::json!([{"name": "Ethernet", "dev": "eth0"}]),
+    );
+    // (the other hosts, outside --limit, fail for the routes they lack)
+    let o = kwinctl(&["up", "-i", &i, "--limit", "win1", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let e = host(&s, "win1")["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("no network card for the transparent network")
+            && e.contains("vEthernet (HNS Internal NIC)")
+            && e.contains("nothing was changed"),
+        "{e}"
+    );
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    assert_eq!(ws["networks"], serde_json::json!([]), "{ws}");
+    assert!(ping(&lab, "h1", &lab.ip("win1")), "win1 lost its address");
+
+    // win2 as an earlier kwinctl left it: a network created without naming
+    // a card took "Ethernet", and the WinRM connection dropped
+    let addr = lab.ip("win2");
+    let old = format!(
+        "# kwinctl-sim: {{\"kind\":\"prelude\",\"address\":\"{addr}\",\"adapter\":null}}\n\
+         # kwinctl-sim: {{\"kind\":\"create_network\",\"id\":0,\"name\":\"kwinctl\",\"subnet\":\"198.19.9.0/24\",\"gateway\":\"198.19.9.1\",\"replace\":false}}\n\
+         Invoke-KwNative 'docker' @('network', 'create', '-d', 'transparent', '--gateway', '198.19.9.1', '--subnet', '198.19.9.0/24', 'kwinctl')\n"
+    );
+    let e = run_script(&lab, "win2", &old).expect_err("the connection survived");
+    assert!(e.contains("connection"), "{e}");
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
+    assert_eq!(ws["bound"]["nic"], "Ethernet", "{ws}");
+    // the address moved to the network's adapter: the host still answers
+    assert!(ping(&lab, "h1", &addr), "win2 unreachable");
+    // kwinctl refuses to touch it and says how to recover
+    let o = kwinctl(&["up", "-i", &i, "--limit", "win2", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let e = host(&summary(&o), "win2")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("is on \"vEthernet (HNSTransparent)\", the transparent network's adapter")
+            && e.contains("docker network rm kwinctl"),
+        "{e}"
+    );
+    // and the gateway action on its own refuses the adapter holding the
+    // node's address instead of deleting it
+    let gw = format!(
+        "# kwinctl-sim: {{\"kind\":\"prelude\",\"address\":\"{addr}\",\"adapter\":null}}\n\
+         # kwinctl-sim: {{\"kind\":\"set_gateway_address\",\"id\":0,\"adapter\":\"vEthernet (HNSTransparent)\",\"gateway\":\"198.19.9.1\",\"prefix\":24,\"node_address\":\"{addr}\"}}\n"
+    );
+    let out = run_script(&lab, "win2", &gw).expect("the connection stays");
+    assert!(
+        out.stdout.contains("KWX 0 failed") && out.stdout.contains("holds the node address"),
+        "{out:?}"
+    );
+    assert!(ping(&lab, "h1", &addr), "win2 lost its address");
 }
 
 #[test]

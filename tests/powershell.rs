@@ -158,7 +158,7 @@ fn example_inventory_scripts_parse_and_are_pinned() {
         // recognisable against the seed, step by step
         for step in [
             "New-VMSwitch -Name 'KubeProxySwitch' -SwitchType Internal",
-            "'network', 'create', '-d', 'transparent', '--gateway'",
+            "'network', 'create', '-d', 'transparent', '-o', 'com.docker.network.windowsshim.interface=Ethernet 2', '--gateway'",
             "$alias = 'vEthernet (HNSTransparent)'",
             "New-NetRoute -DestinationPrefix '192.168.0.0/24' -InterfaceIndex $ifIndex -NextHop '10.0.0.10'",
             "Install-WindowsFeature -Name Routing",
@@ -235,17 +235,20 @@ fn every_action_and_the_probe_parse() {
     insta::assert_snapshot!("start_script", s);
 }
 
-/// The example with `value` in the adapter's name and (without its white
-/// space) in a binary's URL: the values that reach scripts as free text
-/// (the others are refused at load unless plain: see
+/// The example with `value` in the adapter's name, (without `"`, refused
+/// there) in the transparent network's card and (without its white space)
+/// in a binary's URL: the values that reach scripts as free text (the
+/// others are refused at load unless plain: see
 /// `values_that_could_change_a_command_line_are_refused`).
 fn with_values(value: &str) -> String {
     let url_value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+    let card: String = value.chars().filter(|c| *c != '"').collect();
     std::fs::read_to_string(EXAMPLE).unwrap().replace(
         "    address: 10.0.0.11\n",
         &format!(
-            "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
+            "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      transparent_adapter: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
             format!("Ethernet {value}"),
+            format!("Ethernet 2 {card}"),
             format!("https://h/{url_value}"),
             "ab".repeat(32)
         ),
@@ -272,6 +275,18 @@ fn values_that_could_change_a_command_line_are_refused() {
             "    address: 10.0.0.11\n",
             "    address: 10.0.0.11\n    windows: { adapter: \"Eth\\nernet\" }\n",
             "windows.adapter",
+        ),
+        // a native argument to docker.exe: Windows PowerShell 5.1 passes an
+        // inner `"` unescaped, so the rest would become docker's arguments
+        (
+            "    address: 10.0.0.11\n",
+            "    address: 10.0.0.11\n    windows: { transparent_adapter: 'Ethernet 2\" --subnet x' }\n",
+            "windows.transparent_adapter",
+        ),
+        (
+            "    address: 10.0.0.11\n",
+            "    address: 10.0.0.11\n    windows: { adapter: Ethernet, transparent_adapter: ethernet }\n",
+            "is the routable adapter",
         ),
     ] {
         let text = base.replacen(from, to, 1);
@@ -312,8 +327,16 @@ fn hostile_values_stay_inside_strings() {
             "{host}: hostile values changed the script's structure"
         );
     }
-    // the values did reach Win01's script (the adapter, and the URL)
+    // the values did reach Win01's script (the adapter, the card docker is
+    // told to use, and the URL)
     assert!(bad[0].1.contains("Stop-Computer"), "{}", bad[0].1);
+    assert!(
+        bad[0]
+            .1
+            .contains("'com.docker.network.windowsshim.interface=Ethernet 2 x''; Remove-Item"),
+        "{}",
+        bad[0].1
+    );
 }
 
 #[test]

@@ -107,10 +107,19 @@ class State:
         d.setdefault("logs", {})
         d.setdefault("pod_cidr", None)
         d.setdefault("persistent_routes", [])
+        # the network cards (see "adapters" below) and the adapters' DHCP
+        # setting: a card without static configuration is on DHCP
+        d.setdefault("nics", [dict(n) for n in DEFAULT_NICS])
+        d.setdefault("dhcp", {n["name"]: i > 0 for i, n in enumerate(d["nics"])})
+        # forwarding of the adapters that are records (Docker's NAT adapter)
+        d.setdefault("fwd_records", {})
+        # the card a transparent network took: {nic, dev, addrs, adapter}
+        d.setdefault("bound", None)
         return d
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
+        # (a dropped connection keeps what the script did)
+        if exc_type is None or issubclass(exc_type, ConnectionDropped):
             tmp = self.path + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(self.data, f, indent=1, sort_keys=True)
@@ -139,32 +148,189 @@ def ipv4_of(dev):
     return [a["local"] for i in out for a in i.get("addr_info", [])]
 
 
-def forwarding():
-    with open("/proc/sys/net/ipv4/ip_forward") as f:
-        return f.read().strip() == "1"
-
-
 def norm_image(s):
     s = s.strip().lower()
     last = s.rsplit("/", 1)[-1]
     return s if (":" in last or "@" in last) else s + ":latest"
 
 
-# ------------------------------------------------------------------ facts
+# ------------------------------------------------------------------ adapters
+#
+# Windows' adapters and the Linux devices standing for them in the host's
+# namespace (sources in winsim/README.md, "Network adapters"):
+#   network cards        state "nics" (default "Ethernet" = eth0, which holds
+#                        the node's address, and "Ethernet 2" = eth1, a veth)
+#   the internal switch  the bridge KubeProxySwitch, "vEthernet (KubeProxySwitch)"
+#   a transparent net    the bridge HNSTransparent, with the card it took as
+#                        a port; named by build (2016: "vEthernet
+#                        (HNSTransparent)", 2019: "vEthernet (<card>)")
+#   Docker's NAT adapter a record (nothing routes through it here)
+# Forwarding is per adapter, as Set-NetIPInterface's is: Linux's
+# net.ipv4.conf.<dev>.forwarding ("packets received on this interface can
+# be forwarded"), never the global ip_forward.
 
-ADAPTERS = [("Ethernet", 4, "eth0"), ("Ethernet 2", 5, None)]
-VIRTUAL = [("vEthernet (KubeProxySwitch)", 8, "KubeProxySwitch"), ("vEthernet (HNSTransparent)", 9, "HNSTransparent")]
-INDEX_OF_DEV = {"eth0": 4, "KubeProxySwitch": 8, "HNSTransparent": 9}
+HNS_DEV = "HNSTransparent"
+SWITCH_DEV = "KubeProxySwitch"
+NAT_INDEX, SWITCH_INDEX, HNS_INDEX = 7, 8, 9
+DEFAULT_NICS = [{"name": "Ethernet", "dev": "eth0"}, {"name": "Ethernet 2", "dev": "eth1"}]
+
+
+def build_no(d):
+    return int(str(d["build"]).split(".")[2])
+
+
+def hns_adapter_name(d, nic):
+    return "vEthernet (HNSTransparent)" if build_no(d) == 14393 else "vEthernet (%s)" % nic
+
+
+def nat_adapter_name(d):
+    return "vEthernet (HNS Internal NIC)" if build_no(d) == 14393 else "vEthernet (nat)"
+
+
+def nics(d):
+    """The network cards, in ifIndex order (4, 5, ...)."""
+    return [dict(n, index=n.get("index", 4 + i), status=n.get("status", "Up"))
+            for i, n in enumerate(d["nics"])]
+
+
+def ensure_nics(d):
+    """Cards other than eth0 are one end of a veth pair (the other end,
+    <dev>p, is the cable), created on first use."""
+    for n in nics(d):
+        if not link_exists(n["dev"]):
+            sh("ip", "link", "add", n["dev"], "type", "veth", "peer", "name", n["dev"] + "p")
+            sh("ip", "link", "set", n["dev"] + "p", "up")
+        sh("ip", "link", "set", n["dev"], "up" if n["status"] == "Up" else "down")
+
+
+def fwd(dev):
+    try:
+        with open("/proc/sys/net/ipv4/conf/%s/forwarding" % dev) as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def set_fwd(dev, on):
+    with open("/proc/sys/net/ipv4/conf/%s/forwarding" % dev, "w") as f:
+        f.write("1\n" if on else "0\n")
+
+
+def adapters(d):
+    """Every adapter Get-NetAdapter would list: name, index, dev (None for a
+    record), physical, status."""
+    out = [{"name": n["name"], "index": n["index"], "dev": n["dev"], "physical": True, "status": n["status"]}
+           for n in nics(d)]
+    if d["docker_version"]:
+        out.append({"name": nat_adapter_name(d), "index": NAT_INDEX, "dev": None, "physical": False,
+                    "status": "Up", "ipv4": ["172.28.16.1"]})
+    if link_exists(SWITCH_DEV):
+        out.append({"name": "vEthernet (%s)" % SWITCH_DEV, "index": SWITCH_INDEX, "dev": SWITCH_DEV,
+                    "physical": False, "status": "Up"})
+    if link_exists(HNS_DEV) and d.get("bound"):
+        out.append({"name": d["bound"]["adapter"], "index": HNS_INDEX, "dev": HNS_DEV, "physical": False,
+                    "status": "Up"})
+    return out
+
+
+def adapter_named(d, name):
+    return next((a for a in adapters(d) if a["name"].lower() == (name or "").lower()), None)
+
+
+def addrs_of(dev):
+    """IPv4 addresses of `dev` as address/prefix."""
+    try:
+        out = json.loads(sh("ip", "-j", "-4", "addr", "show", "dev", dev) or "[]")
+    except (RuntimeError, ValueError):
+        return []
+    return ["%s/%d" % (a["local"], a["prefixlen"]) for i in out for a in i.get("addr_info", [])]
+
+
+def dev_holding(addr):
+    if not addr:
+        return None
+    for i in json.loads(sh("ip", "-j", "-4", "addr", "show") or "[]"):
+        if any(a["local"] == addr for a in i.get("addr_info", [])):
+            return i["ifname"]
+    return None
+
+
+def routable_dev(d, host):
+    """The routable adapter's device: the one the inventory names, else the
+    one holding the node's address (the prelude's Get-KwRoutableIndex)."""
+    if host.get("adapter"):
+        a = adapter_named(d, host["adapter"])
+        return a["dev"] if a else None
+    return dev_holding(host.get("address"))
+
+
+def gateway_routes(dev):
+    return [r for r in json.loads(sh("ip", "-j", "-4", "route", "show", "dev", dev) or "[]") if "gateway" in r]
+
+
+def move_addresses(src, dst, addrs):
+    routes = gateway_routes(src)
+    for a in addrs:
+        sh("ip", "addr", "del", a, "dev", src, check=False)
+        sh("ip", "addr", "add", a, "dev", dst, check=False)
+    for r in routes:
+        sh("ip", "route", "replace", r["dst"], "via", r["gateway"], check=False)
+
+
+def hns_take(d, nic, network):
+    """HNS builds an external switch on the card: the card becomes its port
+    and its IPv4 configuration (addresses, DHCP, gateway routes) moves to
+    the switch's new virtual adapter, which starts without forwarding."""
+    sh("ip", "link", "add", HNS_DEV, "type", "bridge")
+    sh("ip", "link", "set", HNS_DEV, "up")
+    set_fwd(HNS_DEV, False)
+    addrs = addrs_of(nic["dev"])
+    sh("ip", "link", "set", nic["dev"], "master", HNS_DEV)
+    move_addresses(nic["dev"], HNS_DEV, addrs)
+    name = hns_adapter_name(d, nic["name"])
+    d["bound"] = {"nic": nic["name"], "dev": nic["dev"], "addrs": addrs, "adapter": name}
+    d["dhcp"][name] = d["dhcp"].get(nic["name"], False)
+    network["adapter"] = name
+
+
+def hns_release(d):
+    """The network is gone (docker network rm, or HNS lost it): the switch
+    and its adapter go, the card gets its addresses back."""
+    b = d.get("bound")
+    if link_exists(HNS_DEV):
+        if b and link_exists(b["dev"]):
+            sh("ip", "link", "set", b["dev"], "nomaster", check=False)
+            back = [a for a in addrs_of(HNS_DEV) if a in b["addrs"]]
+            move_addresses(HNS_DEV, b["dev"], back)
+        sh("ip", "link", "del", HNS_DEV)
+    if b:
+        d["dhcp"].pop(b["adapter"], None)
+    d["bound"] = None
+
+
+def block_has(h, pattern):
+    """Whether the action's PowerShell block (the lines under its header)
+    holds a statement: where what Windows does depends on a statement the
+    script runs (see winsim/README.md), the simulator looks for it there."""
+    return re.search(pattern, h.get("_block", "")) is not None
+
+
+# ------------------------------------------------------------------ facts
 
 
 def facts(d, probe):
-    fwd = forwarding()
-    adapters = []
-    for name, index, dev in ADAPTERS:
-        adapters.append({"name": name, "index": index, "ipv4": ipv4_of(dev) if dev else [], "forwarding": fwd})
-    for name, index, dev in VIRTUAL:
-        if link_exists(dev):
-            adapters.append({"name": name, "index": index, "ipv4": ipv4_of(dev), "forwarding": fwd})
+    listed = []
+    index_of_dev = {}
+    for a in adapters(d):
+        dev = a["dev"]
+        if dev:
+            index_of_dev[dev] = a["index"]
+        listed.append({
+            "name": a["name"], "index": a["index"],
+            "ipv4": ipv4_of(dev) if dev else a.get("ipv4", []),
+            "forwarding": fwd(dev) if dev else d["fwd_records"].get(a["name"], False),
+            "physical": a["physical"], "status": a["status"], "dhcp": d["dhcp"].get(a["name"], False),
+        })
     persistent = {(r["dst"], r["via"]) for r in d["persistent_routes"]}
     routes = []
     for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
@@ -174,10 +340,10 @@ def facts(d, probe):
         if dst == "default":
             dst = "0.0.0.0/0"
         routes.append({
-            "dst": dst, "via": r["gateway"], "index": INDEX_OF_DEV.get(r.get("dev"), 99),
+            "dst": dst, "via": r["gateway"], "index": index_of_dev.get(r.get("dev"), 99),
             "persistent": (dst, r["gateway"]) in persistent,
         })
-    hns = link_exists("HNSTransparent")
+    hns = link_exists(HNS_DEV)
     wanted_files = [p.lower() for p in probe.get("files", [])]
     reach = []
     for ip in probe.get("reach", []):
@@ -186,10 +352,11 @@ def facts(d, probe):
     return {
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
         "build": d["build"], "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"],
-        "adapters": adapters,
+        "adapters": listed,
         "routing_installed": d["routing_installed"],
         "switches": [s for s in d["switches"] if link_exists(s["name"])],
-        "networks": [n for n in d["networks"] if hns],
+        "networks": [{k: v for k, v in n.items() if k in ("name", "driver", "subnet", "gateway", "interface")}
+                     for n in d["networks"] if hns],
         "routes": routes,
         "images": d["images"],
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
@@ -283,6 +450,11 @@ class ActionError(Exception):
     pass
 
 
+class ConnectionDropped(Exception):
+    """The script cut the host off from the client (its address moved or
+    went): the state is kept and the connection is closed unanswered."""
+
+
 # One handler per action kind: `act_<kind>(d, h)` carries out the header
 # `h` (the action's serde form) on the state `d`. The name is the contract
 # with kwinctl: an action's kind is also its template's name, and
@@ -297,42 +469,82 @@ def act_record_pod_cidr(d, h):
 
 def act_enable_routing(d, h):
     d["routing_installed"] = True
-    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
-        f.write("1\n")
+    dev = routable_dev(d, h["_host"])
+    if dev is None:
+        raise ActionError("Set-NetIPInterface : Cannot validate argument on parameter 'InterfaceIndex'. "
+                          "The argument is null or empty.")
+    set_fwd(dev, True)
+    # the template's sweep: every vEthernet adapter that exists right now
+    if block_has(h, r"-like 'vEthernet \(\*'"):
+        for a in adapters(d):
+            if a["name"].startswith("vEthernet ("):
+                if a["dev"]:
+                    set_fwd(a["dev"], True)
+                else:
+                    d["fwd_records"][a["name"]] = True
 
 
 def act_create_switch(d, h):
-    if not link_exists("KubeProxySwitch"):
-        sh("ip", "link", "add", "KubeProxySwitch", "type", "bridge")
-    sh("ip", "link", "set", "KubeProxySwitch", "up")
-    d["switches"] = [s for s in d["switches"] if s["name"] != "KubeProxySwitch"]
-    d["switches"].append({"name": "KubeProxySwitch", "type": "Internal"})
+    if not link_exists(SWITCH_DEV):
+        sh("ip", "link", "add", SWITCH_DEV, "type", "bridge")
+        set_fwd(SWITCH_DEV, False)
+    sh("ip", "link", "set", SWITCH_DEV, "up")
+    d["switches"] = [s for s in d["switches"] if s["name"] != SWITCH_DEV]
+    d["switches"].append({"name": SWITCH_DEV, "type": "Internal"})
 
 
 def act_create_network(d, h):
-    names = [n["name"] for n in d["networks"] if link_exists("HNSTransparent")]
+    names = [n["name"] for n in d["networks"] if link_exists(HNS_DEV)]
     if h["name"] in names and not h["replace"]:
         raise ActionError("Error response from daemon: network with name %s already exists" % h["name"])
-    if h["replace"] and link_exists("HNSTransparent"):
-        sh("ip", "link", "del", "HNSTransparent")
-    if not link_exists("HNSTransparent"):
-        sh("ip", "link", "add", "HNSTransparent", "type", "bridge")
-    sh("ip", "link", "set", "HNSTransparent", "up")
-    d["networks"] = [{"name": h["name"], "driver": "transparent", "subnet": h["subnet"], "gateway": h["gateway"]}]
+    if h["replace"]:
+        hns_release(d)
+        d["networks"] = []
+    iface = h.get("interface")
+    if iface is not None:
+        nic = next((n for n in nics(d) if n["name"].lower() == iface.lower()), None)
+        if nic is None:
+            raise ActionError("Error response from daemon: HNS failed with error : The network adapter '%s' "
+                              "was not found." % iface)
+    else:
+        # No card named: HNS takes the first "open" one (Up, not on an
+        # external switch), here in ifIndex order, whichever it is.
+        taken = d["bound"]["nic"] if d.get("bound") else None
+        nic = next((n for n in nics(d) if n["status"] == "Up" and n["name"] != taken), None)
+        if nic is None:
+            raise ActionError("Error response from daemon: HNS failed with error : Element not found.")
+    hns_release(d)
+    network = {"name": h["name"], "driver": "transparent", "subnet": h["subnet"], "gateway": h["gateway"],
+               "interface": iface}
+    hns_take(d, nic, network)
+    d["networks"] = [network]
 
 
 def act_set_gateway_address(d, h):
-    if not link_exists("HNSTransparent"):
-        raise ActionError("Get-NetIPAddress: No MSFT_NetIPAddress objects found with property 'InterfaceAlias' "
-                          "equal to 'vEthernet (HNSTransparent)'")
-    sh("ip", "addr", "flush", "dev", "HNSTransparent")
-    sh("ip", "addr", "add", "%s/%d" % (h["gateway"], h["prefix"]), "dev", "HNSTransparent")
+    # kwinctl before naming the adapter by build always said this one
+    name = h.get("adapter", "vEthernet (HNSTransparent)")
+    a = adapter_named(d, name)
+    if a is None or not a["dev"]:
+        raise ActionError("Set-NetIPInterface : No MSFT_NetIPInterface objects found with property "
+                          "'InterfaceAlias' equal to '%s'." % name)
+    node = h.get("node_address")
+    if node and node in ipv4_of(a["dev"]):
+        raise ActionError("%s holds the node address %s: the transparent network took the routable card; not "
+                          "touching it (remove the network from the console, then rerun)" % (name, node))
+    if block_has(h, r"-Dhcp Disabled"):
+        d["dhcp"][name] = False
+    sh("ip", "addr", "flush", "dev", a["dev"])
+    if d["dhcp"].get(name):
+        raise ActionError("New-NetIPAddress : Inconsistent parameters PolicyStore PersistentStore and Dhcp Enabled")
+    sh("ip", "addr", "add", "%s/%d" % (h["gateway"], h["prefix"]), "dev", a["dev"])
+    if block_has(h, r"-Forwarding Enabled"):
+        set_fwd(a["dev"], True)
 
 
 def act_add_route(d, h):
     if h.get("replace"):
         sh("ip", "route", "del", h["dst"], check=False)
-    sh("ip", "route", "replace", h["dst"], "via", h["via"], "dev", "eth0")
+    sh("ip", "route", "replace", h["dst"], "via", h["via"])
     d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
     d["persistent_routes"].append({"dst": h["dst"], "via": h["via"]})
 
@@ -454,14 +666,13 @@ def act_remove_service(d, h):
 
 
 def act_remove_network(d, h):
-    if link_exists("HNSTransparent"):
-        sh("ip", "link", "del", "HNSTransparent")
+    hns_release(d)
     d["networks"] = [n for n in d["networks"] if n["name"] != h["name"]]
 
 
 def act_remove_switch(d, h):
-    if link_exists("KubeProxySwitch"):
-        sh("ip", "link", "del", "KubeProxySwitch")
+    if link_exists(SWITCH_DEV):
+        sh("ip", "link", "del", SWITCH_DEV)
     d["switches"] = []
 
 
@@ -519,13 +730,16 @@ def execute(script, state_path):
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
     known = {"prelude", "probe", "echo", "fail", "sleep"}
+    host = {}
     with State(state_path) as d:
+        ensure_nics(d)
         for h in headers:
             kind = h.get("kind")
             if "id" not in h and kind not in known:
                 h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s\n" % json.dumps(h), 1
             if kind == "prelude":
+                host = h
                 continue
             if kind == "echo":
                 out.append(h.get("text", "") + "\n")
@@ -540,13 +754,24 @@ def execute(script, state_path):
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
+            h["_host"] = host
+            # WinRM's connection lives on the node's address: when an action
+            # moves it to another adapter, or removes it, the connection
+            # drops mid-call and the client gets no answer.
+            where = dev_holding(host.get("address"))
             try:
                 act(d, h)
+                if where is not None and dev_holding(host.get("address")) != where:
+                    log("the node address %s left %s: dropping the connection" % (host.get("address"), where))
+                    raise ConnectionDropped()
                 out.append("KWX %d ok\n" % h["id"])
             except KeyError as e:
                 h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s (%s)\n" % (json.dumps(h), e), 1
             except (ActionError, RuntimeError) as e:
+                if where is not None and dev_holding(host.get("address")) != where:
+                    log("the node address %s left %s: dropping the connection" % (host.get("address"), where))
+                    raise ConnectionDropped()
                 out.append("KWX %d failed 1\n" % h["id"])
                 for line in str(e).splitlines() or ["failed"]:
                     out.append("KWE %s\n" % line)
@@ -556,16 +781,19 @@ def execute(script, state_path):
 
 def reboot(state_path, drop_hns):
     with State(state_path) as d:
+        ensure_nics(d)
+        if drop_hns:
+            # HNS lost the network; at start Docker removes transparent
+            # networks HNS does not have (moby daemon_windows.go "Remove
+            # networks not present in HNS")
+            hns_release(d)
+            d["networks"] = []
         # Only persistent routes come back.
         for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
             if r.get("protocol") != "kernel":
                 sh("ip", "route", "del", r["dst"], check=False)
         for r in d["persistent_routes"]:
-            sh("ip", "route", "replace", r["dst"], "via", r["via"], "dev", "eth0", check=False)
-        if drop_hns:
-            if link_exists("HNSTransparent"):
-                sh("ip", "link", "del", "HNSTransparent")
-            d["networks"] = []
+            sh("ip", "route", "replace", r["dst"], "via", r["via"], check=False)
         for name, s in d["services"].items():
             s["status"] = "Stopped"
             if s["start"] == "Automatic":
@@ -675,13 +903,19 @@ class Shells:
         raise LookupError("unsupported action %s" % action)
 
     def run(self, c):
+        if c.get("result") == "dropped":
+            raise ConnectionDropped()
         if c.get("result"):
             return c["result"]
         script = self.script_of(c)
         if script is None:
             res = ("", "winsim: unknown command: only PowerShell scripts are simulated\n", 1)
         else:
-            res = execute(script, self.state_path)
+            try:
+                res = execute(script, self.state_path)
+            except ConnectionDropped:
+                c["result"] = "dropped"
+                raise
         c["result"] = res
         return res
 
@@ -830,6 +1064,11 @@ def make_handler(cfg, shells, tls):
             try:
                 answer = shells.handle(xml).encode()
                 status = 200
+            except ConnectionDropped:
+                # no answer: the connection goes, as a TCP connection to an
+                # address the host no longer has does
+                self.close_connection = True
+                return None
             except LookupError as e:
                 answer = envelope("http://schemas.dmtf.org/wbem/wsman/1/wsman/fault", message_id(xml),
                                   "<s:Fault><s:Reason><s:Text>%s</s:Text></s:Reason></s:Fault>" % e).encode()

@@ -102,6 +102,8 @@ pub(super) struct RawWindows {
     pub(super) adapter: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) network_name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) transparent_adapter: Option<Spanned<String>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name

@@ -931,21 +931,26 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                 name,
                 subnet,
                 gateway,
+                interface,
                 ..
             } => f.networks.push(crate::os::windows::facts::Network {
                 name: name.clone(),
                 driver: "transparent".into(),
                 subnet: Some(*subnet),
                 gateway: Some(*gateway),
+                interface: Some(interface.clone()),
             }),
-            WinAction::SetGatewayAddress { gateway, .. } => {
-                f.adapters.push(crate::os::windows::facts::Adapter {
-                    name: crate::os::windows::HNS_ADAPTER.into(),
-                    index: 9,
-                    ipv4: vec![*gateway],
-                    forwarding: true,
-                })
-            }
+            WinAction::SetGatewayAddress {
+                adapter, gateway, ..
+            } => f.adapters.push(crate::os::windows::facts::Adapter {
+                name: adapter.clone(),
+                index: 9,
+                ipv4: vec![*gateway],
+                forwarding: true,
+                physical: false,
+                status: "Up".into(),
+                dhcp: false,
+            }),
             WinAction::AddRoute { dst, via, .. } => {
                 f.routes.push(crate::os::windows::facts::WinRoute {
                     dst: *dst,

@@ -10,7 +10,7 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use super::desired::{FileSource, WinFile, WinService};
-use super::{HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::{KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::diff::Describe;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,17 +25,25 @@ pub enum WinAction {
     /// The Routing role service, and forwarding on the routable adapter.
     EnableRouting,
     CreateSwitch,
-    /// `docker network create -d transparent`; `replace` removes a network
-    /// of the same name with the wrong subnet first.
+    /// `docker network create -d transparent` on the network card
+    /// `interface` (never the routable one: see `nic.rs`); `replace`
+    /// removes a network of the same name with the wrong subnet, gateway or
+    /// card first.
     CreateNetwork {
         name: String,
         subnet: Ipv4Net,
         gateway: Ipv4Addr,
+        interface: String,
         replace: bool,
     },
+    /// The pods' gateway address on the network's virtual adapter
+    /// (`adapter`, named by build), DHCP off and forwarding on there; the
+    /// script refuses if that adapter holds the node's address.
     SetGatewayAddress {
+        adapter: String,
         gateway: Ipv4Addr,
         prefix: u8,
+        node_address: Ipv4Addr,
     },
     AddRoute {
         dst: Ipv4Net,
@@ -108,13 +116,21 @@ impl Describe for WinAction {
                 name,
                 subnet,
                 gateway,
+                interface,
                 replace,
             } => format!(
-                "{} transparent docker network {name} on {subnet} (gateway {gateway})",
+                "{} transparent docker network {name} on {subnet} (gateway {gateway}) on network card {interface}",
                 if *replace { "re-create" } else { "create" }
             ),
-            WinAction::SetGatewayAddress { gateway, prefix } => {
-                format!("give {HNS_ADAPTER} the gateway address {gateway}/{prefix}")
+            WinAction::SetGatewayAddress {
+                adapter,
+                gateway,
+                prefix,
+                ..
+            } => {
+                format!(
+                    "give {adapter} the gateway address {gateway}/{prefix} (DHCP off, forwarding on)"
+                )
             }
             WinAction::AddRoute { dst, via, replace } => format!(
                 "{} persistent route {dst} via {via}",
@@ -167,11 +183,17 @@ impl Describe for WinAction {
             }
             WinAction::CreateSwitch => format!("no internal switch {KUBE_PROXY_SWITCH}"),
             WinAction::CreateNetwork { replace: false, .. } => "missing".into(),
-            WinAction::CreateNetwork { subnet, .. } => {
-                format!("exists with the wrong subnet or gateway (expected {subnet})")
+            WinAction::CreateNetwork {
+                subnet, interface, ..
+            } => {
+                format!(
+                    "exists with the wrong subnet, gateway or network card (expected {subnet} on {interface})"
+                )
             }
-            WinAction::SetGatewayAddress { gateway, .. } => {
-                format!("{HNS_ADAPTER} does not have {gateway}")
+            WinAction::SetGatewayAddress {
+                adapter, gateway, ..
+            } => {
+                format!("{adapter} does not have {gateway}, has DHCP on or does not forward")
             }
             WinAction::AddRoute {
                 via,
@@ -221,11 +243,14 @@ pub fn examples() -> Vec<WinAction> {
             name: "kwinctl".into(),
             subnet: "192.168.1.0/24".parse().unwrap(),
             gateway: "192.168.1.1".parse().unwrap(),
+            interface: "Ethernet 2".into(),
             replace: true,
         },
         WinAction::SetGatewayAddress {
+            adapter: "vEthernet (HNSTransparent)".into(),
             gateway: "192.168.1.1".parse().unwrap(),
             prefix: 24,
+            node_address: "10.0.0.11".parse().unwrap(),
         },
         WinAction::AddRoute {
             dst: "192.168.0.0/24".parse().unwrap(),

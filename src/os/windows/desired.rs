@@ -109,6 +109,10 @@ pub struct WindowsDesired {
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
     pub adapter: Option<String>,
+    /// The card the transparent network takes, when the inventory names it
+    /// (`windows.transparent_adapter`); otherwise preflight picks the only
+    /// fit one.
+    pub transparent_adapter: Option<String>,
     /// The release the binaries must be.
     pub kubernetes_version: KubeVersion,
     pub pause_image: String,
@@ -283,6 +287,7 @@ impl WindowsDesired {
         Ok(WindowsDesired {
             network,
             adapter: w.adapter.clone(),
+            transparent_adapter: w.transparent_adapter.clone(),
             kubernetes_version: version,
             pause_image,
             pause_image_given,

@@ -10,7 +10,7 @@ use super::desired::WindowsDesired;
 use super::facts::{WinRoute, WindowsFacts};
 use super::k8s::Hosting;
 use super::preflight::{preflight, routable_adapter};
-use super::{CLUSTER_FILE, HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::{CLUSTER_FILE, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
 
@@ -48,7 +48,8 @@ pub fn diff_windows(
     d: &WindowsDesired,
     f: &WindowsFacts,
 ) -> Result<WinDiff, Conflict> {
-    let index = preflight(node, d, f)?;
+    let nics = preflight(node, d, f)?;
+    let index = nics.routable;
     let mut items: Vec<Item<WinAction>> = Vec::new();
     let mut notes = vec![format!(
         "Windows {}, Docker {}, Kubernetes {} (kubelet {}, kube-proxy {})",
@@ -90,10 +91,15 @@ pub fn diff_windows(
         (!switch_ok).then_some(WinAction::CreateSwitch),
     );
     let net = f.networks.iter().find(|n| n.name == d.network);
+    // A network on another card, or on one HNS chose itself, is re-created
+    // on the chosen one.
     let net_ok = net.is_some_and(|n| {
         n.driver == "transparent"
             && n.subnet == Some(node.pod_cidr)
             && n.gateway == Some(node.gateway)
+            && n.interface
+                .as_deref()
+                .is_some_and(|i| i.eq_ignore_ascii_case(&nics.transparent))
     });
     item(
         format!("network {}", d.network),
@@ -101,18 +107,27 @@ pub fn diff_windows(
             name: d.network.clone(),
             subnet: node.pod_cidr,
             gateway: node.gateway,
+            interface: nics.transparent.clone(),
             replace: net.is_some(),
         }),
     );
+    // Replies from pods arrive on the network's adapter: it forwards too
+    // (Set-NetIPInterface: -Forwarding "determines if this IP interface
+    // forwards packets that arrive on this interface to other interfaces").
     let gw_ok = net_ok
-        && f.adapters
-            .iter()
-            .any(|a| a.name == HNS_ADAPTER && a.ipv4.contains(&node.gateway));
+        && f.adapters.iter().any(|a| {
+            a.name.eq_ignore_ascii_case(&nics.container)
+                && a.ipv4.contains(&node.gateway)
+                && a.forwarding
+                && !a.dhcp
+        });
     item(
-        format!("gateway {}", node.gateway),
-        (!gw_ok).then_some(WinAction::SetGatewayAddress {
+        format!("gateway {} on {}", node.gateway, nics.container),
+        (!gw_ok).then(|| WinAction::SetGatewayAddress {
+            adapter: nics.container.clone(),
             gateway: node.gateway,
             prefix: node.pod_cidr.prefix_len(),
+            node_address: node.address,
         }),
     );
 
@@ -359,7 +374,9 @@ mod tests {
     use crate::inventory::Os;
     use crate::os::windows::desired::{FileSource, WinFile, WinService};
     use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch, VersionFact};
-    use crate::os::windows::{HNS_ADAPTER, KUBE_PROXY_SWITCH, WIN_DIR};
+    use crate::os::windows::{KUBE_PROXY_SWITCH, WIN_DIR};
+
+    const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 
     fn node() -> Node {
         crate::alloc::test_node(
@@ -391,6 +408,7 @@ mod tests {
         WindowsDesired {
             network: "kwinctl".into(),
             adapter: None,
+            transparent_adapter: None,
             kubernetes_version: KubeVersion::parse("1.13.12").unwrap(),
             pause_image: "apprenda/pause".into(),
             pause_image_given: false,
@@ -415,13 +433,16 @@ mod tests {
 
     fn converged() -> WindowsFacts {
         let d = desired();
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
+        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
         f.adapters[0].forwarding = true;
         f.adapters.push(Adapter {
             name: HNS_ADAPTER.into(),
             index: 9,
             ipv4: vec!["192.168.1.1".parse().unwrap()],
             forwarding: true,
+            physical: false,
+            status: "Up".into(),
+            dhcp: false,
         });
         f.routing_installed = true;
         f.switches = vec![Switch {
@@ -433,6 +454,7 @@ mod tests {
             driver: "transparent".into(),
             subnet: Some("192.168.1.0/24".parse().unwrap()),
             gateway: Some("192.168.1.1".parse().unwrap()),
+            interface: Some("Ethernet 2".into()),
         }];
         f.routes = vec![
             WinRoute {
@@ -494,7 +516,7 @@ mod tests {
 
     #[test]
     fn fresh_node_gets_every_seed_step() {
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
+        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
         f.files.push(FileFact {
             path: format!(r"{WIN_DIR}\kube-proxy.exe"),
             sha256: "bb".into(),
@@ -510,8 +532,8 @@ mod tests {
                 r"record pod CIDR 192.168.1.0/24 in C:\k\kwinctl\pod-cidr.txt",
                 "enable routing (Routing role, forwarding on the routable adapter)",
                 "create internal Hyper-V switch KubeProxySwitch",
-                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1)",
-                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24",
+                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1) on network card Ethernet 2",
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)",
                 "add persistent route 192.168.0.0/24 via 10.0.0.10",
                 "add persistent route 192.168.2.0/24 via 10.0.0.12",
                 "pull image apprenda/pause",
@@ -537,9 +559,32 @@ mod tests {
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
             [
-                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1)",
-                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24",
+                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1) on network card Ethernet 2",
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)",
                 "start service kube-proxy",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_network_on_no_named_card_is_recreated_and_the_gateway_needs_forwarding() {
+        // made by kwinctl before it named the card: HNS chose one itself
+        let mut f = converged();
+        f.networks[0].interface = None;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            [
+                "re-create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1) on network card Ethernet 2",
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)",
+            ]
+        );
+        // the network's adapter does not forward (pods' replies are dropped)
+        let mut f = converged();
+        f.adapters[2].forwarding = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            [
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)"
             ]
         );
     }
@@ -600,7 +645,7 @@ mod tests {
                 r"remove C:\k\kwinctl\cluster.txt",
             ]
         );
-        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
+        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
         assert_eq!(diff_reset_windows(&node(), &desired(), &fresh).changes(), 0);
     }
 

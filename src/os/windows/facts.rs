@@ -20,6 +20,16 @@ pub struct Adapter {
     pub ipv4: Vec<Ipv4Addr>,
     #[serde(default)]
     pub forwarding: bool,
+    /// Listed by `Get-NetAdapter -Physical` (a network card, not a virtual
+    /// adapter of Hyper-V or Docker).
+    #[serde(default)]
+    pub physical: bool,
+    /// `Get-NetAdapter`'s Status: Up, Disconnected, Disabled, …
+    #[serde(default)]
+    pub status: String,
+    /// DHCP enabled on its IPv4 interface.
+    #[serde(default)]
+    pub dhcp: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +47,10 @@ pub struct Network {
     pub subnet: Option<Ipv4Net>,
     #[serde(default)]
     pub gateway: Option<Ipv4Addr>,
+    /// The network card it was created on
+    /// (`com.docker.network.windowsshim.interface`), when it was named.
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,9 +218,14 @@ impl WindowsFacts {
     }
 
     /// A freshly installed Windows Server of `build` (14393: 2016, 17763:
-    /// 2019) with Hyper-V, Docker and two adapters: what `render` diffs
-    /// against.
-    pub fn fresh(address: Ipv4Addr, adapter: Option<&str>, build: u32) -> WindowsFacts {
+    /// 2019) with Hyper-V, Docker and two network cards (the routable one,
+    /// and one for the transparent network): what `render` diffs against.
+    pub fn fresh(
+        address: Ipv4Addr,
+        adapter: Option<&str>,
+        transparent: Option<&str>,
+        build: u32,
+    ) -> WindowsFacts {
         WindowsFacts {
             hostname: String::new(),
             build: format!("10.0.{build}"),
@@ -218,12 +237,18 @@ impl WindowsFacts {
                     index: 4,
                     ipv4: vec![address],
                     forwarding: false,
+                    physical: true,
+                    status: "Up".into(),
+                    dhcp: false,
                 },
                 Adapter {
-                    name: "Ethernet 2".into(),
+                    name: transparent.unwrap_or("Ethernet 2").to_string(),
                     index: 5,
                     ipv4: vec![],
                     forwarding: false,
+                    physical: true,
+                    status: "Up".into(),
+                    dhcp: true,
                 },
             ],
             routing_installed: false,

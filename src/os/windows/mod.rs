@@ -10,6 +10,7 @@ pub mod desired;
 pub mod diff;
 pub mod facts;
 pub mod k8s;
+pub mod nic;
 pub mod preflight;
 pub mod script;
 
@@ -42,7 +43,6 @@ pub const CLUSTER_FILE: &str = r"C:\k\kwinctl\cluster.txt";
 /// Where the kubeconfig goes (a secret: run records name it, never show it).
 pub const KUBECONFIG: &str = r"C:\k\config";
 pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
-pub const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 pub const DEFAULT_NETWORK: &str = "kwinctl";
 /// Where kubelet and kube-proxy log (klog's `--log-dir`, and the start
 /// script's redirection for releases run by a scheduled task).
@@ -54,7 +54,6 @@ pub const TASK_PATH: &str = r"\kwinctl\";
 pub fn template_globals() -> Vec<(&'static str, Value)> {
     vec![
         ("kube_proxy_switch", Value::from(KUBE_PROXY_SWITCH)),
-        ("hns_adapter", Value::from(HNS_ADAPTER)),
         ("kwinctl_dir", Value::from(KWINCTL_DIR)),
         ("pod_cidr_file", Value::from(POD_CIDR_FILE)),
         ("cluster_file", Value::from(CLUSTER_FILE)),
@@ -156,6 +155,7 @@ impl NodeOps for WindowsOps<'_> {
         let mut facts = WindowsFacts::fresh(
             node.address,
             self.desired.adapter.as_deref(),
+            self.desired.transparent_adapter.as_deref(),
             k8s::fresh_build(v.minor),
         );
         // Binaries kwinctl does not place are assumed to be there already,
