@@ -81,6 +81,12 @@ const ALLOWED: &[&str] = &[
     "Start-ScheduledTask",
     // the start script a scheduled task runs (rendered into install_task)
     "Start-Process",
+    // the boot task's script
+    "Write-KwLog",
+    "Get-KwRouteKey",
+    "Invoke-KwStep",
+    "Add-Content",
+    "Get-Date",
 ];
 
 fn parse(label: &str, script: &str) -> BTreeSet<String> {
@@ -201,6 +207,7 @@ fn every_action_and_the_probe_parse() {
     let probe = WinProbe {
         files: &files,
         services: &services,
+        tasks: &services,
         binaries: &files,
         images: &images,
         reach: &reach,
@@ -233,6 +240,10 @@ fn every_action_and_the_probe_parse() {
         "{s}"
     );
     insta::assert_snapshot!("start_script", s);
+    // and the boot task's script
+    let s = script::boot_script(&r, &kwinctl::os::windows::boot::example());
+    only_ours("boot script", &parse("boot script", &s));
+    insta::assert_snapshot!("boot_script", s);
 }
 
 /// The example with `value` in the adapter's name, (without `"`, refused

@@ -327,6 +327,7 @@ fn every_script() -> Vec<(String, String)> {
     let probe = WinProbe {
         files: &files,
         services: &services,
+        tasks: &services,
         binaries: &files,
         images: &images,
         reach: &reach,

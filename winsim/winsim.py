@@ -331,18 +331,20 @@ def facts(d, probe):
             "forwarding": fwd(dev) if dev else d["fwd_records"].get(a["name"], False),
             "physical": a["physical"], "status": a["status"], "dhcp": d["dhcp"].get(a["name"], False),
         })
+    # the active store is the kernel's table; the persistent store is the
+    # state's persistent_routes (what a reboot brings back)
     persistent = {(r["dst"], r["via"]) for r in d["persistent_routes"]}
     routes = []
-    for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
-        if "gateway" not in r:
-            continue
-        dst = r["dst"] if "/" in r["dst"] or r["dst"] == "default" else r["dst"] + "/32"
-        if dst == "default":
-            dst = "0.0.0.0/0"
+    for dst, via, dev in active_routes():
         routes.append({
-            "dst": dst, "via": r["gateway"], "index": index_of_dev.get(r.get("dev"), 99),
-            "persistent": (dst, r["gateway"]) in persistent,
+            "dst": dst, "via": via, "index": index_of_dev.get(dev, 99),
+            "persistent": (dst, via) in persistent, "active": True,
         })
+    active = {(r["dst"], r["via"]) for r in routes}
+    for r in d["persistent_routes"]:
+        if (r["dst"], r["via"]) not in active:
+            routes.append({"dst": r["dst"], "via": r["via"], "index": index_of_dev.get(r.get("dev"), 99),
+                           "persistent": True, "active": False})
     hns = link_exists(HNS_DEV)
     wanted_files = [p.lower() for p in probe.get("files", [])]
     reach = []
@@ -363,7 +365,7 @@ def facts(d, probe):
         "services": [{k: v for k, v in dict(s, name=n).items() if k in SERVICE_FACTS}
                      for n, s in d["services"].items() if n in probe.get("services", [])],
         "tasks": [{"name": n, "state": t["state"], "description": t["description"], "running": t["running"]}
-                  for n, t in d["tasks"].items() if n in probe.get("services", [])],
+                  for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
         "versions": [{"path": p, "output": file_version(d, p) or ""}
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],
         "image_os": [{"image": i, "os_version": d["image_os"].get(norm_image(i), "")}
@@ -432,6 +434,9 @@ def task_start(d, name):
     """The start script: Start-Process with the arguments, stderr to the
     error log; Confirm-KwRunning's message when the binary is gone."""
     t = d["tasks"][name]
+    if "boot" in t:
+        boot_run(d, t["boot"])
+        return
     svc = t["service"]
     why = start_binary(d, svc["exe"], k8sbin.split_command_line(svc["args"]))
     err_log = "C:\\k\\logs\\%s.err.log" % name
@@ -522,36 +527,82 @@ def act_create_network(d, h):
 
 def act_set_gateway_address(d, h):
     # kwinctl before naming the adapter by build always said this one
-    name = h.get("adapter", "vEthernet (HNSTransparent)")
+    set_gateway(d, h.get("adapter", "vEthernet (HNSTransparent)"), h["gateway"], h["prefix"],
+                h.get("node_address"), block_has(h, r"-Dhcp Disabled"), block_has(h, r"-Forwarding Enabled"))
+
+
+def set_gateway(d, name, gateway, prefix, node, dhcp_off, forwarding):
+    """The gateway address on the network's adapter (every other IPv4
+    address on it goes), refusing the adapter holding the node's address."""
     a = adapter_named(d, name)
     if a is None or not a["dev"]:
         raise ActionError("Set-NetIPInterface : No MSFT_NetIPInterface objects found with property "
                           "'InterfaceAlias' equal to '%s'." % name)
-    node = h.get("node_address")
     if node and node in ipv4_of(a["dev"]):
         raise ActionError("%s holds the node address %s: the transparent network took the routable card; not "
                           "touching it (remove the network from the console, then rerun)" % (name, node))
-    if block_has(h, r"-Dhcp Disabled"):
+    if dhcp_off:
         d["dhcp"][name] = False
     sh("ip", "addr", "flush", "dev", a["dev"])
     if d["dhcp"].get(name):
         raise ActionError("New-NetIPAddress : Inconsistent parameters PolicyStore PersistentStore and Dhcp Enabled")
-    sh("ip", "addr", "add", "%s/%d" % (h["gateway"], h["prefix"]), "dev", a["dev"])
-    if block_has(h, r"-Forwarding Enabled"):
+    sh("ip", "addr", "add", "%s/%d" % (gateway, prefix), "dev", a["dev"])
+    if forwarding:
         set_fwd(a["dev"], True)
+
+
+def active_routes():
+    """(dst, via, dev) of every route with a next hop in the kernel's main
+    table (a multipath route gives one per next hop)."""
+    out = []
+    for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
+        dst = r["dst"] if "/" in r["dst"] or r["dst"] == "default" else r["dst"] + "/32"
+        if dst == "default":
+            dst = "0.0.0.0/0"
+        for nh in r.get("nexthops", [r]):
+            if "gateway" in nh:
+                out.append((dst, nh["gateway"], nh.get("dev")))
+    return out
+
+
+def install_routes(dst, vias):
+    """The kernel route for `dst`: several next hops make it multipath
+    (Windows routes over each of two routes of one metric)."""
+    if len(vias) == 1:
+        sh("ip", "route", "replace", dst, "via", vias[0], check=False)
+    elif vias:
+        args = ["ip", "route", "replace", dst]
+        for v in vias:
+            args += ["nexthop", "via", v]
+        sh(*args, check=False)
+
+
+def remove_routes(d, h):
+    """Remove-NetRoute for the destination: from the active store, and from
+    the persistent one only when the block says so (-PolicyStore
+    PersistentStore; Get-NetRoute's default store is the active one)."""
+    sh("ip", "route", "del", h["dst"], check=False)
+    if block_has(h, r"PersistentStore"):
+        d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
 
 
 def act_add_route(d, h):
     if h.get("replace"):
-        sh("ip", "route", "del", h["dst"], check=False)
+        remove_routes(d, h)
+    # New-NetRoute writes both stores ("By default, a route is saved in both
+    # stores"); a copy of another next hop left in the persistent store
+    # stays, and the same route already there is an error
+    if any((r["dst"], r["via"]) == (h["dst"], h["via"]) for r in d["persistent_routes"]):
+        raise ActionError("New-NetRoute : Instance MSFT_NetRoute already exists")
     sh("ip", "route", "replace", h["dst"], "via", h["via"])
-    d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
-    d["persistent_routes"].append({"dst": h["dst"], "via": h["via"]})
+    dev = next((v for dst, via, v in active_routes() if dst == h["dst"]), None)
+    d["persistent_routes"] = [r for r in d["persistent_routes"]
+                              if (r["dst"], r["via"]) != (h["dst"], h["via"])]
+    d["persistent_routes"].append({"dst": h["dst"], "via": h["via"], "dev": dev})
 
 
 def act_del_route(d, h):
-    sh("ip", "route", "del", h["dst"], check=False)
-    d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
+    remove_routes(d, h)
 
 
 def act_pull_image(d, h):
@@ -604,7 +655,7 @@ def act_place_file(d, h):
         if s["status"] == "Running" and dest.lower() in s["binpath"].lower():
             scm_start(d, name)
     for name, t in d["tasks"].items():
-        if t["service"]["exe"].lower() == dest.lower():
+        if t.get("service") and t["service"]["exe"].lower() == dest.lower():
             try:
                 task_start(d, name)
             except ActionError:
@@ -628,9 +679,11 @@ def download(d, url):
 
 def act_install_service(d, h):
     s = h["service"]
+    # the start mode the block gives New-Service / Set-Service
+    m = re.search(r"-StartupType (\w+)", h.get("_block", ""))
     d["services"][s["name"]] = {
-        "status": "Stopped", "start": "Automatic", "binpath": s["binpath"], "display": s["display"],
-        "env": s["env"], "depends": s["depends"], "restart": True,
+        "status": "Stopped", "start": m.group(1) if m else "Automatic", "binpath": s["binpath"],
+        "display": s["display"], "env": s["env"], "depends": s["depends"], "restart": True,
     }
     scm_start(d, s["name"])
 
@@ -647,8 +700,65 @@ def act_install_task(d, h):
         "state": "Ready", "running": False,
         "description": "%s [kwinctl %s]" % (s["display"], s["fingerprint"]),
         "service": {"exe": s["exe"], "args": s["args"], "env": s["env"]},
+        # a trigger at startup, if the block registers one
+        "startup": block_has(h, r"-AtStartup"),
     }
     task_start(d, s["name"])
+
+
+BOOT_TASK = "kwinctl-boot"
+
+
+def act_install_boot_task(d, h):
+    d["tasks"][BOOT_TASK] = {
+        "state": "Ready", "running": False, "startup": block_has(h, r"-AtStartup"),
+        "description": "kwinctl: the pods' network, gateway and forwarding, then kubelet and kube-proxy "
+                       "[kwinctl %s]" % h["boot"]["fingerprint"],
+        "boot": h["boot"],
+    }
+
+
+def boot_run(d, b):
+    """What the boot script does at startup: the network (re-created on its
+    card when Docker dropped it), the gateway address with DHCP off and
+    forwarding, forwarding on the routable adapter, then kwinctl's services
+    and tasks. A failed step is logged and the next one runs."""
+    log_lines = []
+
+    def step(what, f):
+        try:
+            f()
+            log_lines.append("%s: done" % what)
+        except (ActionError, RuntimeError) as e:
+            log_lines.append("%s: failed: %s" % (what, e))
+
+    def network():
+        if not (link_exists(HNS_DEV) and any(n["name"] == b["network"] for n in d["networks"])):
+            act_create_network(d, {"name": b["network"], "subnet": b["subnet"], "gateway": b["gateway"],
+                                   "interface": b["interface"], "replace": False})
+
+    def gateway():
+        a = adapter_named(d, b["adapter"])
+        if a is None or not a["dev"] or b["gateway"] not in ipv4_of(a["dev"]):
+            set_gateway(d, b["adapter"], b["gateway"], b["prefix"], b["node_address"], True, False)
+
+    def forwarding():
+        a = adapter_named(d, b["adapter"])
+        if a is None or not a["dev"]:
+            raise ActionError("No MSFT_NetIPInterface objects found for '%s'" % b["adapter"])
+        set_fwd(a["dev"], True)
+        dev = routable_dev(d, {"address": b["node_address"], "adapter": b.get("routable_adapter")})
+        if dev:
+            set_fwd(dev, True)
+
+    step("network", network)
+    step("gateway address", gateway)
+    step("forwarding", forwarding)
+    for name in b["services"]:
+        step("start " + name, lambda n=name: scm_start(d, n))
+    for name in b["tasks"]:
+        step("start " + name, lambda n=name: task_start(d, n))
+    d["logs"]["C:\\k\\logs\\kwinctl-boot.log"] = "\n".join(log_lines)
 
 
 def act_start_task(d, h):
@@ -788,12 +898,16 @@ def reboot(state_path, drop_hns):
             # networks not present in HNS")
             hns_release(d)
             d["networks"] = []
-        # Only persistent routes come back.
+        # Only the persistent store comes back (several next hops for one
+        # destination: all of them).
         for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
             if r.get("protocol") != "kernel":
                 sh("ip", "route", "del", r["dst"], check=False)
+        vias = {}
         for r in d["persistent_routes"]:
-            sh("ip", "route", "replace", r["dst"], "via", r["via"], check=False)
+            vias.setdefault(r["dst"], []).append(r["via"])
+        for dst, v in vias.items():
+            install_routes(dst, v)
         for name, s in d["services"].items():
             s["status"] = "Stopped"
             if s["start"] == "Automatic":
@@ -801,11 +915,18 @@ def reboot(state_path, drop_hns):
                     scm_start(d, name)
                 except ActionError:
                     pass
-        for name in d["tasks"]:
-            try:
-                task_start(d, name)
-            except ActionError:
-                pass
+        for t in d["tasks"].values():
+            t["running"] = False
+        # tasks at startup: kwinctl's boot task first (it starts the
+        # others), then any wrapper task with its own trigger
+        if BOOT_TASK in d["tasks"] and d["tasks"][BOOT_TASK].get("startup", True):
+            boot_run(d, d["tasks"][BOOT_TASK]["boot"])
+        for name, t in d["tasks"].items():
+            if name != BOOT_TASK and t.get("startup", True) and not t["running"]:
+                try:
+                    task_start(d, name)
+                except ActionError:
+                    pass
 
 
 # ------------------------------------------------------------------ WinRS

@@ -21,6 +21,7 @@ const NOT_ACTIONS: &[&str] = &[
     "windows/prelude.ps1",
     "windows/probe.ps1",
     "windows/start_script.ps1",
+    "windows/boot_script.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

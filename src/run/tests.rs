@@ -957,6 +957,7 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                     via: Some(*via),
                     index: 4,
                     persistent: true,
+                    active: true,
                 })
             }
             WinAction::PullImage { image } => f.images.push(image.clone()),
@@ -968,11 +969,19 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                 f.services.push(crate::os::windows::facts::Service {
                     name: service.name.clone(),
                     status: "Running".into(),
-                    start: "Automatic".into(),
+                    start: "Manual".into(),
                     binpath: service.binpath.clone(),
                     env: service.env.clone(),
                     depends: service.depends.clone(),
                     restart: true,
+                })
+            }
+            WinAction::InstallBootTask { boot } => {
+                f.tasks.push(crate::os::windows::facts::TaskFact {
+                    name: crate::os::windows::boot::BOOT_TASK.into(),
+                    state: "Ready".into(),
+                    description: boot.description(),
+                    running: false,
                 })
             }
             other => panic!("not modelled: {other:?}"),

@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
+use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::{FileSource, WinFile, WinService};
 use super::{KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::diff::Describe;
@@ -70,11 +71,17 @@ pub enum WinAction {
         name: String,
     },
     /// A release without `--windows-service`: write the start script and
-    /// register the boot-time scheduled task that runs it (re-registering
-    /// an existing one), start it, and check the binary stays up.
+    /// register the scheduled task that runs it (re-registering an existing
+    /// one; the boot task starts it at boot), start it, and check the
+    /// binary stays up.
     InstallTask {
         service: WinService,
         exists: bool,
+    },
+    /// Write the boot script and register the startup task that runs it
+    /// (`boot.rs`); it is not run now (the other actions did its work).
+    InstallBootTask {
+        boot: BootSpec,
     },
     /// Start a registered task whose binary is not running.
     StartTask {
@@ -156,7 +163,7 @@ impl Describe for WinAction {
             ),
             WinAction::StartService { name } => format!("start service {name}"),
             WinAction::InstallTask { service, exists } => format!(
-                "{} {} as a boot-time scheduled task (start script; it has no --windows-service)",
+                "{} {} as a scheduled task (start script; it has no --windows-service)",
                 if *exists {
                     "reconfigure and restart"
                 } else {
@@ -165,6 +172,9 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartTask { name } => format!("start scheduled task {name}"),
+            WinAction::InstallBootTask { .. } => format!(
+                "install the startup task {BOOT_TASK} (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)"
+            ),
             WinAction::RemoveService { name } => format!("stop and delete service {name}"),
             WinAction::RemoveTask { name } => {
                 format!("stop and delete scheduled task {name} and its start script")
@@ -214,6 +224,9 @@ impl Describe for WinAction {
                 "the scheduled task runs another command line, environment or start script".into()
             }
             WinAction::StartTask { name } => format!("{name} is not running"),
+            WinAction::InstallBootTask { .. } => {
+                format!("no startup task {BOOT_TASK}, or one for another network or services")
+            }
             WinAction::RemoveService { .. } => {
                 "a native service of that name, but this release runs it as a scheduled task"
                     .into()
@@ -305,6 +318,9 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::StartTask {
             name: "kubelet".into(),
         },
+        WinAction::InstallBootTask {
+            boot: crate::os::windows::boot::example(),
+        },
         WinAction::RemoveService {
             name: "kube-proxy".into(),
         },
@@ -344,6 +360,7 @@ mod tests {
                 WinAction::StartService { .. } => "start_service",
                 WinAction::InstallTask { .. } => "install_task",
                 WinAction::StartTask { .. } => "start_task",
+                WinAction::InstallBootTask { .. } => "install_boot_task",
                 WinAction::RemoveService { .. } => "remove_service",
                 WinAction::RemoveTask { .. } => "remove_task",
                 WinAction::RemoveNetwork { .. } => "remove_network",
@@ -351,7 +368,7 @@ mod tests {
                 WinAction::RemoveFile { .. } => "remove_file",
             })
             .collect();
-        assert_eq!(kinds.len(), 18);
+        assert_eq!(kinds.len(), 19);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

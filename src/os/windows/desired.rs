@@ -3,7 +3,7 @@
 //! (binaries, kubeconfig) and kubelet and kube-proxy, with command lines
 //! built for the declared Kubernetes release from the flag table
 //! (`k8s.rs`, `k8s.yaml`), hosted as native services or, before 1.10, by a
-//! start script a boot-time scheduled task runs.
+//! start script a scheduled task runs (kwinctl's boot task starts both at boot).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -63,7 +63,7 @@ pub struct WinService {
 
 /// Bump when the start script's template changes, so existing tasks are
 /// reinstalled with the new script.
-const WRAPPER_VERSION: &str = "kwinctl-task-1";
+const WRAPPER_VERSION: &str = "kwinctl-task-2";
 
 impl WinService {
     /// A service of `name` running `exe` with `args` (quoted here).

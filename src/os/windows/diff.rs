@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnet::Ipv4Net;
 
 use super::action::WinAction;
+use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::WindowsDesired;
 use super::facts::{WinRoute, WindowsFacts};
 use super::k8s::Hosting;
+use super::nic::Nics;
 use super::preflight::{preflight, routable_adapter};
 use super::{CLUSTER_FILE, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::alloc::Node;
@@ -132,26 +134,25 @@ pub fn diff_windows(
     );
 
     let desired = node.routes();
-    let mut have: BTreeMap<Ipv4Net, &WinRoute> = BTreeMap::new();
+    // Every route on the routable adapter, from both stores, by destination.
+    let mut have: BTreeMap<Ipv4Net, Vec<&WinRoute>> = BTreeMap::new();
     for r in f.routes.iter().filter(|r| r.index == index) {
-        have.entry(r.dst).or_insert(r);
+        have.entry(r.dst).or_default().push(r);
     }
-    for r in f.routes.iter().filter(|r| r.index == index) {
-        if desired.contains_key(&r.dst) {
+    for (dst, rs) in &have {
+        if desired.contains_key(dst) {
             continue;
         }
-        if !node.cluster_cidr().contains(&r.dst) || r.dst == node.pod_cidr {
+        if !node.cluster_cidr().contains(dst) || *dst == node.pod_cidr {
             continue;
         }
-        if let Some(why) = node.frozen.route(&r.dst, r.via) {
-            notes.push(format!("route {} left alone: {why}", r.dst));
+        let via = rs.iter().find_map(|r| r.via);
+        if let Some(why) = node.frozen.route(dst, via) {
+            notes.push(format!("route {dst} left alone: {why}"));
         } else {
             item(
-                format!("stale route {}", r.dst),
-                Some(WinAction::DelRoute {
-                    dst: r.dst,
-                    via: r.via,
-                }),
+                format!("stale route {dst}"),
+                Some(WinAction::DelRoute { dst: *dst, via }),
             );
         }
     }
@@ -160,17 +161,25 @@ pub fn diff_windows(
             notes.push(format!("route {dst} left alone: {why}"));
             continue;
         }
-        let action = match have.get(dst) {
-            Some(r) if r.via == Some(*via) && r.persistent => None,
-            Some(_) => Some(WinAction::AddRoute {
-                dst: *dst,
-                via: *via,
-                replace: true,
-            }),
-            None => Some(WinAction::AddRoute {
+        // Right: routing now and kept over a reboot, with no other next hop
+        // in either store (a persistent copy with another one would come
+        // back beside it).
+        let rs = have.get(dst).map(Vec::as_slice).unwrap_or(&[]);
+        let ok = rs
+            .iter()
+            .any(|r| r.via == Some(*via) && r.active && r.persistent)
+            && rs.iter().all(|r| r.via == Some(*via));
+        let action = match rs {
+            _ if ok => None,
+            [] => Some(WinAction::AddRoute {
                 dst: *dst,
                 via: *via,
                 replace: false,
+            }),
+            _ => Some(WinAction::AddRoute {
+                dst: *dst,
+                via: *via,
+                replace: true,
             }),
         };
         item(format!("route {dst}"), action);
@@ -192,6 +201,16 @@ pub fn diff_windows(
             (!ok).then(|| WinAction::PlaceFile { file: file.clone() }),
         );
     }
+    let boot = boot_spec(node, d, &nics);
+    let boot_ok = f.tasks.iter().any(|t| {
+        t.name.eq_ignore_ascii_case(BOOT_TASK)
+            && t.description == boot.description()
+            && !t.state.eq_ignore_ascii_case("disabled")
+    });
+    item(
+        format!("boot task {BOOT_TASK}"),
+        (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
+    );
     let mut changed_services: BTreeSet<String> = BTreeSet::new();
     for s in &d.services {
         let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
@@ -207,11 +226,12 @@ pub fn diff_windows(
                         }),
                     );
                 }
+                // Manual: the boot task starts it once the network is back
                 let ok = service.is_some_and(|h| {
                     h.binpath == s.binpath
                         && set(&h.env) == set(&s.env)
                         && set(&h.depends) == set(&s.depends)
-                        && h.start.eq_ignore_ascii_case("automatic")
+                        && h.start.eq_ignore_ascii_case("manual")
                         && h.restart
                 });
                 if !ok {
@@ -285,7 +305,38 @@ pub fn diff_windows(
                 .into(),
         );
     }
+    if f.routes
+        .iter()
+        .any(|r| r.index == index && !r.active && node.cluster_cidr().contains(&r.dst))
+    {
+        notes.push(
+            "some routes are only in the persistent store (they would come back at the next reboot): replaced or removed in both stores"
+                .into(),
+        );
+    }
     Ok(Diff { items, notes })
+}
+
+/// What the boot task restores and starts on this node.
+pub fn boot_spec(node: &Node, d: &WindowsDesired, nics: &Nics) -> BootSpec {
+    let named = |h: Hosting| {
+        d.services
+            .iter()
+            .filter(|s| s.hosting == h)
+            .map(|s| s.name.clone())
+            .collect()
+    };
+    BootSpec::new(
+        &d.network,
+        node.pod_cidr,
+        node.gateway,
+        &nics.transparent,
+        &nics.container,
+        node.address,
+        d.adapter.as_deref(),
+        named(Hosting::Service),
+        named(Hosting::Task),
+    )
 }
 
 /// `reset`: undo what `up` created, in reverse order. The Routing role and
@@ -311,9 +362,24 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             });
         }
     }
+    if f.tasks
+        .iter()
+        .any(|t| t.name.eq_ignore_ascii_case(BOOT_TASK))
+    {
+        items.push(Item {
+            key: format!("boot task {BOOT_TASK}"),
+            action: Some(WinAction::RemoveTask {
+                name: BOOT_TASK.into(),
+            }),
+        });
+    }
     let index = routable_adapter(node, d, f).map(|a| a.index);
+    let mut seen = BTreeSet::new();
     for r in &f.routes {
-        if Some(r.index) == index && node.cluster_cidr().contains(&r.dst) && r.dst != node.pod_cidr
+        if Some(r.index) == index
+            && node.cluster_cidr().contains(&r.dst)
+            && r.dst != node.pod_cidr
+            && seen.insert(r.dst)
         {
             items.push(Item {
                 key: format!("route {}", r.dst),
@@ -462,12 +528,14 @@ mod tests {
                 via: Some("10.0.0.10".parse().unwrap()),
                 index: 4,
                 persistent: true,
+                active: true,
             },
             WinRoute {
                 dst: "192.168.2.0/24".parse().unwrap(),
                 via: Some("10.0.0.12".parse().unwrap()),
                 index: 4,
                 persistent: true,
+                active: true,
             },
         ];
         f.images = vec!["apprenda/pause:latest".into()];
@@ -488,13 +556,14 @@ mod tests {
                 output: "Kubernetes v1.13.12".into(),
             })
             .collect();
+        f.tasks = vec![boot_task(&d)];
         f.services = d
             .services
             .iter()
             .map(|s| Service {
                 name: s.name.clone(),
                 status: "Running".into(),
-                start: "Automatic".into(),
+                start: "Manual".into(),
                 binpath: s.binpath.clone(),
                 env: s.env.clone(),
                 depends: s.depends.clone(),
@@ -504,6 +573,20 @@ mod tests {
         f.pod_cidr = Some("192.168.1.0/24".parse().unwrap());
         f.cluster = Some("t 0123456789abcdef".into());
         f
+    }
+
+    fn boot_task(d: &WindowsDesired) -> crate::os::windows::facts::TaskFact {
+        let nics = Nics {
+            routable: 4,
+            transparent: "Ethernet 2".into(),
+            container: HNS_ADAPTER.into(),
+        };
+        crate::os::windows::facts::TaskFact {
+            name: BOOT_TASK.into(),
+            state: "Ready".into(),
+            description: boot_spec(&node(), d, &nics).description(),
+            running: false,
+        }
     }
 
     fn acts(r: &Result<WinDiff, Conflict>) -> Vec<String> {
@@ -538,6 +621,7 @@ mod tests {
                 "add persistent route 192.168.2.0/24 via 10.0.0.12",
                 "pull image apprenda/pause",
                 r"download C:\k\kubelet.exe from https://example.invalid/kubelet.exe",
+                "install the startup task kwinctl-boot (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)",
                 "install service kubelet",
                 "install service kube-proxy",
             ]
@@ -594,6 +678,7 @@ mod tests {
         let mut f = converged();
         f.networks[0].subnet = Some("192.168.9.0/24".parse().unwrap());
         f.services[0].binpath.push_str(" --v=9");
+        f.services[1].start = "Automatic".into();
         let a = acts(&diff_windows(&node(), &desired(), &f));
         assert!(
             a[0].starts_with("re-create transparent docker network"),
@@ -601,6 +686,11 @@ mod tests {
         );
         assert!(
             a.contains(&"reconfigure and restart service kubelet".to_string()),
+            "{a:?}"
+        );
+        // started at boot by SCM is too early (before the boot task)
+        assert!(
+            a.contains(&"reconfigure and restart service kube-proxy".to_string()),
             "{a:?}"
         );
     }
@@ -613,16 +703,62 @@ mod tests {
             via: Some("10.0.0.77".parse().unwrap()),
             index: 4,
             persistent: true,
+            active: true,
         });
         f.routes.push(WinRoute {
             dst: "10.50.0.0/16".parse().unwrap(),
             via: Some("10.0.0.1".parse().unwrap()),
             index: 4,
             persistent: true,
+            active: true,
         });
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
             ["remove stale route 192.168.7.0/24 via 10.0.0.77"]
+        );
+    }
+
+    #[test]
+    fn persistent_only_routes_are_replaced_or_removed_in_both_stores() {
+        // a copy with an old next hop only in the persistent store: it
+        // would come back at the next reboot beside the right route
+        let mut f = converged();
+        f.routes.push(WinRoute {
+            dst: "192.168.0.0/24".parse().unwrap(),
+            via: Some("10.0.0.99".parse().unwrap()),
+            index: 4,
+            persistent: true,
+            active: false,
+        });
+        // and one to a block no node has any more
+        f.routes.push(WinRoute {
+            dst: "192.168.7.0/24".parse().unwrap(),
+            via: Some("10.0.0.77".parse().unwrap()),
+            index: 4,
+            persistent: true,
+            active: false,
+        });
+        let d = diff_windows(&node(), &desired(), &f).unwrap();
+        assert_eq!(
+            d.actions().map(|a| a.describe()).collect::<Vec<_>>(),
+            [
+                "remove stale route 192.168.7.0/24 via 10.0.0.77",
+                "replace persistent route 192.168.0.0/24 via 10.0.0.10",
+            ]
+        );
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("only in the persistent store")),
+            "{:?}",
+            d.notes
+        );
+        // a route that routes but would not survive a reboot
+        let mut f = converged();
+        f.routes[1].persistent = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            ["replace persistent route 192.168.2.0/24 via 10.0.0.12"]
         );
     }
 
@@ -636,6 +772,7 @@ mod tests {
             [
                 "stop and delete service kube-proxy",
                 "stop and delete service kubelet",
+                "stop and delete scheduled task kwinctl-boot and its start script",
                 "remove stale route 192.168.0.0/24 via 10.0.0.10",
                 "remove stale route 192.168.2.0/24 via 10.0.0.12",
                 "remove docker network kwinctl",
@@ -694,10 +831,11 @@ mod tests {
         assert_eq!(
             a,
             [
+                "install the startup task kwinctl-boot (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)",
                 "stop and delete service kubelet",
-                "run kubelet as a boot-time scheduled task (start script; it has no --windows-service)",
+                "run kubelet as a scheduled task (start script; it has no --windows-service)",
                 "stop and delete service kube-proxy",
-                "run kube-proxy as a boot-time scheduled task (start script; it has no --windows-service)",
+                "run kube-proxy as a scheduled task (start script; it has no --windows-service)",
             ]
         );
         // once they are tasks: nothing to do, unless a binary stopped
@@ -711,6 +849,7 @@ mod tests {
                 description: s.task_description(),
                 running: true,
             })
+            .chain([boot_task(&d)])
             .collect();
         assert_eq!(acts(&diff_windows(&node(), &d, &f)), Vec::<String>::new());
         f.tasks[0].running = false;
@@ -723,7 +862,7 @@ mod tests {
         assert_eq!(
             acts(&diff_windows(&node(), &d, &f)),
             [
-                "reconfigure and restart kubelet as a boot-time scheduled task (start script; it has no --windows-service)"
+                "reconfigure and restart kubelet as a scheduled task (start script; it has no --windows-service)"
             ]
         );
         // and back to 1.13 (binaries of 1.13): the tasks go, the services come
@@ -731,11 +870,12 @@ mod tests {
             v.output = "Kubernetes v1.13.12".into();
         }
         let a = acts(&diff_windows(&node(), &desired(), &f));
+        assert!(a[0].starts_with("install the startup task"), "{a:?}");
         assert_eq!(
-            a[0],
+            a[1],
             "stop and delete scheduled task kubelet and its start script"
         );
-        assert_eq!(a[1], "install service kubelet");
+        assert_eq!(a[2], "install service kubelet");
         // reset removes tasks as well as services
         let r: Vec<String> = diff_reset_windows(&node(), &d, &f)
             .actions()

@@ -59,8 +59,17 @@ pub struct WinRoute {
     #[serde(default)]
     pub via: Option<Ipv4Addr>,
     pub index: u32,
+    /// In the persistent store (what a reboot brings back).
     #[serde(default)]
     pub persistent: bool,
+    /// In the active store (what routes now); a route only in the
+    /// persistent store comes back at the next reboot.
+    #[serde(default = "yes")]
+    pub active: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 //! fact, after a preflight.
 
 pub mod action;
+pub mod boot;
 pub mod cmdline;
 pub mod desired;
 pub mod diff;
@@ -65,9 +66,10 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
 pub struct WindowsOps<'a> {
     r: &'a Renderer,
     desired: &'a WindowsDesired,
-    /// The files and services the probe reports on.
+    /// The files, services and tasks the probe reports on.
     files: Vec<String>,
     services: Vec<String>,
+    tasks: Vec<String>,
 }
 
 impl<'a> WindowsOps<'a> {
@@ -78,12 +80,15 @@ impl<'a> WindowsOps<'a> {
                 files.push(f.clone());
             }
         }
-        let services = desired.services.iter().map(|s| s.name.clone()).collect();
+        let services: Vec<String> = desired.services.iter().map(|s| s.name.clone()).collect();
+        let mut tasks = services.clone();
+        tasks.push(boot::BOOT_TASK.to_string());
         WindowsOps {
             r,
             desired,
             files,
             services,
+            tasks,
         }
     }
 
@@ -91,6 +96,7 @@ impl<'a> WindowsOps<'a> {
         WinProbe {
             files: &self.files,
             services: &self.services,
+            tasks: &self.tasks,
             binaries: &self.desired.required_files,
             images: std::slice::from_ref(&self.desired.pause_image),
             reach,
