@@ -83,6 +83,8 @@ const ALLOWED: &[&str] = &[
     "Start-Process",
     // the boot task's script
     "Write-KwLog",
+    "Invoke-CimMethod",
+    "Invoke-KwQuiet",
     "Get-KwRouteKey",
     "Invoke-KwStep",
     "Add-Content",
@@ -308,6 +310,153 @@ fn values_that_could_change_a_command_line_are_refused() {
             .to_string();
         assert!(e.contains(want) && e.contains("fix:"), "{e}");
     }
+}
+
+/// Commands with a stderr redirection (`2>&1`, `2>$null`) that run while
+/// `$ErrorActionPreference` is not Continue. Windows PowerShell 5.1 turns
+/// the first stderr line of a redirected native command into a terminating
+/// error under 'Stop' (PowerShell/PowerShell#4002, "any 2> redirection
+/// triggers the symptom"; PowerShell-Docs#6466: changed only in 7.1), so a
+/// program that succeeds with a warning would fail. The preference is
+/// read lexically: the last assignment before the command in the nearest
+/// enclosing function or script block that has one; none at all means
+/// 'Stop' (what kwinctl's bootstrap and scripts set).
+fn redirections_under_stop(label: &str, src: &str) -> Vec<String> {
+    let mut p = tree_sitter::Parser::new();
+    p.set_language(&tree_sitter_powershell::LANGUAGE.into())
+        .unwrap();
+    let tree = p.parse(src, None).unwrap();
+    let text = |n: tree_sitter::Node| n.utf8_text(src.as_bytes()).unwrap().to_string();
+    let scope_of = |n: tree_sitter::Node| {
+        let mut cur = n.parent();
+        while let Some(c) = cur {
+            if matches!(c.kind(), "script_block" | "function_statement") {
+                return c.id();
+            }
+            cur = c.parent();
+        }
+        tree.root_node().id()
+    };
+    let mut assignments = Vec::new(); // (scope, start, value)
+    let mut redirected = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "assignment_expression" {
+            let t = text(n);
+            if let Some((lhs, rhs)) = t.split_once('=')
+                && lhs.trim().eq_ignore_ascii_case("$ErrorActionPreference")
+            {
+                let v = rhs.trim().trim_matches(['\'', '"']).to_ascii_lowercase();
+                assignments.push((scope_of(n), n.start_byte(), v));
+            }
+        }
+        if n.kind() == "command" {
+            let mut w = n.walk();
+            let redirects = n.children(&mut w).any(|c| {
+                let mut w2 = c.walk();
+                c.kind() == "command_elements"
+                    && c.children(&mut w2).any(|e| {
+                        e.kind() == "redirection"
+                            || (e.kind() == "generic_token"
+                                && (text(e).starts_with("2>") || text(e).starts_with("*>")))
+                    })
+            });
+            if redirects {
+                redirected.push(n);
+            }
+        }
+        let mut w = n.walk();
+        stack.extend(n.children(&mut w));
+    }
+    let mut out = Vec::new();
+    for cmd in redirected {
+        let mut scopes = Vec::new();
+        let mut cur = cmd.parent();
+        while let Some(c) = cur {
+            if matches!(c.kind(), "script_block" | "function_statement") {
+                scopes.push(c.id());
+            }
+            cur = c.parent();
+        }
+        scopes.push(tree.root_node().id());
+        let decided = scopes.iter().find_map(|sc| {
+            assignments
+                .iter()
+                .filter(|(s, at, _)| s == sc && *at < cmd.start_byte())
+                .max_by_key(|(_, at, _)| *at)
+                .map(|(_, _, v)| v.clone())
+        });
+        let v = decided.unwrap_or_else(|| "stop".into());
+        if v != "continue" && v != "silentlycontinue" {
+            out.push(format!(
+                "{label}:{}: {} runs under $ErrorActionPreference '{v}'",
+                cmd.start_position().row + 1,
+                text(cmd)
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn native_stderr_redirections_run_under_continue() {
+    let r = kwinctl::os::renderer();
+    let host = ScriptHost {
+        name: "w",
+        cluster: "c",
+        address: "10.0.0.11".parse().unwrap(),
+        adapter: None,
+    };
+    let actions = examples();
+    let refs: Vec<&WinAction> = actions.iter().collect();
+    let names = vec!["kubelet".to_string()];
+    let probe = WinProbe {
+        files: &names,
+        services: &names,
+        tasks: &names,
+        binaries: &names,
+        images: &names,
+        reach: &[],
+    };
+    let mut scripts = vec![
+        (
+            "all actions".to_string(),
+            script::script(&r, &host, &refs, Some(&probe)),
+        ),
+        (
+            "boot script".into(),
+            script::boot_script(&r, &kwinctl::os::windows::boot::example()),
+        ),
+        (
+            "start script".into(),
+            script::start_script(&r, &kwinctl::os::windows::desired::example_task()),
+        ),
+    ];
+    scripts.extend(scripts_for(&load(
+        &std::fs::read_to_string(EXAMPLE).unwrap(),
+    )));
+    let mut found = 0;
+    for (label, s) in &scripts {
+        let bad = redirections_under_stop(label, s);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+        found += s.matches("2>").count();
+    }
+    assert!(found > 0, "no redirection checked");
+    // the check finds the lines kwinctl had (research defect 14)
+    for bad in [
+        "$ErrorActionPreference = 'Stop'\nfunction F {\n    param([string]$Exe)\n    $out = & $Exe 2>&1\n}\n",
+        "$ErrorActionPreference = 'Stop'\n$v = docker version --format x 2>$null\n",
+        "$ErrorActionPreference = 'Continue'\nfunction F {\n    $ErrorActionPreference = 'Stop'\n    sc.exe qfailure x 2>$null\n}\n",
+    ] {
+        assert!(!redirections_under_stop("seed", bad).is_empty(), "{bad}");
+    }
+    assert!(
+        redirections_under_stop(
+            "good",
+            "$ErrorActionPreference = 'Stop'\nfunction F {\n    param([string]$Exe)\n    $ErrorActionPreference = 'Continue'\n    $out = & $Exe 2>&1\n}\n"
+        )
+        .is_empty()
+    );
 }
 
 fn shape(script: &str) -> String {

@@ -362,8 +362,8 @@ def facts(d, probe):
         "routes": routes,
         "images": d["images"],
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
-        "services": [{k: v for k, v in dict(s, name=n).items() if k in SERVICE_FACTS}
-                     for n, s in d["services"].items() if n in probe.get("services", [])],
+        "services": [service_fact(d, probe, n, s) for n, s in d["services"].items()
+                     if n in probe.get("services", [])],
         "tasks": [{"name": n, "state": t["state"], "description": t["description"], "running": t["running"]}
                   for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
         "versions": [{"path": p, "output": file_version(d, p) or ""}
@@ -376,7 +376,32 @@ def facts(d, probe):
     }
 
 
-SERVICE_FACTS = {"name", "status", "start", "binpath", "env", "depends", "restart"}
+def failure_actions_blob(restart):
+    """The registry's FailureActions after `sc.exe failure <name> reset=
+    86400 actions= restart/10000/restart/10000/restart/10000`: a
+    SERVICE_FAILURE_ACTIONS (reset period, reboot message, command, count,
+    actions offset) and its SC_ACTIONs (type 1 = SC_ACTION_RESTART, delay)."""
+    if not restart:
+        return b""
+    return struct.pack("<5I", 86400, 0, 0, 3, 20) + struct.pack("<2I", 1, 10000) * 3
+
+
+def service_fact(d, probe, name, s):
+    """What the probe reports of a service: the service manager's copy of
+    its command line, dependencies and start mode (Win32_Service,
+    Get-Service), its registry environment and recovery."""
+    env = s.get("env")
+    if env is None:
+        # @((Get-ItemProperty …).Environment) of a service without one is
+        # @($null) in PowerShell, unless the probe filters it out
+        env = [] if block_has(probe, r"\.Environment \| Where-Object") else [None]
+    fact = {"name": name, "status": s["status"], "start": s["start"], "binpath": s["binpath"],
+            "env": env, "depends": s["depends"],
+            # `sc.exe qfailure`'s text says RESTART only on an English host
+            "restart": bool(s.get("restart")) and d.get("locale", "en-US").startswith("en")}
+    if block_has(probe, r"-Name FailureActions"):
+        fact["failure_actions"] = base64.b64encode(failure_actions_blob(s.get("restart"))).decode()
+    return fact
 
 
 def file_of(d, path):
@@ -414,8 +439,13 @@ def scm_start(d, name):
     --windows-service never reports (it is not a service program) and SCM
     gives up (error 1053). Start-Service's message is the same for both
     (B: the wording, from PowerShell 5.1's ServiceController); kwinctl's
-    template adds the command line to run by hand."""
+    template adds the command line to run by hand. The services it depends
+    on start first (other dependencies, such as docker, are taken as
+    running)."""
     s = d["services"][name]
+    for dep in s["depends"]:
+        if dep in d["services"] and d["services"][dep]["status"] != "Running":
+            scm_start(d, dep)
     argv = k8sbin.split_command_line(s["binpath"]) or [""]
     why = start_binary(d, argv[0], argv[1:])
     if why is None and "--windows-service" not in argv[1:]:
@@ -651,8 +681,15 @@ def act_place_file(d, h):
     d["file_versions"][dest] = line
     # Services running this binary were stopped for the swap and are started
     # again; a start script restarts its binary from the new file.
-    for name, s in d["services"].items():
-        if s["status"] == "Running" and dest.lower() in s["binpath"].lower():
+    holding = [n for n, x in d["services"].items()
+                if x["status"] == "Running" and dest.lower() in x["binpath"].lower()]
+    dependents = [o for n in holding for o in running_dependents(d, n)]
+    for name in holding:
+        scm_stop(d, name)
+    for name in holding:
+        scm_start(d, name)
+    if block_has(h, r"DependentServices"):
+        for name in dependents:
             scm_start(d, name)
     for name, t in d["tasks"].items():
         if t.get("service") and t["service"]["exe"].lower() == dest.lower():
@@ -677,15 +714,47 @@ def download(d, url):
     raise ActionError("Invoke-WebRequest : The remote name could not be resolved: '%s'" % host)
 
 
+def scm_stop(d, name):
+    """Stop-Service -Force: the services depending on it (the service
+    manager's copy of their dependencies) stop first."""
+    for other, o in d["services"].items():
+        if name in o["depends"] and o["status"] == "Running":
+            scm_stop(d, other)
+    d["services"][name]["status"] = "Stopped"
+
+
+def running_dependents(d, name):
+    return [o for o, x in d["services"].items() if name in x["depends"] and x["status"] == "Running"]
+
+
 def act_install_service(d, h):
     s = h["service"]
-    # the start mode the block gives New-Service / Set-Service
-    m = re.search(r"-StartupType (\w+)", h.get("_block", ""))
-    d["services"][s["name"]] = {
-        "status": "Stopped", "start": m.group(1) if m else "Automatic", "binpath": s["binpath"],
-        "display": s["display"], "env": s["env"], "depends": s["depends"], "restart": True,
-    }
-    scm_start(d, s["name"])
+    name = s["name"]
+    # the start mode the block gives New-Service, Set-Service or Change
+    m = re.search(r"-StartupType (\w+)|StartMode = '(\w+)'", h.get("_block", ""))
+    start = (m.group(1) or m.group(2)) if m else "Automatic"
+    old = d["services"].get(name)
+    dependents = []
+    if old is None:
+        d["services"][name] = {
+            "status": "Stopped", "start": start, "binpath": s["binpath"], "display": s["display"],
+            "env": s["env"], "depends": s["depends"], "restart": True,
+        }
+    else:
+        dependents = running_dependents(d, name)
+        scm_stop(d, name)
+        if block_has(h, r"-MethodName Change") or block_has(h, r"'sc\.exe' @\('config'"):
+            # through the service manager: its copy changes now
+            old["binpath"], old["depends"] = s["binpath"], s["depends"]
+            old.pop("registry", None)
+        else:
+            # raw registry writes: the service manager reads them at boot
+            old["registry"] = {"binpath": s["binpath"], "depends": s["depends"]}
+        old.update(start=start, env=s["env"], restart=True)
+    scm_start(d, name)
+    if block_has(h, r"DependentServices"):
+        for other in dependents:
+            scm_start(d, other)
 
 
 def act_start_service(d, h):
@@ -772,6 +841,8 @@ def act_remove_task(d, h):
 
 
 def act_remove_service(d, h):
+    if h["name"] in d["services"]:
+        scm_stop(d, h["name"])
     d["services"].pop(h["name"], None)
 
 
@@ -910,6 +981,9 @@ def reboot(state_path, drop_hns):
             install_routes(dst, v)
         for name, s in d["services"].items():
             s["status"] = "Stopped"
+            # the service manager reads its configuration from the registry
+            s.update(s.pop("registry", {}))
+        for name, s in d["services"].items():
             if s["start"] == "Automatic":
                 try:
                     scm_start(d, name)

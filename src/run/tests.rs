@@ -974,6 +974,7 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                     env: service.env.clone(),
                     depends: service.depends.clone(),
                     restart: true,
+                    failure_actions: None,
                 })
             }
             WinAction::InstallBootTask { boot } => {

@@ -568,6 +568,7 @@ mod tests {
                 env: s.env.clone(),
                 depends: s.depends.clone(),
                 restart: true,
+                failure_actions: None,
             })
             .collect();
         f.pod_cidr = Some("192.168.1.0/24".parse().unwrap());

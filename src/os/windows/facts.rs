@@ -85,15 +85,44 @@ pub struct Service {
     pub status: String,
     /// Automatic, Manual, Disabled
     pub start: String,
-    /// The service's command line (ImagePath).
+    /// The service's command line (ImagePath), as the service manager has it.
     pub binpath: String,
-    #[serde(default)]
+    /// Its registry environment (a null inside, which Windows PowerShell
+    /// 5.1 gives for a service without one, is dropped).
+    #[serde(default, deserialize_with = "strings")]
     pub env: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strings")]
     pub depends: Vec<String>,
-    /// Restart-on-failure configured.
+    /// Restart-on-failure configured: from `failure_actions` when the probe
+    /// sends it.
     #[serde(default)]
     pub restart: bool,
+    /// The registry's `FailureActions` value (base64), empty when none.
+    #[serde(default, skip_serializing)]
+    pub failure_actions: Option<String>,
+}
+
+/// A list of strings in which nulls are dropped (`@($null)` is one element
+/// in PowerShell).
+fn strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v: Option<Vec<Option<String>>> = Deserialize::deserialize(d)?;
+    Ok(v.unwrap_or_default().into_iter().flatten().collect())
+}
+
+/// Whether a service's `FailureActions` registry value restarts it: the
+/// value is a SERVICE_FAILURE_ACTIONS — reset period, reboot message,
+/// command, the number of actions (each 32 bits), the actions' offset, then
+/// that many SC_ACTIONs (type, delay: 32 bits each); SC_ACTION_RESTART is 1
+/// (Microsoft docs, SERVICE_FAILURE_ACTIONS and SC_ACTION; the value's
+/// layout in the registry: B).
+pub fn restarts(failure_actions: &[u8]) -> bool {
+    let u32_at = |i: usize| {
+        failure_actions
+            .get(i..i + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let Some(n) = u32_at(12) else { return false };
+    (0..n.min(64) as usize).any(|k| u32_at(20 + 8 * k) == Some(1))
 }
 
 /// What `<binary> --version` printed (kubelet.exe: `Kubernetes v1.16.15`).
@@ -208,6 +237,19 @@ impl WindowsFacts {
         }
         let mut facts = raw.facts;
         facts.reach = crate::probe::parse_reach(&raw.reach)?;
+        for s in &mut facts.services {
+            if let Some(b64) = s.failure_actions.take() {
+                let bytes =
+                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &b64)
+                        .map_err(|e| {
+                            FactsError::Invalid(format!(
+                                "service {}: FailureActions is not base64: {e}",
+                                crate::text::clip(&s.name, 64)
+                            ))
+                        })?;
+                s.restart = restarts(&bytes);
+            }
+        }
         if facts.cluster.is_some() && facts.recorded_cluster().is_none() {
             return Err(FactsError::Invalid(format!(
                 r"C:\k\kwinctl\cluster.txt holds {:?}, not a cluster name and id",
@@ -303,6 +345,57 @@ mod tests {
         assert_eq!(f.services[0].depends, ["docker"]);
         assert_eq!(parse_build(&f.build), Some((10, 0, 14393)));
         assert_eq!(f.recorded_cluster(), Some(("demo".into(), "0a1b".into())));
+    }
+
+    /// `sc.exe failure kubelet reset= 86400 actions=
+    /// restart/10000/restart/10000/restart/10000`, as the registry keeps it.
+    fn failure_blob(kind: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [86400u32, 0, 0, 3, 20] {
+            b.extend(v.to_le_bytes());
+        }
+        for _ in 0..3 {
+            b.extend(kind.to_le_bytes());
+            b.extend(10000u32.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn recovery_is_read_from_the_registry_value_not_localized_text() {
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        assert!(restarts(&failure_blob(1)));
+        // SC_ACTION_NONE, SC_ACTION_REBOOT, SC_ACTION_RUN_COMMAND
+        for kind in [0, 2, 3] {
+            assert!(!restarts(&failure_blob(kind)), "{kind}");
+        }
+        assert!(!restarts(&[]) && !restarts(&failure_blob(1)[..12]));
+        let with =
+            |fa: &str| SAMPLE.replace(r#""restart":true"#, &format!(r#""failure_actions":"{fa}""#));
+        let f = WindowsFacts::parse(&with(&b64(&failure_blob(1)))).unwrap();
+        assert!(f.services[0].restart);
+        let f = WindowsFacts::parse(&with(&b64(&failure_blob(0)))).unwrap();
+        assert!(!f.services[0].restart);
+        let f = WindowsFacts::parse(&with("")).unwrap();
+        assert!(!f.services[0].restart);
+        assert!(WindowsFacts::parse(&with("not base64!")).is_err());
+    }
+
+    #[test]
+    fn a_service_without_an_environment_parses() {
+        // Windows PowerShell 5.1: @((Get-ItemProperty …).Environment) of a
+        // service without one is @($null), one element (research defect 13)
+        let f = WindowsFacts::parse(
+            &SAMPLE.replace(r#""env":["CONTAINER_NETWORK=kwinctl"]"#, r#""env":[null]"#),
+        )
+        .unwrap();
+        assert!(f.services[0].env.is_empty());
+        let f = WindowsFacts::parse(
+            &SAMPLE.replace(r#""env":["CONTAINER_NETWORK=kwinctl"]"#, r#""env":null"#),
+        )
+        .unwrap();
+        assert!(f.services[0].env.is_empty());
     }
 
     #[test]

@@ -1,0 +1,105 @@
+//! What real Windows Server does that kwinctl's scripts must allow for,
+//! on the simulated Windows host (winsim/README.md names the source of
+//! each behaviour): the service manager's own copy of a service's
+//! configuration, dependents stopped with the service they depend on, a
+//! service without an environment, recovery settings on a host in another
+//! language.
+
+mod common;
+
+use common::lab::{Lab, require_root};
+use common::{host, kwinctl, summary, text, write};
+
+fn win_state(lab: &Lab, name: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(lab.win_state(name)).unwrap()).unwrap()
+}
+
+fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
+    let mut ws = win_state(lab, name);
+    ws[key] = value;
+    write(&lab.win_state(name), &ws.to_string());
+}
+
+fn up(lab: &Lab) -> serde_json::Value {
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    summary(&o)
+}
+
+/// A kubelet service someone created before (`sc create`, nssm: other
+/// dependencies, no Environment value) on a host whose language is not
+/// English: kwinctl reconfigures it through the service manager, a second
+/// `up` has nothing to do, and changing kubelet's command line restarts
+/// kube-proxy too, which Stop-Service -Force stopped with it.
+#[test]
+fn services_are_changed_through_the_service_manager_and_dependents_restarted() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    set_win_state(&lab, "win1", "locale", "de-DE".into());
+    set_win_state(
+        &lab,
+        "win1",
+        "services",
+        serde_json::json!({"kubelet": {
+            "status": "Stopped", "start": "Automatic", "display": "kubelet",
+            "binpath": "C:\\k\\kubelet.exe --foreign-flag", "depends": ["RpcSs"], "restart": false,
+        }}),
+    );
+    let s = up(&lab);
+    let actions = host(&s, "win1")["actions"].to_string();
+    assert!(
+        actions.contains("reconfigure and restart service kubelet"),
+        "{actions}"
+    );
+    let ws = win_state(&lab, "win1");
+    let kubelet = &ws["services"]["kubelet"];
+    // the service manager's copy (what it starts, what the probe reads)
+    assert!(
+        kubelet["binpath"]
+            .as_str()
+            .unwrap()
+            .contains("--windows-service"),
+        "{kubelet}"
+    );
+    assert_eq!(kubelet["depends"], serde_json::json!(["docker"]));
+    assert_eq!(kubelet.get("registry"), None, "{kubelet}");
+    // nothing left to do: the probe reads the new configuration, recovery
+    // from the registry value (the German `sc qfailure` text has no RESTART)
+    let s = up(&lab);
+    assert_eq!(s["changed"], 0, "{s}");
+
+    // another pause image changes kubelet's command line only
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    write(
+        lab.inventory(),
+        &inv.replacen(
+            "  kubeconfig: ",
+            "  pause_image: lab.invalid/pause:v2\n  kubeconfig: ",
+            1,
+        ),
+    );
+    let s = up(&lab);
+    let changed: Vec<String> = host(&s, "win1")["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == "changed")
+        .map(|a| a["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "pull image lab.invalid/pause:v2",
+            "reconfigure and restart service kubelet"
+        ],
+        "{s}"
+    );
+    let ws = win_state(&lab, "win1");
+    for b in ["kubelet", "kube-proxy"] {
+        assert_eq!(ws["services"][b]["status"], "Running", "{b}: {ws}");
+    }
+    let o = kwinctl(&["verify", "-i", &lab.inv(), "--reach", "none"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
