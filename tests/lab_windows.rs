@@ -14,6 +14,13 @@ fn ping(lab: &Lab, from: &str, ip: &str) -> bool {
         .success()
 }
 
+/// Whether a simulated Windows host accepts a connection on its address
+/// (WinRM's port: its firewall drops pings until kwinctl's rule allows them).
+fn answers(ip: &str) -> bool {
+    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 5985);
+    std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)).is_ok()
+}
+
 /// Rewrite one host's `winrm:` line in the lab inventory.
 fn set_winrm(lab: &Lab, name: &str, winrm: &str) {
     let text = std::fs::read_to_string(lab.inventory()).unwrap();
@@ -41,6 +48,8 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     }
     let lab = Lab::up_mixed(1, 2);
     let i = lab.inv();
+    // Windows Server's firewall answers no ping until a rule allows it
+    assert!(!ping(&lab, "h1", &lab.ip("win1")), "win1 answered a ping");
 
     let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -89,6 +98,7 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         )
     };
     let gw = |h: &str| nth(h, 1).0;
+    assert!(ping(&lab, "h1", &lab.ip("win1")), "h1 -> win1");
     assert!(ping(&lab, "h1", &gw("win1")), "h1 -> win1 pod gateway");
     assert!(ping(&lab, "h1", &gw("win2")), "h1 -> win2 pod gateway");
     assert!(ping(&lab, "win2", &gw("win1")), "win2 -> win1 pod gateway");
@@ -115,6 +125,23 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
     assert_eq!(ws["bound"]["nic"], "Ethernet 2", "{ws}");
     assert_eq!(ws["networks"][0]["interface"], "Ethernet 2", "{ws}");
+    // kwinctl's firewall rules, scoped to the other nodes and the pod network
+    let mut rules: Vec<&String> = ws["firewall"].as_object().unwrap().keys().collect();
+    rules.sort();
+    assert_eq!(
+        rules,
+        [
+            "kwinctl-icmp4-echo",
+            "kwinctl-kube-proxy",
+            "kwinctl-kubelet"
+        ],
+        "{ws}"
+    );
+    assert_eq!(
+        ws["firewall"]["kwinctl-icmp4-echo"]["remote"],
+        serde_json::json!([lab.ip("h1"), lab.ip("win2"), "198.19.0.0/16"]),
+        "{ws}"
+    );
 
     // the services carry the seed's flags for the lab's release (1.13: native
     // services, a kubeconfig, the Windows cgroups flags) and environment, and
@@ -192,6 +219,11 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
     assert_eq!(ws["services"], serde_json::json!({}));
     assert_eq!(ws["tasks"], serde_json::json!({}));
+    assert_eq!(ws["firewall"], serde_json::json!({}));
+    assert!(
+        !ping(&lab, "h1", &lab.ip("win2")),
+        "win2's firewall rule stayed"
+    );
     assert_eq!(ws["networks"], serde_json::json!([]));
     assert_eq!(ws["persistent_routes"], serde_json::json!([]));
     assert!(
@@ -266,7 +298,7 @@ fn the_transparent_network_never_takes_the_routable_card() {
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
     assert_eq!(ws["networks"], serde_json::json!([]), "{ws}");
-    assert!(ping(&lab, "h1", &lab.ip("win1")), "win1 lost its address");
+    assert!(answers(&lab.ip("win1")), "win1 lost its address");
 
     // win2 as an earlier kwinctl left it: a network created without naming
     // a card took "Ethernet", and the WinRM connection dropped
@@ -282,7 +314,7 @@ fn the_transparent_network_never_takes_the_routable_card() {
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
     assert_eq!(ws["bound"]["nic"], "Ethernet", "{ws}");
     // the address moved to the network's adapter: the host still answers
-    assert!(ping(&lab, "h1", &addr), "win2 unreachable");
+    assert!(answers(&addr), "win2 unreachable");
     // kwinctl refuses to touch it and says how to recover
     let o = kwinctl(&["up", "-i", &i, "--limit", "win2", "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -306,7 +338,7 @@ fn the_transparent_network_never_takes_the_routable_card() {
         out.stdout.contains("KWX 0 failed") && out.stdout.contains("holds the node address"),
         "{out:?}"
     );
-    assert!(ping(&lab, "h1", &addr), "win2 lost its address");
+    assert!(answers(&addr), "win2 lost its address");
 }
 
 /// Windows keeps routes in two stores: the active one and the persistent
@@ -776,6 +808,12 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
         &lab.dir().join("inventory.kwinctl-state.json"),
         &state.to_string(),
     );
+    // (their firewalls answer pings, as after an earlier run: only WinRM
+    // is out of reach here)
+    for w in ["win1", "win2"] {
+        let o = lab.exec(w, "sysctl -q -w net.ipv4.icmp_echo_ignore_all=0");
+        assert!(o.status.success(), "{o:?}");
+    }
     // win1's WinRM listener is down
     let ns = lab
         .hosts()

@@ -83,6 +83,9 @@ const ALLOWED: &[&str] = &[
     "Start-Process",
     // the boot task's script
     "Write-KwLog",
+    "Get-NetFirewallRule",
+    "New-NetFirewallRule",
+    "Remove-NetFirewallRule",
     "Invoke-CimMethod",
     "Invoke-KwQuiet",
     "Get-KwRouteKey",

@@ -115,6 +115,10 @@ class State:
         d.setdefault("fwd_records", {})
         # the card a transparent network took: {nic, dev, addrs, adapter}
         d.setdefault("bound", None)
+        # Windows Firewall: rules by name ({display, description, protocol,
+        # icmp_type, program, remote, enabled}); on unless the knob says not
+        d.setdefault("firewall", {})
+        d.setdefault("firewall_on", True)
         return d
 
     def __exit__(self, exc_type, exc, tb):
@@ -308,6 +312,19 @@ def hns_release(d):
     d["bound"] = None
 
 
+def apply_firewall(d):
+    """Inbound ICMPv4 echo is dropped (Linux net.ipv4.icmp_echo_ignore_all,
+    per namespace: the host's own addresses only, forwarded traffic is not
+    filtered) until an enabled inbound rule allows ICMPv4 type 8. The rules'
+    remote addresses are recorded, not enforced (the kernel here has no
+    packet filter)."""
+    allowed = not d["firewall_on"] or any(
+        r.get("enabled", True) and r.get("protocol", "").lower() == "icmpv4" and str(r.get("icmp_type")) == "8"
+        for r in d["firewall"].values())
+    with open("/proc/sys/net/ipv4/icmp_echo_ignore_all", "w") as f:
+        f.write("0\n" if allowed else "1\n")
+
+
 def block_has(h, pattern):
     """Whether the action's PowerShell block (the lines under its header)
     holds a statement: where what Windows does depends on a statement the
@@ -370,6 +387,8 @@ def facts(d, probe):
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],
         "image_os": [{"image": i, "os_version": d["image_os"].get(norm_image(i), "")}
                      for i in probe.get("images", []) if norm_image(i) in d["images"]],
+        "firewall": [{"name": n, "enabled": r.get("enabled", True), "description": r.get("description", "")}
+                     for n, r in d["firewall"].items() if n.lower().startswith("kwinctl-")],
         "pod_cidr": d["pod_cidr"],
         "cluster": d.get("cluster"),
         "reach": reach,
@@ -846,6 +865,23 @@ def act_remove_service(d, h):
     d["services"].pop(h["name"], None)
 
 
+def act_set_firewall(d, h):
+    # the block removes every kwinctl-* rule, then adds the header's
+    d["firewall"] = {n: r for n, r in d["firewall"].items() if not n.lower().startswith("kwinctl-")}
+    for r in h["rules"]:
+        d["firewall"][r["name"]] = {
+            "display": r["display"], "description": r["description"], "protocol": r["protocol"],
+            "icmp_type": 8 if r["protocol"].lower() == "icmpv4" else None, "program": r.get("program"),
+            "remote": r["remote"], "enabled": True,
+        }
+    apply_firewall(d)
+
+
+def act_remove_firewall(d, h):
+    d["firewall"] = {n: r for n, r in d["firewall"].items() if not n.lower().startswith("kwinctl-")}
+    apply_firewall(d)
+
+
 def act_remove_network(d, h):
     hns_release(d)
     d["networks"] = [n for n in d["networks"] if n["name"] != h["name"]]
@@ -914,6 +950,7 @@ def execute(script, state_path):
     host = {}
     with State(state_path) as d:
         ensure_nics(d)
+        apply_firewall(d)
         for h in headers:
             kind = h.get("kind")
             if "id" not in h and kind not in known:
@@ -963,6 +1000,7 @@ def execute(script, state_path):
 def reboot(state_path, drop_hns):
     with State(state_path) as d:
         ensure_nics(d)
+        apply_firewall(d)
         if drop_hns:
             # HNS lost the network; at start Docker removes transparent
             # networks HNS does not have (moby daemon_windows.go "Remove
@@ -1296,6 +1334,8 @@ def serve(cfg):
         f.write("%s:1000:%s:%s:[U]:LCT-0\n" % (cfg.user, "0" * 32, nt_hash(cfg.password)))
     os.environ["NTLM_USER_FILE"] = store
     shells = Shells(cfg.state)
+    with State(cfg.state) as d:
+        apply_firewall(d)
     servers = [Server((cfg.listen, cfg.http_port), make_handler(cfg, shells, False))]
     if cfg.https_port:
         s = Server((cfg.listen, cfg.https_port), make_handler(cfg, shells, True))

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::{FileSource, WinFile, WinService};
+use super::firewall::FwRule;
 use super::{KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::diff::Describe;
 
@@ -97,6 +98,12 @@ pub enum WinAction {
     RemoveTask {
         name: String,
     },
+    /// Replace kwinctl's firewall rules (`kwinctl-*`) with `rules`.
+    SetFirewall {
+        rules: Vec<FwRule>,
+    },
+    /// `reset`: remove kwinctl's firewall rules.
+    RemoveFirewall,
     /// `reset`: remove the transparent network (and with it the HNS adapter).
     RemoveNetwork {
         name: String,
@@ -179,6 +186,25 @@ impl Describe for WinAction {
             WinAction::RemoveTask { name } => {
                 format!("stop and delete scheduled task {name} and its start script")
             }
+            WinAction::SetFirewall { rules } => format!(
+                "allow {} from the cluster in Windows Firewall (rules {})",
+                rules
+                    .iter()
+                    .map(|r| r
+                        .display
+                        .trim_start_matches("kwinctl: ")
+                        .trim_end_matches(" from the cluster"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                rules
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            WinAction::RemoveFirewall => {
+                "remove kwinctl's Windows Firewall rules (kwinctl-*)".into()
+            }
             WinAction::RemoveNetwork { name } => format!("remove docker network {name}"),
             WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
             WinAction::RemoveFile { path } => format!("remove {path}"),
@@ -224,6 +250,9 @@ impl Describe for WinAction {
                 "the scheduled task runs another command line, environment or start script".into()
             }
             WinAction::StartTask { name } => format!("{name} is not running"),
+            WinAction::SetFirewall { .. } => {
+                "kwinctl's firewall rules are missing, disabled or for other nodes".into()
+            }
             WinAction::InstallBootTask { .. } => {
                 format!("no startup task {BOOT_TASK}, or one for another network or services")
             }
@@ -327,6 +356,10 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::RemoveTask {
             name: "kubelet".into(),
         },
+        WinAction::SetFirewall {
+            rules: crate::os::windows::firewall::example(),
+        },
+        WinAction::RemoveFirewall,
         WinAction::RemoveNetwork {
             name: "kwinctl".into(),
         },
@@ -363,12 +396,14 @@ mod tests {
                 WinAction::InstallBootTask { .. } => "install_boot_task",
                 WinAction::RemoveService { .. } => "remove_service",
                 WinAction::RemoveTask { .. } => "remove_task",
+                WinAction::SetFirewall { .. } => "set_firewall",
+                WinAction::RemoveFirewall => "remove_firewall",
                 WinAction::RemoveNetwork { .. } => "remove_network",
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
             })
             .collect();
-        assert_eq!(kinds.len(), 19);
+        assert_eq!(kinds.len(), 21);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

@@ -9,6 +9,7 @@ use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::WindowsDesired;
 use super::facts::{WinRoute, WindowsFacts};
+use super::firewall;
 use super::k8s::Hosting;
 use super::nic::Nics;
 use super::preflight::{preflight, routable_adapter};
@@ -64,6 +65,29 @@ pub fn diff_windows(
     notes.extend(d.notes.iter().cloned());
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
 
+    // First: other nodes ping this one when they verify, maybe while this
+    // script still runs.
+    let exes: Vec<(&str, String)> = d
+        .services
+        .iter()
+        .map(|s| (s.name.as_str(), s.exe.clone()))
+        .collect();
+    let rules = firewall::rules(node, &exes);
+    let have: BTreeSet<(String, String)> = f
+        .firewall
+        .iter()
+        .filter(|r| r.enabled)
+        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
+        .collect();
+    let want: BTreeSet<(String, String)> = rules
+        .iter()
+        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
+        .collect();
+    item(
+        "firewall".into(),
+        (have != want || f.firewall.len() != rules.len())
+            .then_some(WinAction::SetFirewall { rules }),
+    );
     let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
     item(
         format!("pod-cidr {}", node.pod_cidr),
@@ -390,6 +414,10 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             });
         }
     }
+    items.push(Item {
+        key: "firewall".into(),
+        action: (!f.firewall.is_empty()).then_some(WinAction::RemoveFirewall),
+    });
     let net = f.networks.iter().any(|n| n.name == d.network);
     items.push(Item {
         key: format!("network {}", d.network),
@@ -557,6 +585,7 @@ mod tests {
             })
             .collect();
         f.tasks = vec![boot_task(&d)];
+        f.firewall = firewall_facts(&d);
         f.services = d
             .services
             .iter()
@@ -590,6 +619,24 @@ mod tests {
         }
     }
 
+    fn firewall_facts(d: &WindowsDesired) -> Vec<crate::os::windows::facts::FwFact> {
+        let exes: Vec<(&str, String)> = d
+            .services
+            .iter()
+            .map(|s| (s.name.as_str(), s.exe.clone()))
+            .collect();
+        firewall::rules(&node(), &exes)
+            .into_iter()
+            .map(|r| crate::os::windows::facts::FwFact {
+                name: r.name,
+                enabled: true,
+                description: r.description,
+            })
+            .collect()
+    }
+
+    const FIREWALL: &str = "allow ICMPv4 echo, kubelet, kube-proxy from the cluster in Windows Firewall (rules kwinctl-icmp4-echo, kwinctl-kubelet, kwinctl-kube-proxy)";
+
     fn acts(r: &Result<WinDiff, Conflict>) -> Vec<String> {
         r.as_ref()
             .unwrap()
@@ -613,6 +660,7 @@ mod tests {
         assert_eq!(
             a,
             [
+                FIREWALL,
                 r"record pod CIDR 192.168.1.0/24 in C:\k\kwinctl\pod-cidr.txt",
                 "enable routing (Routing role, forwarding on the routable adapter)",
                 "create internal Hyper-V switch KubeProxySwitch",
@@ -776,6 +824,7 @@ mod tests {
                 "stop and delete scheduled task kwinctl-boot and its start script",
                 "remove stale route 192.168.0.0/24 via 10.0.0.10",
                 "remove stale route 192.168.2.0/24 via 10.0.0.12",
+                "remove kwinctl's Windows Firewall rules (kwinctl-*)",
                 "remove docker network kwinctl",
                 "remove Hyper-V switch KubeProxySwitch",
                 r"remove C:\k\kubelet.exe",

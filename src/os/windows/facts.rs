@@ -148,6 +148,16 @@ pub struct TaskFact {
     pub running: bool,
 }
 
+/// A Windows Firewall rule of kwinctl's (`kwinctl-*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FwFact {
+    pub name: String,
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub description: String,
+}
+
 /// The Windows version an image is built on (`docker inspect`'s
 /// `OsVersion`, e.g. `10.0.14393.1884`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,6 +193,9 @@ pub struct WindowsFacts {
     /// The OS version of the pause image, when it is present.
     #[serde(default)]
     pub image_os: Vec<ImageOs>,
+    /// kwinctl's firewall rules.
+    #[serde(default)]
+    pub firewall: Vec<FwFact>,
     /// The pod CIDR kwinctl recorded on the host (C:\k\kwinctl\pod-cidr.txt).
     #[serde(default)]
     pub pod_cidr: Option<Ipv4Net>,
@@ -312,6 +325,7 @@ impl WindowsFacts {
             tasks: vec![],
             versions: vec![],
             image_os: vec![],
+            firewall: vec![],
             pod_cidr: None,
             cluster: None,
             reach: BTreeMap::new(),

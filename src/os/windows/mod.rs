@@ -10,6 +10,7 @@ pub mod cmdline;
 pub mod desired;
 pub mod diff;
 pub mod facts;
+pub mod firewall;
 pub mod k8s;
 pub mod nic;
 pub mod preflight;
