@@ -103,3 +103,67 @@ fn services_are_changed_through_the_service_manager_and_dependents_restarted() {
     let o = kwinctl(&["verify", "-i", &lab.inv(), "--reach", "none"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// The lines `##### <call>` of every run record of win1, in order.
+fn recorded_calls(lab: &Lab) -> Vec<String> {
+    let runs = lab.dir().join("inventory.kwinctl-runs");
+    let mut dirs: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for d in dirs {
+        if let Ok(log) = std::fs::read_to_string(d.join("win1.log")) {
+            out.extend(
+                log.lines()
+                    .filter_map(|l| l.strip_prefix("##### "))
+                    .map(str::to_string),
+            );
+        }
+    }
+    out
+}
+
+/// A role install, an image pull and a download take longer than one
+/// remote call usually does: each runs in a call of its own with its own
+/// budget (a 3 s `--timeout` covers the rest), the run record names the
+/// action of each call, and the download offers TLS 1.2 (winsim's server,
+/// like dl.k8s.io, takes nothing older; Windows Server 2016's .NET offers
+/// SSL 3 and TLS 1.0 unless told).
+#[test]
+fn long_actions_run_with_their_own_budget() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    set_win_state(
+        &lab,
+        "win1",
+        "durations",
+        serde_json::json!({"enable_routing": 3.5, "pull_image": 3.5}),
+    );
+    let start = std::time::Instant::now();
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--timeout", "3", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(start.elapsed().as_secs() >= 7, "{:?}", start.elapsed());
+    let calls = recorded_calls(&lab);
+    for want in [
+        ": enable routing (Routing role",
+        ": pull image apprenda/pause",
+        r": download C:\k\kubelet.exe from https://",
+        r": download C:\k\kube-proxy.exe from https://",
+    ] {
+        assert!(
+            calls
+                .iter()
+                .any(|c| c.starts_with("apply ") && c.contains(want)),
+            "{want}: {calls:?}"
+        );
+    }
+    // the small kubeconfig upload goes with the short actions
+    assert!(
+        calls.iter().all(|c| !c.contains(r"C:\k\config")),
+        "{calls:?}"
+    );
+}

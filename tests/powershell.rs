@@ -231,6 +231,12 @@ fn every_action_and_the_probe_parse() {
         .filter_map(|v| v["id"].as_u64())
         .collect();
     assert_eq!(ids, (0..actions.len() as u64).collect::<Vec<_>>());
+    // TLS 1.2 before the download (Windows Server 2016's .NET offers SSL 3
+    // and TLS 1.0 only)
+    assert!(
+        s.contains("[Net.SecurityProtocolType]::Tls12\nInvoke-WebRequest -UseBasicParsing"),
+        "{s}"
+    );
     insta::assert_snapshot!("every_action_with_probe", s);
     let s = script::probe(&r, &probe);
     only_ours("probe", &parse("probe", &s));

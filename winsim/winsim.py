@@ -521,7 +521,16 @@ def act_record_pod_cidr(d, h):
     d["cluster"] = "%s %s" % (h["cluster"], h["cluster_id"])
 
 
+def slow(d, kind):
+    """A slow action takes its simulated time (knob "durations": kind ->
+    seconds; none by default, at most 60)."""
+    import time
+    time.sleep(min(float(d.get("durations", {}).get(kind, 0)), 60))
+
+
 def act_enable_routing(d, h):
+    if not d["routing_installed"]:
+        slow(d, "enable_routing")
     d["routing_installed"] = True
     dev = routable_dev(d, h["_host"])
     if dev is None:
@@ -657,6 +666,7 @@ def act_del_route(d, h):
 def act_pull_image(d, h):
     img = norm_image(h["image"])
     if img not in d["images"]:
+        slow(d, "pull_image")
         d["images"].append(img)
     # docker pulls a manifest list's entry for the host's build; an image the
     # state says is of another build (knob "image_os") stays that build, and
@@ -673,6 +683,13 @@ def act_place_file(d, h):
     dest = f["path"]
     src = f.get("source") or {}
     if "url" in src:
+        # Invoke-WebRequest over TLS: on .NET 4.6 (build 14393) only SSL 3
+        # and TLS 1.0 are offered unless the block adds TLS 1.2 first; the
+        # lab's download server, like dl.k8s.io, takes TLS 1.2 only
+        if (src["url"].lower().startswith("https://") and not d.get("tls12_default", False)
+                and not block_has(h, r"SecurityProtocol.*Tls12[\s\S]*Invoke-WebRequest")):
+            raise ActionError("Invoke-WebRequest : The request was aborted: Could not create SSL/TLS secure channel.")
+        slow(d, "place_file")
         content = download(d, src["url"])
     else:
         # an upload: the bytes are in the block's PowerShell, as base64

@@ -268,6 +268,26 @@ impl Describe for WinAction {
     }
 }
 
+/// The time budget of an action that can take longer than a remote call
+/// usually does; it runs in a call of its own with that budget (or
+/// `--timeout`, if longer). The figures are kwinctl's (B): installing a
+/// Windows role, pulling a Windows image (its base layers are hundreds of
+/// MB to GBs) and moving a ~100 MB binary over a slow link.
+pub fn budget(a: &WinAction) -> Option<std::time::Duration> {
+    let minutes = match a {
+        WinAction::EnableRouting => 20,
+        WinAction::PullImage { .. } => 30,
+        WinAction::PlaceFile { file } => match &file.source {
+            FileSource::Url(_) => 15,
+            // (a kubeconfig goes with the short actions)
+            FileSource::Inline(b) if b.len() > 1 << 20 => 15,
+            FileSource::Inline(_) => return None,
+        },
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(minutes * 60))
+}
+
 /// One of every action, for the contract and grammar tests (and a compile
 /// error in `every_kind_has_an_example` when a variant is added without one).
 #[doc(hidden)]

@@ -157,6 +157,9 @@ impl NodeOps for WindowsOps<'_> {
     fn peer_change(&self, a: &WinAction) -> bool {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })
     }
+    fn budget(&self, a: &WinAction) -> Option<std::time::Duration> {
+        action::budget(a)
+    }
     fn fresh(&self, node: &Node) -> WindowsFacts {
         let v = self.desired.kubernetes_version;
         let mut facts = WindowsFacts::fresh(
