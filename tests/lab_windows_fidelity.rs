@@ -167,3 +167,50 @@ fn long_actions_run_with_their_own_budget() {
         "{calls:?}"
     );
 }
+
+/// New-VMSwitch needs the Hyper-V role, not only its PowerShell module: a
+/// host without it is refused before anything changes. A Routing role
+/// whose install waits for a restart is reported ("reboot required"), not
+/// installed again on every run.
+#[test]
+fn roles_missing_or_waiting_for_a_restart() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    set_win_state(&lab, "win1", "hyperv_role", "Available".into());
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let e = host(&summary(&o), "win1")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("the Hyper-V role is Available, not installed")
+            && e.contains("nothing was changed"),
+        "{e}"
+    );
+    assert_eq!(win_state(&lab, "win1")["switches"], serde_json::json!([]));
+
+    set_win_state(&lab, "win1", "hyperv_role", "Installed".into());
+    set_win_state(&lab, "win1", "routing_needs_restart", true.into());
+    up(&lab);
+    assert_eq!(win_state(&lab, "win1")["routing_state"], "InstallPending");
+    let s = up(&lab);
+    assert_eq!(s["changed"], 0, "{s}");
+    let notes = host(&s, "win1")["notes"].to_string();
+    assert!(
+        notes.contains("reboot required: the Routing role"),
+        "{notes}"
+    );
+    // after the restart: installed, nothing said
+    lab.reboot_windows("win1", false);
+    let s = up(&lab);
+    assert_eq!(s["changed"], 0, "{s}");
+    assert!(
+        !host(&s, "win1")["notes"]
+            .to_string()
+            .contains("reboot required"),
+        "{s}"
+    );
+}

@@ -92,6 +92,10 @@ class State:
         d.setdefault("hyperv_module", True)
         d.setdefault("docker_version", "17.06.2-ee-16")
         d.setdefault("routing_installed", False)
+        # Get-WindowsFeature InstallState; a knob makes the Routing install
+        # wait for a restart
+        d.setdefault("hyperv_role", "Installed")
+        d.setdefault("routing_state", "Installed" if d["routing_installed"] else "Available")
         d.setdefault("switches", [])
         d.setdefault("networks", [])
         d.setdefault("images", [])
@@ -372,7 +376,9 @@ def facts(d, probe):
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
         "build": d["build"], "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"],
         "adapters": listed,
-        "routing_installed": d["routing_installed"],
+        "routing_installed": d["routing_state"] == "Installed",
+        "routing_state": d["routing_state"],
+        "hyperv_role": d["hyperv_role"],
         "switches": [s for s in d["switches"] if link_exists(s["name"])],
         "networks": [{k: v for k, v in n.items() if k in ("name", "driver", "subnet", "gateway", "interface")}
                      for n in d["networks"] if hns],
@@ -529,8 +535,12 @@ def slow(d, kind):
 
 
 def act_enable_routing(d, h):
-    if not d["routing_installed"]:
+    # the block installs the role unless Get-WindowsFeature says Installed
+    # (or, when the block says so, InstallPending)
+    skip = ["Installed"] + (["InstallPending"] if block_has(h, r"'InstallPending'") else [])
+    if d["routing_state"] not in skip:
         slow(d, "enable_routing")
+        d["routing_state"] = "InstallPending" if d.get("routing_needs_restart") else "Installed"
     d["routing_installed"] = True
     dev = routable_dev(d, h["_host"])
     if dev is None:
@@ -548,6 +558,10 @@ def act_enable_routing(d, h):
 
 
 def act_create_switch(d, h):
+    if d["hyperv_role"] != "Installed":
+        # the module is there, the role (its management service) is not
+        raise ActionError("New-VMSwitch : The Hyper-V Virtual Machine Management service is not running or "
+                          "the Hyper-V role is not installed.")
     if not link_exists(SWITCH_DEV):
         sh("ip", "link", "add", SWITCH_DEV, "type", "bridge")
         set_fwd(SWITCH_DEV, False)
@@ -1018,6 +1032,10 @@ def reboot(state_path, drop_hns):
     with State(state_path) as d:
         ensure_nics(d)
         apply_firewall(d)
+        # a role install waiting for the restart is done
+        for k in ("routing_state", "hyperv_role"):
+            if d[k] == "InstallPending":
+                d[k] = "Installed"
         if drop_hns:
             # HNS lost the network; at start Docker removes transparent
             # networks HNS does not have (moby daemon_windows.go "Remove

@@ -127,6 +127,14 @@ pub struct WindowsDesired {
     pub notes: Vec<String>,
 }
 
+/// The largest file kwinctl uploads inside a script. The bytes travel as
+/// base64 in a PowerShell string literal: read into UTF-16, parsed, then
+/// decoded — about five times the file in the host's memory, against
+/// WinRS's per-shell memory quota (MaxMemoryPerShellMB) — and in one remote
+/// call (research defect 24). A real kubelet.exe is over 100 MB: serve it
+/// over HTTP(S) instead.
+pub const MAX_INLINE: u64 = 32 << 20;
+
 /// Local files to upload, read once per command and shared between hosts.
 #[derive(Default)]
 pub struct Uploads(std::sync::Mutex<BTreeMap<std::path::PathBuf, std::sync::Arc<[u8]>>>);
@@ -136,6 +144,13 @@ impl Uploads {
         let mut m = self.0.lock().unwrap();
         if let Some(b) = m.get(p) {
             return Ok(b.clone());
+        }
+        let size = std::fs::metadata(p)?.len();
+        if size > MAX_INLINE {
+            return Err(std::io::Error::other(format!(
+                "{size} bytes is over kwinctl's limit of {} MiB for a file uploaded inside the script (it travels as base64 in a PowerShell string, about five times its size in the host's memory): serve it over HTTP(S) and give its url and sha256 instead of path",
+                MAX_INLINE >> 20
+            )));
         }
         let b: std::sync::Arc<[u8]> = std::fs::read(p)?.into();
         m.insert(p.to_path_buf(), b.clone());

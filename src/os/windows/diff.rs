@@ -104,9 +104,17 @@ pub fn diff_windows(
         .iter()
         .find(|a| a.index == index)
         .is_some_and(|a| a.forwarding);
+    // Installed but waiting for a restart: not installed again.
+    let pending = f.routing_state.eq_ignore_ascii_case("InstallPending");
+    if pending {
+        notes.push(
+            "reboot required: the Routing role is installed but waits for a restart (Get-WindowsFeature Routing: InstallPending)"
+                .into(),
+        );
+    }
     item(
         "routing".into(),
-        (!(f.routing_installed && forwarding)).then_some(WinAction::EnableRouting),
+        (!((f.routing_installed || pending) && forwarding)).then_some(WinAction::EnableRouting),
     );
     let switch_ok = f
         .switches
@@ -768,6 +776,26 @@ mod tests {
     }
 
     #[test]
+    fn a_routing_role_waiting_for_a_restart_is_not_installed_again() {
+        let mut f = converged();
+        f.routing_installed = false;
+        f.routing_state = "InstallPending".into();
+        let d = diff_windows(&node(), &desired(), &f).unwrap();
+        assert_eq!(d.changes(), 0);
+        assert!(
+            d.notes.iter().any(|n| n.starts_with("reboot required")),
+            "{:?}",
+            d.notes
+        );
+        // forwarding still comes from Set-NetIPInterface
+        f.adapters[0].forwarding = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            ["enable routing (Routing role, forwarding on the routable adapter)"]
+        );
+    }
+
+    #[test]
     fn persistent_only_routes_are_replaced_or_removed_in_both_stores() {
         // a copy with an old next hop only in the persistent store: it
         // would come back at the next reboot beside the right route
@@ -841,6 +869,7 @@ mod tests {
         let mut f = converged();
         f.build = "6.3.9600".into();
         f.hyperv_module = false;
+        f.hyperv_role = "Available".into();
         f.docker_version = String::new();
         f.adapters.truncate(1);
         f.adapters[0].ipv4 = vec!["10.9.9.9".parse().unwrap()];
@@ -849,7 +878,8 @@ mod tests {
         let e = e.to_string();
         for want in [
             "older than 10.0.14393",
-            "Hyper-V",
+            "Hyper-V PowerShell module",
+            "the Hyper-V role is Available, not installed",
             "Docker",
             "no adapter holds",
             "nothing was changed",
@@ -862,6 +892,12 @@ mod tests {
         d.files.clear();
         let e = diff_windows(&node(), &d, &f).unwrap_err().to_string();
         assert!(e.contains(r"C:\k\kubelet.exe is missing"), "{e}");
+        let mut f = converged();
+        f.hyperv_role = "InstallPending".into();
+        let e = diff_windows(&node(), &desired(), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reboot required: the Hyper-V role"), "{e}");
     }
 
     #[test]

@@ -178,6 +178,15 @@ pub struct WindowsFacts {
     pub adapters: Vec<Adapter>,
     /// The Routing role service is installed.
     pub routing_installed: bool,
+    /// `Get-WindowsFeature`'s InstallState of the Routing role (Installed,
+    /// InstallPending — installed, waiting for a restart —, Available);
+    /// empty when it could not be read.
+    #[serde(default)]
+    pub routing_state: String,
+    /// The same for the Hyper-V role (New-VMSwitch needs the role, not only
+    /// its PowerShell module).
+    #[serde(default)]
+    pub hyperv_role: String,
     pub switches: Vec<Switch>,
     pub networks: Vec<Network>,
     pub routes: Vec<WinRoute>,
@@ -316,6 +325,8 @@ impl WindowsFacts {
                 },
             ],
             routing_installed: false,
+            routing_state: "Available".into(),
+            hyperv_role: "Installed".into(),
             switches: vec![],
             networks: vec![],
             routes: vec![],

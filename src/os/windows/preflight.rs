@@ -45,6 +45,23 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
                 .into(),
         );
     }
+    // New-VMSwitch needs the role (its management service), not only the
+    // module; installing the role needs a restart.
+    match f.hyperv_role.as_str() {
+        "Installed" => {}
+        "InstallPending" => problems.push(
+            "reboot required: the Hyper-V role is installed but waits for a restart (restart the host, then rerun)"
+                .into(),
+        ),
+        "" => problems.push(
+            "kwinctl cannot tell whether the Hyper-V role is installed (Get-WindowsFeature Hyper-V failed)"
+                .into(),
+        ),
+        other => problems.push(format!(
+            "the Hyper-V role is {}, not installed: Install-WindowsFeature -Name Hyper-V -IncludeManagementTools, then restart the host",
+            crate::text::clip(other, 32)
+        )),
+    }
     if f.docker_version.is_empty() {
         problems.push("Docker is not installed".into());
     }
