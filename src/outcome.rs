@@ -15,7 +15,7 @@ use crate::text::clip;
 use crate::transport::TransportError;
 use crate::verify::{Check, K8sView};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ActionStatus {
     /// `plan`: would run.
@@ -28,12 +28,13 @@ pub enum ActionStatus {
     Skipped,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ActionReport {
     pub key: String,
     pub action: String,
     pub status: ActionStatus,
-    #[serde(skip_serializing_if = "String::is_empty")]
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr: String,
 }
 
@@ -49,7 +50,7 @@ impl ActionReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostStatus {
     Ok,
@@ -224,18 +225,37 @@ fn as_text<S: Serializer>(e: &Option<HostError>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A file `plan` would rewrite: a unified diff from the host's copy to
+/// kwinctl's, or why there is none.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct FileDiff {
+    pub path: String,
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostReport {
     pub host: String,
     pub os: Os,
     pub address: Ipv4Addr,
+    #[schemars(with = "String")]
     pub pod_cidr: Ipv4Net,
     pub status: HostStatus,
     pub actions: Vec<ActionReport>,
     pub checks: Vec<Check>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_text")]
+    /// `plan`: how the files it would rewrite differ from the host's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileDiff>,
+    /// Why the host failed, in words.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "as_text"
+    )]
+    #[schemars(with = "Option<String>")]
     pub error: Option<HostError>,
     pub seconds: f64,
     /// The control plane's view of the nodes (kubectl), when asked.
@@ -254,6 +274,7 @@ impl HostReport {
             actions: Vec::new(),
             checks: Vec::new(),
             notes: Vec::new(),
+            files: Vec::new(),
             error: None,
             seconds: 0.0,
             k8s: K8sView::NotAsked,

@@ -31,7 +31,7 @@ pub enum K8sView {
     Nodes(Vec<K8sNode>),
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Check {
     pub name: String,
     pub pass: bool,

@@ -45,14 +45,18 @@ fn render_gives_the_seed_routes_for_lin01() {
     let o = kwinctl(&["render", "-i", EXAMPLE, "--host", "lin01"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        out.contains("ip -4 route replace '192.168.1.0/24' via '10.0.0.11' proto 198"),
-        "{out}"
-    );
-    assert!(
-        out.contains("ip -4 route replace '192.168.2.0/24' via '10.0.0.12' proto 198"),
-        "{out}"
-    );
+    // set now (one `ip -batch`) and by boot.sh at boot (its list of
+    // destination and next hop)
+    for (dst, via) in [
+        ("192.168.1.0/24", "10.0.0.11"),
+        ("192.168.2.0/24", "10.0.0.12"),
+    ] {
+        assert!(
+            out.contains(&format!("\nroute replace {dst} via {via} proto 198\n")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("\n{dst} {via}\n")), "{out}");
+    }
     assert!(
         out.contains("echo 1 > /proc/sys/net/ipv4/ip_forward"),
         "{out}"
@@ -214,7 +218,11 @@ fn usage_errors_exit_2() {
     let o = kwinctl(&["up"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     for cmd in ["up", "reset", "verify", "check"] {
-        let o = kwinctl(&[cmd, "-i", "/nonexistent/dir/inv.yaml"]);
+        let mut a = vec![cmd, "-i", "/nonexistent/dir/inv.yaml"];
+        if cmd == "reset" {
+            a.push("--yes");
+        }
+        let o = kwinctl(&a);
         assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
         assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read inventory"));
     }
@@ -289,5 +297,34 @@ fn an_upload_over_the_inline_limit_is_refused_with_advice() {
     assert!(
         err.contains("over kwinctl's limit of 32 MiB") && err.contains("give its url and sha256"),
         "{err}"
+    );
+}
+
+/// `api_server` is what Windows nodes' kubelet and kube-proxy talk to:
+/// a Linux-only cluster needs none, a Windows node does (exit 2, where).
+#[test]
+fn api_server_is_required_only_where_a_node_uses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("linux.yaml");
+    write(
+        &inv,
+        &GOOD.replace("  api_server: https://198.18.9.2:6443\n", ""),
+    );
+    let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let windows = GOOD
+        .replace(
+            "  api_server: https://198.18.9.2:6443\n",
+            "  kubernetes_version: \"1.13.12\"\n",
+        )
+        .replace(
+            "  - name: b\n    os: linux",
+            "  - name: b\n    os: windows\n    winrm: { user: a, password_env: HOME }",
+        );
+    let e = bad(&windows, &["check"]);
+    assert!(
+        e.contains(":2:9: cluster.api_server is required: host b is a Windows node")
+            && e.contains("fix: add `api_server: https://HOST:6443`"),
+        "{e}"
     );
 }

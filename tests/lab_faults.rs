@@ -570,3 +570,45 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
     assert!(!lab.routes("h1").contains("proto 198"));
     assert!(!etc(&lab, "h1").join("pod-cidr").exists());
 }
+
+/// Ctrl-C while a host's connection hangs (a SYN nobody answers) is answered
+/// within a second, not at `--timeout`: that host was not changed, so it
+/// stops at once and is reported interrupted.
+#[test]
+fn ctrl_c_is_answered_at_once_while_a_connection_hangs() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let i = lab.inv();
+    let _bh = lab.blackhole("h2");
+    let mut child = Command::new(common::bin())
+        .args(["verify", "-i", &i, "--timeout", "60", "--output", "json"])
+        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "verify ended early");
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let signalled = Instant::now();
+    let deadline = signalled + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "kwinctl did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = signalled.elapsed();
+    let o = child.wait_with_output().unwrap();
+    assert!(took < Duration::from_secs(1), "answered after {took:?}");
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "h2")["status"], "interrupted", "{s}");
+}

@@ -324,7 +324,7 @@ fn state_conflict_limit_and_reset() {
         lab.ip("h1")
     );
     assert!(lab.exec("h2", &foreign).status.success());
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "h2,h3"]);
+    let o = kwinctl(&["reset", "--yes", "-i", &i, "--limit", "h2,h3"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for h in ["h2", "h3"] {
         assert!(
@@ -545,6 +545,24 @@ fn boot_script_drift_is_found_through_its_recorded_hash() {
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(boot_drift(&o), "{}", text(&o));
+    // plan shows the hand edit that up would overwrite, as a unified diff
+    let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let files = &host(&s, "h1")["files"];
+    assert_eq!(files[0]["path"], "/etc/kwinctl/boot.sh", "{files}");
+    let diff = files[0]["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("--- /etc/kwinctl/boot.sh (on the host)")
+            && diff.contains("\n-ip route flush all"),
+        "{diff}"
+    );
+    let o = kwinctl(&["plan", "-i", &i]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("      -ip route flush all"),
+        "{}",
+        text(&o)
+    );
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(
         count(host(&summary(&o), "h1"), "changed"),

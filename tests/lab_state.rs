@@ -281,7 +281,9 @@ fn a_removed_host_keeps_its_block_until_reset_reaches_it_by_name() {
     let o = kwinctl(&["plan", "-i", &i, "--limit", "h4"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`kwinctl reset --limit h4`"));
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "h4", "--output", "json"]);
+    let o = kwinctl(&[
+        "reset", "--yes", "-i", &i, "--limit", "h4", "--output", "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(host(&summary(&o), "h4")["status"], "changed");
     assert_eq!(blocks(&lab, &["h4"])[0], "", "h4 was not reset");

@@ -213,7 +213,9 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 
     // reset undoes it on win2, and a second reset has nothing to do
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
+    let o = kwinctl(&[
+        "reset", "--yes", "-i", &i, "--limit", "win2", "--output", "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
@@ -230,7 +232,9 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         !ping(&lab, "h1", &gw("win2")),
         "win2's gateway still answers"
     );
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
+    let o = kwinctl(&[
+        "reset", "--yes", "-i", &i, "--limit", "win2", "--output", "json",
+    ]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }
 

@@ -255,6 +255,16 @@ fn every_action_and_the_probe_parse() {
     let s = script::boot_script(&r, &kwinctl::os::windows::boot::example());
     only_ours("boot script", &parse("boot script", &s));
     insta::assert_snapshot!("boot_script", s);
+    // plan's read-only file reader, with a path that needs quoting
+    let s = script::read_files(
+        &r,
+        &[
+            r"C:\k\kwinctl\kubelet-start.ps1".into(),
+            "C:\\it's.ps1".into(),
+        ],
+    );
+    only_ours("read files", &parse("read files", &s));
+    assert!(s.contains("'C:\\it''s.ps1'"), "{s}");
 }
 
 /// The example with `value` in the adapter's name, (without `"`, refused

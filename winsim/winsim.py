@@ -977,7 +977,7 @@ def execute(script, state_path):
         headers[-1]["_block"] = "\n".join(block)
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
-    known = {"prelude", "probe", "echo", "fail", "sleep"}
+    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files"}
     host = {}
     with State(state_path) as d:
         ensure_nics(d)
@@ -1000,6 +1000,12 @@ def execute(script, state_path):
             if kind == "fail" and "id" not in h:
                 err.append(h.get("stderr", "") + "\n")
                 return "".join(out), "".join(err), int(h.get("code", 1))
+            if kind == "read_files":
+                # The simulator keeps no file contents: every file reads as
+                # absent (plan then says it would be created).
+                for i, _ in enumerate(h.get("paths", [])):
+                    out.append("KWC %d -\n" % i)
+                continue
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue

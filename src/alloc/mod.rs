@@ -39,7 +39,7 @@ mod registry;
 pub use allocate::allocate;
 
 /// Where a host's pod CIDR came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// The node's own record.
@@ -115,11 +115,12 @@ impl Registered {
 /// the pins are all there is.
 pub type Observed = Option<BTreeMap<String, NodeRecord>>;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Assignment {
     pub host: String,
     pub os: Os,
     pub address: Ipv4Addr,
+    #[schemars(with = "String")]
     pub pod_cidr: Ipv4Net,
     pub gateway: Ipv4Addr,
     pub source: Source,

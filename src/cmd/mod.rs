@@ -4,6 +4,7 @@
 mod check;
 mod remote;
 mod render;
+mod reset;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use clap::Args;
 pub use check::check;
 pub use remote::remote;
 pub use render::render;
+pub use reset::reset;
 
 use crate::alloc::{self, Allocation, Node};
 use crate::error::CliError;

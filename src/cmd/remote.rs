@@ -26,7 +26,7 @@ fn selection(c: &Common, mode: Mode, l: &Loaded) -> Result<Option<BTreeSet<Strin
     if c.only_failed {
         // `up`, `plan` and `verify` look at what the last `up` left; `reset`
         // at the last `reset`.
-        let command = if mode == Mode::Reset { "reset" } else { "up" };
+        let command = if mode.resets() { "reset" } else { "up" };
         let last = record::load_last(&l.path, command).map_err(CliError::bad)?;
         limit = last.to_redo();
         if limit.is_empty() {
@@ -44,7 +44,7 @@ fn selection(c: &Common, mode: Mode, l: &Loaded) -> Result<Option<BTreeSet<Strin
         if l.inv.host(&k).is_some() {
             want.insert(k);
         } else if l.state.removed.contains_key(&k) {
-            if mode != Mode::Reset {
+            if !mode.resets() {
                 return Err(CliError::bad(format!(
                     "--limit names {w:?}, which was removed from {}: `kwinctl reset --limit {w}` \
                      reaches it (its block stays reserved until then)",
@@ -65,6 +65,12 @@ fn selection(c: &Common, mode: Mode, l: &Loaded) -> Result<Option<BTreeSet<Strin
 }
 
 pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
+    run(c, mode).map(|(exit, _)| exit)
+}
+
+/// A remote command: its exit, and how many selected hosts it found with
+/// something to do (`plan`) or did something to.
+pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
     // One operator at a time per inventory for commands that change hosts
     // (the cluster lock on the lock host covers other machines and other
     // inventories); taken before the state file is read, and keyed by the
@@ -77,7 +83,7 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     let l = load(c)?;
     super::register_secrets(&l.inv);
     let Some(want) = selection(c, mode, &l)? else {
-        return Ok(Exit::Ok);
+        return Ok((Exit::Ok, 0));
     };
     let selected = |name: &str| want.is_empty() || want.contains(&name.to_ascii_lowercase());
 
@@ -188,7 +194,7 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     let reports = &ran.reports;
     let interrupted = interrupt.is_set();
     let extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
-    let summary = crate::report::summary_json(&reporter.summary(reports, interrupted, &extra));
+    let summary = crate::report::summary_json(reporter.summary(reports, interrupted, &extra));
     let run_dir = match &record {
         Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
         None => Err(std::io::Error::other("see the warning above")),
@@ -226,14 +232,19 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     rt.shutdown_timeout(Duration::from_millis(100));
     if let Some(why) = &ran.internal {
         err_line(&format!("error: {why}"));
-        return Ok(Exit::Internal);
+        return Ok((Exit::Internal, 0));
     }
-    Ok(match interrupt.exit_code() {
+    let busy = reports
+        .iter()
+        .filter(|r| matches!(r.status, HostStatus::Pending | HostStatus::Changed))
+        .count();
+    let exit = match interrupt.exit_code() {
         Some(code) => Exit::Signal(code),
         None if ran.locked.is_some() => Exit::Locked,
         None if failed => Exit::HostFailed,
         None => Exit::Ok,
-    })
+    };
+    Ok((exit, busy))
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM: the first stops new hosts from starting and

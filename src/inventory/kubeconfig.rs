@@ -272,6 +272,16 @@ impl Validator {
     /// version: the version itself, and credentials for an https API server
     /// (the per-version rules are the Windows profile's, in `os/windows/k8s.rs`).
     pub(super) fn windows_cluster(&mut self, c: &super::Cluster, first: &str) {
+        let Some(api_server) = &c.api_server else {
+            self.add(
+                c.pos.name,
+                format!(
+                    "cluster.api_server is required: host {first} is a Windows node, and its kubelet and kube-proxy talk to the API server"
+                ),
+                "add `api_server: https://HOST:6443` (the control plane's API server) under cluster:",
+            );
+            return;
+        };
         if c.kubernetes_version.is_none() {
             self.add(
                 c.pos.name,
@@ -281,12 +291,11 @@ impl Validator {
                 "add `kubernetes_version: \"1.16.15\"` (the release of the nodes' kubelet.exe and kube-proxy.exe) under cluster:",
             );
         }
-        if c.api_server.starts_with("https://") && c.kubeconfig.is_none() {
+        if api_server.starts_with("https://") && c.kubeconfig.is_none() {
             self.add(
-                c.pos.api_server,
+                c.pos.api_server.unwrap_or(c.pos.name),
                 format!(
-                    "api_server {} is https, and host {first} is a Windows node: without cluster.kubeconfig its kubelet and kube-proxy would have no credentials and no CA for it",
-                    c.api_server
+                    "api_server {api_server} is https, and host {first} is a Windows node: without cluster.kubeconfig its kubelet and kube-proxy would have no credentials and no CA for it"
                 ),
                 "set cluster.kubeconfig to a kubeconfig with embedded credentials (client-certificate-data/client-key-data or a token, and certificate-authority-data)",
             );

@@ -6,6 +6,7 @@
 //! offending value, not just at the file.
 
 pub mod kubeconfig;
+mod linux;
 mod raw;
 mod validate;
 mod version;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{KubeVersion, Minor};
@@ -83,7 +85,16 @@ impl std::error::Error for InventoryError {}
 // validate.rs)
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Os {
@@ -100,7 +111,7 @@ impl fmt::Display for Os {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     ControlPlane,
@@ -122,7 +133,9 @@ pub struct Cluster {
     pub cluster_cidr: Ipv4Net,
     pub node_prefix: u8,
     pub service_cidr: Ipv4Net,
-    pub api_server: String,
+    /// What Windows nodes' kubelet and kube-proxy talk to (required when
+    /// there are Windows hosts; nothing on a Linux node uses it).
+    pub api_server: Option<String>,
     /// The Kubernetes release the Windows nodes' binaries are (required
     /// when there are Windows hosts).
     pub kubernetes_version: Option<KubeVersion>,
@@ -138,7 +151,7 @@ pub struct Cluster {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterPos {
     pub name: Pos,
-    pub api_server: Pos,
+    pub api_server: Option<Pos>,
     pub kubernetes_version: Option<Pos>,
     pub kubeconfig: Option<Pos>,
     pub pause_image: Option<Pos>,
@@ -231,6 +244,7 @@ pub struct Host {
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
+    pub linux: LinuxSettings,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
 }
@@ -306,6 +320,8 @@ impl Inventory {
             pod_cidr: None,
             connection: self.default_connections.get(&os)?.clone(),
             windows: WindowsSettings::default(),
+            // (reset writes no boot.sh: how long it waits does not matter)
+            linux: LinuxSettings::default(),
             pos: Pos::default(),
         })
     }
@@ -396,6 +412,15 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
     }
     let p = PathBuf::from(s);
     if p.is_absolute() { p } else { base.join(p) }
+}
+
+/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
+/// published as schema/inventory.schema.json): editors validate and
+/// complete YAML with it. `check` stays the authority (it also checks
+/// addresses, CIDRs, overlaps and files, with positions).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(raw::RawInventory);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }
 
 #[cfg(test)]

@@ -67,7 +67,12 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn problem(&mut self, pos: Pos, message: impl Into<String>, hint: impl Into<String>) {
+    pub(super) fn problem(
+        &mut self,
+        pos: Pos,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
         self.problems.push(Problem {
             pos,
             message: message.into(),
@@ -248,6 +253,7 @@ impl Validator {
                 ssh: None,
                 winrm: None,
                 windows: None,
+                linux: None,
             };
             let mut v = Validator {
                 base: self.base.clone(),
@@ -308,18 +314,21 @@ impl Validator {
                 ok = false;
             }
         }
-        let api = c.api_server.value.trim();
-        if !(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10 {
+        let api = c.api_server.as_ref().map(|a| (a, a.value.trim()));
+        if let Some((a, api)) = api
+            && (!(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10)
+        {
             self.problem(
-                (&c.api_server).into(),
+                a.into(),
                 format!("api_server {} is not a URL", echo(api)),
                 "write it as https://HOST:PORT",
             );
             ok = false;
         }
+        let https = api.is_some_and(|(_, a)| a.starts_with("https://"));
         let (kubernetes_version, version_ok) = self.kubernetes_version(c);
         let kubeconfig = c.kubeconfig.as_ref().map(|k| self.path(&k.value));
-        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), api.starts_with("https://"));
+        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), https);
         ok = ok && version_ok && kubeconfig_ok;
         let pause_image = match &c.pause_image {
             Some(p) if !image_reference(&p.value) => {
@@ -341,7 +350,7 @@ impl Validator {
             cluster_cidr: cluster_cidr?,
             node_prefix,
             service_cidr: service_cidr?,
-            api_server: api.to_string(),
+            api_server: api.map(|(_, a)| a.to_string()),
             kubernetes_version,
             kubeconfig,
             pause_image,
@@ -419,6 +428,7 @@ impl Validator {
             None => Some(None),
         };
         let connection = os.and_then(|os| self.connection(os, h, defaults, pos));
+        let linux = self.linux(os, h.linux.as_ref(), defaults.linux.as_ref());
         let windows = match &h.windows {
             Some(w) => match self.windows(w) {
                 Some(w) => w,
@@ -440,6 +450,7 @@ impl Validator {
             pod_cidr: pod_cidr?,
             connection: connection?,
             windows,
+            linux,
             pos,
         })
     }

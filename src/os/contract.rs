@@ -18,10 +18,12 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/lock.sh",
     "linux/unlock.sh",
     "linux/registry.sh",
+    "linux/read_files.sh",
     "windows/prelude.ps1",
     "windows/probe.ps1",
     "windows/start_script.ps1",
     "windows/boot_script.ps1",
+    "windows/read_files.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

@@ -72,15 +72,21 @@ pub fn check_inventory(inv: &Inventory) -> Result<(), InventoryError> {
     }
 }
 
+/// Whether the API server is reached over https.
+fn https_api(inv: &Inventory) -> bool {
+    inv.cluster
+        .api_server
+        .as_deref()
+        .is_some_and(|a| a.starts_with("https://"))
+}
+
 /// Notes about the inventory as a whole that `check` prints.
 pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
     let has_windows = inv.hosts.iter().any(|h| h.os == Os::Windows);
     match inv.cluster.kubernetes_version {
-        Some(v) if has_windows => {
-            windows::k8s::identity_note(&v, inv.cluster.api_server.starts_with("https://"))
-                .into_iter()
-                .collect()
-        }
+        Some(v) if has_windows => windows::k8s::identity_note(&v, https_api(inv))
+            .into_iter()
+            .collect(),
         _ => Vec::new(),
     }
 }

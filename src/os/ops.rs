@@ -56,6 +56,14 @@ pub trait NodeOps: Send + Sync {
     fn budget(&self, _a: &Self::Action) -> Option<std::time::Duration> {
         None
     }
+    /// A file an action writes whole: its path on the host and the content
+    /// kwinctl would write (`plan` shows the difference from the host's).
+    fn rewrites(&self, _a: &Self::Action) -> Option<(String, String)> {
+        None
+    }
+    /// A read-only script printing each file's content as a `KWC` line
+    /// (see `wire::file_contents`).
+    fn read_files(&self, paths: &[String]) -> String;
 }
 
 /// The desired state cannot be computed from the inventory.

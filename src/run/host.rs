@@ -20,14 +20,26 @@ pub(super) async fn run(ctx: &Ctx, t: &Target, i: usize, lock_here: bool) -> Opt
     if ctx.interrupt.is_set() {
         return t.selected.then(|| r.interrupted(false));
     }
-    let permit = ctx
-        .sem
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("semaphore open");
-    ctx.reporter.phase(&t.host.name, "connecting");
-    let session = match step::connect(ctx, &t.host, interpreter(t.host.os)).await {
+    // Waiting for a slot and connecting change nothing on the host: an
+    // interrupt ends them at once (Ctrl-C is answered within a second even
+    // while connections hang until --timeout).
+    let connecting = async {
+        let permit = ctx
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore open");
+        ctx.reporter.phase(&t.host.name, "connecting");
+        let session = step::connect(ctx, &t.host, interpreter(t.host.os)).await;
+        (permit, session)
+    };
+    let (permit, session) = tokio::select! {
+        biased;
+        _ = ctx.interrupt.wait() => return t.selected.then(|| r.interrupted(false)),
+        c = connecting => c,
+    };
+    let session = match session {
         Ok(s) => s,
         Err(e) => {
             if !t.selected {
@@ -149,7 +161,7 @@ impl<'a> Flow<'a> {
                 return self.finish(r).await;
             }
             (_, Some(n)) => n.clone(),
-            (Ok(a), None) if ctx.mode == Mode::Reset => {
+            (Ok(a), None) if ctx.mode.resets() => {
                 let pod_cidr = record.pod_cidr.unwrap_or(self.r.pod_cidr);
                 let id = a.state.cluster_id.clone().unwrap_or_default();
                 crate::alloc::lone_node(&ctx.cluster.inventory, &t.host, pod_cidr, &id)
@@ -177,10 +189,10 @@ impl<'a> Flow<'a> {
 
         // What the command would change here.
         let work: Result<Diff<O::Action>, Conflict> = match (ctx.mode, selected) {
-            (Mode::Reset, true) => Ok(ops.reset(&node, &facts)),
+            (Mode::Reset | Mode::PlanReset, true) => Ok(ops.reset(&node, &facts)),
             (_, true) => ops.diff(&node, &facts),
             (Mode::Up | Mode::Plan, false) => ops.diff(&node, &facts).map(|d| only_peer(&ops, d)),
-            (Mode::Verify | Mode::Reset, false) => Ok(Diff::default()),
+            (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => Ok(Diff::default()),
         };
         let changes = work.as_ref().is_ok_and(|d| {
             ctx.mode.changes_hosts() && d.changes() > 0 && (selected || ctx.opts.with_peer_routes)
@@ -200,7 +212,14 @@ impl<'a> Flow<'a> {
         };
         let r = self.r;
         let report = match (ctx.mode, selected) {
-            (Mode::Plan, true) => Some(super::plan::plan(&node, work, r)),
+            (Mode::Plan, true) => {
+                let files =
+                    super::plan::file_diffs(ctx, &mut session, &t.host.name, &ops, &work).await;
+                let mut r = super::plan::plan(&node, work, r);
+                r.files = files;
+                Some(r)
+            }
+            (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
             (Mode::Verify, true) => {
                 Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
             }
@@ -238,7 +257,7 @@ impl<'a> Flow<'a> {
             (Mode::Up | Mode::Plan, false) => {
                 super::peers::peers(ctx, &mut session, &node, &ops, work, refused, r).await
             }
-            (Mode::Verify | Mode::Reset, false) => None,
+            (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => None,
         };
         (report, Some(session))
     }

@@ -222,6 +222,8 @@ struct Fakes {
     hosts: Arc<Mutex<BTreeMap<String, Answer>>>,
     /// (host, script) of every call, in order.
     calls: Arc<Mutex<Vec<(String, String)>>>,
+    /// Hosts whose connection never completes (a SYN nobody answers).
+    hanging: Arc<Mutex<Vec<String>>>,
 }
 
 impl Fakes {
@@ -273,7 +275,11 @@ impl Connector for Fakes {
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>> {
         let answer = self.hosts.lock().unwrap().get(&host.name).cloned();
         let calls = self.calls.clone();
+        let hangs = self.hanging.lock().unwrap().contains(&host.name);
         async move {
+            if hangs {
+                futures::future::pending::<()>().await;
+            }
             match answer {
                 Some(answer) => Ok(Box::new(FakeSession {
                     host: host.name.clone(),
@@ -515,7 +521,20 @@ fn plan_lists_and_changes_nothing() {
     assert_eq!(report(&ran, "cp").count(ActionStatus::Planned), 4);
     // l2 is outside --limit, and would need a route to cp: plan says so
     assert_eq!(status(&ran, "l2"), HostStatus::Pending);
-    assert_eq!(fakes.calls_to("cp"), 1);
+    // the probe, then the read of the files it would rewrite (to show a
+    // diff): nothing else
+    assert_eq!(fakes.calls_to("cp"), 2);
+    let calls = fakes.calls.lock().unwrap();
+    let read = &calls.iter().rfind(|(h, _)| h == "cp").unwrap().1;
+    assert!(read.contains("KWC") && !read.contains("kw_run"), "{read}");
+    drop(calls);
+    let files = &report(&ran, "cp").files;
+    assert_eq!(
+        files.len(),
+        1,
+        "boot.sh (the fake has no systemd): {files:?}"
+    );
+    assert!(files[0].diff.contains("would be created"), "{files:?}");
     assert!(h[0].lock().unwrap().routes.is_empty());
     assert!(!op.state_path().exists(), "plan records nothing");
 }
@@ -640,6 +659,54 @@ fn an_interrupted_run_starts_no_host() {
     );
     assert_eq!(fakes.calls.lock().unwrap().len(), 0);
     assert_eq!(irq.exit_code(), Some(143));
+}
+
+/// Ctrl-C while a connection hangs: the connecting host stops at once (it
+/// was not changed), not at --timeout, and the run says it was interrupted.
+#[test]
+fn an_interrupt_ends_pending_connections_at_once() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    linux_hosts(&fakes, &["cp", "l2"]);
+    fakes.hanging.lock().unwrap().push("l2".into());
+    let irq = Interrupt::default();
+    let later = irq.clone();
+    let signal = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        later.set(130);
+    });
+    let start = std::time::Instant::now();
+    let (ran, _) = op.run(
+        Mode::Verify,
+        &[],
+        &fakes,
+        Opts {
+            interrupt: irq.clone(),
+            ..Opts::default()
+        },
+    );
+    signal.join().unwrap();
+    // the fake run's --timeout is 5 s
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        status(&ran, "l2"),
+        HostStatus::Interrupted,
+        "{:?}",
+        ran.reports
+    );
+    assert!(
+        matches!(
+            report(&ran, "l2").error,
+            Some(HostError::Interrupted { probed: false })
+        ),
+        "{:?}",
+        ran.reports
+    );
+    assert_eq!(irq.exit_code(), Some(130));
 }
 
 #[test]

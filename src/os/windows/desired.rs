@@ -172,6 +172,12 @@ impl WindowsDesired {
                 host.name
             ))
         })?;
+        let api_server = inv.cluster.api_server.as_deref().ok_or_else(|| {
+            DesiredError(format!(
+                "{}: cluster.api_server is required for Windows hosts",
+                host.name
+            ))
+        })?;
         let m = version.minor;
         let network = w
             .network_name
@@ -263,7 +269,7 @@ impl WindowsDesired {
                 .kubeconfig
                 .as_ref()
                 .map(|_| kubeconfig_path.as_str()),
-            api_server: &inv.cluster.api_server,
+            api_server,
             log_dir: LOG_DIR,
             network: &network,
             proxy_adapter: &proxy_adapter,
@@ -296,7 +302,7 @@ impl WindowsDesired {
                 call.hosting,
             ));
         }
-        let notes = k8s::identity_note(&version, inv.cluster.api_server.starts_with("https://"))
+        let notes = k8s::identity_note(&version, api_server.starts_with("https://"))
             .into_iter()
             .collect();
         Ok(WindowsDesired {

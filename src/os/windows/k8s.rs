@@ -436,7 +436,7 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
     // A release that works with a kubeconfig but not without one: point at
     // the api_server line and say to add one.
     let pos = if !kc && refusal(v.minor, true).is_none() {
-        inv.cluster.pos.api_server
+        inv.cluster.pos.api_server.unwrap_or(inv.cluster.pos.name)
     } else {
         inv.cluster.pos.kubernetes_version.unwrap_or_default()
     };

@@ -184,4 +184,16 @@ impl NodeOps for WindowsOps<'_> {
         }
         facts
     }
+    fn rewrites(&self, a: &WinAction) -> Option<(String, String)> {
+        match a {
+            WinAction::InstallTask { service, .. } => Some((
+                format!(r"{KWINCTL_DIR}\{}-start.ps1", service.name),
+                script::start_script(self.r, service),
+            )),
+            _ => None,
+        }
+    }
+    fn read_files(&self, paths: &[String]) -> String {
+        script::read_files(self.r, paths)
+    }
 }

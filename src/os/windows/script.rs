@@ -84,6 +84,12 @@ pub fn boot_script(r: &Renderer, boot: &super::boot::BootSpec) -> String {
     r.render("windows/boot_script.ps1", context! { boot })
 }
 
+/// `plan`: a read-only script printing `paths` as `KWC` lines.
+pub fn read_files(r: &Renderer, paths: &[String]) -> String {
+    sim_header(&serde_json::json!({"kind": "read_files", "paths": paths}))
+        + &r.render("windows/read_files.ps1", context! { paths })
+}
+
 /// The host a script is for.
 pub struct ScriptHost<'a> {
     pub name: &'a str,
