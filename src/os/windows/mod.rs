@@ -190,6 +190,10 @@ impl NodeOps for WindowsOps<'_> {
                 format!(r"{KWINCTL_DIR}\{}-start.ps1", service.name),
                 script::start_script(self.r, service),
             )),
+            WinAction::InstallBootTask { boot } => Some((
+                format!(r"{KWINCTL_DIR}\{}-start.ps1", boot::BOOT_TASK),
+                script::boot_script(self.r, boot),
+            )),
             _ => None,
         }
     }
