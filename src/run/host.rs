@@ -15,7 +15,7 @@ use crate::verify::{Pinged, reach_peers};
 
 /// A host's run; `None` when a host outside `--limit` has nothing to say.
 pub(super) async fn run(ctx: &Ctx, t: &Target, i: usize, lock_here: bool) -> Option<HostReport> {
-    let ticket = Ticket::new(&ctx.barrier, i);
+    let ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
     let r = t.blank(guess_pod_cidr(ctx, t));
     if ctx.interrupt.is_set() {
         return t.selected.then(|| r.interrupted(false));
@@ -205,7 +205,7 @@ impl<'a> Flow<'a> {
             ));
             return (selected.then_some(r), None);
         };
-        let _turn = self.ticket.turn().await;
+        let turn = self.ticket.turn().await;
         let refused = match go {
             Go::Yes => None,
             Go::No(e) => Some(e),
@@ -223,8 +223,8 @@ impl<'a> Flow<'a> {
             (Mode::Verify, true) => {
                 Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
             }
-            (Mode::Up, true) => Some(
-                super::converge::converge(
+            (Mode::Up, true) => {
+                let r = super::converge::converge(
                     ctx,
                     &mut session,
                     &node,
@@ -235,8 +235,22 @@ impl<'a> Flow<'a> {
                     refused,
                     r,
                 )
-                .await,
-            ),
+                .await;
+                drop(turn);
+                self.ticket.done();
+                Some(
+                    super::recheck::recheck(
+                        ctx,
+                        &mut session,
+                        &node,
+                        &ops,
+                        &probed,
+                        &self.ticket,
+                        r,
+                    )
+                    .await,
+                )
+            }
             (Mode::Reset, true) => {
                 Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
             }
