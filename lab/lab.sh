@@ -24,6 +24,10 @@
 #   lab.sh rekey DIR HOST        new host key (DIR/known_hosts is NOT updated)
 #   lab.sh stop-sshd DIR HOST | start-sshd DIR HOST
 #   lab.sh exec DIR HOST CMD...  run a command inside HOST's namespace
+#   lab.sh pod DIR winJ ADDR/PREFIX GATEWAY
+#                                a "pod" on winJ's transparent network: its
+#                                own namespace, a veth on the HNSTransparent
+#                                bridge, ADDR, default route via GATEWAY
 #   lab.sh gc                    remove labs whose owner process is gone
 #
 # Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.13.12, the newest
@@ -634,6 +638,9 @@ cmd_down() {
   local -a nss=()
   for j in $(seq 1 "$N"); do nss+=("$(ns_of "$j")"); done
   for j in $(seq 1 "${M:-0}"); do nss+=("$(wns_of "$j")"); done
+  for j in $(seq 1 "${M:-0}"); do
+    if [ -e "/run/netns/$(wns_of "$j")p" ]; then nss+=("$(wns_of "$j")p"); fi
+  done
   kill_nss "${nss[@]}"
   # Deleting the namespaces first takes their veth pairs with them, in one
   # batch: much faster than deleting hundreds of veths one by one.
@@ -689,7 +696,7 @@ cmd_gc() {
         # shellcheck disable=SC2046
         sd_stop $(cat "$d/sd")
       fi
-      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hw][0-9]+$" || true)
+      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hw][0-9]+p?$" || true)
       kill_nss "${nss[@]}"
       for n in "${nss[@]}"; do
         ip netns del "$n" 2>/dev/null || true
@@ -723,6 +730,23 @@ cmd_reboot() {
   ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'
   start_sshd "$dir" "$j"
   wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
+}
+
+cmd_pod() { # DIR winJ ADDR/PREFIX GATEWAY
+  local j ns pns
+  load "$1"
+  j=${2#win}
+  ns=$(wns_of "$j")
+  pns="${ns}p"
+  ip netns del "$pns" 2>/dev/null || true
+  ip -n "$ns" link del kwpod 2>/dev/null || true
+  ip netns add "$pns"
+  ip -n "$ns" link add kwpod type veth peer name eth0 netns "$pns"
+  ip -n "$ns" link set kwpod master HNSTransparent up
+  ip -n "$pns" link set lo up
+  ip -n "$pns" addr add "$3" dev eth0
+  ip -n "$pns" link set eth0 up
+  ip -n "$pns" route add default via "$4"
 }
 
 cmd_rekey() {
@@ -759,6 +783,7 @@ case "${1:-}" in
     [ $# -ge 3 ] && [ $# -le 5 ] || die "usage: lab.sh reboot DIR HOST [--drop-hns | --late-address SECS | --late-subnet SECS]"
     cmd_reboot "${@:2}" ;;
   rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
+  pod) [ $# -eq 5 ] || die "usage: lab.sh pod DIR winJ ADDR/PREFIX GATEWAY"; cmd_pod "$2" "$3" "$4" "$5" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)
     [ $# -eq 3 ] || die "usage: lab.sh start-sshd DIR HOST"

@@ -86,6 +86,8 @@ pub enum CallError {
         what: String,
         host: String,
         secs: u64,
+        /// The action whose own budget it was (else `--timeout`).
+        budget_of: Option<String>,
     },
 }
 
@@ -93,9 +95,23 @@ impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CallError::Transport { what, error } => write!(f, "{what}: {error}"),
-            CallError::Timeout { what, host, secs } => {
+            CallError::Timeout {
+                what,
+                host,
+                secs,
+                budget_of: None,
+            } => {
                 write!(f, "{what}: {host} did not finish within --timeout {secs}s")
             }
+            CallError::Timeout {
+                what,
+                host,
+                secs,
+                budget_of: Some(a),
+            } => write!(
+                f,
+                "{what}: {host} did not finish within {secs}s, the budget of \"{a}\" (or --timeout, if longer)"
+            ),
         }
     }
 }

@@ -68,31 +68,30 @@ pub fn checks<A: Describe>(
         }
     }
     for p in probed {
-        let (pass, detail) = match reach.get(&p.address) {
-            Some(Reach::Ok) => (true, String::new()),
-            Some(Reach::NoPing) => (
-                false,
-                format!(
-                    "cannot test: {} has no `ping` (install iputils-ping)",
-                    node.name
-                ),
-            ),
-            Some(Reach::NoAnswer) => (
-                false,
-                format!(
-                    "no answer to ping from {} within {} s",
-                    node.name, PING_WAIT_SECS
-                ),
-            ),
-            None => (false, "not probed".to_string()),
-        };
-        checks.push(Check {
-            name: format!("reach {} {}", p.name, p.address),
-            pass,
-            detail,
-        });
+        checks.push(reach_check(&node.name, p, reach));
     }
     checks
+}
+
+/// The check that `from` reaches `p`, from its probe's ping results.
+pub fn reach_check(from: &str, p: &Pinged, reach: &BTreeMap<Ipv4Addr, Reach>) -> Check {
+    let (pass, detail) = match reach.get(&p.address) {
+        Some(Reach::Ok) => (true, String::new()),
+        Some(Reach::NoPing) => (
+            false,
+            format!("cannot test: {from} has no `ping` (install iputils-ping)"),
+        ),
+        Some(Reach::NoAnswer) => (
+            false,
+            format!("no answer to ping from {from} within {PING_WAIT_SECS} s"),
+        ),
+        None => (false, "not probed".to_string()),
+    };
+    Check {
+        name: format!("reach {} {}", p.name, p.address),
+        pass,
+        detail,
+    }
 }
 
 /// Which peers each node pings in `verify`.

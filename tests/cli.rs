@@ -259,6 +259,47 @@ fn a_huge_value_is_never_echoed_whole() {
     assert!(err.len() < 1000, "the error is {} bytes", err.len());
 }
 
+/// A binary too large to upload inside a script is refused before anything
+/// is contacted, with the advice to serve it (a sparse file: no disk used).
+#[test]
+fn an_upload_over_the_inline_limit_is_refused_with_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("kubelet.exe");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(kwinctl::os::windows::desired::MAX_INLINE + 1)
+        .unwrap();
+    let inv = dir.path().join("inv.yaml");
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/inventories/example.yaml"
+    ))
+    .unwrap()
+    .replace(
+        "  kubeconfig: example.kubeconfig",
+        concat!(
+            "  kubeconfig: ",
+            env!("CARGO_MANIFEST_DIR"),
+            "/inventories/example.kubeconfig"
+        ),
+    )
+    .replace(
+        "    address: 10.0.0.11\n",
+        &format!(
+            "    address: 10.0.0.11\n    windows: {{ binaries: {{ kubelet: {{ path: {} }} }} }}\n",
+            big.display()
+        ),
+    );
+    std::fs::write(&inv, yaml).unwrap();
+    let o = kwinctl(&["render", "-i", inv.to_str().unwrap(), "--host", "Win01"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("over kwinctl's limit of 32 MiB") && err.contains("give its url and sha256"),
+        "{err}"
+    );
+}
+
 /// `api_server` is what Windows nodes' kubelet and kube-proxy talk to:
 /// a Linux-only cluster needs none, a Windows node does (exit 2, where).
 #[test]

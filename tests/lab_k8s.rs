@@ -204,8 +204,16 @@ fn an_old_release_refuses_the_old_flags_and_runs_the_generated_ones() {
             .unwrap()
             .contains("--require-kubeconfig --cgroups-per-qos=false --enforce-node-allocatable= ")
     );
-    lab.reboot_windows("win1", false);
-    assert_eq!(win_state(&lab)["tasks"]["kubelet"]["running"], true);
+    // the tasks have no trigger of their own: after a reboot that loses
+    // the network, kwinctl's boot task restores it and then starts them
+    lab.reboot_windows("win1", true);
+    let ws = win_state(&lab);
+    for b in ["kubelet", "kube-proxy"] {
+        assert_eq!(ws["tasks"][b]["running"], true, "{b}: {ws}");
+        assert_eq!(ws["tasks"][b]["startup"], false, "{b}: {ws}");
+    }
+    let o = kwinctl(&["verify", "-i", &lab.inv(), "--reach", "none"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
@@ -259,6 +267,11 @@ fn a_new_release_refuses_the_old_flags_and_runs_the_generated_ones() {
     for b in ["kubelet", "kube-proxy"] {
         assert_eq!(ws["services"][b]["status"], "Running", "{b}: {ws}");
     }
+    // Windows Server 2019 names the network's adapter after the card it took
+    // (kwinctl used to address "vEthernet (HNSTransparent)" on every build);
+    // verify found the gateway, DHCP off and forwarding on it
+    assert_eq!(ws["bound"]["adapter"], "vEthernet (Ethernet 2)", "{ws}");
+    assert_eq!(ws["dhcp"]["vEthernet (Ethernet 2)"], false, "{ws}");
     assert!(
         ws["services"]["kubelet"]["binpath"]
             .as_str()

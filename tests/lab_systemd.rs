@@ -362,8 +362,11 @@ fn a_boot_unit_that_gives_up_is_retried_reported_and_repaired() {
     });
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let checks = failed(&o, "sd1");
+    // a 2 s wait; the last try may end a second later on a loaded machine
     assert!(
-        checks.iter().any(|c| c.contains("gave up after 2 s")),
+        checks
+            .iter()
+            .any(|c| c.contains("gave up after 2 s") || c.contains("gave up after 3 s")),
         "{checks:?}"
     );
     assert!(checks.iter().any(|c| c.starts_with("route ")), "{checks:?}");

@@ -14,6 +14,13 @@ fn ping(lab: &Lab, from: &str, ip: &str) -> bool {
         .success()
 }
 
+/// Whether a simulated Windows host accepts a connection on its address
+/// (WinRM's port: its firewall drops pings until kwinctl's rule allows them).
+fn answers(ip: &str) -> bool {
+    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 5985);
+    std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)).is_ok()
+}
+
 /// Rewrite one host's `winrm:` line in the lab inventory.
 fn set_winrm(lab: &Lab, name: &str, winrm: &str) {
     let text = std::fs::read_to_string(lab.inventory()).unwrap();
@@ -41,6 +48,8 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     }
     let lab = Lab::up_mixed(1, 2);
     let i = lab.inv();
+    // Windows Server's firewall answers no ping until a rule allows it
+    assert!(!ping(&lab, "h1", &lab.ip("win1")), "win1 answered a ping");
 
     let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -81,14 +90,58 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap(),
     )
     .unwrap();
-    let gw = |h: &str| {
+    let nth = |h: &str, n: u32| {
         let cidr: ipnet::Ipv4Net = st["pod_cidrs"][h].as_str().unwrap().parse().unwrap();
-        std::net::Ipv4Addr::from(u32::from(cidr.network()) + 1).to_string()
+        (
+            std::net::Ipv4Addr::from(u32::from(cidr.network()) + n).to_string(),
+            cidr.prefix_len(),
+        )
     };
+    let gw = |h: &str| nth(h, 1).0;
+    assert!(ping(&lab, "h1", &lab.ip("win1")), "h1 -> win1");
     assert!(ping(&lab, "h1", &gw("win1")), "h1 -> win1 pod gateway");
     assert!(ping(&lab, "h1", &gw("win2")), "h1 -> win2 pod gateway");
     assert!(ping(&lab, "win2", &gw("win1")), "win2 -> win1 pod gateway");
     assert!(ping(&lab, "win1", &gw("win2")), "win1 -> win2 pod gateway");
+    // A pod behind each transparent network answers from the Linux host and
+    // from the other pod: the host forwards what arrives on the routable
+    // adapter and, for the replies, on the network's own adapter (winsim
+    // forwards per adapter, as Windows does).
+    let pod = |h: &str| {
+        let (addr, prefix) = nth(h, 2);
+        lab.pod(h, &format!("{addr}/{prefix}"), &gw(h));
+        addr
+    };
+    let (pod1, pod2) = (pod("win1"), pod("win2"));
+    assert!(ping(&lab, "h1", &pod1), "h1 -> a pod on win1");
+    assert!(ping(&lab, "h1", &pod2), "h1 -> a pod on win2");
+    assert!(
+        lab.ping_from_pod("win1", &pod2),
+        "pod on win1 -> pod on win2"
+    );
+    // the network took the second card, and the node kept its address on
+    // the first (the one WinRM uses)
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    assert_eq!(ws["bound"]["nic"], "Ethernet 2", "{ws}");
+    assert_eq!(ws["networks"][0]["interface"], "Ethernet 2", "{ws}");
+    // kwinctl's firewall rules, scoped to the other nodes and the pod network
+    let mut rules: Vec<&String> = ws["firewall"].as_object().unwrap().keys().collect();
+    rules.sort();
+    assert_eq!(
+        rules,
+        [
+            "kwinctl-icmp4-echo",
+            "kwinctl-kube-proxy",
+            "kwinctl-kubelet"
+        ],
+        "{ws}"
+    );
+    assert_eq!(
+        ws["firewall"]["kwinctl-icmp4-echo"]["remote"],
+        serde_json::json!([lab.ip("h1"), lab.ip("win2"), "198.19.0.0/16"]),
+        "{ws}"
+    );
 
     // the services carry the seed's flags for the lab's release (1.13: native
     // services, a kubeconfig, the Windows cgroups flags) and environment, and
@@ -124,27 +177,40 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 
-    // win1 reboots and loses its HNS network; kube-proxy had stopped
+    // win1 reboots and HNS loses the network (Docker then drops it): the
+    // boot task re-creates it on its card, gives the new adapter the
+    // gateway address, DHCP off and forwarding, then starts kubelet and
+    // kube-proxy (nothing else starts them at boot) — no rerun needed
     lab.reboot_windows("win1", true);
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    let boot_log = ws["logs"][r"C:\k\logs\kwinctl-boot.log"]
+        .as_str()
+        .unwrap_or("");
     assert!(
-        !ping(&lab, "h1", &gw("win1")),
-        "gateway survived the reboot"
+        boot_log.contains("network: done") && boot_log.contains("start kube-proxy: done"),
+        "{boot_log}"
+    );
+    for b in ["kubelet", "kube-proxy"] {
+        assert_eq!(ws["services"][b]["status"], "Running", "{b}: {ws}");
+        assert_eq!(ws["services"][b]["start"], "Manual", "{b}: {ws}");
+    }
+    assert!(
+        ping(&lab, "h1", &gw("win1")),
+        "gateway not restored at boot"
     );
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let s = summary(&o);
-    assert_eq!(s["failed_hosts"], serde_json::json!(["win1"]), "{s}");
-    let failed = common::failed_checks(host(&s, "win1"));
-    assert_eq!(failed.len(), 2, "{failed:?}");
-    assert!(failed[0].starts_with("network kwinctl") && failed[1].starts_with("gateway"));
-
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // the pod's endpoint went with the old network; on the new one it is
+    // reached again, replies forwarded by the new adapter
+    let pod1 = pod("win1");
+    assert!(
+        ping(&lab, "h1", &pod1),
+        "h1 -> a pod on win1 after the reboot"
+    );
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let s = summary(&o);
-    assert_eq!(count(host(&s, "win1"), "changed"), 2, "{s}");
-    assert_eq!(count(host(&s, "win2"), "changed"), 0, "{s}");
-    assert_eq!(count(host(&s, "h1"), "changed"), 0, "{s}");
-    assert!(ping(&lab, "h1", &gw("win1")), "not repaired");
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 
     // reset undoes it on win2, and a second reset has nothing to do
     let o = kwinctl(&[
@@ -154,6 +220,12 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
     assert_eq!(ws["services"], serde_json::json!({}));
+    assert_eq!(ws["tasks"], serde_json::json!({}));
+    assert_eq!(ws["firewall"], serde_json::json!({}));
+    assert!(
+        !ping(&lab, "h1", &lab.ip("win2")),
+        "win2's firewall rule stayed"
+    );
     assert_eq!(ws["networks"], serde_json::json!([]));
     assert_eq!(ws["persistent_routes"], serde_json::json!([]));
     assert!(
@@ -163,6 +235,201 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     let o = kwinctl(&[
         "reset", "--yes", "-i", &i, "--limit", "win2", "--output", "json",
     ]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+/// Run `script` on a simulated Windows host over WinRM, as `up` does.
+fn run_script(lab: &Lab, name: &str, script: &str) -> Result<kwinctl::transport::Output, String> {
+    let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
+    let h = inv.host(name).unwrap().clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let opts = kwinctl::transport::ConnectOptions::new(
+            std::time::Duration::from_secs(20),
+            false,
+            None,
+        )
+        .unwrap();
+        let mut s =
+            kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
+                .await
+                .map_err(|e| e.to_string())?;
+        let out = s.run(script).await.map_err(|e| e.to_string());
+        s.close().await;
+        out
+    })
+}
+
+fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
+    let sp = lab.win_state(name);
+    let mut ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    ws[key] = value;
+    write(&sp, &ws.to_string());
+}
+
+/// The transparent network never takes the card that carries the node's
+/// address: HNS, left to choose, takes the first open card and moves its
+/// address under the network (winsim does, dropping the WinRM connection
+/// that was on it), and on Windows Server 2016 the gateway action then
+/// deleted that address: a node lost until someone reaches its console.
+#[test]
+fn the_transparent_network_never_takes_the_routable_card() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 2);
+    let i = lab.inv();
+    // win1 has one network card (and Docker's NAT adapter, which the old
+    // "second adapter" check counted)
+    set_win_state(
+        &lab,
+        "win1",
+        "nics",
+        serde_json::json!([{"name": "Ethernet", "dev": "eth0"}]),
+    );
+    // (the other hosts, outside --limit, fail for the routes they lack)
+    let o = kwinctl(&["up", "-i", &i, "--limit", "win1", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let e = host(&s, "win1")["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("no network card for the transparent network")
+            && e.contains("vEthernet (HNS Internal NIC)")
+            && e.contains("nothing was changed"),
+        "{e}"
+    );
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
+    assert_eq!(ws["networks"], serde_json::json!([]), "{ws}");
+    assert!(answers(&lab.ip("win1")), "win1 lost its address");
+
+    // win2 as an earlier kwinctl left it: a network created without naming
+    // a card took "Ethernet", and the WinRM connection dropped
+    let addr = lab.ip("win2");
+    let old = format!(
+        "# kwinctl-sim: {{\"kind\":\"prelude\",\"address\":\"{addr}\",\"adapter\":null}}\n\
+         # kwinctl-sim: {{\"kind\":\"create_network\",\"id\":0,\"name\":\"kwinctl\",\"subnet\":\"198.19.9.0/24\",\"gateway\":\"198.19.9.1\",\"replace\":false}}\n\
+         Invoke-KwNative 'docker' @('network', 'create', '-d', 'transparent', '--gateway', '198.19.9.1', '--subnet', '198.19.9.0/24', 'kwinctl')\n"
+    );
+    let e = run_script(&lab, "win2", &old).expect_err("the connection survived");
+    assert!(e.contains("connection"), "{e}");
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
+    assert_eq!(ws["bound"]["nic"], "Ethernet", "{ws}");
+    // the address moved to the network's adapter: the host still answers
+    assert!(answers(&addr), "win2 unreachable");
+    // kwinctl refuses to touch it and says how to recover
+    let o = kwinctl(&["up", "-i", &i, "--limit", "win2", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let e = host(&summary(&o), "win2")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("is on \"vEthernet (HNSTransparent)\", the transparent network's adapter")
+            && e.contains("docker network rm kwinctl"),
+        "{e}"
+    );
+    // and the gateway action on its own refuses the adapter holding the
+    // node's address instead of deleting it
+    let gw = format!(
+        "# kwinctl-sim: {{\"kind\":\"prelude\",\"address\":\"{addr}\",\"adapter\":null}}\n\
+         # kwinctl-sim: {{\"kind\":\"set_gateway_address\",\"id\":0,\"adapter\":\"vEthernet (HNSTransparent)\",\"gateway\":\"198.19.9.1\",\"prefix\":24,\"node_address\":\"{addr}\"}}\n"
+    );
+    let out = run_script(&lab, "win2", &gw).expect("the connection stays");
+    assert!(
+        out.stdout.contains("KWX 0 failed") && out.stdout.contains("holds the node address"),
+        "{out:?}"
+    );
+    assert!(answers(&addr), "win2 lost its address");
+}
+
+/// Windows keeps routes in two stores: the active one and the persistent
+/// one a reboot restores. A copy left only in the persistent store (an old
+/// next hop, a block no node has any more) is reported and replaced or
+/// removed in both, so a reboot brings back exactly kwinctl's routes.
+#[test]
+fn routes_are_reconciled_in_both_stores_and_a_reboot_keeps_only_those() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let st: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap(),
+    )
+    .unwrap();
+    let h1_block = st["pod_cidrs"]["h1"].as_str().unwrap().to_string();
+    let h1 = lab.ip("h1");
+    // the route to h1's block is gone from the active store (a `route
+    // delete` without -p) but kept in the persistent one, and a kwinctl that
+    // removed routes from the active store only left a route to a block no
+    // node has any more in the persistent one
+    let sp = lab.win_state("win1");
+    let mut ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    let stale = "198.19.200.0/24";
+    ws["persistent_routes"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"dst": stale, "via": h1, "dev": "eth0"}));
+    write(&sp, &ws.to_string());
+    let o = lab.exec("win1", &format!("ip route del {h1_block}"));
+    assert!(o.status.success(), "{o:?}");
+
+    let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let plan = host(&summary(&o), "win1").clone();
+    let planned: Vec<String> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == "planned")
+        .map(|a| a["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            format!("remove stale route {stale} via {h1}"),
+            format!("replace persistent route {h1_block} via {h1}"),
+        ],
+        "{plan}"
+    );
+    assert!(
+        plan["notes"]
+            .to_string()
+            .contains("only in the persistent store"),
+        "{plan}"
+    );
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // a reboot restores the persistent store: exactly one next hop each
+    lab.reboot_windows("win1", false);
+    let ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    let kept: Vec<String> = ws["persistent_routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["dst"].as_str().unwrap(),
+                r["via"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(kept, [format!("{h1_block} {h1}")], "{ws}");
+    let routes = String::from_utf8_lossy(&lab.exec("win1", "ip -4 route show").stdout).into_owned();
+    assert!(
+        routes.contains(&format!("{h1_block} via {h1} ")) && !routes.contains(stale),
+        "{routes}"
+    );
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }
 
@@ -545,6 +812,12 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
         &lab.dir().join("inventory.kwinctl-state.json"),
         &state.to_string(),
     );
+    // (their firewalls answer pings, as after an earlier run: only WinRM
+    // is out of reach here)
+    for w in ["win1", "win2"] {
+        let o = lab.exec(w, "sysctl -q -w net.ipv4.icmp_echo_ignore_all=0");
+        assert!(o.status.success(), "{o:?}");
+    }
     // win1's WinRM listener is down
     let ns = lab
         .hosts()

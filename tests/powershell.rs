@@ -81,6 +81,17 @@ const ALLOWED: &[&str] = &[
     "Start-ScheduledTask",
     // the start script a scheduled task runs (rendered into install_task)
     "Start-Process",
+    // the boot task's script
+    "Write-KwLog",
+    "Get-NetFirewallRule",
+    "New-NetFirewallRule",
+    "Remove-NetFirewallRule",
+    "Invoke-CimMethod",
+    "Invoke-KwQuiet",
+    "Get-KwRouteKey",
+    "Invoke-KwStep",
+    "Add-Content",
+    "Get-Date",
 ];
 
 fn parse(label: &str, script: &str) -> BTreeSet<String> {
@@ -158,7 +169,7 @@ fn example_inventory_scripts_parse_and_are_pinned() {
         // recognisable against the seed, step by step
         for step in [
             "New-VMSwitch -Name 'KubeProxySwitch' -SwitchType Internal",
-            "'network', 'create', '-d', 'transparent', '--gateway'",
+            "'network', 'create', '-d', 'transparent', '-o', 'com.docker.network.windowsshim.interface=Ethernet 2', '--gateway'",
             "$alias = 'vEthernet (HNSTransparent)'",
             "New-NetRoute -DestinationPrefix '192.168.0.0/24' -InterfaceIndex $ifIndex -NextHop '10.0.0.10'",
             "Install-WindowsFeature -Name Routing",
@@ -201,6 +212,7 @@ fn every_action_and_the_probe_parse() {
     let probe = WinProbe {
         files: &files,
         services: &services,
+        tasks: &services,
         binaries: &files,
         images: &images,
         reach: &reach,
@@ -219,6 +231,12 @@ fn every_action_and_the_probe_parse() {
         .filter_map(|v| v["id"].as_u64())
         .collect();
     assert_eq!(ids, (0..actions.len() as u64).collect::<Vec<_>>());
+    // TLS 1.2 before the download (Windows Server 2016's .NET offers SSL 3
+    // and TLS 1.0 only)
+    assert!(
+        s.contains("[Net.SecurityProtocolType]::Tls12\nInvoke-WebRequest -UseBasicParsing"),
+        "{s}"
+    );
     insta::assert_snapshot!("every_action_with_probe", s);
     let s = script::probe(&r, &probe);
     only_ours("probe", &parse("probe", &s));
@@ -233,6 +251,10 @@ fn every_action_and_the_probe_parse() {
         "{s}"
     );
     insta::assert_snapshot!("start_script", s);
+    // and the boot task's script
+    let s = script::boot_script(&r, &kwinctl::os::windows::boot::example());
+    only_ours("boot script", &parse("boot script", &s));
+    insta::assert_snapshot!("boot_script", s);
     // plan's read-only file reader, with a path that needs quoting
     let s = script::read_files(
         &r,
@@ -245,17 +267,20 @@ fn every_action_and_the_probe_parse() {
     assert!(s.contains("'C:\\it''s.ps1'"), "{s}");
 }
 
-/// The example with `value` in the adapter's name and (without its white
-/// space) in a binary's URL: the values that reach scripts as free text
-/// (the others are refused at load unless plain: see
+/// The example with `value` in the adapter's name, (without `"`, refused
+/// there) in the transparent network's card and (without its white space)
+/// in a binary's URL: the values that reach scripts as free text (the
+/// others are refused at load unless plain: see
 /// `values_that_could_change_a_command_line_are_refused`).
 fn with_values(value: &str) -> String {
     let url_value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+    let card: String = value.chars().filter(|c| *c != '"').collect();
     std::fs::read_to_string(EXAMPLE).unwrap().replace(
         "    address: 10.0.0.11\n",
         &format!(
-            "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
+            "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      transparent_adapter: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
             format!("Ethernet {value}"),
+            format!("Ethernet 2 {card}"),
             format!("https://h/{url_value}"),
             "ab".repeat(32)
         ),
@@ -283,6 +308,18 @@ fn values_that_could_change_a_command_line_are_refused() {
             "    address: 10.0.0.11\n    windows: { adapter: \"Eth\\nernet\" }\n",
             "windows.adapter",
         ),
+        // a native argument to docker.exe: Windows PowerShell 5.1 passes an
+        // inner `"` unescaped, so the rest would become docker's arguments
+        (
+            "    address: 10.0.0.11\n",
+            "    address: 10.0.0.11\n    windows: { transparent_adapter: 'Ethernet 2\" --subnet x' }\n",
+            "windows.transparent_adapter",
+        ),
+        (
+            "    address: 10.0.0.11\n",
+            "    address: 10.0.0.11\n    windows: { adapter: Ethernet, transparent_adapter: ethernet }\n",
+            "is the routable adapter",
+        ),
     ] {
         let text = base.replacen(from, to, 1);
         assert_ne!(text, base);
@@ -292,6 +329,153 @@ fn values_that_could_change_a_command_line_are_refused() {
             .to_string();
         assert!(e.contains(want) && e.contains("fix:"), "{e}");
     }
+}
+
+/// Commands with a stderr redirection (`2>&1`, `2>$null`) that run while
+/// `$ErrorActionPreference` is not Continue. Windows PowerShell 5.1 turns
+/// the first stderr line of a redirected native command into a terminating
+/// error under 'Stop' (PowerShell/PowerShell#4002, "any 2> redirection
+/// triggers the symptom"; PowerShell-Docs#6466: changed only in 7.1), so a
+/// program that succeeds with a warning would fail. The preference is
+/// read lexically: the last assignment before the command in the nearest
+/// enclosing function or script block that has one; none at all means
+/// 'Stop' (what kwinctl's bootstrap and scripts set).
+fn redirections_under_stop(label: &str, src: &str) -> Vec<String> {
+    let mut p = tree_sitter::Parser::new();
+    p.set_language(&tree_sitter_powershell::LANGUAGE.into())
+        .unwrap();
+    let tree = p.parse(src, None).unwrap();
+    let text = |n: tree_sitter::Node| n.utf8_text(src.as_bytes()).unwrap().to_string();
+    let scope_of = |n: tree_sitter::Node| {
+        let mut cur = n.parent();
+        while let Some(c) = cur {
+            if matches!(c.kind(), "script_block" | "function_statement") {
+                return c.id();
+            }
+            cur = c.parent();
+        }
+        tree.root_node().id()
+    };
+    let mut assignments = Vec::new(); // (scope, start, value)
+    let mut redirected = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "assignment_expression" {
+            let t = text(n);
+            if let Some((lhs, rhs)) = t.split_once('=')
+                && lhs.trim().eq_ignore_ascii_case("$ErrorActionPreference")
+            {
+                let v = rhs.trim().trim_matches(['\'', '"']).to_ascii_lowercase();
+                assignments.push((scope_of(n), n.start_byte(), v));
+            }
+        }
+        if n.kind() == "command" {
+            let mut w = n.walk();
+            let redirects = n.children(&mut w).any(|c| {
+                let mut w2 = c.walk();
+                c.kind() == "command_elements"
+                    && c.children(&mut w2).any(|e| {
+                        e.kind() == "redirection"
+                            || (e.kind() == "generic_token"
+                                && (text(e).starts_with("2>") || text(e).starts_with("*>")))
+                    })
+            });
+            if redirects {
+                redirected.push(n);
+            }
+        }
+        let mut w = n.walk();
+        stack.extend(n.children(&mut w));
+    }
+    let mut out = Vec::new();
+    for cmd in redirected {
+        let mut scopes = Vec::new();
+        let mut cur = cmd.parent();
+        while let Some(c) = cur {
+            if matches!(c.kind(), "script_block" | "function_statement") {
+                scopes.push(c.id());
+            }
+            cur = c.parent();
+        }
+        scopes.push(tree.root_node().id());
+        let decided = scopes.iter().find_map(|sc| {
+            assignments
+                .iter()
+                .filter(|(s, at, _)| s == sc && *at < cmd.start_byte())
+                .max_by_key(|(_, at, _)| *at)
+                .map(|(_, _, v)| v.clone())
+        });
+        let v = decided.unwrap_or_else(|| "stop".into());
+        if v != "continue" && v != "silentlycontinue" {
+            out.push(format!(
+                "{label}:{}: {} runs under $ErrorActionPreference '{v}'",
+                cmd.start_position().row + 1,
+                text(cmd)
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn native_stderr_redirections_run_under_continue() {
+    let r = kwinctl::os::renderer();
+    let host = ScriptHost {
+        name: "w",
+        cluster: "c",
+        address: "10.0.0.11".parse().unwrap(),
+        adapter: None,
+    };
+    let actions = examples();
+    let refs: Vec<&WinAction> = actions.iter().collect();
+    let names = vec!["kubelet".to_string()];
+    let probe = WinProbe {
+        files: &names,
+        services: &names,
+        tasks: &names,
+        binaries: &names,
+        images: &names,
+        reach: &[],
+    };
+    let mut scripts = vec![
+        (
+            "all actions".to_string(),
+            script::script(&r, &host, &refs, Some(&probe)),
+        ),
+        (
+            "boot script".into(),
+            script::boot_script(&r, &kwinctl::os::windows::boot::example()),
+        ),
+        (
+            "start script".into(),
+            script::start_script(&r, &kwinctl::os::windows::desired::example_task()),
+        ),
+    ];
+    scripts.extend(scripts_for(&load(
+        &std::fs::read_to_string(EXAMPLE).unwrap(),
+    )));
+    let mut found = 0;
+    for (label, s) in &scripts {
+        let bad = redirections_under_stop(label, s);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+        found += s.matches("2>").count();
+    }
+    assert!(found > 0, "no redirection checked");
+    // the check finds the lines kwinctl had (research defect 14)
+    for bad in [
+        "$ErrorActionPreference = 'Stop'\nfunction F {\n    param([string]$Exe)\n    $out = & $Exe 2>&1\n}\n",
+        "$ErrorActionPreference = 'Stop'\n$v = docker version --format x 2>$null\n",
+        "$ErrorActionPreference = 'Continue'\nfunction F {\n    $ErrorActionPreference = 'Stop'\n    sc.exe qfailure x 2>$null\n}\n",
+    ] {
+        assert!(!redirections_under_stop("seed", bad).is_empty(), "{bad}");
+    }
+    assert!(
+        redirections_under_stop(
+            "good",
+            "$ErrorActionPreference = 'Stop'\nfunction F {\n    param([string]$Exe)\n    $ErrorActionPreference = 'Continue'\n    $out = & $Exe 2>&1\n}\n"
+        )
+        .is_empty()
+    );
 }
 
 fn shape(script: &str) -> String {
@@ -322,8 +506,16 @@ fn hostile_values_stay_inside_strings() {
             "{host}: hostile values changed the script's structure"
         );
     }
-    // the values did reach Win01's script (the adapter, and the URL)
+    // the values did reach Win01's script (the adapter, the card docker is
+    // told to use, and the URL)
     assert!(bad[0].1.contains("Stop-Computer"), "{}", bad[0].1);
+    assert!(
+        bad[0]
+            .1
+            .contains("'com.docker.network.windowsshim.interface=Ethernet 2 x''; Remove-Item"),
+        "{}",
+        bad[0].1
+    );
 }
 
 #[test]

@@ -92,6 +92,10 @@ class State:
         d.setdefault("hyperv_module", True)
         d.setdefault("docker_version", "17.06.2-ee-16")
         d.setdefault("routing_installed", False)
+        # Get-WindowsFeature InstallState; a knob makes the Routing install
+        # wait for a restart
+        d.setdefault("hyperv_role", "Installed")
+        d.setdefault("routing_state", "Installed" if d["routing_installed"] else "Available")
         d.setdefault("switches", [])
         d.setdefault("networks", [])
         d.setdefault("images", [])
@@ -107,10 +111,23 @@ class State:
         d.setdefault("logs", {})
         d.setdefault("pod_cidr", None)
         d.setdefault("persistent_routes", [])
+        # the network cards (see "adapters" below) and the adapters' DHCP
+        # setting: a card without static configuration is on DHCP
+        d.setdefault("nics", [dict(n) for n in DEFAULT_NICS])
+        d.setdefault("dhcp", {n["name"]: i > 0 for i, n in enumerate(d["nics"])})
+        # forwarding of the adapters that are records (Docker's NAT adapter)
+        d.setdefault("fwd_records", {})
+        # the card a transparent network took: {nic, dev, addrs, adapter}
+        d.setdefault("bound", None)
+        # Windows Firewall: rules by name ({display, description, protocol,
+        # icmp_type, program, remote, enabled}); on unless the knob says not
+        d.setdefault("firewall", {})
+        d.setdefault("firewall_on", True)
         return d
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
+        # (a dropped connection keeps what the script did)
+        if exc_type is None or issubclass(exc_type, ConnectionDropped):
             tmp = self.path + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(self.data, f, indent=1, sort_keys=True)
@@ -139,45 +156,217 @@ def ipv4_of(dev):
     return [a["local"] for i in out for a in i.get("addr_info", [])]
 
 
-def forwarding():
-    with open("/proc/sys/net/ipv4/ip_forward") as f:
-        return f.read().strip() == "1"
-
-
 def norm_image(s):
     s = s.strip().lower()
     last = s.rsplit("/", 1)[-1]
     return s if (":" in last or "@" in last) else s + ":latest"
 
 
-# ------------------------------------------------------------------ facts
+# ------------------------------------------------------------------ adapters
+#
+# Windows' adapters and the Linux devices standing for them in the host's
+# namespace (sources in winsim/README.md, "Network adapters"):
+#   network cards        state "nics" (default "Ethernet" = eth0, which holds
+#                        the node's address, and "Ethernet 2" = eth1, a veth)
+#   the internal switch  the bridge KubeProxySwitch, "vEthernet (KubeProxySwitch)"
+#   a transparent net    the bridge HNSTransparent, with the card it took as
+#                        a port; named by build (2016: "vEthernet
+#                        (HNSTransparent)", 2019: "vEthernet (<card>)")
+#   Docker's NAT adapter a record (nothing routes through it here)
+# Forwarding is per adapter, as Set-NetIPInterface's is: Linux's
+# net.ipv4.conf.<dev>.forwarding ("packets received on this interface can
+# be forwarded"), never the global ip_forward.
 
-ADAPTERS = [("Ethernet", 4, "eth0"), ("Ethernet 2", 5, None)]
-VIRTUAL = [("vEthernet (KubeProxySwitch)", 8, "KubeProxySwitch"), ("vEthernet (HNSTransparent)", 9, "HNSTransparent")]
-INDEX_OF_DEV = {"eth0": 4, "KubeProxySwitch": 8, "HNSTransparent": 9}
+HNS_DEV = "HNSTransparent"
+SWITCH_DEV = "KubeProxySwitch"
+NAT_INDEX, SWITCH_INDEX, HNS_INDEX = 7, 8, 9
+DEFAULT_NICS = [{"name": "Ethernet", "dev": "eth0"}, {"name": "Ethernet 2", "dev": "eth1"}]
+
+
+def build_no(d):
+    return int(str(d["build"]).split(".")[2])
+
+
+def hns_adapter_name(d, nic):
+    return "vEthernet (HNSTransparent)" if build_no(d) == 14393 else "vEthernet (%s)" % nic
+
+
+def nat_adapter_name(d):
+    return "vEthernet (HNS Internal NIC)" if build_no(d) == 14393 else "vEthernet (nat)"
+
+
+def nics(d):
+    """The network cards, in ifIndex order (4, 5, ...)."""
+    return [dict(n, index=n.get("index", 4 + i), status=n.get("status", "Up"))
+            for i, n in enumerate(d["nics"])]
+
+
+def ensure_nics(d):
+    """Cards other than eth0 are one end of a veth pair (the other end,
+    <dev>p, is the cable), created on first use."""
+    for n in nics(d):
+        if not link_exists(n["dev"]):
+            sh("ip", "link", "add", n["dev"], "type", "veth", "peer", "name", n["dev"] + "p")
+            sh("ip", "link", "set", n["dev"] + "p", "up")
+        sh("ip", "link", "set", n["dev"], "up" if n["status"] == "Up" else "down")
+
+
+def fwd(dev):
+    try:
+        with open("/proc/sys/net/ipv4/conf/%s/forwarding" % dev) as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
+def set_fwd(dev, on):
+    with open("/proc/sys/net/ipv4/conf/%s/forwarding" % dev, "w") as f:
+        f.write("1\n" if on else "0\n")
+
+
+def adapters(d):
+    """Every adapter Get-NetAdapter would list: name, index, dev (None for a
+    record), physical, status."""
+    out = [{"name": n["name"], "index": n["index"], "dev": n["dev"], "physical": True, "status": n["status"]}
+           for n in nics(d)]
+    if d["docker_version"]:
+        out.append({"name": nat_adapter_name(d), "index": NAT_INDEX, "dev": None, "physical": False,
+                    "status": "Up", "ipv4": ["172.28.16.1"]})
+    if link_exists(SWITCH_DEV):
+        out.append({"name": "vEthernet (%s)" % SWITCH_DEV, "index": SWITCH_INDEX, "dev": SWITCH_DEV,
+                    "physical": False, "status": "Up"})
+    if link_exists(HNS_DEV) and d.get("bound"):
+        out.append({"name": d["bound"]["adapter"], "index": HNS_INDEX, "dev": HNS_DEV, "physical": False,
+                    "status": "Up"})
+    return out
+
+
+def adapter_named(d, name):
+    return next((a for a in adapters(d) if a["name"].lower() == (name or "").lower()), None)
+
+
+def addrs_of(dev):
+    """IPv4 addresses of `dev` as address/prefix."""
+    try:
+        out = json.loads(sh("ip", "-j", "-4", "addr", "show", "dev", dev) or "[]")
+    except (RuntimeError, ValueError):
+        return []
+    return ["%s/%d" % (a["local"], a["prefixlen"]) for i in out for a in i.get("addr_info", [])]
+
+
+def dev_holding(addr):
+    if not addr:
+        return None
+    for i in json.loads(sh("ip", "-j", "-4", "addr", "show") or "[]"):
+        if any(a["local"] == addr for a in i.get("addr_info", [])):
+            return i["ifname"]
+    return None
+
+
+def routable_dev(d, host):
+    """The routable adapter's device: the one the inventory names, else the
+    one holding the node's address (the prelude's Get-KwRoutableIndex)."""
+    if host.get("adapter"):
+        a = adapter_named(d, host["adapter"])
+        return a["dev"] if a else None
+    return dev_holding(host.get("address"))
+
+
+def gateway_routes(dev):
+    return [r for r in json.loads(sh("ip", "-j", "-4", "route", "show", "dev", dev) or "[]") if "gateway" in r]
+
+
+def move_addresses(src, dst, addrs):
+    routes = gateway_routes(src)
+    for a in addrs:
+        sh("ip", "addr", "del", a, "dev", src, check=False)
+        sh("ip", "addr", "add", a, "dev", dst, check=False)
+    for r in routes:
+        sh("ip", "route", "replace", r["dst"], "via", r["gateway"], check=False)
+
+
+def hns_take(d, nic, network):
+    """HNS builds an external switch on the card: the card becomes its port
+    and its IPv4 configuration (addresses, DHCP, gateway routes) moves to
+    the switch's new virtual adapter, which starts without forwarding."""
+    sh("ip", "link", "add", HNS_DEV, "type", "bridge")
+    sh("ip", "link", "set", HNS_DEV, "up")
+    set_fwd(HNS_DEV, False)
+    addrs = addrs_of(nic["dev"])
+    sh("ip", "link", "set", nic["dev"], "master", HNS_DEV)
+    move_addresses(nic["dev"], HNS_DEV, addrs)
+    name = hns_adapter_name(d, nic["name"])
+    d["bound"] = {"nic": nic["name"], "dev": nic["dev"], "addrs": addrs, "adapter": name}
+    d["dhcp"][name] = d["dhcp"].get(nic["name"], False)
+    network["adapter"] = name
+
+
+def hns_release(d):
+    """The network is gone (docker network rm, or HNS lost it): the switch
+    and its adapter go, the card gets its addresses back."""
+    b = d.get("bound")
+    if link_exists(HNS_DEV):
+        if b and link_exists(b["dev"]):
+            sh("ip", "link", "set", b["dev"], "nomaster", check=False)
+            back = [a for a in addrs_of(HNS_DEV) if a in b["addrs"]]
+            move_addresses(HNS_DEV, b["dev"], back)
+        sh("ip", "link", "del", HNS_DEV)
+    if b:
+        d["dhcp"].pop(b["adapter"], None)
+    d["bound"] = None
+
+
+def apply_firewall(d):
+    """Inbound ICMPv4 echo is dropped (Linux net.ipv4.icmp_echo_ignore_all,
+    per namespace: the host's own addresses only, forwarded traffic is not
+    filtered) until an enabled inbound rule allows ICMPv4 type 8. The rules'
+    remote addresses are recorded, not enforced (the kernel here has no
+    packet filter)."""
+    allowed = not d["firewall_on"] or any(
+        r.get("enabled", True) and r.get("protocol", "").lower() == "icmpv4" and str(r.get("icmp_type")) == "8"
+        for r in d["firewall"].values())
+    with open("/proc/sys/net/ipv4/icmp_echo_ignore_all", "w") as f:
+        f.write("0\n" if allowed else "1\n")
+
+
+def block_has(h, pattern):
+    """Whether the action's PowerShell block (the lines under its header)
+    holds a statement: where what Windows does depends on a statement the
+    script runs (see winsim/README.md), the simulator looks for it there."""
+    return re.search(pattern, h.get("_block", "")) is not None
+
+
+# ------------------------------------------------------------------ facts
 
 
 def facts(d, probe):
-    fwd = forwarding()
-    adapters = []
-    for name, index, dev in ADAPTERS:
-        adapters.append({"name": name, "index": index, "ipv4": ipv4_of(dev) if dev else [], "forwarding": fwd})
-    for name, index, dev in VIRTUAL:
-        if link_exists(dev):
-            adapters.append({"name": name, "index": index, "ipv4": ipv4_of(dev), "forwarding": fwd})
+    listed = []
+    index_of_dev = {}
+    for a in adapters(d):
+        dev = a["dev"]
+        if dev:
+            index_of_dev[dev] = a["index"]
+        listed.append({
+            "name": a["name"], "index": a["index"],
+            "ipv4": ipv4_of(dev) if dev else a.get("ipv4", []),
+            "forwarding": fwd(dev) if dev else d["fwd_records"].get(a["name"], False),
+            "physical": a["physical"], "status": a["status"], "dhcp": d["dhcp"].get(a["name"], False),
+        })
+    # the active store is the kernel's table; the persistent store is the
+    # state's persistent_routes (what a reboot brings back)
     persistent = {(r["dst"], r["via"]) for r in d["persistent_routes"]}
     routes = []
-    for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
-        if "gateway" not in r:
-            continue
-        dst = r["dst"] if "/" in r["dst"] or r["dst"] == "default" else r["dst"] + "/32"
-        if dst == "default":
-            dst = "0.0.0.0/0"
+    for dst, via, dev in active_routes():
         routes.append({
-            "dst": dst, "via": r["gateway"], "index": INDEX_OF_DEV.get(r.get("dev"), 99),
-            "persistent": (dst, r["gateway"]) in persistent,
+            "dst": dst, "via": via, "index": index_of_dev.get(dev, 99),
+            "persistent": (dst, via) in persistent, "active": True,
         })
-    hns = link_exists("HNSTransparent")
+    active = {(r["dst"], r["via"]) for r in routes}
+    for r in d["persistent_routes"]:
+        if (r["dst"], r["via"]) not in active:
+            routes.append({"dst": r["dst"], "via": r["via"], "index": index_of_dev.get(r.get("dev"), 99),
+                           "persistent": True, "active": False})
+    hns = link_exists(HNS_DEV)
     wanted_files = [p.lower() for p in probe.get("files", [])]
     reach = []
     for ip in probe.get("reach", []):
@@ -186,28 +375,58 @@ def facts(d, probe):
     return {
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
         "build": d["build"], "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"],
-        "adapters": adapters,
-        "routing_installed": d["routing_installed"],
+        "adapters": listed,
+        "routing_installed": d["routing_state"] == "Installed",
+        "routing_state": d["routing_state"],
+        "hyperv_role": d["hyperv_role"],
         "switches": [s for s in d["switches"] if link_exists(s["name"])],
-        "networks": [n for n in d["networks"] if hns],
+        "networks": [{k: v for k, v in n.items() if k in ("name", "driver", "subnet", "gateway", "interface")}
+                     for n in d["networks"] if hns],
         "routes": routes,
         "images": d["images"],
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
-        "services": [{k: v for k, v in dict(s, name=n).items() if k in SERVICE_FACTS}
-                     for n, s in d["services"].items() if n in probe.get("services", [])],
+        "services": [service_fact(d, probe, n, s) for n, s in d["services"].items()
+                     if n in probe.get("services", [])],
         "tasks": [{"name": n, "state": t["state"], "description": t["description"], "running": t["running"]}
-                  for n, t in d["tasks"].items() if n in probe.get("services", [])],
+                  for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
         "versions": [{"path": p, "output": file_version(d, p) or ""}
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],
         "image_os": [{"image": i, "os_version": d["image_os"].get(norm_image(i), "")}
                      for i in probe.get("images", []) if norm_image(i) in d["images"]],
+        "firewall": [{"name": n, "enabled": r.get("enabled", True), "description": r.get("description", "")}
+                     for n, r in d["firewall"].items() if n.lower().startswith("kwinctl-")],
         "pod_cidr": d["pod_cidr"],
         "cluster": d.get("cluster"),
         "reach": reach,
     }
 
 
-SERVICE_FACTS = {"name", "status", "start", "binpath", "env", "depends", "restart"}
+def failure_actions_blob(restart):
+    """The registry's FailureActions after `sc.exe failure <name> reset=
+    86400 actions= restart/10000/restart/10000/restart/10000`: a
+    SERVICE_FAILURE_ACTIONS (reset period, reboot message, command, count,
+    actions offset) and its SC_ACTIONs (type 1 = SC_ACTION_RESTART, delay)."""
+    if not restart:
+        return b""
+    return struct.pack("<5I", 86400, 0, 0, 3, 20) + struct.pack("<2I", 1, 10000) * 3
+
+
+def service_fact(d, probe, name, s):
+    """What the probe reports of a service: the service manager's copy of
+    its command line, dependencies and start mode (Win32_Service,
+    Get-Service), its registry environment and recovery."""
+    env = s.get("env")
+    if env is None:
+        # @((Get-ItemProperty …).Environment) of a service without one is
+        # @($null) in PowerShell, unless the probe filters it out
+        env = [] if block_has(probe, r"\.Environment \| Where-Object") else [None]
+    fact = {"name": name, "status": s["status"], "start": s["start"], "binpath": s["binpath"],
+            "env": env, "depends": s["depends"],
+            # `sc.exe qfailure`'s text says RESTART only on an English host
+            "restart": bool(s.get("restart")) and d.get("locale", "en-US").startswith("en")}
+    if block_has(probe, r"-Name FailureActions"):
+        fact["failure_actions"] = base64.b64encode(failure_actions_blob(s.get("restart"))).decode()
+    return fact
 
 
 def file_of(d, path):
@@ -245,8 +464,13 @@ def scm_start(d, name):
     --windows-service never reports (it is not a service program) and SCM
     gives up (error 1053). Start-Service's message is the same for both
     (B: the wording, from PowerShell 5.1's ServiceController); kwinctl's
-    template adds the command line to run by hand."""
+    template adds the command line to run by hand. The services it depends
+    on start first (other dependencies, such as docker, are taken as
+    running)."""
     s = d["services"][name]
+    for dep in s["depends"]:
+        if dep in d["services"] and d["services"][dep]["status"] != "Running":
+            scm_start(d, dep)
     argv = k8sbin.split_command_line(s["binpath"]) or [""]
     why = start_binary(d, argv[0], argv[1:])
     if why is None and "--windows-service" not in argv[1:]:
@@ -265,6 +489,9 @@ def task_start(d, name):
     """The start script: Start-Process with the arguments, stderr to the
     error log; Confirm-KwRunning's message when the binary is gone."""
     t = d["tasks"][name]
+    if "boot" in t:
+        boot_run(d, t["boot"])
+        return
     svc = t["service"]
     why = start_binary(d, svc["exe"], k8sbin.split_command_line(svc["args"]))
     err_log = "C:\\k\\logs\\%s.err.log" % name
@@ -283,6 +510,11 @@ class ActionError(Exception):
     pass
 
 
+class ConnectionDropped(Exception):
+    """The script cut the host off from the client (its address moved or
+    went): the state is kept and the connection is closed unanswered."""
+
+
 # One handler per action kind: `act_<kind>(d, h)` carries out the header
 # `h` (the action's serde form) on the state `d`. The name is the contract
 # with kwinctl: an action's kind is also its template's name, and
@@ -295,56 +527,160 @@ def act_record_pod_cidr(d, h):
     d["cluster"] = "%s %s" % (h["cluster"], h["cluster_id"])
 
 
+def slow(d, kind):
+    """A slow action takes its simulated time (knob "durations": kind ->
+    seconds; none by default, at most 60)."""
+    import time
+    time.sleep(min(float(d.get("durations", {}).get(kind, 0)), 60))
+
+
 def act_enable_routing(d, h):
+    # the block installs the role unless Get-WindowsFeature says Installed
+    # (or, when the block says so, InstallPending)
+    skip = ["Installed"] + (["InstallPending"] if block_has(h, r"'InstallPending'") else [])
+    if d["routing_state"] not in skip:
+        slow(d, "enable_routing")
+        d["routing_state"] = "InstallPending" if d.get("routing_needs_restart") else "Installed"
     d["routing_installed"] = True
-    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
-        f.write("1\n")
+    dev = routable_dev(d, h["_host"])
+    if dev is None:
+        raise ActionError("Set-NetIPInterface : Cannot validate argument on parameter 'InterfaceIndex'. "
+                          "The argument is null or empty.")
+    set_fwd(dev, True)
+    # the template's sweep: every vEthernet adapter that exists right now
+    if block_has(h, r"-like 'vEthernet \(\*'"):
+        for a in adapters(d):
+            if a["name"].startswith("vEthernet ("):
+                if a["dev"]:
+                    set_fwd(a["dev"], True)
+                else:
+                    d["fwd_records"][a["name"]] = True
 
 
 def act_create_switch(d, h):
-    if not link_exists("KubeProxySwitch"):
-        sh("ip", "link", "add", "KubeProxySwitch", "type", "bridge")
-    sh("ip", "link", "set", "KubeProxySwitch", "up")
-    d["switches"] = [s for s in d["switches"] if s["name"] != "KubeProxySwitch"]
-    d["switches"].append({"name": "KubeProxySwitch", "type": "Internal"})
+    if d["hyperv_role"] != "Installed":
+        # the module is there, the role (its management service) is not
+        raise ActionError("New-VMSwitch : The Hyper-V Virtual Machine Management service is not running or "
+                          "the Hyper-V role is not installed.")
+    if not link_exists(SWITCH_DEV):
+        sh("ip", "link", "add", SWITCH_DEV, "type", "bridge")
+        set_fwd(SWITCH_DEV, False)
+    sh("ip", "link", "set", SWITCH_DEV, "up")
+    d["switches"] = [s for s in d["switches"] if s["name"] != SWITCH_DEV]
+    d["switches"].append({"name": SWITCH_DEV, "type": "Internal"})
 
 
 def act_create_network(d, h):
-    names = [n["name"] for n in d["networks"] if link_exists("HNSTransparent")]
+    names = [n["name"] for n in d["networks"] if link_exists(HNS_DEV)]
     if h["name"] in names and not h["replace"]:
         raise ActionError("Error response from daemon: network with name %s already exists" % h["name"])
-    if h["replace"] and link_exists("HNSTransparent"):
-        sh("ip", "link", "del", "HNSTransparent")
-    if not link_exists("HNSTransparent"):
-        sh("ip", "link", "add", "HNSTransparent", "type", "bridge")
-    sh("ip", "link", "set", "HNSTransparent", "up")
-    d["networks"] = [{"name": h["name"], "driver": "transparent", "subnet": h["subnet"], "gateway": h["gateway"]}]
+    if h["replace"]:
+        hns_release(d)
+        d["networks"] = []
+    iface = h.get("interface")
+    if iface is not None:
+        nic = next((n for n in nics(d) if n["name"].lower() == iface.lower()), None)
+        if nic is None:
+            raise ActionError("Error response from daemon: HNS failed with error : The network adapter '%s' "
+                              "was not found." % iface)
+    else:
+        # No card named: HNS takes the first "open" one (Up, not on an
+        # external switch), here in ifIndex order, whichever it is.
+        taken = d["bound"]["nic"] if d.get("bound") else None
+        nic = next((n for n in nics(d) if n["status"] == "Up" and n["name"] != taken), None)
+        if nic is None:
+            raise ActionError("Error response from daemon: HNS failed with error : Element not found.")
+    hns_release(d)
+    network = {"name": h["name"], "driver": "transparent", "subnet": h["subnet"], "gateway": h["gateway"],
+               "interface": iface}
+    hns_take(d, nic, network)
+    d["networks"] = [network]
 
 
 def act_set_gateway_address(d, h):
-    if not link_exists("HNSTransparent"):
-        raise ActionError("Get-NetIPAddress: No MSFT_NetIPAddress objects found with property 'InterfaceAlias' "
-                          "equal to 'vEthernet (HNSTransparent)'")
-    sh("ip", "addr", "flush", "dev", "HNSTransparent")
-    sh("ip", "addr", "add", "%s/%d" % (h["gateway"], h["prefix"]), "dev", "HNSTransparent")
+    # kwinctl before naming the adapter by build always said this one
+    set_gateway(d, h.get("adapter", "vEthernet (HNSTransparent)"), h["gateway"], h["prefix"],
+                h.get("node_address"), block_has(h, r"-Dhcp Disabled"), block_has(h, r"-Forwarding Enabled"))
+
+
+def set_gateway(d, name, gateway, prefix, node, dhcp_off, forwarding):
+    """The gateway address on the network's adapter (every other IPv4
+    address on it goes), refusing the adapter holding the node's address."""
+    a = adapter_named(d, name)
+    if a is None or not a["dev"]:
+        raise ActionError("Set-NetIPInterface : No MSFT_NetIPInterface objects found with property "
+                          "'InterfaceAlias' equal to '%s'." % name)
+    if node and node in ipv4_of(a["dev"]):
+        raise ActionError("%s holds the node address %s: the transparent network took the routable card; not "
+                          "touching it (remove the network from the console, then rerun)" % (name, node))
+    if dhcp_off:
+        d["dhcp"][name] = False
+    sh("ip", "addr", "flush", "dev", a["dev"])
+    if d["dhcp"].get(name):
+        raise ActionError("New-NetIPAddress : Inconsistent parameters PolicyStore PersistentStore and Dhcp Enabled")
+    sh("ip", "addr", "add", "%s/%d" % (gateway, prefix), "dev", a["dev"])
+    if forwarding:
+        set_fwd(a["dev"], True)
+
+
+def active_routes():
+    """(dst, via, dev) of every route with a next hop in the kernel's main
+    table (a multipath route gives one per next hop)."""
+    out = []
+    for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
+        dst = r["dst"] if "/" in r["dst"] or r["dst"] == "default" else r["dst"] + "/32"
+        if dst == "default":
+            dst = "0.0.0.0/0"
+        for nh in r.get("nexthops", [r]):
+            if "gateway" in nh:
+                out.append((dst, nh["gateway"], nh.get("dev")))
+    return out
+
+
+def install_routes(dst, vias):
+    """The kernel route for `dst`: several next hops make it multipath
+    (Windows routes over each of two routes of one metric)."""
+    if len(vias) == 1:
+        sh("ip", "route", "replace", dst, "via", vias[0], check=False)
+    elif vias:
+        args = ["ip", "route", "replace", dst]
+        for v in vias:
+            args += ["nexthop", "via", v]
+        sh(*args, check=False)
+
+
+def remove_routes(d, h):
+    """Remove-NetRoute for the destination: from the active store, and from
+    the persistent one only when the block says so (-PolicyStore
+    PersistentStore; Get-NetRoute's default store is the active one)."""
+    sh("ip", "route", "del", h["dst"], check=False)
+    if block_has(h, r"PersistentStore"):
+        d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
 
 
 def act_add_route(d, h):
     if h.get("replace"):
-        sh("ip", "route", "del", h["dst"], check=False)
-    sh("ip", "route", "replace", h["dst"], "via", h["via"], "dev", "eth0")
-    d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
-    d["persistent_routes"].append({"dst": h["dst"], "via": h["via"]})
+        remove_routes(d, h)
+    # New-NetRoute writes both stores ("By default, a route is saved in both
+    # stores"); a copy of another next hop left in the persistent store
+    # stays, and the same route already there is an error
+    if any((r["dst"], r["via"]) == (h["dst"], h["via"]) for r in d["persistent_routes"]):
+        raise ActionError("New-NetRoute : Instance MSFT_NetRoute already exists")
+    sh("ip", "route", "replace", h["dst"], "via", h["via"])
+    dev = next((v for dst, via, v in active_routes() if dst == h["dst"]), None)
+    d["persistent_routes"] = [r for r in d["persistent_routes"]
+                              if (r["dst"], r["via"]) != (h["dst"], h["via"])]
+    d["persistent_routes"].append({"dst": h["dst"], "via": h["via"], "dev": dev})
 
 
 def act_del_route(d, h):
-    sh("ip", "route", "del", h["dst"], check=False)
-    d["persistent_routes"] = [r for r in d["persistent_routes"] if r["dst"] != h["dst"]]
+    remove_routes(d, h)
 
 
 def act_pull_image(d, h):
     img = norm_image(h["image"])
     if img not in d["images"]:
+        slow(d, "pull_image")
         d["images"].append(img)
     # docker pulls a manifest list's entry for the host's build; an image the
     # state says is of another build (knob "image_os") stays that build, and
@@ -361,6 +697,13 @@ def act_place_file(d, h):
     dest = f["path"]
     src = f.get("source") or {}
     if "url" in src:
+        # Invoke-WebRequest over TLS: on .NET 4.6 (build 14393) only SSL 3
+        # and TLS 1.0 are offered unless the block adds TLS 1.2 first; the
+        # lab's download server, like dl.k8s.io, takes TLS 1.2 only
+        if (src["url"].lower().startswith("https://") and not d.get("tls12_default", False)
+                and not block_has(h, r"SecurityProtocol.*Tls12[\s\S]*Invoke-WebRequest")):
+            raise ActionError("Invoke-WebRequest : The request was aborted: Could not create SSL/TLS secure channel.")
+        slow(d, "place_file")
         content = download(d, src["url"])
     else:
         # an upload: the bytes are in the block's PowerShell, as base64
@@ -388,11 +731,18 @@ def act_place_file(d, h):
     d["file_versions"][dest] = line
     # Services running this binary were stopped for the swap and are started
     # again; a start script restarts its binary from the new file.
-    for name, s in d["services"].items():
-        if s["status"] == "Running" and dest.lower() in s["binpath"].lower():
+    holding = [n for n, x in d["services"].items()
+                if x["status"] == "Running" and dest.lower() in x["binpath"].lower()]
+    dependents = [o for n in holding for o in running_dependents(d, n)]
+    for name in holding:
+        scm_stop(d, name)
+    for name in holding:
+        scm_start(d, name)
+    if block_has(h, r"DependentServices"):
+        for name in dependents:
             scm_start(d, name)
     for name, t in d["tasks"].items():
-        if t["service"]["exe"].lower() == dest.lower():
+        if t.get("service") and t["service"]["exe"].lower() == dest.lower():
             try:
                 task_start(d, name)
             except ActionError:
@@ -414,13 +764,47 @@ def download(d, url):
     raise ActionError("Invoke-WebRequest : The remote name could not be resolved: '%s'" % host)
 
 
+def scm_stop(d, name):
+    """Stop-Service -Force: the services depending on it (the service
+    manager's copy of their dependencies) stop first."""
+    for other, o in d["services"].items():
+        if name in o["depends"] and o["status"] == "Running":
+            scm_stop(d, other)
+    d["services"][name]["status"] = "Stopped"
+
+
+def running_dependents(d, name):
+    return [o for o, x in d["services"].items() if name in x["depends"] and x["status"] == "Running"]
+
+
 def act_install_service(d, h):
     s = h["service"]
-    d["services"][s["name"]] = {
-        "status": "Stopped", "start": "Automatic", "binpath": s["binpath"], "display": s["display"],
-        "env": s["env"], "depends": s["depends"], "restart": True,
-    }
-    scm_start(d, s["name"])
+    name = s["name"]
+    # the start mode the block gives New-Service, Set-Service or Change
+    m = re.search(r"-StartupType (\w+)|StartMode = '(\w+)'", h.get("_block", ""))
+    start = (m.group(1) or m.group(2)) if m else "Automatic"
+    old = d["services"].get(name)
+    dependents = []
+    if old is None:
+        d["services"][name] = {
+            "status": "Stopped", "start": start, "binpath": s["binpath"], "display": s["display"],
+            "env": s["env"], "depends": s["depends"], "restart": True,
+        }
+    else:
+        dependents = running_dependents(d, name)
+        scm_stop(d, name)
+        if block_has(h, r"-MethodName Change") or block_has(h, r"'sc\.exe' @\('config'"):
+            # through the service manager: its copy changes now
+            old["binpath"], old["depends"] = s["binpath"], s["depends"]
+            old.pop("registry", None)
+        else:
+            # raw registry writes: the service manager reads them at boot
+            old["registry"] = {"binpath": s["binpath"], "depends": s["depends"]}
+        old.update(start=start, env=s["env"], restart=True)
+    scm_start(d, name)
+    if block_has(h, r"DependentServices"):
+        for other in dependents:
+            scm_start(d, other)
 
 
 def act_start_service(d, h):
@@ -435,8 +819,65 @@ def act_install_task(d, h):
         "state": "Ready", "running": False,
         "description": "%s [kwinctl %s]" % (s["display"], s["fingerprint"]),
         "service": {"exe": s["exe"], "args": s["args"], "env": s["env"]},
+        # a trigger at startup, if the block registers one
+        "startup": block_has(h, r"-AtStartup"),
     }
     task_start(d, s["name"])
+
+
+BOOT_TASK = "kwinctl-boot"
+
+
+def act_install_boot_task(d, h):
+    d["tasks"][BOOT_TASK] = {
+        "state": "Ready", "running": False, "startup": block_has(h, r"-AtStartup"),
+        "description": "kwinctl: the pods' network, gateway and forwarding, then kubelet and kube-proxy "
+                       "[kwinctl %s]" % h["boot"]["fingerprint"],
+        "boot": h["boot"],
+    }
+
+
+def boot_run(d, b):
+    """What the boot script does at startup: the network (re-created on its
+    card when Docker dropped it), the gateway address with DHCP off and
+    forwarding, forwarding on the routable adapter, then kwinctl's services
+    and tasks. A failed step is logged and the next one runs."""
+    log_lines = []
+
+    def step(what, f):
+        try:
+            f()
+            log_lines.append("%s: done" % what)
+        except (ActionError, RuntimeError) as e:
+            log_lines.append("%s: failed: %s" % (what, e))
+
+    def network():
+        if not (link_exists(HNS_DEV) and any(n["name"] == b["network"] for n in d["networks"])):
+            act_create_network(d, {"name": b["network"], "subnet": b["subnet"], "gateway": b["gateway"],
+                                   "interface": b["interface"], "replace": False})
+
+    def gateway():
+        a = adapter_named(d, b["adapter"])
+        if a is None or not a["dev"] or b["gateway"] not in ipv4_of(a["dev"]):
+            set_gateway(d, b["adapter"], b["gateway"], b["prefix"], b["node_address"], True, False)
+
+    def forwarding():
+        a = adapter_named(d, b["adapter"])
+        if a is None or not a["dev"]:
+            raise ActionError("No MSFT_NetIPInterface objects found for '%s'" % b["adapter"])
+        set_fwd(a["dev"], True)
+        dev = routable_dev(d, {"address": b["node_address"], "adapter": b.get("routable_adapter")})
+        if dev:
+            set_fwd(dev, True)
+
+    step("network", network)
+    step("gateway address", gateway)
+    step("forwarding", forwarding)
+    for name in b["services"]:
+        step("start " + name, lambda n=name: scm_start(d, n))
+    for name in b["tasks"]:
+        step("start " + name, lambda n=name: task_start(d, n))
+    d["logs"]["C:\\k\\logs\\kwinctl-boot.log"] = "\n".join(log_lines)
 
 
 def act_start_task(d, h):
@@ -450,18 +891,36 @@ def act_remove_task(d, h):
 
 
 def act_remove_service(d, h):
+    if h["name"] in d["services"]:
+        scm_stop(d, h["name"])
     d["services"].pop(h["name"], None)
 
 
+def act_set_firewall(d, h):
+    # the block removes every kwinctl-* rule, then adds the header's
+    d["firewall"] = {n: r for n, r in d["firewall"].items() if not n.lower().startswith("kwinctl-")}
+    for r in h["rules"]:
+        d["firewall"][r["name"]] = {
+            "display": r["display"], "description": r["description"], "protocol": r["protocol"],
+            "icmp_type": 8 if r["protocol"].lower() == "icmpv4" else None, "program": r.get("program"),
+            "remote": r["remote"], "enabled": True,
+        }
+    apply_firewall(d)
+
+
+def act_remove_firewall(d, h):
+    d["firewall"] = {n: r for n, r in d["firewall"].items() if not n.lower().startswith("kwinctl-")}
+    apply_firewall(d)
+
+
 def act_remove_network(d, h):
-    if link_exists("HNSTransparent"):
-        sh("ip", "link", "del", "HNSTransparent")
+    hns_release(d)
     d["networks"] = [n for n in d["networks"] if n["name"] != h["name"]]
 
 
 def act_remove_switch(d, h):
-    if link_exists("KubeProxySwitch"):
-        sh("ip", "link", "del", "KubeProxySwitch")
+    if link_exists(SWITCH_DEV):
+        sh("ip", "link", "del", SWITCH_DEV)
     d["switches"] = []
 
 
@@ -519,13 +978,17 @@ def execute(script, state_path):
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
     known = {"prelude", "probe", "echo", "fail", "sleep", "read_files"}
+    host = {}
     with State(state_path) as d:
+        ensure_nics(d)
+        apply_firewall(d)
         for h in headers:
             kind = h.get("kind")
             if "id" not in h and kind not in known:
                 h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s\n" % json.dumps(h), 1
             if kind == "prelude":
+                host = h
                 continue
             if kind == "echo":
                 out.append(h.get("text", "") + "\n")
@@ -546,13 +1009,24 @@ def execute(script, state_path):
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
+            h["_host"] = host
+            # WinRM's connection lives on the node's address: when an action
+            # moves it to another adapter, or removes it, the connection
+            # drops mid-call and the client gets no answer.
+            where = dev_holding(host.get("address"))
             try:
                 act(d, h)
+                if where is not None and dev_holding(host.get("address")) != where:
+                    log("the node address %s left %s: dropping the connection" % (host.get("address"), where))
+                    raise ConnectionDropped()
                 out.append("KWX %d ok\n" % h["id"])
             except KeyError as e:
                 h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s (%s)\n" % (json.dumps(h), e), 1
             except (ActionError, RuntimeError) as e:
+                if where is not None and dev_holding(host.get("address")) != where:
+                    log("the node address %s left %s: dropping the connection" % (host.get("address"), where))
+                    raise ConnectionDropped()
                 out.append("KWX %d failed 1\n" % h["id"])
                 for line in str(e).splitlines() or ["failed"]:
                     out.append("KWE %s\n" % line)
@@ -562,28 +1036,50 @@ def execute(script, state_path):
 
 def reboot(state_path, drop_hns):
     with State(state_path) as d:
-        # Only persistent routes come back.
+        ensure_nics(d)
+        apply_firewall(d)
+        # a role install waiting for the restart is done
+        for k in ("routing_state", "hyperv_role"):
+            if d[k] == "InstallPending":
+                d[k] = "Installed"
+        if drop_hns:
+            # HNS lost the network; at start Docker removes transparent
+            # networks HNS does not have (moby daemon_windows.go "Remove
+            # networks not present in HNS")
+            hns_release(d)
+            d["networks"] = []
+        # Only the persistent store comes back (several next hops for one
+        # destination: all of them).
         for r in json.loads(sh("ip", "-j", "-4", "route", "show", "table", "main") or "[]"):
             if r.get("protocol") != "kernel":
                 sh("ip", "route", "del", r["dst"], check=False)
+        vias = {}
         for r in d["persistent_routes"]:
-            sh("ip", "route", "replace", r["dst"], "via", r["via"], "dev", "eth0", check=False)
-        if drop_hns:
-            if link_exists("HNSTransparent"):
-                sh("ip", "link", "del", "HNSTransparent")
-            d["networks"] = []
+            vias.setdefault(r["dst"], []).append(r["via"])
+        for dst, v in vias.items():
+            install_routes(dst, v)
         for name, s in d["services"].items():
             s["status"] = "Stopped"
+            # the service manager reads its configuration from the registry
+            s.update(s.pop("registry", {}))
+        for name, s in d["services"].items():
             if s["start"] == "Automatic":
                 try:
                     scm_start(d, name)
                 except ActionError:
                     pass
-        for name in d["tasks"]:
-            try:
-                task_start(d, name)
-            except ActionError:
-                pass
+        for t in d["tasks"].values():
+            t["running"] = False
+        # tasks at startup: kwinctl's boot task first (it starts the
+        # others), then any wrapper task with its own trigger
+        if BOOT_TASK in d["tasks"] and d["tasks"][BOOT_TASK].get("startup", True):
+            boot_run(d, d["tasks"][BOOT_TASK]["boot"])
+        for name, t in d["tasks"].items():
+            if name != BOOT_TASK and t.get("startup", True) and not t["running"]:
+                try:
+                    task_start(d, name)
+                except ActionError:
+                    pass
 
 
 # ------------------------------------------------------------------ WinRS
@@ -681,13 +1177,19 @@ class Shells:
         raise LookupError("unsupported action %s" % action)
 
     def run(self, c):
+        if c.get("result") == "dropped":
+            raise ConnectionDropped()
         if c.get("result"):
             return c["result"]
         script = self.script_of(c)
         if script is None:
             res = ("", "winsim: unknown command: only PowerShell scripts are simulated\n", 1)
         else:
-            res = execute(script, self.state_path)
+            try:
+                res = execute(script, self.state_path)
+            except ConnectionDropped:
+                c["result"] = "dropped"
+                raise
         c["result"] = res
         return res
 
@@ -836,6 +1338,11 @@ def make_handler(cfg, shells, tls):
             try:
                 answer = shells.handle(xml).encode()
                 status = 200
+            except ConnectionDropped:
+                # no answer: the connection goes, as a TCP connection to an
+                # address the host no longer has does
+                self.close_connection = True
+                return None
             except LookupError as e:
                 answer = envelope("http://schemas.dmtf.org/wbem/wsman/1/wsman/fault", message_id(xml),
                                   "<s:Fault><s:Reason><s:Text>%s</s:Text></s:Reason></s:Fault>" % e).encode()
@@ -868,6 +1375,8 @@ def serve(cfg):
         f.write("%s:1000:%s:%s:[U]:LCT-0\n" % (cfg.user, "0" * 32, nt_hash(cfg.password)))
     os.environ["NTLM_USER_FILE"] = store
     shells = Shells(cfg.state)
+    with State(cfg.state) as d:
+        apply_firewall(d)
     servers = [Server((cfg.listen, cfg.http_port), make_handler(cfg, shells, False))]
     if cfg.https_port:
         s = Server((cfg.listen, cfg.https_port), make_handler(cfg, shells, True))

@@ -237,6 +237,9 @@ pub struct WindowsSettings {
     pub binaries: BTreeMap<String, Binary>,
     pub adapter: Option<String>,
     pub network_name: Option<String>,
+    /// The network card the transparent network takes (never the routable
+    /// one); chosen by preflight when not given.
+    pub transparent_adapter: Option<String>,
 }
 
 #[derive(Debug, Clone)]

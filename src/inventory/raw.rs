@@ -215,6 +215,12 @@ pub(super) struct RawWindows {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) network_name: Option<Spanned<String>>,
+    /// The network card the pods' transparent network takes (never the one
+    /// holding the node's address); default: the only Up physical adapter
+    /// besides the routable one.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub(super) transparent_adapter: Option<Spanned<String>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name

@@ -516,6 +516,40 @@ impl Validator {
             );
             ok = false;
         }
+        // It travels as a native argument to docker.exe (`-o
+        // com.docker.network.windowsshim.interface=<name>`), and Windows
+        // PowerShell 5.1 passes a `"` inside a native argument unescaped
+        // (PowerShell/PowerShell#1995, fixed only in 7.3's
+        // PSNativeCommandArgumentPassing): no `"` here.
+        if let Some(a) = &w.transparent_adapter
+            && (a.value.is_empty()
+                || a.value.chars().count() > 256
+                || a.value.chars().any(|c| c.is_control() || c == '"')
+                || a.value.trim() != a.value)
+        {
+            self.problem(
+                a.into(),
+                format!(
+                    "windows.transparent_adapter {} is not an adapter name",
+                    echo(&a.value)
+                ),
+                "give the network card's name as `Get-NetAdapter -Physical` shows it (at most 256 characters, no control characters, no '\"', no leading or trailing space)",
+            );
+            ok = false;
+        }
+        if let (Some(a), Some(t)) = (&w.adapter, &w.transparent_adapter)
+            && a.value.eq_ignore_ascii_case(&t.value)
+        {
+            self.problem(
+                t.into(),
+                format!(
+                    "windows.transparent_adapter {} is the routable adapter (windows.adapter)",
+                    echo(&t.value)
+                ),
+                "the transparent network takes its card away from the host (its address moves to a virtual adapter, and the gateway action would remove it): name a second network card",
+            );
+            ok = false;
+        }
         if let Some(n) = &w.network_name
             && !valid_name(&n.value)
         {
@@ -553,6 +587,7 @@ impl Validator {
             binaries,
             adapter: w.adapter.as_ref().map(|a| a.value.clone()),
             network_name: w.network_name.as_ref().map(|n| n.value.clone()),
+            transparent_adapter: w.transparent_adapter.as_ref().map(|a| a.value.clone()),
         })
     }
 

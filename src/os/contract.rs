@@ -22,6 +22,7 @@ const NOT_ACTIONS: &[&str] = &[
     "windows/prelude.ps1",
     "windows/probe.ps1",
     "windows/start_script.ps1",
+    "windows/boot_script.ps1",
     "windows/read_files.ps1",
 ];
 

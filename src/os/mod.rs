@@ -31,7 +31,7 @@ use crate::transport::Interpreter;
 /// unreadable kubeconfig is bad input).
 pub enum Desired {
     Linux,
-    Windows(windows::WindowsDesired),
+    Windows(Box<windows::WindowsDesired>),
 }
 
 impl Desired {
@@ -42,7 +42,9 @@ impl Desired {
     ) -> Result<Desired, DesiredError> {
         Ok(match host.os {
             Os::Linux => Desired::Linux,
-            Os::Windows => Desired::Windows(windows::WindowsDesired::of(inv, host, uploads)?),
+            Os::Windows => {
+                Desired::Windows(Box::new(windows::WindowsDesired::of(inv, host, uploads)?))
+            }
         })
     }
 

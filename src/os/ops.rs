@@ -49,6 +49,13 @@ pub trait NodeOps: Send + Sync {
     fn peer_change(&self, a: &Self::Action) -> bool;
     /// A freshly installed host of this OS: what `render` diffs against.
     fn fresh(&self, node: &Node) -> Self::Facts;
+    /// How long an action may take when that is longer than a remote call
+    /// usually does (a role install, an image pull, a download): it then
+    /// runs in a call of its own with that budget (or `--timeout`, if
+    /// longer).
+    fn budget(&self, _a: &Self::Action) -> Option<std::time::Duration> {
+        None
+    }
     /// A file an action writes whole: its path on the host and the content
     /// kwinctl would write (`plan` shows the difference from the host's).
     fn rewrites(&self, _a: &Self::Action) -> Option<(String, String)> {

@@ -12,7 +12,7 @@
 //! read by the probe, counted up at each release): a run whose view is
 //! stale stops instead of acting on it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -69,6 +69,12 @@ pub(super) struct Barrier {
     lock_taken: AtomicBool,
     /// Each host's turn for the second phase (taken by its ticket).
     turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
+    /// The hosts (lower-case names) that change something in this run, and
+    /// those of them still changing: a host's reachability check of one of
+    /// them (a Windows node whose firewall opens in this run) is taken again
+    /// once it is done.
+    changing: std::sync::Mutex<BTreeSet<String>>,
+    pending: watch::Sender<BTreeSet<String>>,
 }
 
 pub(super) struct Coordinator {
@@ -96,6 +102,8 @@ impl Barrier {
                 lock_session: tokio::sync::Mutex::new(None),
                 lock_taken: AtomicBool::new(false),
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
+                changing: std::sync::Mutex::new(BTreeSet::new()),
+                pending: watch::channel(BTreeSet::new()).0,
             },
             Coordinator {
                 n,
@@ -115,6 +123,7 @@ impl Barrier {
 pub(super) struct Ticket<'a> {
     barrier: &'a Barrier,
     i: usize,
+    name: String,
     arrived: Option<bool>,
     readied: bool,
     /// This host's turn in the second phase (dropped with the ticket, so a
@@ -123,11 +132,12 @@ pub(super) struct Ticket<'a> {
 }
 
 impl<'a> Ticket<'a> {
-    pub(super) fn new(barrier: &'a Barrier, i: usize) -> Ticket<'a> {
+    pub(super) fn new(barrier: &'a Barrier, i: usize, name: &str) -> Ticket<'a> {
         let turn = barrier.turns.lock().unwrap()[i].take();
         Ticket {
             barrier,
             i,
+            name: name.to_ascii_lowercase(),
             arrived: None,
             readied: false,
             turn,
@@ -139,6 +149,29 @@ impl<'a> Ticket<'a> {
     /// in inventory order).
     pub(super) async fn turn(&mut self) -> Option<OwnedSemaphorePermit> {
         self.turn.take()?.await.ok()
+    }
+
+    /// This host has done its changes (or will make none).
+    pub(super) fn done(&self) {
+        self.barrier
+            .pending
+            .send_if_modified(|p| p.remove(&self.name));
+    }
+
+    /// The hosts (lower-case names) that change something in this run.
+    pub(super) fn changing(&self) -> BTreeSet<String> {
+        self.barrier.changing.lock().unwrap().clone()
+    }
+
+    /// Wait until none of `hosts` is still changing (bounded: each host's
+    /// own steps are, and a host that is gone is done).
+    pub(super) async fn wait_done(&self, hosts: &BTreeSet<String>) {
+        let mut rx = self.barrier.pending.subscribe();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(3600),
+            rx.wait_for(|p| p.is_disjoint(hosts)),
+        )
+        .await;
     }
 
     /// Report the first phase and wait for the allocation.
@@ -172,6 +205,7 @@ impl<'a> Ticket<'a> {
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
+        self.done();
         match self.arrived {
             None => {
                 let _ = self.barrier.arrive.send((self.i, Arrival::Failed));
@@ -247,9 +281,15 @@ impl Coordinator {
         let _ = self.decision.send(Some(Arc::new(decision)));
 
         let mut changes = false;
+        let mut changing = BTreeSet::new();
         for _ in 0..probed {
             match self.ready.recv().await {
-                Some((_, c)) => changes |= c,
+                Some((i, c)) => {
+                    changes |= c;
+                    if c {
+                        changing.insert(targets[i].0.to_ascii_lowercase());
+                    }
+                }
                 None => break,
             }
         }
@@ -273,6 +313,10 @@ impl Coordinator {
                 }
             }
         };
+        if matches!(go, Go::Yes) {
+            *ctx.barrier.changing.lock().unwrap() = changing.clone();
+            ctx.barrier.pending.send_replace(changing);
+        }
         let _ = self.go.send(Some(go));
         // Turns for the second phase, in input order: a host that has gone
         // (its turn dropped) hands its permit straight to the next.

@@ -21,7 +21,7 @@ pub(super) async fn run(
     lock_here: bool,
     slot: tokio::sync::oneshot::Receiver<tokio::sync::OwnedSemaphorePermit>,
 ) -> Option<HostReport> {
-    let ticket = Ticket::new(&ctx.barrier, i);
+    let ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
     let r = t.blank(guess_pod_cidr(ctx, t));
     if ctx.interrupt.is_set() {
         return t.selected.then(|| r.interrupted(false));
@@ -207,7 +207,7 @@ impl<'a> Flow<'a> {
             ));
             return (selected.then_some(r), None);
         };
-        let _turn = self.ticket.turn().await;
+        let turn = self.ticket.turn().await;
         let refused = match go {
             Go::Yes => None,
             Go::No(e) => Some(e),
@@ -225,8 +225,8 @@ impl<'a> Flow<'a> {
             (Mode::Verify, true) => {
                 Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
             }
-            (Mode::Up, true) => Some(
-                super::converge::converge(
+            (Mode::Up, true) => {
+                let r = super::converge::converge(
                     ctx,
                     &mut session,
                     &node,
@@ -237,8 +237,22 @@ impl<'a> Flow<'a> {
                     refused,
                     r,
                 )
-                .await,
-            ),
+                .await;
+                drop(turn);
+                self.ticket.done();
+                Some(
+                    super::recheck::recheck(
+                        ctx,
+                        &mut session,
+                        &node,
+                        &ops,
+                        &probed,
+                        &self.ticket,
+                        r,
+                    )
+                    .await,
+                )
+            }
             (Mode::Reset, true) => {
                 Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
             }

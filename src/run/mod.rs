@@ -20,6 +20,7 @@ mod coordinate;
 mod host;
 mod peers;
 mod plan;
+mod recheck;
 mod reset;
 mod step;
 mod verify;

@@ -67,7 +67,23 @@ pub(super) async fn call(
     what: &str,
     script: String,
 ) -> Result<Output, CallError> {
-    let res = tokio::time::timeout(ctx.opts.timeout, s.run(&script)).await;
+    call_within(ctx, s, host, what, script, None).await
+}
+
+/// [`call`], bounded by an action's own budget when it is longer than
+/// `--timeout`: (the action's description, its budget).
+async fn call_within(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    host: &str,
+    what: &str,
+    script: String,
+    budget: Option<(String, Duration)>,
+) -> Result<Output, CallError> {
+    let limit = budget
+        .as_ref()
+        .map_or(ctx.opts.timeout, |(_, b)| ctx.opts.timeout.max(*b));
+    let res = tokio::time::timeout(limit, s.run(&script)).await;
     // The script moves into the record (at 200 hosts each apply script
     // holds 200 routes and the boot script: no second copy of it).
     let mut rec = Call {
@@ -89,7 +105,8 @@ pub(super) async fn call(
         Err(_) => Err(CallError::Timeout {
             what: what.to_string(),
             host: host.to_string(),
-            secs: ctx.opts.timeout.as_secs(),
+            secs: limit.as_secs(),
+            budget_of: budget.map(|(a, _)| a),
         }),
     };
     if let Err(e) = &out {
@@ -134,9 +151,12 @@ fn parse<O: NodeOps>(ops: &O, out: &Output) -> Result<O::Facts, FactsError> {
     ops.parse(out)
 }
 
-/// Run the diff's actions and then the probe (pinging `reach`) in one
-/// remote call; `r.actions` says what happened to each item. The facts
-/// after applying come back when every action succeeded.
+/// Run the diff's actions and then the probe (pinging `reach`): in one
+/// remote call, except that an action with a budget of its own
+/// ([`NodeOps::budget`]) runs in a call of its own, bounded by that budget;
+/// the probe goes with the last call. `r.actions` says what happened to
+/// each item. The facts after applying come back when every action
+/// succeeded.
 pub(super) async fn apply<O: NodeOps>(
     ctx: &Ctx,
     s: &mut Box<dyn Session>,
@@ -147,20 +167,101 @@ pub(super) async fn apply<O: NodeOps>(
     r: &mut HostReport,
 ) -> Result<O::Facts, HostError> {
     let actions: Vec<&O::Action> = d.actions().collect();
-    ctx.reporter
-        .phase(&node.name, &format!("applying {} actions", actions.len()));
-    let script = ops.script(node, &actions, Some(reach));
-    let out = match call(ctx, s, &node.name, "apply", script).await {
-        Ok(o) => o,
-        Err(call) => {
-            r.actions = reports_of(d, ActionStatus::Skipped);
-            return Err(HostError::Apply {
-                call,
-                mode: ctx.mode,
+    let parts = segments(ops, &actions);
+    let mut results: Vec<(ActionStatus, String)> = Vec::new();
+    let mut out = None;
+    for (k, (range, budget)) in parts.iter().enumerate() {
+        let part = &actions[range.clone()];
+        let last = k + 1 == parts.len();
+        let (what, phase) = match (budget, parts.len()) {
+            (_, 1) => (
+                "apply".to_string(),
+                format!("applying {} actions", part.len()),
+            ),
+            (Some(b), n) => (
+                format!("apply {}/{n}: {}", k + 1, part[0].describe()),
+                format!(
+                    "{} ({}/{n}, budget {}s)",
+                    part[0].describe(),
+                    k + 1,
+                    b.max(&ctx.opts.timeout).as_secs()
+                ),
+            ),
+            (None, n) => (
+                format!("apply {}/{n}", k + 1),
+                format!("applying {} actions ({}/{n})", part.len(), k + 1),
+            ),
+        };
+        ctx.reporter.phase(&node.name, &phase);
+        let script = ops.script(node, part, last.then_some(reach));
+        let budget = budget.map(|b| (part[0].describe(), b));
+        let o = match call_within(ctx, s, &node.name, &what, script, budget).await {
+            Ok(o) => o,
+            Err(call) => {
+                fill(r, d, results, ActionStatus::Skipped);
+                return Err(HostError::Apply {
+                    call,
+                    mode: ctx.mode,
+                });
+            }
+        };
+        let (res, failed_at) = action_results(&o.stdout, part.len());
+        let done = res.len();
+        results.extend(res);
+        if let Some(i) = failed_at {
+            fill(r, d, results, ActionStatus::Skipped);
+            let i = range.start + i;
+            return Err(HostError::ActionFailed {
+                index: i,
+                what: actions[i].describe(),
+                not_run: actions.len() - i - 1,
             });
         }
-    };
-    let (results, failed_at) = action_results(&out.stdout, actions.len());
+        if done < part.len() {
+            fill(r, d, results, ActionStatus::Skipped);
+            let done = r
+                .actions
+                .iter()
+                .filter(|a| a.status == ActionStatus::Changed)
+                .count();
+            return Err(HostError::Stopped {
+                done,
+                total: actions.len(),
+                exit: o.exit,
+                stderr: o.stderr,
+            });
+        }
+        out = Some(o);
+    }
+    fill(r, d, results, ActionStatus::Skipped);
+    let out = out.expect("a diff with changes has an action");
+    parse(ops, &out).map_err(HostError::Reprobe)
+}
+
+/// The calls an apply is made of: runs of actions without a budget of
+/// their own go together; an action with one goes alone, with it.
+fn segments<O: NodeOps>(
+    ops: &O,
+    actions: &[&O::Action],
+) -> Vec<(std::ops::Range<usize>, Option<Duration>)> {
+    let mut out: Vec<(std::ops::Range<usize>, Option<Duration>)> = Vec::new();
+    for (i, a) in actions.iter().enumerate() {
+        match (ops.budget(a), out.last_mut()) {
+            (None, Some((range, None))) => range.end = i + 1,
+            (b, _) => out.push((i..i + 1, b)),
+        }
+    }
+    out
+}
+
+/// Each item's report: the results so far in action order, `rest` for the
+/// actions after them.
+fn fill<A: Describe>(
+    r: &mut HostReport,
+    d: &Diff<A>,
+    results: Vec<(ActionStatus, String)>,
+    rest: ActionStatus,
+) {
     let mut results = results.into_iter();
     r.actions = d
         .items
@@ -168,9 +269,7 @@ pub(super) async fn apply<O: NodeOps>(
         .map(|item| match &item.action {
             None => ActionReport::unchanged(&item.key),
             Some(a) => {
-                let (status, stderr) = results
-                    .next()
-                    .unwrap_or((ActionStatus::Skipped, String::new()));
+                let (status, stderr) = results.next().unwrap_or((rest, String::new()));
                 ActionReport {
                     key: item.key.clone(),
                     action: a.describe(),
@@ -180,27 +279,6 @@ pub(super) async fn apply<O: NodeOps>(
             }
         })
         .collect();
-    if let Some(i) = failed_at {
-        return Err(HostError::ActionFailed {
-            index: i,
-            what: actions[i].describe(),
-            not_run: actions.len() - i - 1,
-        });
-    }
-    let done = r
-        .actions
-        .iter()
-        .filter(|a| a.status == ActionStatus::Changed)
-        .count();
-    if done < actions.len() {
-        return Err(HostError::Stopped {
-            done,
-            total: actions.len(),
-            exit: out.exit,
-            stderr: out.stderr,
-        });
-    }
-    parse(ops, &out).map_err(HostError::Reprobe)
 }
 
 /// A host's checks from its facts (and, on the control plane, the nodes as

@@ -581,6 +581,48 @@ fn verify_fails_a_host_that_cannot_reach_a_peer_and_changes_nothing() {
     assert_eq!(fakes.calls_to("cp"), before + 1);
 }
 
+/// A host pings its peers right after its own changes, while they may
+/// still be making theirs (a fresh Windows node opens its firewall only in
+/// its own script): a peer that did not answer and was changing in this run
+/// is pinged again once it is done — one more call, only then.
+#[test]
+fn a_peer_still_changing_is_pinged_again_when_it_is_done() {
+    for stays_down in [false, true] {
+        let fakes = Fakes::default();
+        let op = Operator::new(LINUX_ONLY);
+        let h = linux_hosts(&fakes, &["cp", "l2"]);
+        // l2 answers cp's first two pings (its probe, its apply's re-probe)
+        // with nothing, as a peer still opening its firewall would
+        let cp = h[0].clone();
+        let mut pinged = 0;
+        fakes.answer("cp", move |s: &str| {
+            let mut cp = cp.lock().unwrap();
+            if s.contains("ping -n -q") {
+                pinged += 1;
+                cp.unreachable = if pinged <= 2 || stays_down {
+                    vec!["198.18.1.3".into()]
+                } else {
+                    vec![]
+                };
+            }
+            cp.run(s)
+        });
+        let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+        let r = report(&ran, "cp");
+        let failed: Vec<&str> = r.failed_checks().map(|c| c.name.as_str()).collect();
+        if stays_down {
+            assert_eq!(r.status, HostStatus::Failed, "{r:?}");
+            assert_eq!(failed, ["reach l2 198.18.1.3"]);
+        } else {
+            assert_eq!(r.status, HostStatus::Changed, "{r:?}");
+            assert!(failed.is_empty(), "{failed:?}");
+        }
+        // probe, lock, apply + re-probe, the second ping, release
+        assert_eq!(fakes.calls_to("cp"), 5);
+        assert_eq!(status(&ran, "l2"), HostStatus::Changed);
+    }
+}
+
 #[test]
 fn reset_removes_what_up_made_and_confirms_it() {
     let fakes = Fakes::default();
@@ -1001,27 +1043,33 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                 name,
                 subnet,
                 gateway,
+                interface,
                 ..
             } => f.networks.push(crate::os::windows::facts::Network {
                 name: name.clone(),
                 driver: "transparent".into(),
                 subnet: Some(*subnet),
                 gateway: Some(*gateway),
+                interface: Some(interface.clone()),
             }),
-            WinAction::SetGatewayAddress { gateway, .. } => {
-                f.adapters.push(crate::os::windows::facts::Adapter {
-                    name: crate::os::windows::HNS_ADAPTER.into(),
-                    index: 9,
-                    ipv4: vec![*gateway],
-                    forwarding: true,
-                })
-            }
+            WinAction::SetGatewayAddress {
+                adapter, gateway, ..
+            } => f.adapters.push(crate::os::windows::facts::Adapter {
+                name: adapter.clone(),
+                index: 9,
+                ipv4: vec![*gateway],
+                forwarding: true,
+                physical: false,
+                status: "Up".into(),
+                dhcp: false,
+            }),
             WinAction::AddRoute { dst, via, .. } => {
                 f.routes.push(crate::os::windows::facts::WinRoute {
                     dst: *dst,
                     via: Some(*via),
                     index: 4,
                     persistent: true,
+                    active: true,
                 })
             }
             WinAction::PullImage { image } => f.images.push(image.clone()),
@@ -1033,11 +1081,29 @@ fn converged_windows(op: &Operator) -> WindowsFacts {
                 f.services.push(crate::os::windows::facts::Service {
                     name: service.name.clone(),
                     status: "Running".into(),
-                    start: "Automatic".into(),
+                    start: "Manual".into(),
                     binpath: service.binpath.clone(),
                     env: service.env.clone(),
                     depends: service.depends.clone(),
                     restart: true,
+                    failure_actions: None,
+                })
+            }
+            WinAction::SetFirewall { rules } => {
+                for r in rules {
+                    f.firewall.push(crate::os::windows::facts::FwFact {
+                        name: r.name.clone(),
+                        enabled: true,
+                        description: r.description.clone(),
+                    })
+                }
+            }
+            WinAction::InstallBootTask { boot } => {
+                f.tasks.push(crate::os::windows::facts::TaskFact {
+                    name: crate::os::windows::boot::BOOT_TASK.into(),
+                    state: "Ready".into(),
+                    description: boot.description(),
+                    running: false,
                 })
             }
             other => panic!("not modelled: {other:?}"),

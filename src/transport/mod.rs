@@ -24,8 +24,12 @@ pub enum Interpreter {
 
 /// Reads the whole script from stdin and runs it as one script block.
 /// Scripts do not travel in `-EncodedCommand`: WinRS runs commands through
-/// `cmd.exe`, whose 8191-character line limit our scripts exceed.
-pub const BOOTSTRAP: &str = "$ErrorActionPreference = 'Stop'; $kwScript = [Console]::In.ReadToEnd(); & ([scriptblock]::Create($kwScript)); exit $LASTEXITCODE";
+/// `cmd.exe`, whose 8191-character line limit our scripts exceed. Stdin and
+/// stdout are UTF-8 (without a byte order mark) on every transport: WinRM
+/// sets the code page itself (winrm-rs creates its shells with
+/// `WINRS_CODEPAGE=65001`), OpenSSH does not, and the console's OEM code
+/// page would garble adapter names and values outside ASCII in and out.
+pub const BOOTSTRAP: &str = "$ErrorActionPreference = 'Stop'; $kwUtf8 = New-Object System.Text.UTF8Encoding $false; [Console]::InputEncoding = $kwUtf8; [Console]::OutputEncoding = $kwUtf8; $kwScript = [Console]::In.ReadToEnd(); & ([scriptblock]::Create($kwScript)); exit $LASTEXITCODE";
 
 /// The bootstrap as `-EncodedCommand` wants it (base64 of UTF-16LE).
 pub fn encoded_bootstrap() -> String {
@@ -154,5 +158,39 @@ pub async fn connect(
             ssh::SshSession::connect(host, s, interpreter, opts).await?,
         )),
         Connection::WinRm(w) => Ok(Box::new(winrm::WinRmSession::connect(host, w, opts).await?)),
+    }
+}
+
+#[cfg(test)]
+mod bootstrap_tests {
+    use super::*;
+
+    /// The bootstrap, as both transports send it, makes stdin and stdout
+    /// UTF-8 before it reads the script (research defect 23: OpenSSH set
+    /// no code page), and stays far below cmd.exe's 8191 characters.
+    #[test]
+    fn the_bootstrap_reads_and_writes_utf8_on_every_transport() {
+        let read = BOOTSTRAP.find("[Console]::In.ReadToEnd()").unwrap();
+        for set in [
+            "[Console]::InputEncoding = $kwUtf8",
+            "[Console]::OutputEncoding = $kwUtf8",
+        ] {
+            let at = BOOTSTRAP.find(set).unwrap_or_else(|| panic!("{set}"));
+            assert!(at < read, "{set} after the script is read");
+        }
+        assert!(BOOTSTRAP.contains("New-Object System.Text.UTF8Encoding $false"));
+        use base64::Engine;
+        let utf16 = base64::engine::general_purpose::STANDARD
+            .decode(encoded_bootstrap())
+            .unwrap();
+        let text = String::from_utf16(
+            &utf16
+                .chunks(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert_eq!(text, BOOTSTRAP);
+        assert!(encoded_bootstrap().len() < 2000);
     }
 }

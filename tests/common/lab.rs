@@ -267,6 +267,39 @@ impl Lab {
         }
         check(&lab_sh(&args), "reboot");
     }
+    /// A "pod" at `addr` (with its prefix) on a simulated Windows host's
+    /// transparent network, its default route via `gateway`: its own
+    /// namespace behind the network's bridge, so traffic to and from it is
+    /// forwarded by the host (`lab.sh pod`).
+    pub fn pod(&self, host: &str, addr: &str, gateway: &str) {
+        check(&lab_sh(&["pod", &self.dir_s(), host, addr, gateway]), "pod");
+    }
+    /// `ping` from the pod `lab.pod` made on `host`.
+    pub fn ping_from_pod(&self, host: &str, ip: &str) -> bool {
+        let env = std::fs::read_to_string(self.dir.join("lab.env")).expect("lab.env");
+        let id = env
+            .lines()
+            .find_map(|l| l.strip_prefix("LAB_ID="))
+            .expect("LAB_ID");
+        let j = host.strip_prefix("win").expect("a Windows host");
+        run(
+            Command::new("ip").args([
+                "netns",
+                "exec",
+                &format!("kwl{id}w{j}p"),
+                "ping",
+                "-n",
+                "-c",
+                "1",
+                "-W",
+                "2",
+                ip,
+            ]),
+            Duration::from_secs(10),
+        )
+        .status
+        .success()
+    }
     /// The simulated Windows host's state file.
     pub fn win_state(&self, host: &str) -> PathBuf {
         self.dir.join("hosts").join(host).join("state.json")

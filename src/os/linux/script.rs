@@ -217,7 +217,7 @@ mod tests {
         assert!(s.contains("ip -4 route del '198.19.9.0/24' proto 198"));
         assert!(s.contains("#!/bin/sh\necho hi\nKWINCTL_BOOT_EOF\n"), "{s}");
         assert!(s.contains(&sha256_hex("#!/bin/sh\necho hi\n")), "{s}");
-        assert!(s.contains("ping -n -q -c 1 -W 2 '198.18.1.3'"));
+        assert!(s.contains("ping -n -q -c 1 -w 2 '198.18.1.3'"));
         assert!(s.trim_end().ends_with("printf 'KWF end\\n'"), "{s}");
         assert!(s.contains("kubectl get nodes"), "{s}");
         // the shell accepts it

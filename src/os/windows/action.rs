@@ -9,8 +9,10 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
+use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::{FileSource, WinFile, WinService};
-use super::{HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::firewall::FwRule;
+use super::{KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::diff::Describe;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,17 +27,25 @@ pub enum WinAction {
     /// The Routing role service, and forwarding on the routable adapter.
     EnableRouting,
     CreateSwitch,
-    /// `docker network create -d transparent`; `replace` removes a network
-    /// of the same name with the wrong subnet first.
+    /// `docker network create -d transparent` on the network card
+    /// `interface` (never the routable one: see `nic.rs`); `replace`
+    /// removes a network of the same name with the wrong subnet, gateway or
+    /// card first.
     CreateNetwork {
         name: String,
         subnet: Ipv4Net,
         gateway: Ipv4Addr,
+        interface: String,
         replace: bool,
     },
+    /// The pods' gateway address on the network's virtual adapter
+    /// (`adapter`, named by build), DHCP off and forwarding on there; the
+    /// script refuses if that adapter holds the node's address.
     SetGatewayAddress {
+        adapter: String,
         gateway: Ipv4Addr,
         prefix: u8,
+        node_address: Ipv4Addr,
     },
     AddRoute {
         dst: Ipv4Net,
@@ -62,11 +72,17 @@ pub enum WinAction {
         name: String,
     },
     /// A release without `--windows-service`: write the start script and
-    /// register the boot-time scheduled task that runs it (re-registering
-    /// an existing one), start it, and check the binary stays up.
+    /// register the scheduled task that runs it (re-registering an existing
+    /// one; the boot task starts it at boot), start it, and check the
+    /// binary stays up.
     InstallTask {
         service: WinService,
         exists: bool,
+    },
+    /// Write the boot script and register the startup task that runs it
+    /// (`boot.rs`); it is not run now (the other actions did its work).
+    InstallBootTask {
+        boot: BootSpec,
     },
     /// Start a registered task whose binary is not running.
     StartTask {
@@ -82,6 +98,12 @@ pub enum WinAction {
     RemoveTask {
         name: String,
     },
+    /// Replace kwinctl's firewall rules (`kwinctl-*`) with `rules`.
+    SetFirewall {
+        rules: Vec<FwRule>,
+    },
+    /// `reset`: remove kwinctl's firewall rules.
+    RemoveFirewall,
     /// `reset`: remove the transparent network (and with it the HNS adapter).
     RemoveNetwork {
         name: String,
@@ -108,13 +130,21 @@ impl Describe for WinAction {
                 name,
                 subnet,
                 gateway,
+                interface,
                 replace,
             } => format!(
-                "{} transparent docker network {name} on {subnet} (gateway {gateway})",
+                "{} transparent docker network {name} on {subnet} (gateway {gateway}) on network card {interface}",
                 if *replace { "re-create" } else { "create" }
             ),
-            WinAction::SetGatewayAddress { gateway, prefix } => {
-                format!("give {HNS_ADAPTER} the gateway address {gateway}/{prefix}")
+            WinAction::SetGatewayAddress {
+                adapter,
+                gateway,
+                prefix,
+                ..
+            } => {
+                format!(
+                    "give {adapter} the gateway address {gateway}/{prefix} (DHCP off, forwarding on)"
+                )
             }
             WinAction::AddRoute { dst, via, replace } => format!(
                 "{} persistent route {dst} via {via}",
@@ -140,7 +170,7 @@ impl Describe for WinAction {
             ),
             WinAction::StartService { name } => format!("start service {name}"),
             WinAction::InstallTask { service, exists } => format!(
-                "{} {} as a boot-time scheduled task (start script; it has no --windows-service)",
+                "{} {} as a scheduled task (start script; it has no --windows-service)",
                 if *exists {
                     "reconfigure and restart"
                 } else {
@@ -149,9 +179,31 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartTask { name } => format!("start scheduled task {name}"),
+            WinAction::InstallBootTask { .. } => format!(
+                "install the startup task {BOOT_TASK} (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)"
+            ),
             WinAction::RemoveService { name } => format!("stop and delete service {name}"),
             WinAction::RemoveTask { name } => {
                 format!("stop and delete scheduled task {name} and its start script")
+            }
+            WinAction::SetFirewall { rules } => format!(
+                "allow {} from the cluster in Windows Firewall (rules {})",
+                rules
+                    .iter()
+                    .map(|r| r
+                        .display
+                        .trim_start_matches("kwinctl: ")
+                        .trim_end_matches(" from the cluster"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                rules
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            WinAction::RemoveFirewall => {
+                "remove kwinctl's Windows Firewall rules (kwinctl-*)".into()
             }
             WinAction::RemoveNetwork { name } => format!("remove docker network {name}"),
             WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
@@ -167,11 +219,17 @@ impl Describe for WinAction {
             }
             WinAction::CreateSwitch => format!("no internal switch {KUBE_PROXY_SWITCH}"),
             WinAction::CreateNetwork { replace: false, .. } => "missing".into(),
-            WinAction::CreateNetwork { subnet, .. } => {
-                format!("exists with the wrong subnet or gateway (expected {subnet})")
+            WinAction::CreateNetwork {
+                subnet, interface, ..
+            } => {
+                format!(
+                    "exists with the wrong subnet, gateway or network card (expected {subnet} on {interface})"
+                )
             }
-            WinAction::SetGatewayAddress { gateway, .. } => {
-                format!("{HNS_ADAPTER} does not have {gateway}")
+            WinAction::SetGatewayAddress {
+                adapter, gateway, ..
+            } => {
+                format!("{adapter} does not have {gateway}, has DHCP on or does not forward")
             }
             WinAction::AddRoute {
                 via,
@@ -192,6 +250,12 @@ impl Describe for WinAction {
                 "the scheduled task runs another command line, environment or start script".into()
             }
             WinAction::StartTask { name } => format!("{name} is not running"),
+            WinAction::SetFirewall { .. } => {
+                "kwinctl's firewall rules are missing, disabled or for other nodes".into()
+            }
+            WinAction::InstallBootTask { .. } => {
+                format!("no startup task {BOOT_TASK}, or one for another network or services")
+            }
             WinAction::RemoveService { .. } => {
                 "a native service of that name, but this release runs it as a scheduled task"
                     .into()
@@ -202,6 +266,26 @@ impl Describe for WinAction {
             other => format!("not as desired: would {}", other.describe()),
         }
     }
+}
+
+/// The time budget of an action that can take longer than a remote call
+/// usually does; it runs in a call of its own with that budget (or
+/// `--timeout`, if longer). The figures are kwinctl's (B): installing a
+/// Windows role, pulling a Windows image (its base layers are hundreds of
+/// MB to GBs) and moving a ~100 MB binary over a slow link.
+pub fn budget(a: &WinAction) -> Option<std::time::Duration> {
+    let minutes = match a {
+        WinAction::EnableRouting => 20,
+        WinAction::PullImage { .. } => 30,
+        WinAction::PlaceFile { file } => match &file.source {
+            FileSource::Url(_) => 15,
+            // (a kubeconfig goes with the short actions)
+            FileSource::Inline(b) if b.len() > 1 << 20 => 15,
+            FileSource::Inline(_) => return None,
+        },
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(minutes * 60))
 }
 
 /// One of every action, for the contract and grammar tests (and a compile
@@ -221,11 +305,14 @@ pub fn examples() -> Vec<WinAction> {
             name: "kwinctl".into(),
             subnet: "192.168.1.0/24".parse().unwrap(),
             gateway: "192.168.1.1".parse().unwrap(),
+            interface: "Ethernet 2".into(),
             replace: true,
         },
         WinAction::SetGatewayAddress {
+            adapter: "vEthernet (HNSTransparent)".into(),
             gateway: "192.168.1.1".parse().unwrap(),
             prefix: 24,
+            node_address: "10.0.0.11".parse().unwrap(),
         },
         WinAction::AddRoute {
             dst: "192.168.0.0/24".parse().unwrap(),
@@ -280,12 +367,19 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::StartTask {
             name: "kubelet".into(),
         },
+        WinAction::InstallBootTask {
+            boot: crate::os::windows::boot::example(),
+        },
         WinAction::RemoveService {
             name: "kube-proxy".into(),
         },
         WinAction::RemoveTask {
             name: "kubelet".into(),
         },
+        WinAction::SetFirewall {
+            rules: crate::os::windows::firewall::example(),
+        },
+        WinAction::RemoveFirewall,
         WinAction::RemoveNetwork {
             name: "kwinctl".into(),
         },
@@ -319,14 +413,17 @@ mod tests {
                 WinAction::StartService { .. } => "start_service",
                 WinAction::InstallTask { .. } => "install_task",
                 WinAction::StartTask { .. } => "start_task",
+                WinAction::InstallBootTask { .. } => "install_boot_task",
                 WinAction::RemoveService { .. } => "remove_service",
                 WinAction::RemoveTask { .. } => "remove_task",
+                WinAction::SetFirewall { .. } => "set_firewall",
+                WinAction::RemoveFirewall => "remove_firewall",
                 WinAction::RemoveNetwork { .. } => "remove_network",
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
             })
             .collect();
-        assert_eq!(kinds.len(), 18);
+        assert_eq!(kinds.len(), 21);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

@@ -120,6 +120,11 @@ mod tests {
         // closing quote, so the argument ran on into the next one
         assert_eq!(quote(r"C:\Program Files\k\"), r#""C:\Program Files\k\\""#);
         assert_eq!(quote(r#"a\"b"#), r#""a\\\"b""#);
+        // issue 11: `pause_image: 'img\" --anonymous-auth=true x'` (refused
+        // at load since) became three kubelet arguments when `\` was not
+        // doubled before the `"`: quoted now, it stays one
+        let hostile = r#"--pod-infra-container-image=img\" --anonymous-auth=true x"#;
+        assert_eq!(split(&join(&[hostile, "--v=2"])), [hostile, "--v=2"]);
         assert_eq!(
             split(r#"a "b c" "C:\Program Files\k\\" d\\e "x\"y" """#),
             ["a", "b c", r"C:\Program Files\k\", r"d\\e", "x\"y", ""]

@@ -3,7 +3,7 @@
 //! (binaries, kubeconfig) and kubelet and kube-proxy, with command lines
 //! built for the declared Kubernetes release from the flag table
 //! (`k8s.rs`, `k8s.yaml`), hosted as native services or, before 1.10, by a
-//! start script a boot-time scheduled task runs.
+//! start script a scheduled task runs (kwinctl's boot task starts both at boot).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -63,7 +63,7 @@ pub struct WinService {
 
 /// Bump when the start script's template changes, so existing tasks are
 /// reinstalled with the new script.
-const WRAPPER_VERSION: &str = "kwinctl-task-1";
+const WRAPPER_VERSION: &str = "kwinctl-task-2";
 
 impl WinService {
     /// A service of `name` running `exe` with `args` (quoted here).
@@ -109,6 +109,10 @@ pub struct WindowsDesired {
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
     pub adapter: Option<String>,
+    /// The card the transparent network takes, when the inventory names it
+    /// (`windows.transparent_adapter`); otherwise preflight picks the only
+    /// fit one.
+    pub transparent_adapter: Option<String>,
     /// The release the binaries must be.
     pub kubernetes_version: KubeVersion,
     pub pause_image: String,
@@ -123,6 +127,14 @@ pub struct WindowsDesired {
     pub notes: Vec<String>,
 }
 
+/// The largest file kwinctl uploads inside a script. The bytes travel as
+/// base64 in a PowerShell string literal: read into UTF-16, parsed, then
+/// decoded — about five times the file in the host's memory, against
+/// WinRS's per-shell memory quota (MaxMemoryPerShellMB) — and in one remote
+/// call (research defect 24). A real kubelet.exe is over 100 MB: serve it
+/// over HTTP(S) instead.
+pub const MAX_INLINE: u64 = 32 << 20;
+
 /// Local files to upload, read once per command and shared between hosts.
 #[derive(Default)]
 pub struct Uploads(std::sync::Mutex<BTreeMap<std::path::PathBuf, std::sync::Arc<[u8]>>>);
@@ -132,6 +144,13 @@ impl Uploads {
         let mut m = self.0.lock().unwrap();
         if let Some(b) = m.get(p) {
             return Ok(b.clone());
+        }
+        let size = std::fs::metadata(p)?.len();
+        if size > MAX_INLINE {
+            return Err(std::io::Error::other(format!(
+                "{size} bytes is over kwinctl's limit of {} MiB for a file uploaded inside the script (it travels as base64 in a PowerShell string, about five times its size in the host's memory): serve it over HTTP(S) and give its url and sha256 instead of path",
+                MAX_INLINE >> 20
+            )));
         }
         let b: std::sync::Arc<[u8]> = std::fs::read(p)?.into();
         m.insert(p.to_path_buf(), b.clone());
@@ -289,6 +308,7 @@ impl WindowsDesired {
         Ok(WindowsDesired {
             network,
             adapter: w.adapter.clone(),
+            transparent_adapter: w.transparent_adapter.clone(),
             kubernetes_version: version,
             pause_image,
             pause_image_given,

@@ -6,11 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnet::Ipv4Net;
 
 use super::action::WinAction;
+use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::WindowsDesired;
 use super::facts::{WinRoute, WindowsFacts};
+use super::firewall;
 use super::k8s::Hosting;
+use super::nic::Nics;
 use super::preflight::{preflight, routable_adapter};
-use super::{CLUSTER_FILE, HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::{CLUSTER_FILE, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
 
@@ -48,7 +51,8 @@ pub fn diff_windows(
     d: &WindowsDesired,
     f: &WindowsFacts,
 ) -> Result<WinDiff, Conflict> {
-    let index = preflight(node, d, f)?;
+    let nics = preflight(node, d, f)?;
+    let index = nics.routable;
     let mut items: Vec<Item<WinAction>> = Vec::new();
     let mut notes = vec![format!(
         "Windows {}, Docker {}, Kubernetes {} (kubelet {}, kube-proxy {})",
@@ -61,6 +65,29 @@ pub fn diff_windows(
     notes.extend(d.notes.iter().cloned());
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
 
+    // First: other nodes ping this one when they verify, maybe while this
+    // script still runs.
+    let exes: Vec<(&str, String)> = d
+        .services
+        .iter()
+        .map(|s| (s.name.as_str(), s.exe.clone()))
+        .collect();
+    let rules = firewall::rules(node, &exes);
+    let have: BTreeSet<(String, String)> = f
+        .firewall
+        .iter()
+        .filter(|r| r.enabled)
+        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
+        .collect();
+    let want: BTreeSet<(String, String)> = rules
+        .iter()
+        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
+        .collect();
+    item(
+        "firewall".into(),
+        (have != want || f.firewall.len() != rules.len())
+            .then_some(WinAction::SetFirewall { rules }),
+    );
     let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
     item(
         format!("pod-cidr {}", node.pod_cidr),
@@ -77,9 +104,17 @@ pub fn diff_windows(
         .iter()
         .find(|a| a.index == index)
         .is_some_and(|a| a.forwarding);
+    // Installed but waiting for a restart: not installed again.
+    let pending = f.routing_state.eq_ignore_ascii_case("InstallPending");
+    if pending {
+        notes.push(
+            "reboot required: the Routing role is installed but waits for a restart (Get-WindowsFeature Routing: InstallPending)"
+                .into(),
+        );
+    }
     item(
         "routing".into(),
-        (!(f.routing_installed && forwarding)).then_some(WinAction::EnableRouting),
+        (!((f.routing_installed || pending) && forwarding)).then_some(WinAction::EnableRouting),
     );
     let switch_ok = f
         .switches
@@ -90,10 +125,15 @@ pub fn diff_windows(
         (!switch_ok).then_some(WinAction::CreateSwitch),
     );
     let net = f.networks.iter().find(|n| n.name == d.network);
+    // A network on another card, or on one HNS chose itself, is re-created
+    // on the chosen one.
     let net_ok = net.is_some_and(|n| {
         n.driver == "transparent"
             && n.subnet == Some(node.pod_cidr)
             && n.gateway == Some(node.gateway)
+            && n.interface
+                .as_deref()
+                .is_some_and(|i| i.eq_ignore_ascii_case(&nics.transparent))
     });
     item(
         format!("network {}", d.network),
@@ -101,42 +141,50 @@ pub fn diff_windows(
             name: d.network.clone(),
             subnet: node.pod_cidr,
             gateway: node.gateway,
+            interface: nics.transparent.clone(),
             replace: net.is_some(),
         }),
     );
+    // Replies from pods arrive on the network's adapter: it forwards too
+    // (Set-NetIPInterface: -Forwarding "determines if this IP interface
+    // forwards packets that arrive on this interface to other interfaces").
     let gw_ok = net_ok
-        && f.adapters
-            .iter()
-            .any(|a| a.name == HNS_ADAPTER && a.ipv4.contains(&node.gateway));
+        && f.adapters.iter().any(|a| {
+            a.name.eq_ignore_ascii_case(&nics.container)
+                && a.ipv4.contains(&node.gateway)
+                && a.forwarding
+                && !a.dhcp
+        });
     item(
-        format!("gateway {}", node.gateway),
-        (!gw_ok).then_some(WinAction::SetGatewayAddress {
+        format!("gateway {} on {}", node.gateway, nics.container),
+        (!gw_ok).then(|| WinAction::SetGatewayAddress {
+            adapter: nics.container.clone(),
             gateway: node.gateway,
             prefix: node.pod_cidr.prefix_len(),
+            node_address: node.address,
         }),
     );
 
     let desired = node.routes();
-    let mut have: BTreeMap<Ipv4Net, &WinRoute> = BTreeMap::new();
+    // Every route on the routable adapter, from both stores, by destination.
+    let mut have: BTreeMap<Ipv4Net, Vec<&WinRoute>> = BTreeMap::new();
     for r in f.routes.iter().filter(|r| r.index == index) {
-        have.entry(r.dst).or_insert(r);
+        have.entry(r.dst).or_default().push(r);
     }
-    for r in f.routes.iter().filter(|r| r.index == index) {
-        if desired.contains_key(&r.dst) {
+    for (dst, rs) in &have {
+        if desired.contains_key(dst) {
             continue;
         }
-        if !node.cluster_cidr().contains(&r.dst) || r.dst == node.pod_cidr {
+        if !node.cluster_cidr().contains(dst) || *dst == node.pod_cidr {
             continue;
         }
-        if let Some(why) = node.frozen.route(&r.dst, r.via) {
-            notes.push(format!("route {} left alone: {why}", r.dst));
+        let via = rs.iter().find_map(|r| r.via);
+        if let Some(why) = node.frozen.route(dst, via) {
+            notes.push(format!("route {dst} left alone: {why}"));
         } else {
             item(
-                format!("stale route {}", r.dst),
-                Some(WinAction::DelRoute {
-                    dst: r.dst,
-                    via: r.via,
-                }),
+                format!("stale route {dst}"),
+                Some(WinAction::DelRoute { dst: *dst, via }),
             );
         }
     }
@@ -145,17 +193,25 @@ pub fn diff_windows(
             notes.push(format!("route {dst} left alone: {why}"));
             continue;
         }
-        let action = match have.get(dst) {
-            Some(r) if r.via == Some(*via) && r.persistent => None,
-            Some(_) => Some(WinAction::AddRoute {
-                dst: *dst,
-                via: *via,
-                replace: true,
-            }),
-            None => Some(WinAction::AddRoute {
+        // Right: routing now and kept over a reboot, with no other next hop
+        // in either store (a persistent copy with another one would come
+        // back beside it).
+        let rs = have.get(dst).map(Vec::as_slice).unwrap_or(&[]);
+        let ok = rs
+            .iter()
+            .any(|r| r.via == Some(*via) && r.active && r.persistent)
+            && rs.iter().all(|r| r.via == Some(*via));
+        let action = match rs {
+            _ if ok => None,
+            [] => Some(WinAction::AddRoute {
                 dst: *dst,
                 via: *via,
                 replace: false,
+            }),
+            _ => Some(WinAction::AddRoute {
+                dst: *dst,
+                via: *via,
+                replace: true,
             }),
         };
         item(format!("route {dst}"), action);
@@ -177,6 +233,16 @@ pub fn diff_windows(
             (!ok).then(|| WinAction::PlaceFile { file: file.clone() }),
         );
     }
+    let boot = boot_spec(node, d, &nics);
+    let boot_ok = f.tasks.iter().any(|t| {
+        t.name.eq_ignore_ascii_case(BOOT_TASK)
+            && t.description == boot.description()
+            && !t.state.eq_ignore_ascii_case("disabled")
+    });
+    item(
+        format!("boot task {BOOT_TASK}"),
+        (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
+    );
     let mut changed_services: BTreeSet<String> = BTreeSet::new();
     for s in &d.services {
         let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
@@ -192,11 +258,12 @@ pub fn diff_windows(
                         }),
                     );
                 }
+                // Manual: the boot task starts it once the network is back
                 let ok = service.is_some_and(|h| {
                     h.binpath == s.binpath
                         && set(&h.env) == set(&s.env)
                         && set(&h.depends) == set(&s.depends)
-                        && h.start.eq_ignore_ascii_case("automatic")
+                        && h.start.eq_ignore_ascii_case("manual")
                         && h.restart
                 });
                 if !ok {
@@ -270,7 +337,38 @@ pub fn diff_windows(
                 .into(),
         );
     }
+    if f.routes
+        .iter()
+        .any(|r| r.index == index && !r.active && node.cluster_cidr().contains(&r.dst))
+    {
+        notes.push(
+            "some routes are only in the persistent store (they would come back at the next reboot): replaced or removed in both stores"
+                .into(),
+        );
+    }
     Ok(Diff { items, notes })
+}
+
+/// What the boot task restores and starts on this node.
+pub fn boot_spec(node: &Node, d: &WindowsDesired, nics: &Nics) -> BootSpec {
+    let named = |h: Hosting| {
+        d.services
+            .iter()
+            .filter(|s| s.hosting == h)
+            .map(|s| s.name.clone())
+            .collect()
+    };
+    BootSpec::new(
+        &d.network,
+        node.pod_cidr,
+        node.gateway,
+        &nics.transparent,
+        &nics.container,
+        node.address,
+        d.adapter.as_deref(),
+        named(Hosting::Service),
+        named(Hosting::Task),
+    )
 }
 
 /// `reset`: undo what `up` created, in reverse order. The Routing role and
@@ -296,9 +394,24 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             });
         }
     }
+    if f.tasks
+        .iter()
+        .any(|t| t.name.eq_ignore_ascii_case(BOOT_TASK))
+    {
+        items.push(Item {
+            key: format!("boot task {BOOT_TASK}"),
+            action: Some(WinAction::RemoveTask {
+                name: BOOT_TASK.into(),
+            }),
+        });
+    }
     let index = routable_adapter(node, d, f).map(|a| a.index);
+    let mut seen = BTreeSet::new();
     for r in &f.routes {
-        if Some(r.index) == index && node.cluster_cidr().contains(&r.dst) && r.dst != node.pod_cidr
+        if Some(r.index) == index
+            && node.cluster_cidr().contains(&r.dst)
+            && r.dst != node.pod_cidr
+            && seen.insert(r.dst)
         {
             items.push(Item {
                 key: format!("route {}", r.dst),
@@ -309,6 +422,10 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             });
         }
     }
+    items.push(Item {
+        key: "firewall".into(),
+        action: (!f.firewall.is_empty()).then_some(WinAction::RemoveFirewall),
+    });
     let net = f.networks.iter().any(|n| n.name == d.network);
     items.push(Item {
         key: format!("network {}", d.network),
@@ -359,7 +476,9 @@ mod tests {
     use crate::inventory::Os;
     use crate::os::windows::desired::{FileSource, WinFile, WinService};
     use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch, VersionFact};
-    use crate::os::windows::{HNS_ADAPTER, KUBE_PROXY_SWITCH, WIN_DIR};
+    use crate::os::windows::{KUBE_PROXY_SWITCH, WIN_DIR};
+
+    const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 
     fn node() -> Node {
         crate::alloc::test_node(
@@ -391,6 +510,7 @@ mod tests {
         WindowsDesired {
             network: "kwinctl".into(),
             adapter: None,
+            transparent_adapter: None,
             kubernetes_version: KubeVersion::parse("1.13.12").unwrap(),
             pause_image: "apprenda/pause".into(),
             pause_image_given: false,
@@ -415,13 +535,16 @@ mod tests {
 
     fn converged() -> WindowsFacts {
         let d = desired();
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
+        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
         f.adapters[0].forwarding = true;
         f.adapters.push(Adapter {
             name: HNS_ADAPTER.into(),
             index: 9,
             ipv4: vec!["192.168.1.1".parse().unwrap()],
             forwarding: true,
+            physical: false,
+            status: "Up".into(),
+            dhcp: false,
         });
         f.routing_installed = true;
         f.switches = vec![Switch {
@@ -433,6 +556,7 @@ mod tests {
             driver: "transparent".into(),
             subnet: Some("192.168.1.0/24".parse().unwrap()),
             gateway: Some("192.168.1.1".parse().unwrap()),
+            interface: Some("Ethernet 2".into()),
         }];
         f.routes = vec![
             WinRoute {
@@ -440,12 +564,14 @@ mod tests {
                 via: Some("10.0.0.10".parse().unwrap()),
                 index: 4,
                 persistent: true,
+                active: true,
             },
             WinRoute {
                 dst: "192.168.2.0/24".parse().unwrap(),
                 via: Some("10.0.0.12".parse().unwrap()),
                 index: 4,
                 persistent: true,
+                active: true,
             },
         ];
         f.images = vec!["apprenda/pause:latest".into()];
@@ -466,23 +592,58 @@ mod tests {
                 output: "Kubernetes v1.13.12".into(),
             })
             .collect();
+        f.tasks = vec![boot_task(&d)];
+        f.firewall = firewall_facts(&d);
         f.services = d
             .services
             .iter()
             .map(|s| Service {
                 name: s.name.clone(),
                 status: "Running".into(),
-                start: "Automatic".into(),
+                start: "Manual".into(),
                 binpath: s.binpath.clone(),
                 env: s.env.clone(),
                 depends: s.depends.clone(),
                 restart: true,
+                failure_actions: None,
             })
             .collect();
         f.pod_cidr = Some("192.168.1.0/24".parse().unwrap());
         f.cluster = Some("t 0123456789abcdef".into());
         f
     }
+
+    fn boot_task(d: &WindowsDesired) -> crate::os::windows::facts::TaskFact {
+        let nics = Nics {
+            routable: 4,
+            transparent: "Ethernet 2".into(),
+            container: HNS_ADAPTER.into(),
+        };
+        crate::os::windows::facts::TaskFact {
+            name: BOOT_TASK.into(),
+            state: "Ready".into(),
+            description: boot_spec(&node(), d, &nics).description(),
+            running: false,
+        }
+    }
+
+    fn firewall_facts(d: &WindowsDesired) -> Vec<crate::os::windows::facts::FwFact> {
+        let exes: Vec<(&str, String)> = d
+            .services
+            .iter()
+            .map(|s| (s.name.as_str(), s.exe.clone()))
+            .collect();
+        firewall::rules(&node(), &exes)
+            .into_iter()
+            .map(|r| crate::os::windows::facts::FwFact {
+                name: r.name,
+                enabled: true,
+                description: r.description,
+            })
+            .collect()
+    }
+
+    const FIREWALL: &str = "allow ICMPv4 echo, kubelet, kube-proxy from the cluster in Windows Firewall (rules kwinctl-icmp4-echo, kwinctl-kubelet, kwinctl-kube-proxy)";
 
     fn acts(r: &Result<WinDiff, Conflict>) -> Vec<String> {
         r.as_ref()
@@ -494,7 +655,7 @@ mod tests {
 
     #[test]
     fn fresh_node_gets_every_seed_step() {
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
+        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
         f.files.push(FileFact {
             path: format!(r"{WIN_DIR}\kube-proxy.exe"),
             sha256: "bb".into(),
@@ -507,15 +668,17 @@ mod tests {
         assert_eq!(
             a,
             [
+                FIREWALL,
                 r"record pod CIDR 192.168.1.0/24 in C:\k\kwinctl\pod-cidr.txt",
                 "enable routing (Routing role, forwarding on the routable adapter)",
                 "create internal Hyper-V switch KubeProxySwitch",
-                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1)",
-                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24",
+                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1) on network card Ethernet 2",
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)",
                 "add persistent route 192.168.0.0/24 via 10.0.0.10",
                 "add persistent route 192.168.2.0/24 via 10.0.0.12",
                 "pull image apprenda/pause",
                 r"download C:\k\kubelet.exe from https://example.invalid/kubelet.exe",
+                "install the startup task kwinctl-boot (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)",
                 "install service kubelet",
                 "install service kube-proxy",
             ]
@@ -537,9 +700,32 @@ mod tests {
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
             [
-                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1)",
-                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24",
+                "create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1) on network card Ethernet 2",
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)",
                 "start service kube-proxy",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_network_on_no_named_card_is_recreated_and_the_gateway_needs_forwarding() {
+        // made by kwinctl before it named the card: HNS chose one itself
+        let mut f = converged();
+        f.networks[0].interface = None;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            [
+                "re-create transparent docker network kwinctl on 192.168.1.0/24 (gateway 192.168.1.1) on network card Ethernet 2",
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)",
+            ]
+        );
+        // the network's adapter does not forward (pods' replies are dropped)
+        let mut f = converged();
+        f.adapters[2].forwarding = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            [
+                "give vEthernet (HNSTransparent) the gateway address 192.168.1.1/24 (DHCP off, forwarding on)"
             ]
         );
     }
@@ -549,6 +735,7 @@ mod tests {
         let mut f = converged();
         f.networks[0].subnet = Some("192.168.9.0/24".parse().unwrap());
         f.services[0].binpath.push_str(" --v=9");
+        f.services[1].start = "Automatic".into();
         let a = acts(&diff_windows(&node(), &desired(), &f));
         assert!(
             a[0].starts_with("re-create transparent docker network"),
@@ -556,6 +743,11 @@ mod tests {
         );
         assert!(
             a.contains(&"reconfigure and restart service kubelet".to_string()),
+            "{a:?}"
+        );
+        // started at boot by SCM is too early (before the boot task)
+        assert!(
+            a.contains(&"reconfigure and restart service kube-proxy".to_string()),
             "{a:?}"
         );
     }
@@ -568,16 +760,82 @@ mod tests {
             via: Some("10.0.0.77".parse().unwrap()),
             index: 4,
             persistent: true,
+            active: true,
         });
         f.routes.push(WinRoute {
             dst: "10.50.0.0/16".parse().unwrap(),
             via: Some("10.0.0.1".parse().unwrap()),
             index: 4,
             persistent: true,
+            active: true,
         });
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
             ["remove stale route 192.168.7.0/24 via 10.0.0.77"]
+        );
+    }
+
+    #[test]
+    fn a_routing_role_waiting_for_a_restart_is_not_installed_again() {
+        let mut f = converged();
+        f.routing_installed = false;
+        f.routing_state = "InstallPending".into();
+        let d = diff_windows(&node(), &desired(), &f).unwrap();
+        assert_eq!(d.changes(), 0);
+        assert!(
+            d.notes.iter().any(|n| n.starts_with("reboot required")),
+            "{:?}",
+            d.notes
+        );
+        // forwarding still comes from Set-NetIPInterface
+        f.adapters[0].forwarding = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            ["enable routing (Routing role, forwarding on the routable adapter)"]
+        );
+    }
+
+    #[test]
+    fn persistent_only_routes_are_replaced_or_removed_in_both_stores() {
+        // a copy with an old next hop only in the persistent store: it
+        // would come back at the next reboot beside the right route
+        let mut f = converged();
+        f.routes.push(WinRoute {
+            dst: "192.168.0.0/24".parse().unwrap(),
+            via: Some("10.0.0.99".parse().unwrap()),
+            index: 4,
+            persistent: true,
+            active: false,
+        });
+        // and one to a block no node has any more
+        f.routes.push(WinRoute {
+            dst: "192.168.7.0/24".parse().unwrap(),
+            via: Some("10.0.0.77".parse().unwrap()),
+            index: 4,
+            persistent: true,
+            active: false,
+        });
+        let d = diff_windows(&node(), &desired(), &f).unwrap();
+        assert_eq!(
+            d.actions().map(|a| a.describe()).collect::<Vec<_>>(),
+            [
+                "remove stale route 192.168.7.0/24 via 10.0.0.77",
+                "replace persistent route 192.168.0.0/24 via 10.0.0.10",
+            ]
+        );
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("only in the persistent store")),
+            "{:?}",
+            d.notes
+        );
+        // a route that routes but would not survive a reboot
+        let mut f = converged();
+        f.routes[1].persistent = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &desired(), &f)),
+            ["replace persistent route 192.168.2.0/24 via 10.0.0.12"]
         );
     }
 
@@ -591,8 +849,10 @@ mod tests {
             [
                 "stop and delete service kube-proxy",
                 "stop and delete service kubelet",
+                "stop and delete scheduled task kwinctl-boot and its start script",
                 "remove stale route 192.168.0.0/24 via 10.0.0.10",
                 "remove stale route 192.168.2.0/24 via 10.0.0.12",
+                "remove kwinctl's Windows Firewall rules (kwinctl-*)",
                 "remove docker network kwinctl",
                 "remove Hyper-V switch KubeProxySwitch",
                 r"remove C:\k\kubelet.exe",
@@ -600,7 +860,7 @@ mod tests {
                 r"remove C:\k\kwinctl\cluster.txt",
             ]
         );
-        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
+        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
         assert_eq!(diff_reset_windows(&node(), &desired(), &fresh).changes(), 0);
     }
 
@@ -609,6 +869,7 @@ mod tests {
         let mut f = converged();
         f.build = "6.3.9600".into();
         f.hyperv_module = false;
+        f.hyperv_role = "Available".into();
         f.docker_version = String::new();
         f.adapters.truncate(1);
         f.adapters[0].ipv4 = vec!["10.9.9.9".parse().unwrap()];
@@ -617,7 +878,8 @@ mod tests {
         let e = e.to_string();
         for want in [
             "older than 10.0.14393",
-            "Hyper-V",
+            "Hyper-V PowerShell module",
+            "the Hyper-V role is Available, not installed",
             "Docker",
             "no adapter holds",
             "nothing was changed",
@@ -630,6 +892,12 @@ mod tests {
         d.files.clear();
         let e = diff_windows(&node(), &d, &f).unwrap_err().to_string();
         assert!(e.contains(r"C:\k\kubelet.exe is missing"), "{e}");
+        let mut f = converged();
+        f.hyperv_role = "InstallPending".into();
+        let e = diff_windows(&node(), &desired(), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reboot required: the Hyper-V role"), "{e}");
     }
 
     #[test]
@@ -649,10 +917,11 @@ mod tests {
         assert_eq!(
             a,
             [
+                "install the startup task kwinctl-boot (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)",
                 "stop and delete service kubelet",
-                "run kubelet as a boot-time scheduled task (start script; it has no --windows-service)",
+                "run kubelet as a scheduled task (start script; it has no --windows-service)",
                 "stop and delete service kube-proxy",
-                "run kube-proxy as a boot-time scheduled task (start script; it has no --windows-service)",
+                "run kube-proxy as a scheduled task (start script; it has no --windows-service)",
             ]
         );
         // once they are tasks: nothing to do, unless a binary stopped
@@ -666,6 +935,7 @@ mod tests {
                 description: s.task_description(),
                 running: true,
             })
+            .chain([boot_task(&d)])
             .collect();
         assert_eq!(acts(&diff_windows(&node(), &d, &f)), Vec::<String>::new());
         f.tasks[0].running = false;
@@ -678,7 +948,7 @@ mod tests {
         assert_eq!(
             acts(&diff_windows(&node(), &d, &f)),
             [
-                "reconfigure and restart kubelet as a boot-time scheduled task (start script; it has no --windows-service)"
+                "reconfigure and restart kubelet as a scheduled task (start script; it has no --windows-service)"
             ]
         );
         // and back to 1.13 (binaries of 1.13): the tasks go, the services come
@@ -686,11 +956,12 @@ mod tests {
             v.output = "Kubernetes v1.13.12".into();
         }
         let a = acts(&diff_windows(&node(), &desired(), &f));
+        assert!(a[0].starts_with("install the startup task"), "{a:?}");
         assert_eq!(
-            a[0],
+            a[1],
             "stop and delete scheduled task kubelet and its start script"
         );
-        assert_eq!(a[1], "install service kubelet");
+        assert_eq!(a[2], "install service kubelet");
         // reset removes tasks as well as services
         let r: Vec<String> = diff_reset_windows(&node(), &d, &f)
             .actions()

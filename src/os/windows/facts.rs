@@ -20,6 +20,16 @@ pub struct Adapter {
     pub ipv4: Vec<Ipv4Addr>,
     #[serde(default)]
     pub forwarding: bool,
+    /// Listed by `Get-NetAdapter -Physical` (a network card, not a virtual
+    /// adapter of Hyper-V or Docker).
+    #[serde(default)]
+    pub physical: bool,
+    /// `Get-NetAdapter`'s Status: Up, Disconnected, Disabled, …
+    #[serde(default)]
+    pub status: String,
+    /// DHCP enabled on its IPv4 interface.
+    #[serde(default)]
+    pub dhcp: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +47,10 @@ pub struct Network {
     pub subnet: Option<Ipv4Net>,
     #[serde(default)]
     pub gateway: Option<Ipv4Addr>,
+    /// The network card it was created on
+    /// (`com.docker.network.windowsshim.interface`), when it was named.
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,8 +59,17 @@ pub struct WinRoute {
     #[serde(default)]
     pub via: Option<Ipv4Addr>,
     pub index: u32,
+    /// In the persistent store (what a reboot brings back).
     #[serde(default)]
     pub persistent: bool,
+    /// In the active store (what routes now); a route only in the
+    /// persistent store comes back at the next reboot.
+    #[serde(default = "yes")]
+    pub active: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,15 +85,44 @@ pub struct Service {
     pub status: String,
     /// Automatic, Manual, Disabled
     pub start: String,
-    /// The service's command line (ImagePath).
+    /// The service's command line (ImagePath), as the service manager has it.
     pub binpath: String,
-    #[serde(default)]
+    /// Its registry environment (a null inside, which Windows PowerShell
+    /// 5.1 gives for a service without one, is dropped).
+    #[serde(default, deserialize_with = "strings")]
     pub env: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strings")]
     pub depends: Vec<String>,
-    /// Restart-on-failure configured.
+    /// Restart-on-failure configured: from `failure_actions` when the probe
+    /// sends it.
     #[serde(default)]
     pub restart: bool,
+    /// The registry's `FailureActions` value (base64), empty when none.
+    #[serde(default, skip_serializing)]
+    pub failure_actions: Option<String>,
+}
+
+/// A list of strings in which nulls are dropped (`@($null)` is one element
+/// in PowerShell).
+fn strings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v: Option<Vec<Option<String>>> = Deserialize::deserialize(d)?;
+    Ok(v.unwrap_or_default().into_iter().flatten().collect())
+}
+
+/// Whether a service's `FailureActions` registry value restarts it: the
+/// value is a SERVICE_FAILURE_ACTIONS — reset period, reboot message,
+/// command, the number of actions (each 32 bits), the actions' offset, then
+/// that many SC_ACTIONs (type, delay: 32 bits each); SC_ACTION_RESTART is 1
+/// (Microsoft docs, SERVICE_FAILURE_ACTIONS and SC_ACTION; the value's
+/// layout in the registry: B).
+pub fn restarts(failure_actions: &[u8]) -> bool {
+    let u32_at = |i: usize| {
+        failure_actions
+            .get(i..i + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let Some(n) = u32_at(12) else { return false };
+    (0..n.min(64) as usize).any(|k| u32_at(20 + 8 * k) == Some(1))
 }
 
 /// What `<binary> --version` printed (kubelet.exe: `Kubernetes v1.16.15`).
@@ -96,6 +148,16 @@ pub struct TaskFact {
     pub running: bool,
 }
 
+/// A Windows Firewall rule of kwinctl's (`kwinctl-*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FwFact {
+    pub name: String,
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub description: String,
+}
+
 /// The Windows version an image is built on (`docker inspect`'s
 /// `OsVersion`, e.g. `10.0.14393.1884`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +178,15 @@ pub struct WindowsFacts {
     pub adapters: Vec<Adapter>,
     /// The Routing role service is installed.
     pub routing_installed: bool,
+    /// `Get-WindowsFeature`'s InstallState of the Routing role (Installed,
+    /// InstallPending — installed, waiting for a restart —, Available);
+    /// empty when it could not be read.
+    #[serde(default)]
+    pub routing_state: String,
+    /// The same for the Hyper-V role (New-VMSwitch needs the role, not only
+    /// its PowerShell module).
+    #[serde(default)]
+    pub hyperv_role: String,
     pub switches: Vec<Switch>,
     pub networks: Vec<Network>,
     pub routes: Vec<WinRoute>,
@@ -131,6 +202,9 @@ pub struct WindowsFacts {
     /// The OS version of the pause image, when it is present.
     #[serde(default)]
     pub image_os: Vec<ImageOs>,
+    /// kwinctl's firewall rules.
+    #[serde(default)]
+    pub firewall: Vec<FwFact>,
     /// The pod CIDR kwinctl recorded on the host (C:\k\kwinctl\pod-cidr.txt).
     #[serde(default)]
     pub pod_cidr: Option<Ipv4Net>,
@@ -185,6 +259,19 @@ impl WindowsFacts {
         }
         let mut facts = raw.facts;
         facts.reach = crate::probe::parse_reach(&raw.reach)?;
+        for s in &mut facts.services {
+            if let Some(b64) = s.failure_actions.take() {
+                let bytes =
+                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &b64)
+                        .map_err(|e| {
+                            FactsError::Invalid(format!(
+                                "service {}: FailureActions is not base64: {e}",
+                                crate::text::clip(&s.name, 64)
+                            ))
+                        })?;
+                s.restart = restarts(&bytes);
+            }
+        }
         if facts.cluster.is_some() && facts.recorded_cluster().is_none() {
             return Err(FactsError::Invalid(format!(
                 r"C:\k\kwinctl\cluster.txt holds {:?}, not a cluster name and id",
@@ -204,9 +291,14 @@ impl WindowsFacts {
     }
 
     /// A freshly installed Windows Server of `build` (14393: 2016, 17763:
-    /// 2019) with Hyper-V, Docker and two adapters: what `render` diffs
-    /// against.
-    pub fn fresh(address: Ipv4Addr, adapter: Option<&str>, build: u32) -> WindowsFacts {
+    /// 2019) with Hyper-V, Docker and two network cards (the routable one,
+    /// and one for the transparent network): what `render` diffs against.
+    pub fn fresh(
+        address: Ipv4Addr,
+        adapter: Option<&str>,
+        transparent: Option<&str>,
+        build: u32,
+    ) -> WindowsFacts {
         WindowsFacts {
             hostname: String::new(),
             build: format!("10.0.{build}"),
@@ -218,15 +310,23 @@ impl WindowsFacts {
                     index: 4,
                     ipv4: vec![address],
                     forwarding: false,
+                    physical: true,
+                    status: "Up".into(),
+                    dhcp: false,
                 },
                 Adapter {
-                    name: "Ethernet 2".into(),
+                    name: transparent.unwrap_or("Ethernet 2").to_string(),
                     index: 5,
                     ipv4: vec![],
                     forwarding: false,
+                    physical: true,
+                    status: "Up".into(),
+                    dhcp: true,
                 },
             ],
             routing_installed: false,
+            routing_state: "Available".into(),
+            hyperv_role: "Installed".into(),
             switches: vec![],
             networks: vec![],
             routes: vec![],
@@ -236,6 +336,7 @@ impl WindowsFacts {
             tasks: vec![],
             versions: vec![],
             image_os: vec![],
+            firewall: vec![],
             pod_cidr: None,
             cluster: None,
             reach: BTreeMap::new(),
@@ -269,6 +370,57 @@ mod tests {
         assert_eq!(f.services[0].depends, ["docker"]);
         assert_eq!(parse_build(&f.build), Some((10, 0, 14393)));
         assert_eq!(f.recorded_cluster(), Some(("demo".into(), "0a1b".into())));
+    }
+
+    /// `sc.exe failure kubelet reset= 86400 actions=
+    /// restart/10000/restart/10000/restart/10000`, as the registry keeps it.
+    fn failure_blob(kind: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [86400u32, 0, 0, 3, 20] {
+            b.extend(v.to_le_bytes());
+        }
+        for _ in 0..3 {
+            b.extend(kind.to_le_bytes());
+            b.extend(10000u32.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn recovery_is_read_from_the_registry_value_not_localized_text() {
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        assert!(restarts(&failure_blob(1)));
+        // SC_ACTION_NONE, SC_ACTION_REBOOT, SC_ACTION_RUN_COMMAND
+        for kind in [0, 2, 3] {
+            assert!(!restarts(&failure_blob(kind)), "{kind}");
+        }
+        assert!(!restarts(&[]) && !restarts(&failure_blob(1)[..12]));
+        let with =
+            |fa: &str| SAMPLE.replace(r#""restart":true"#, &format!(r#""failure_actions":"{fa}""#));
+        let f = WindowsFacts::parse(&with(&b64(&failure_blob(1)))).unwrap();
+        assert!(f.services[0].restart);
+        let f = WindowsFacts::parse(&with(&b64(&failure_blob(0)))).unwrap();
+        assert!(!f.services[0].restart);
+        let f = WindowsFacts::parse(&with("")).unwrap();
+        assert!(!f.services[0].restart);
+        assert!(WindowsFacts::parse(&with("not base64!")).is_err());
+    }
+
+    #[test]
+    fn a_service_without_an_environment_parses() {
+        // Windows PowerShell 5.1: @((Get-ItemProperty …).Environment) of a
+        // service without one is @($null), one element (research defect 13)
+        let f = WindowsFacts::parse(
+            &SAMPLE.replace(r#""env":["CONTAINER_NETWORK=kwinctl"]"#, r#""env":[null]"#),
+        )
+        .unwrap();
+        assert!(f.services[0].env.is_empty());
+        let f = WindowsFacts::parse(
+            &SAMPLE.replace(r#""env":["CONTAINER_NETWORK=kwinctl"]"#, r#""env":null"#),
+        )
+        .unwrap();
+        assert!(f.services[0].env.is_empty());
     }
 
     #[test]

@@ -5,11 +5,14 @@
 //! fact, after a preflight.
 
 pub mod action;
+pub mod boot;
 pub mod cmdline;
 pub mod desired;
 pub mod diff;
 pub mod facts;
+pub mod firewall;
 pub mod k8s;
+pub mod nic;
 pub mod preflight;
 pub mod script;
 
@@ -42,7 +45,6 @@ pub const CLUSTER_FILE: &str = r"C:\k\kwinctl\cluster.txt";
 /// Where the kubeconfig goes (a secret: run records name it, never show it).
 pub const KUBECONFIG: &str = r"C:\k\config";
 pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
-pub const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 pub const DEFAULT_NETWORK: &str = "kwinctl";
 /// Where kubelet and kube-proxy log (klog's `--log-dir`, and the start
 /// script's redirection for releases run by a scheduled task).
@@ -54,7 +56,6 @@ pub const TASK_PATH: &str = r"\kwinctl\";
 pub fn template_globals() -> Vec<(&'static str, Value)> {
     vec![
         ("kube_proxy_switch", Value::from(KUBE_PROXY_SWITCH)),
-        ("hns_adapter", Value::from(HNS_ADAPTER)),
         ("kwinctl_dir", Value::from(KWINCTL_DIR)),
         ("pod_cidr_file", Value::from(POD_CIDR_FILE)),
         ("cluster_file", Value::from(CLUSTER_FILE)),
@@ -66,9 +67,10 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
 pub struct WindowsOps<'a> {
     r: &'a Renderer,
     desired: &'a WindowsDesired,
-    /// The files and services the probe reports on.
+    /// The files, services and tasks the probe reports on.
     files: Vec<String>,
     services: Vec<String>,
+    tasks: Vec<String>,
 }
 
 impl<'a> WindowsOps<'a> {
@@ -79,12 +81,15 @@ impl<'a> WindowsOps<'a> {
                 files.push(f.clone());
             }
         }
-        let services = desired.services.iter().map(|s| s.name.clone()).collect();
+        let services: Vec<String> = desired.services.iter().map(|s| s.name.clone()).collect();
+        let mut tasks = services.clone();
+        tasks.push(boot::BOOT_TASK.to_string());
         WindowsOps {
             r,
             desired,
             files,
             services,
+            tasks,
         }
     }
 
@@ -92,6 +97,7 @@ impl<'a> WindowsOps<'a> {
         WinProbe {
             files: &self.files,
             services: &self.services,
+            tasks: &self.tasks,
             binaries: &self.desired.required_files,
             images: std::slice::from_ref(&self.desired.pause_image),
             reach,
@@ -151,11 +157,15 @@ impl NodeOps for WindowsOps<'_> {
     fn peer_change(&self, a: &WinAction) -> bool {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })
     }
+    fn budget(&self, a: &WinAction) -> Option<std::time::Duration> {
+        action::budget(a)
+    }
     fn fresh(&self, node: &Node) -> WindowsFacts {
         let v = self.desired.kubernetes_version;
         let mut facts = WindowsFacts::fresh(
             node.address,
             self.desired.adapter.as_deref(),
+            self.desired.transparent_adapter.as_deref(),
             k8s::fresh_build(v.minor),
         );
         // Binaries kwinctl does not place are assumed to be there already,
@@ -179,6 +189,10 @@ impl NodeOps for WindowsOps<'_> {
             WinAction::InstallTask { service, .. } => Some((
                 format!(r"{KWINCTL_DIR}\{}-start.ps1", service.name),
                 script::start_script(self.r, service),
+            )),
+            WinAction::InstallBootTask { boot } => Some((
+                format!(r"{KWINCTL_DIR}\{}-start.ps1", boot::BOOT_TASK),
+                script::boot_script(self.r, boot),
             )),
             _ => None,
         }

@@ -1,15 +1,17 @@
 //! Checks that fail a Windows host before anything is changed on it: old
 //! build, a build the declared Kubernetes release does not run on, no
-//! Hyper-V module, no Docker, no routable or second adapter, missing
+//! Hyper-V module, no Docker, no routable adapter or no network card for
+//! the transparent network (`nic.rs`), missing
 //! binaries or binaries of another release, a pause image for another
 //! Windows build, a pod CIDR record that contradicts the plan.
 
 use std::collections::BTreeSet;
 
+use super::POD_CIDR_FILE;
 use super::desired::WindowsDesired;
 use super::facts::{Adapter, WindowsFacts, parse_build};
 use super::k8s;
-use super::{HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::nic::{self, Nics};
 use crate::alloc::Node;
 use crate::diff::Conflict;
 use crate::inventory::KubeVersion;
@@ -19,7 +21,7 @@ use crate::inventory::KubeVersion;
 pub const MIN_BUILD: (u32, u32, u32) = (10, 0, 14393);
 
 /// Checks that fail a Windows host before anything is changed.
-pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<u32, Conflict> {
+pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Nics, Conflict> {
     let mut problems = Vec::new();
     let m = d.kubernetes_version.minor;
     let build = match parse_build(&f.build) {
@@ -43,35 +45,73 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<u3
                 .into(),
         );
     }
+    // New-VMSwitch needs the role (its management service), not only the
+    // module; installing the role needs a restart.
+    match f.hyperv_role.as_str() {
+        "Installed" => {}
+        "InstallPending" => problems.push(
+            "reboot required: the Hyper-V role is installed but waits for a restart (restart the host, then rerun)"
+                .into(),
+        ),
+        "" => problems.push(
+            "kwinctl cannot tell whether the Hyper-V role is installed (Get-WindowsFeature Hyper-V failed)"
+                .into(),
+        ),
+        other => problems.push(format!(
+            "the Hyper-V role is {}, not installed: Install-WindowsFeature -Name Hyper-V -IncludeManagementTools, then restart the host",
+            crate::text::clip(other, 32)
+        )),
+    }
     if f.docker_version.is_empty() {
         problems.push("Docker is not installed".into());
     }
-    let index = match routable_adapter(node, d, f) {
-        Some(a) => Some(a.index),
-        None => {
-            problems.push(match &d.adapter {
-                Some(n) => format!("no adapter named {n:?}"),
-                None => format!(
-                    "no adapter holds the node's address {} (name it with windows.adapter)",
-                    node.address
-                ),
-            });
-            None
-        }
-    };
-    let hns_exists = f.adapters.iter().any(|a| a.name == HNS_ADAPTER);
-    let second = f.adapters.iter().any(|a| {
-        Some(a.index) != index
-            && a.name != HNS_ADAPTER
-            && !a
-                .name
-                .eq_ignore_ascii_case(&format!("vEthernet ({KUBE_PROXY_SWITCH})"))
-    });
-    if !hns_exists && !second {
-        problems.push(
-            "no second network adapter for the transparent network (the seeds need two NICs)"
-                .into(),
+    let routable = routable_adapter(node, d, f);
+    if routable.is_none() {
+        problems.push(match &d.adapter {
+            Some(n) => format!("no adapter named {n:?}"),
+            None => format!(
+                "no adapter holds the node's address {} (name it with windows.adapter)",
+                node.address
+            ),
+        });
+    }
+    let mut nics = None;
+    if let Some(r) = routable {
+        let nic = nic::choose(
+            f,
+            r,
+            node.address,
+            d.transparent_adapter.as_deref(),
+            &mut problems,
         );
+        let container = build.and_then(|b| {
+            let name = nic::container_adapter(b, nic.as_deref().unwrap_or("?"));
+            if name.is_none() && k8s::build_refusal(m, b).is_none() {
+                problems.push(format!(
+                    "kwinctl does not know the name Windows build {b} gives a transparent network's adapter"
+                ));
+            }
+            name
+        });
+        // (with windows.adapter naming the card, the address may still sit
+        // on the network's adapter)
+        let holder = f
+            .adapters
+            .iter()
+            .find(|a| a.ipv4.contains(&node.address))
+            .unwrap_or(r);
+        if let Some(c) = &container
+            && let Some(why) = nic::routable_taken(holder, c, &d.network)
+        {
+            problems.push(why);
+        }
+        if let (Some(transparent), Some(container)) = (nic, container) {
+            nics = Some(Nics {
+                routable: r.index,
+                transparent,
+                container,
+            });
+        }
     }
     let placed: BTreeSet<&str> = d.files.iter().map(|f| f.path.as_str()).collect();
     for req in &d.required_files {
@@ -94,10 +134,9 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<u3
         )),
         _ => {}
     }
-    if problems.is_empty() {
-        Ok(index.expect("routable adapter"))
-    } else {
-        Err(Conflict::Preflight(problems))
+    match nics {
+        Some(n) if problems.is_empty() => Ok(n),
+        _ => Err(Conflict::Preflight(problems)),
     }
 }
 

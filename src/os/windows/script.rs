@@ -16,8 +16,10 @@ use crate::wire::sim_header;
 /// Where the Windows probe looks, and what it pings.
 pub struct WinProbe<'a> {
     pub files: &'a [String],
-    /// Services, and kwinctl's scheduled tasks, of these names.
+    /// Services of these names.
     pub services: &'a [String],
+    /// kwinctl's scheduled tasks of these names.
+    pub tasks: &'a [String],
     /// Binaries whose `--version` it reads (when present).
     pub binaries: &'a [String],
     /// Images whose OS version it reads (when present).
@@ -28,7 +30,7 @@ pub struct WinProbe<'a> {
 pub fn probe(r: &Renderer, p: &WinProbe) -> String {
     let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
     let header = sim_header(&serde_json::json!({
-        "kind": "probe", "files": p.files, "services": p.services,
+        "kind": "probe", "files": p.files, "services": p.services, "tasks": p.tasks,
         "binaries": p.binaries, "images": p.images, "reach": reach,
     }));
     header
@@ -36,6 +38,7 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
             "windows/probe.ps1",
             context! {
                 files => ps_list(p.files), services => ps_list(p.services),
+                tasks => ps_list(p.tasks),
                 binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),
             },
@@ -60,6 +63,11 @@ pub fn action(r: &Renderer, a: &WinAction) -> String {
         WinAction::StartTask { name } | WinAction::RemoveTask { name } => context! {
             exe => format!(r"{WIN_DIR}\{name}.exe"),
         },
+        WinAction::InstallBootTask { boot } => context! {
+            boot_script => boot_script(r, boot),
+            description => boot.description(),
+            task => super::boot::BOOT_TASK,
+        },
         _ => Value::UNDEFINED,
     };
     r.action("windows", "ps1", a, extra)
@@ -69,6 +77,11 @@ pub fn action(r: &Renderer, a: &WinAction) -> String {
 /// `--windows-service` (written by the `install_task` action).
 pub fn start_script(r: &Renderer, service: &WinService) -> String {
     r.render("windows/start_script.ps1", context! { service })
+}
+
+/// The script the boot task runs (written by `install_boot_task`).
+pub fn boot_script(r: &Renderer, boot: &super::boot::BootSpec) -> String {
+    r.render("windows/boot_script.ps1", context! { boot })
 }
 
 /// `plan`: a read-only script printing `paths` as `KWC` lines.
