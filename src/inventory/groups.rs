@@ -159,6 +159,35 @@ pub(super) fn layered(
     defaults: &RawDefaults,
     clashes: &mut Vec<Clash>,
 ) -> Layered {
+    // every key of every block is layered below: a key added to a block
+    // and not here fails to compile (instead of being silently dropped)
+    let RawSsh {
+        user: _,
+        port: _,
+        identity: _,
+        known_hosts: _,
+    } = RawSsh::default();
+    let RawWinRm {
+        user: _,
+        password_env: _,
+        password_file: _,
+        port: _,
+        tls: _,
+        auth: _,
+        ca_file: _,
+        cert_sha256: _,
+        allow_basic_over_http: _,
+    } = RawWinRm::default();
+    let RawWindows {
+        binaries: RawBinaries {
+            kubelet: _,
+            kube_proxy: _,
+        },
+        adapter: _,
+        network_name: _,
+        transparent_adapter: _,
+    } = RawWindows::default();
+    let RawLinux { boot_wait: _ } = RawLinux::default();
     let host = h.name.value.as_str();
     let mut out = Layered::default();
     let ssh: Vec<(&str, Option<&RawSsh>)> =
@@ -230,7 +259,11 @@ pub(super) fn layered(
         def,
         clashes,
         "windows",
-        [adapter = "adapter", network_name = "network_name"]
+        [
+            adapter = "adapter",
+            network_name = "network_name",
+            transparent_adapter = "transparent_adapter"
+        ]
     );
     let bins: Vec<(&str, Option<&RawBinaries>)> = windows
         .iter()
