@@ -219,8 +219,7 @@ impl Drop for Ticket<'_> {
 }
 
 impl Coordinator {
-    /// `targets`: each target's name, whether it is a removed host, and
-    /// whether it is selected.
+    /// `targets`: each one's name, whether it is removed, and selected.
     pub(super) async fn run(
         mut self,
         ctx: Arc<Ctx>,
@@ -234,8 +233,7 @@ impl Coordinator {
             let Some((i, a)) = self.arrive.recv().await else {
                 break;
             };
-            // a selected host that could not be asked counts for
-            // --max-fail before any host starts changing
+            // counts for --max-fail before any host changes
             if matches!(a, Arrival::Failed) && targets[i].2 && !ctx.interrupt.is_set() {
                 ctx.failed();
             }
