@@ -200,6 +200,9 @@ pub struct HostReport {
     pub os: Os,
     pub address: Ipv4Addr,
     pub pod_cidr: Ipv4Net,
+    /// How the host was reached: `ssh user@address:port via ...`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
     pub status: HostStatus,
     pub actions: Vec<ActionReport>,
     pub checks: Vec<Check>,
@@ -220,6 +223,7 @@ impl HostReport {
             os,
             address,
             pod_cidr,
+            route: None,
             status: HostStatus::Ok,
             actions: Vec::new(),
             checks: Vec::new(),

@@ -256,7 +256,7 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     mkfifo(&fifo);
     let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
         .args(["up", "-i", &i, "--parallel", "1", "--output", "json"])
-        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .env("KWINCTL_SSH_CONFIG", "none")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -336,7 +336,7 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
     mkfifo(&fifo);
     let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
         .args(["up", "-i", &i])
-        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .env("KWINCTL_SSH_CONFIG", "none")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -457,7 +457,7 @@ fn a_closed_output_does_not_stop_the_hosts() {
     let lab = Lab::up(3);
     let i = lab.inv();
     let script = format!(
-        "KWINCTL_SSH_CONFIG=/nonexistent {} up -i {i} 2>&1 | head -1 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\"",
+        "KWINCTL_SSH_CONFIG=none {} up -i {i} 2>&1 | head -1 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\"",
         env!("CARGO_BIN_EXE_kwinctl")
     );
     let mut cmd = Command::new("bash");
@@ -475,7 +475,7 @@ fn a_closed_output_does_not_stop_the_hosts() {
     assert_eq!(summary(&o)["failed_hosts"], serde_json::json!([]));
     // and so does a run with --output json whose stdout is closed at once
     let script = format!(
-        "KWINCTL_SSH_CONFIG=/nonexistent {} verify -i {i} --output json 2>/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\"",
+        "KWINCTL_SSH_CONFIG=none {} verify -i {i} --output json 2>/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\"",
         env!("CARGO_BIN_EXE_kwinctl")
     );
     let mut cmd = Command::new("bash");
@@ -508,7 +508,7 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
     let script = format!(
         "mount -t tmpfs -o size=16k tmpfs {f} && cp {src} {f}/inv.yaml && \
          {{ dd if=/dev/zero of={f}/fill bs=1k count=64 2>/dev/null || true; }} && \
-         KWINCTL_SSH_CONFIG=/nonexistent {bin} up -i {f}/inv.yaml --timeout 2 --retries 0",
+         KWINCTL_SSH_CONFIG=none {bin} up -i {f}/inv.yaml --timeout 2 --retries 0",
         src = dir.path().join("inv.yaml").display(),
         bin = env!("CARGO_BIN_EXE_kwinctl"),
     );

@@ -1,7 +1,6 @@
 //! `plan`, `up`, `verify`, `reset`: lock → load → select → desired state →
 //! record the allocation (`up`) → run on every host → summary.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use crate::outcome::HostStatus;
 use crate::record::{self, Redactor, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
-use crate::transport::ConnectOptions;
+use crate::transport::{self, ConfigSource, ConnectOptions};
 use crate::verify::ReachMode;
 
 /// Every secret value this run could see, for redaction.
@@ -59,16 +58,15 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     let chosen = selected(&l, &limit)?;
     let hosts: Vec<_> = chosen.iter().map(|(h, _)| *h).collect();
     l.inv.check_credentials(&hosts)?;
-    let ssh_config = c
-        .ssh_config
-        .clone()
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ssh").join("config")));
+    // Where and as whom each host is reached, as OpenSSH resolves it, before
+    // anything is contacted: a config kwinctl cannot follow is bad input.
+    let routes = transport::resolve(&hosts, &ConfigSource::from_arg(c.ssh_config.as_deref()))
+        .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
     let connect = ConnectOptions::new(
         Duration::from_secs(c.timeout),
         c.accept_new_host_keys,
-        ssh_config,
-    )
-    .map_err(CliError::bad)?;
+        routes,
+    );
     // Desired state is computed before anything is contacted: a bad binary
     // spec or an unreadable kubeconfig is bad input.
     let renderer = crate::os::renderer();
@@ -79,12 +77,20 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
             host: (*h).clone(),
             node: (*n).clone(),
             desired: Desired::of(&l.inv, h, n, &renderer, &uploads)?,
+            route: connect.routes.get(&h.name).map(|r| r.describe()),
         });
     }
     drop(renderer);
     let reporter = Arc::new(Reporter::new(c.output, mode, targets.len(), c.verbose));
     for n in &l.alloc.notes {
         reporter.say(&format!("note: {n}"));
+    }
+    if c.verbose {
+        for t in &targets {
+            if let Some(r) = &t.route {
+                reporter.say(&format!("{}: {r}", t.host.name));
+            }
+        }
     }
     if mode == Mode::Up {
         // Record assignments before touching any host, so a host never holds

@@ -44,6 +44,19 @@ pub(super) struct RawSsh {
     pub(super) port: Option<u16>,
     pub(super) identity: Option<Spanned<String>>,
     pub(super) known_hosts: Option<Spanned<String>>,
+    pub(super) bastion: Option<Spanned<RawBastion>>,
+}
+
+/// `ssh.bastion` / `winrm.bastion`: an SSH jump host in front of the host
+/// (k0sctl's form), with its own user, key and known_hosts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBastion {
+    pub(super) address: Spanned<String>,
+    pub(super) user: Option<String>,
+    pub(super) port: Option<Spanned<u16>>,
+    pub(super) identity: Option<Spanned<String>>,
+    pub(super) known_hosts: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -58,6 +71,7 @@ pub(super) struct RawWinRm {
     pub(super) ca_file: Option<Spanned<String>>,
     pub(super) cert_sha256: Option<Spanned<String>>,
     pub(super) allow_basic_over_http: Option<bool>,
+    pub(super) bastion: Option<Spanned<RawBastion>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -89,16 +89,21 @@ pub struct Target {
     pub host: Host,
     pub node: Node,
     pub desired: Desired,
+    /// How the host is reached (`ssh user@address:port via ...`), shown by
+    /// `plan`, `-v` and the run record.
+    pub route: Option<String>,
 }
 
 impl Target {
     fn blank(&self) -> HostReport {
-        HostReport::new(
+        let mut r = HostReport::new(
             &self.host.name,
             self.host.os,
             self.host.address,
             self.node.pod_cidr,
-        )
+        );
+        r.route = self.route.clone();
+        r
     }
 }
 

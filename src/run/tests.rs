@@ -267,6 +267,7 @@ fn targets(inv: &Inventory, only: &[&str]) -> Vec<Target> {
             host: h.clone(),
             desired: Desired::of(inv, h, &n, &r, &Default::default()).unwrap(),
             node: n,
+            route: None,
         })
         .collect()
 }

@@ -22,6 +22,8 @@ const MAX_OUTPUT: usize = 16 << 20;
 pub struct WinRmSession {
     host: String,
     shell: Option<Shell<'static>>,
+    /// The SOCKS5 tunnel through a bastion, while the session lasts.
+    _tunnel: Option<super::jump::Tunnel>,
 }
 
 /// An error and all its causes, on one line.
@@ -138,8 +140,18 @@ impl WinRmSession {
     pub async fn connect(
         host: &Host,
         w: &WinRmSettings,
+        via: Option<std::sync::Arc<super::route::Endpoint>>,
         opts: &ConnectOptions,
     ) -> Result<WinRmSession, TransportError> {
+        // Through a bastion: its shared SSH connection, and a local SOCKS5
+        // proxy to this host's listener over it.
+        let tunnel = match &via {
+            Some(v) => {
+                let conn = opts.jumps.get(v, opts).await?;
+                Some(super::jump::socks(conn, host.address.to_string(), w.port).await?)
+            }
+            None => None,
+        };
         let source = w.password.clone();
         let password = tokio::task::spawn_blocking(move || source.read())
             .await
@@ -151,6 +163,9 @@ impl WinRmSession {
             WinrmConfig::http()
         };
         cfg.port = Some(w.port);
+        if let Some(t) = &tunnel {
+            cfg.proxy = Some(winrm_rs::SecretString::from(t.url.clone()));
+        }
         cfg.connect_timeout_secs = opts.connect_timeout.as_secs().max(1);
         cfg.auth_method = match w.auth {
             WinRmAuth::Ntlm => AuthMethod::Ntlm,
@@ -192,6 +207,7 @@ impl WinRmSession {
         Ok(WinRmSession {
             host: host.name.clone(),
             shell: Some(shell),
+            _tunnel: tunnel,
         })
     }
 
