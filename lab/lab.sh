@@ -20,6 +20,15 @@
 #   lab.sh stop-sshd DIR HOST | start-sshd DIR HOST
 #   lab.sh exec DIR HOST CMD...  run a command inside HOST's namespace
 #   lab.sh gc                    remove labs whose owner process is gone
+#   lab.sh hidden DIR NAME VIA linux|windows
+#                                a host reachable only through VIA (a lab host
+#                                or another hidden host): its own veth pair
+#                                behind VIA, 198.18.(200+K).0/24, no route from
+#                                this namespace (for bastion / ProxyJump tests)
+#   lab.sh sshd-port DIR HOST PORT [CA_KEY]
+#                                one more sshd in HOST on PORT with its own host
+#                                key, certified by CA_KEY (a host certificate)
+#                                when given
 set -euo pipefail
 
 REG=/run/kwinctl-lab
@@ -276,6 +285,7 @@ cmd_down() {
   local -a nss=()
   for j in $(seq 1 "$N"); do nss+=("$(ns_of "$j")"); done
   for j in $(seq 1 "${M:-0}"); do nss+=("$(wns_of "$j")"); done
+  mapfile -t -O "${#nss[@]}" nss < <(hidden_nss "$dir")
   kill_nss "${nss[@]}"
   # Deleting the namespaces first takes their veth pairs with them, in one
   # batch: much faster than deleting hundreds of veths one by one.
@@ -326,7 +336,7 @@ cmd_gc() {
       local id n
       local -a nss=()
       id=$(basename "$d")
-      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hw][0-9]+$" || true)
+      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwz][0-9]+$" || true)
       kill_nss "${nss[@]}"
       for n in "${nss[@]}"; do
         ip netns del "$n" 2>/dev/null || true
@@ -372,7 +382,131 @@ cmd_rekey() {
   wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
 }
 
+
+# ------------------------------------------------------------------ hidden hosts
+# Hosts behind another host (bastion tests): listed in DIR/hidden.tsv as
+# name, ip, netns, via, kind. Kept in this section so that other changes to
+# the lab merge easily.
+lab_tsv() { # DIR -> hosts.tsv and hidden.tsv lines
+  cat "$1/hosts.tsv"
+  if [ -f "$1/hidden.tsv" ]; then cat "$1/hidden.tsv"; fi
+}
+hidden_ns_of() { # DIR name -> netns of a lab host or hidden host
+  local f
+  f=$(lab_tsv "$1" | awk -v n="$2" '$1 == n { print $3 }' | head -1)
+  [ -n "$f" ] || die "no lab host $2"
+  echo "$f"
+}
+hidden_nss() { # DIR -> every hidden host's netns
+  [ -f "$1/hidden.tsv" ] || return 0
+  awk '{ print $3 }' "$1/hidden.tsv"
+}
+hidden_sshd_config() { # DIR hostdir ip port
+  cat <<EOF
+ListenAddress $3
+Port $4
+HostKey $2/ssh_host_ed25519_key
+PidFile $2/sshd.pid
+AuthorizedKeysFile $1/id_ed25519.pub
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+MaxStartups 100:30:200
+MaxSessions 100
+EOF
+}
+start_hidden_sshd() { # hostdir netns name
+  ip netns exec "$2" unshare --mount --uts --propagation private sh -c '
+    set -e
+    hostname "$1"
+    mount --bind "$2/root" /root
+    mkdir -p /etc/kwinctl 2>/dev/null || true
+    mount --bind "$2/etc-kwinctl" /etc/kwinctl
+    exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
+  ' sh "$3" "$1" "$SSHD"
+}
+cmd_hidden() { # DIR NAME VIA KIND
+  local dir=$1 name=$2 via=$3 kind=$4 k vns ns ip hd
+  load "$dir"
+  case "$name" in *[!a-z0-9]*|"") die "hidden host names are [a-z0-9]+" ;; esac
+  if [ -f "$dir/hidden.tsv" ] && awk -v n="$name" '$1 == n { f = 1 } END { exit !f }' "$dir/hidden.tsv"; then
+    die "$name already exists"
+  fi
+  vns=$(hidden_ns_of "$dir" "$via")
+  k=1
+  if [ -f "$dir/hidden.tsv" ]; then k=$(( $(wc -l < "$dir/hidden.tsv") + 1 )); fi
+  [ "$k" -le 39 ] || die "at most 39 hidden hosts"
+  ns="kwl${LAB_ID}z$k"
+  ip="198.18.$((200 + k)).2"
+  hd="$dir/hosts/$name"
+  mkdir -p "$hd/root" "$hd/etc-kwinctl"
+  ip netns add "$ns"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$ip" "$ns" "$via" "$kind" >> "$dir/hidden.tsv"
+  ip -n "$vns" link add "kwz$k" type veth peer name eth0 netns "$ns"
+  ip -n "$vns" addr add "198.18.$((200 + k)).1/24" dev "kwz$k"
+  ip -n "$vns" link set "kwz$k" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "$ip/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  case "$kind" in
+    linux)
+      cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
+      ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$hd/ssh_host_ed25519_key"
+      hidden_sshd_config "$dir" "$hd" "$ip" 22 > "$hd/sshd_config"
+      echo "$ip $(cut -d' ' -f1,2 "$hd/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
+      start_hidden_sshd "$hd" "$ns" "$name"
+      ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip 22 20" \
+        || die "sshd of $name did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
+      ;;
+    windows)
+      "$WINSIM/setup-venv.sh"
+      [ -f "$dir/winrm-password" ] || ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
+      echo "{\"hostname\": \"${name^^}\"}" > "$hd/state.json"
+      "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
+        --ca "$hd/ca.pem" --cn "$ip" > "$hd/cert.sha256"
+      ip netns exec "$ns" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
+        setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$ip" \
+        --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
+        --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
+        --allow-basic --log "$hd/winsim.log" </dev/null >>"$hd/winsim.out" 2>&1 &
+      ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip 5985 20" \
+        || die "winsim of $name did not come up: $(tail -3 "$hd/winsim.out" 2>/dev/null)"
+      ;;
+    *) die "kind is linux or windows" ;;
+  esac
+}
+cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
+  local dir=$1 host=$2 port=$3 ca=${4:-} ns ip hd
+  load "$dir"
+  ns=$(hidden_ns_of "$dir" "$host")
+  ip=$(lab_tsv "$dir" | awk -v n="$host" '$1 == n { print $2 }' | head -1)
+  hd="$dir/hosts/$host/sshd-$port"
+  mkdir -p "$hd"
+  ssh-keygen -q -t ed25519 -N '' -C "$host:$port" -f "$hd/ssh_host_ed25519_key"
+  hidden_sshd_config "$dir" "$hd" "$ip" "$port" > "$hd/sshd_config"
+  if [ -n "$ca" ]; then
+    ssh-keygen -q -s "$ca" -I "$host-$port" -h -n "$ip,$host" -V -1h:+1h "$hd/ssh_host_ed25519_key.pub"
+    echo "HostCertificate $hd/ssh_host_ed25519_key-cert.pub" >> "$hd/sshd_config"
+  fi
+  # inside the host's own mount and UTS namespaces when its sshd runs
+  local pidf="$dir/hosts/$host/sshd.pid"
+  if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
+    nsenter --target "$(cat "$pidf")" --net --mount --uts -- "$SSHD" -f "$hd/sshd_config" -E "$hd/sshd.log"
+  else
+    ip netns exec "$ns" "$SSHD" -f "$hd/sshd_config" -E "$hd/sshd.log"
+  fi
+  ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip $port 20" \
+    || die "sshd on $host:$port did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
+}
+
 case "${1:-}" in
+  hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
+  sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
     if [ $# -eq 4 ] && [ "$3" = "--linux" ]; then cmd_up "$2" "$4" 0
     elif [ $# -eq 6 ] && [ "$3" = "--linux" ] && [ "$5" = "--windows" ]; then cmd_up "$2" "$4" "$6"
