@@ -103,6 +103,9 @@ const DEFAULT_IDS: [&str; 7] = [
     "~/.ssh/id_dsa",
 ];
 
+/// A name no ssh_config block is written for (RFC 2606 `.invalid`).
+const NOBODY: &str = "kwinctl-no-such-host.invalid";
+
 /// Most jump hosts in one chain (OpenSSH has no limit; a loop would have
 /// none either).
 const MAX_HOPS: usize = 8;
@@ -354,30 +357,34 @@ impl Resolver {
                     return Ok(Route::Ssh(self.build(&h.name, &by_name, via, 0).await?));
                 }
                 let addr = h.address.to_string();
-                let by_addr = self.dump(&addr, &o).await?;
+                // Does the config single the name out? Compared with a name
+                // no block can mean, its own tokens (%h, %n) put back to the
+                // name, so `Host *` settings do not count.
+                let nobody = self.dump(NOBODY, &o).await?;
+                let lname = h.name.to_ascii_lowercase();
                 let differ: Vec<String> = DECIDING
                     .iter()
-                    .filter(|k| by_name.all(k) != by_addr.all(k))
-                    .map(|k| {
-                        format!(
-                            "{k} {:?} for the name but {:?} for the address",
-                            by_name.all(k).join(" "),
-                            by_addr.all(k).join(" ")
-                        )
+                    .filter(|k| {
+                        let theirs: Vec<String> = nobody
+                            .all(k)
+                            .iter()
+                            .map(|x| x.replace(NOBODY, &lname))
+                            .collect();
+                        by_name.all(k) != theirs.as_slice()
                     })
+                    .map(|k| format!("{k} {}", by_name.all(k).join(" ")))
                     .collect();
                 if !differ.is_empty() {
                     return Err(format!(
-                        "the ssh config gives the name {} settings its address {addr} does not get ({}). \
-                         It has no HostName for {}, so kwinctl connects to the inventory address and resolves that, \
-                         as `ssh {addr}` would: add `HostName {addr}` to the block for {} (then it is an alias), \
-                         or give the address the same settings",
+                        "the ssh config gives the name {} its own settings ({}) but no HostName, so kwinctl \
+                         connects to the inventory address and resolves that, as `ssh {addr}` would, without them: \
+                         add `HostName {addr}` to the block for {} (then the name is an alias), or write the block for the address",
                         h.name,
                         differ.join("; "),
-                        h.name,
                         h.name
                     ));
                 }
+                let by_addr = self.dump(&addr, &o).await?;
                 Ok(Route::Ssh(self.build(&addr, &by_addr, via, 0).await?))
             }
         }

@@ -1,0 +1,211 @@
+//! A corpus of ssh_config files, each resolved by kwinctl and compared with
+//! what `ssh -G` itself says for the same name (OpenSSH is the reference):
+//! Match before Host, Include with a glob, patterns on addresses, negation,
+//! `%h` tokens, ProxyJump chains; and the configs kwinctl must refuse
+//! (Match exec, ProxyCommand, a name given settings its address does not
+//! get), each naming the file and line. Needs the OpenSSH client, not root.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use kwinctl::inventory::Inventory;
+use kwinctl::transport::route::Endpoint;
+use kwinctl::transport::{ConfigSource, Route, resolve};
+
+const CLUSTER: &str = "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\n";
+
+/// Resolve `(name, address)` hosts with `config`.
+fn endpoints(dir: &Path, config: &str, hosts: &[(&str, &str)]) -> Result<Vec<Endpoint>, String> {
+    let cfg = dir.join("config");
+    std::fs::write(&cfg, config).unwrap();
+    let mut inv = format!("{CLUSTER}hosts:\n");
+    for (n, a) in hosts {
+        inv += &format!("  - name: {n}\n    os: linux\n    address: {a}\n");
+    }
+    let inv = Inventory::parse(&dir.join("inv.yaml"), &inv).unwrap();
+    let hs: Vec<_> = inv.hosts.iter().collect();
+    let routes = resolve(&hs, &ConfigSource::File(cfg))?;
+    Ok(hosts
+        .iter()
+        .map(|(n, _)| match routes.get(n) {
+            Some(Route::Ssh(e)) => (**e).clone(),
+            r => panic!("{n}: {r:?}"),
+        })
+        .collect())
+}
+
+/// `ssh -G -F config name` as OpenSSH prints it, one keyword.
+fn ssh_g(dir: &Path, name: &str, keyword: &str) -> String {
+    let out = Command::new("ssh")
+        .args(["-G", "-F"])
+        .arg(dir.join("config"))
+        .arg(name)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the OpenSSH client (ssh) is needed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{keyword} ")).map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[test]
+fn match_before_host_resolves_as_openssh() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = "Match host some-other-host\n  HostName 198.18.1.5\n  User nobody\n\
+               Host node-a\n  HostName 198.18.1.2\n  User ops\nHost node-*\n  Port 2200\n";
+    let e = endpoints(d.path(), cfg, &[("node-a", "198.18.1.2")]).unwrap();
+    assert_eq!(e[0].host, ssh_g(d.path(), "node-a", "hostname"));
+    assert_eq!(e[0].host, "198.18.1.2");
+    assert_eq!(e[0].user, ssh_g(d.path(), "node-a", "user"));
+    assert_eq!(e[0].port.to_string(), ssh_g(d.path(), "node-a", "port"));
+    assert_eq!((e[0].user.as_str(), e[0].port), ("ops", 2200));
+}
+
+#[test]
+fn address_patterns_negation_and_include() {
+    let d = tempfile::tempdir().unwrap();
+    let inc = d.path().join("conf.d");
+    std::fs::create_dir(&inc).unwrap();
+    std::fs::write(inc.join("10-ports.conf"), "Host 198.18.1.*\n  Port 2201\n").unwrap();
+    let cfg = format!(
+        "Host 198.18.1.* !198.18.1.3\n  User ops\nInclude {}/*.conf\n",
+        inc.display()
+    );
+    let e = endpoints(
+        d.path(),
+        &cfg,
+        &[
+            ("h1", "198.18.1.2"),
+            ("h2", "198.18.1.3"),
+            ("h3", "198.18.2.2"),
+        ],
+    )
+    .unwrap();
+    // names are not aliases: the addresses are resolved, as `ssh ADDRESS`
+    for (ep, addr) in e.iter().zip(["198.18.1.2", "198.18.1.3", "198.18.2.2"]) {
+        assert_eq!(ep.host, addr);
+        assert_eq!(ep.port.to_string(), ssh_g(d.path(), addr, "port"), "{addr}");
+    }
+    assert_eq!(e[0].user, ssh_g(d.path(), "198.18.1.2", "user"));
+    assert_eq!(e[0].user, "ops");
+    assert_eq!(e[0].port, 2201);
+    // the negated address: no User (kwinctl's default, root), and the
+    // Include inside the block it does not match is not read for it (an
+    // Include under Host is conditional, as OpenSSH reads it)
+    assert_eq!((e[1].user.as_str(), e[1].port), ("root", 22));
+    assert_eq!((e[2].user.as_str(), e[2].port), ("root", 22));
+}
+
+#[test]
+fn tokens_expand_as_openssh_expands_them() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = "Host web\n  HostName 198.18.1.%h\nHost *\n  IdentityFile /keys/%h-%p-%r-%n.key\n  \
+               UserKnownHostsFile /kh/%h_%p\n";
+    // `HostName 198.18.1.%h` makes no sense for `web`; a real name instead:
+    let cfg = cfg.replace("198.18.1.%h", "%h.example.test");
+    let e = endpoints(d.path(), &cfg, &[("web", "198.18.1.2")]).unwrap();
+    assert_eq!(e[0].host, ssh_g(d.path(), "web", "hostname"));
+    assert_eq!(e[0].host, "web.example.test");
+    assert_eq!(
+        e[0].identities,
+        [Path::new("/keys/web.example.test-22-root-web.key")]
+    );
+    let kh = ssh_g(d.path(), "web", "userknownhostsfile");
+    assert_eq!(e[0].user_known_hosts, [Path::new(&kh)]);
+}
+
+#[test]
+fn proxyjump_chains_resolve_each_hop_with_its_own_config() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = "Host edge\n  HostName 198.18.1.2\n  User jumper\nHost inner\n  HostName 198.18.201.2\n  \
+               ProxyJump nowhere\nHost t\n  HostName 198.18.202.2\n  ProxyJump edge,ops@inner:2222\n";
+    let e = endpoints(d.path(), cfg, &[("t", "198.18.202.2")]).unwrap();
+    assert_eq!(ssh_g(d.path(), "t", "proxyjump"), "edge,ops@inner:2222");
+    let hops: Vec<String> = e[0].hops().iter().map(|h| h.addr()).collect();
+    // inner's own ProxyJump is replaced by the hop before it, as ssh -J does
+    assert_eq!(hops, ["jumper@198.18.1.2:22", "ops@198.18.201.2:2222"]);
+}
+
+#[test]
+fn refused_configs_name_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let marker = d.path().join("ran");
+    let cfg = format!(
+        "Host a\n  User x\nMatch exec \"touch {}\"\n  User y\n",
+        marker.display()
+    );
+    let e = endpoints(d.path(), &cfg, &[("h1", "198.18.1.2")]).unwrap_err();
+    assert!(
+        e.contains(&format!("{}:3:", d.path().join("config").display())),
+        "{e}"
+    );
+    assert!(!marker.exists(), "Match exec ran");
+
+    let e = endpoints(
+        d.path(),
+        "Host h1\n  HostName 198.18.1.2\n  ProxyCommand nc %h %p\n",
+        &[("h1", "198.18.1.2")],
+    )
+    .unwrap_err();
+    assert!(e.contains("proxycommand") && e.contains("config:3"), "{e}");
+
+    // the name gets a User its address does not: refused, not dropped
+    let e = endpoints(d.path(), "Host h1\n  User ops\n", &[("h1", "198.18.1.2")]).unwrap_err();
+    assert!(
+        e.contains("HostName 198.18.1.2") && e.contains("user"),
+        "{e}"
+    );
+    // ... but `Host *` settings, tokens and all, are not the name's own,
+    // even for a name that is part of other values (`ro` in `root`)
+    let e = endpoints(
+        d.path(),
+        "Host *\n  IdentityFile /k/%h-%n-%r\n",
+        &[("ro", "198.18.1.2")],
+    )
+    .unwrap();
+    assert_eq!(
+        e[0].identities,
+        [Path::new("/k/198.18.1.2-198.18.1.2-root")]
+    );
+
+    let e = resolve(&[], &ConfigSource::File(d.path().join("nope"))).unwrap_err();
+    assert!(e.contains("no such file"), "{e}");
+}
+
+/// What resolving costs at 200 hosts (run with `--ignored --nocapture`;
+/// the number is in README's SSH section).
+#[test]
+#[ignore]
+fn resolve_200_hosts_cost() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = String::from("Host bastion\n  HostName 198.18.1.2\n");
+    let mut hosts = Vec::new();
+    for i in 0..200 {
+        let (n, a) = (
+            format!("n{i}"),
+            format!("198.18.{}.{}", 10 + i / 200, 10 + i % 200),
+        );
+        if i % 2 == 0 {
+            cfg += &format!("Host {n}\n  HostName {a}\n  ProxyJump bastion\n");
+        }
+        hosts.push((n, a));
+    }
+    cfg += "Host *\n  IdentityFile ~/.ssh/%h\n";
+    let hs: Vec<(&str, &str)> = hosts
+        .iter()
+        .map(|(n, a)| (n.as_str(), a.as_str()))
+        .collect();
+    let t = std::time::Instant::now();
+    let e = endpoints(d.path(), &cfg, &hs).unwrap();
+    println!(
+        "resolved {} hosts (half aliases behind a bastion, half by address) in {:?}",
+        e.len(),
+        t.elapsed()
+    );
+}
