@@ -2,11 +2,11 @@
 # A newcomer's first run: installs what is needed, builds kwinctl, creates a
 # local lab of N Linux hosts (network namespaces, one sshd each, addresses in
 # 198.18.0.0/15) and runs check, up, up again, verify against it.
-# Usage: sudo lab/demo.sh [N] [M]   (N Linux hosts, default 4; M simulated Windows hosts, default 2; the lab folder is $KWINCTL_DEMO_DIR or /tmp/kwinctl-demo)
+# Usage (as root): lab/demo.sh [N] [M]   (N Linux hosts, default 4; M simulated Windows hosts, default 2; the lab folder is $KWINCTL_DEMO_DIR or /tmp/kwinctl-demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
-  echo "lab/demo.sh needs root (it creates network namespaces and sshd servers): run it with sudo" >&2
+  echo "lab/demo.sh needs root (it creates network namespaces and sshd servers): run it as root (or with sudo)" >&2
   exit 2
 fi
 N=${1:-4}

@@ -29,6 +29,10 @@
 #                                one more sshd in HOST on PORT with its own host
 #                                key, certified by CA_KEY (a host certificate)
 #                                when given
+#
+# Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.13.12, the newest
+# release Windows Server 2016 runs): fake kubelet.exe/kube-proxy.exe that
+# report it (see fake_binaries), downloaded from DIR/dl by winsim.
 set -euo pipefail
 
 REG=/run/kwinctl-lab
@@ -70,6 +74,17 @@ start_winsim() { # DIR j
     --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
     --allow-basic --log "$hd/winsim.log" </dev/null >>"$hd/winsim.out" 2>&1 &
 }
+# The lab's kubelet.exe and kube-proxy.exe of release $2, under DIR/dl/v$2/:
+# `--version` of such a file is its second line (winsim/k8sbin.py); winsim
+# serves DIR/dl as https://dl.lab.invalid/.
+fake_binaries() { # DIR version
+  local b
+  mkdir -p "$1/dl/v$2"
+  for b in kubelet kube-proxy; do
+    printf 'MZ kwinctl lab fake %s.exe\nKubernetes v%s\n' "$b" "$2" > "$1/dl/v$2/$b.exe"
+  done
+}
+
 wait_tcp() { # ip port timeout-seconds
   local i
   for ((i = 0; i < $3 * 20; i++)); do
@@ -187,6 +202,9 @@ cmd_up() {
   ssh-keygen -q -t ed25519 -N '' -C "kwinctl-lab$id" -f "$dir/id_ed25519"
   : > "$dir/known_hosts"
   : > "$dir/hosts.tsv"
+  # Windows nodes' kubeconfig: embedded placeholders, as kwinctl requires
+  printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://%s:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: lab-placeholder\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n' \
+    "$(host_ip 1)" > "$dir/kubeconfig"
   {
     echo "cluster:"
     echo "  name: lab$id"
@@ -194,6 +212,8 @@ cmd_up() {
     echo "  node_prefix: 24"
     echo "  service_cidr: 198.18.240.0/20"
     echo "  api_server: https://$(host_ip 1):6443"
+    echo "  kubernetes_version: \"${KWINCTL_LAB_K8S:-1.13.12}\""
+    echo "  kubeconfig: $dir/kubeconfig"
     echo "defaults:"
     echo "  ssh: { user: root, port: 22, identity: $dir/id_ed25519, known_hosts: $dir/known_hosts }"
     echo "hosts:"
@@ -248,12 +268,14 @@ EOF
   if [ "$m" -gt 0 ]; then
     "$WINSIM/setup-venv.sh"
     ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
+    local k8s=${KWINCTL_LAB_K8S:-1.13.12}
+    fake_binaries "$dir" "$k8s"
     for j in $(seq 1 "$m"); do
       hd="$dir/hosts/win$j"
       mkdir -p "$hd"
       ns=$(wns_of "$j")
       add_host_ns "$ns" "kwl${id}x$j" "$(win_ip "$j")"
-      echo "{\"hostname\": \"WIN$j\"}" > "$hd/state.json"
+      echo "{\"hostname\": \"WIN$j\", \"downloads\": \"$dir/dl\"}" > "$hd/state.json"
       "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --ca "$hd/ca.pem" --cn "$(win_ip "$j")" > "$hd/cert.sha256"
       printf 'win%s\t%s\t%s\n' "$j" "$(win_ip "$j")" "$ns" >> "$dir/hosts.tsv"
@@ -264,8 +286,9 @@ EOF
         echo "    winrm: { port: 5985, tls: false, auth: ntlm, password_file: $dir/winrm-password }"
         echo "    windows:"
         echo "      binaries:"
-        echo "        kubelet: { url: \"https://dl.lab.invalid/kubelet.exe\", sha256: $(printf kubelet | sha256sum | cut -c1-64) }"
-        echo "        kube-proxy: { url: \"https://dl.lab.invalid/kube-proxy.exe\", sha256: $(printf kube-proxy | sha256sum | cut -c1-64) }"
+        for b in kubelet kube-proxy; do
+          echo "        $b: { url: \"https://dl.lab.invalid/v$k8s/$b.exe\", sha256: $(sha256sum "$dir/dl/v$k8s/$b.exe" | cut -c1-64) }"
+        done
       } >> "$dir/inventory.yaml"
       start_winsim "$dir" "$j"
     done

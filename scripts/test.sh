@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
-  echo "scripts/test.sh needs root (network namespaces, sshd): run it with sudo" >&2
+  echo "scripts/test.sh needs root (network namespaces, sshd): run it as root (or with sudo)" >&2
   exit 2
 fi
 scripts/setup.sh

@@ -60,13 +60,15 @@ pub enum Conflict {
     },
     /// The host lacks what the desired state needs (each problem in words).
     Preflight(Vec<String>),
+    /// The host's pod CIDR cannot be decided (see `alloc`): why.
+    Allocation(String),
 }
 
 impl Conflict {
     /// The name of the `verify` check that reports it.
     pub fn check_name(&self) -> &'static str {
         match self {
-            Conflict::PodCidr { .. } => "pod-cidr",
+            Conflict::PodCidr { .. } | Conflict::Allocation(_) => "pod-cidr",
             Conflict::Preflight(_) => "preflight",
         }
     }
@@ -91,6 +93,7 @@ impl fmt::Display for Conflict {
                 "preflight failed, nothing was changed: {}",
                 problems.join("; ")
             ),
+            Conflict::Allocation(why) => write!(f, "{why}"),
         }
     }
 }

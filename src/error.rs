@@ -134,7 +134,10 @@ mod tests {
         assert_eq!(w.exit.code(), 4);
         let r = CliError::from(StateError::Invalid {
             path: "/x".into(),
-            msg: "eof".into(),
+            line: 1,
+            column: 1,
+            message: "eof".into(),
+            hint: "fix it".into(),
         });
         assert_eq!(r.exit.code(), 2);
         assert_eq!(

@@ -14,14 +14,43 @@ pub struct Lock {
     pub path: PathBuf,
 }
 
-fn whoami() -> String {
+/// This machine's name.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Who runs this, and where: `user@host (pid N) since TIME`.
+pub fn owner() -> String {
+    format!(
+        "{} (pid {}) since {}",
+        whoami(),
+        std::process::id(),
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+    )
+}
+
+/// Whether `owner` (as [`owner`] wrote it) is a process of this machine
+/// that is no longer running: its locks are stale.
+pub fn dead_here(owner: &str) -> bool {
+    let Some((who, rest)) = owner.split_once(" (pid ") else {
+        return false;
+    };
+    let Some(host) = who.rsplit_once('@').map(|(_, h)| h) else {
+        return false;
+    };
+    let Some(pid) = rest.split(')').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    host == hostname() && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+pub fn whoami() -> String {
     let user = std::env::var("SUDO_USER")
         .or_else(|_| std::env::var("USER"))
         .unwrap_or_else(|_| "unknown".into());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    format!("{user}@{host}")
+    format!("{user}@{}", hostname())
 }
 
 /// Why the lock was not taken.
@@ -46,6 +75,12 @@ impl Lock {
         let mut file = opts
             .open(&path)
             .map_err(|e| LockError::Io(format!("cannot open lock file {}: {e}", path.display())))?;
+        // owner-only, also when it was made looser before
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        }
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -69,12 +104,7 @@ impl Lock {
                 )));
             }
         }
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-        let info = format!(
-            "`kwinctl {command}` by {} (pid {}) since {now}\n",
-            whoami(),
-            std::process::id()
-        );
+        let info = format!("`kwinctl {command}` by {}\n", owner());
         let _ = file.set_len(0);
         let _ = file.rewind();
         let _ = file.write_all(info.as_bytes());
@@ -99,5 +129,17 @@ mod tests {
         assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
         drop(a);
         Lock::acquire(&inv, "reset").unwrap();
+    }
+
+    #[test]
+    fn a_dead_owner_on_this_machine_is_told_apart() {
+        assert!(!dead_here(&owner()), "this process is alive");
+        let me = whoami();
+        // pid 0 is never a process of ours
+        assert!(dead_here(&format!("{me} (pid 999999999) since x")));
+        assert!(!dead_here(
+            "someone@another-machine (pid 999999999) since x"
+        ));
+        assert!(!dead_here("garbage"));
     }
 }

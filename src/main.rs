@@ -1,19 +1,20 @@
 //! The command line: parse it, run the command, exit with its code (see
 //! `kwinctl::error` for the codes).
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use kwinctl::cmd::{self, Common};
-use kwinctl::error::EXIT_CODES;
+use kwinctl::error::{EXIT_CODES, Exit};
+use kwinctl::events::{Event, Line};
 use kwinctl::mode::Mode;
+use kwinctl::report::Format;
 
 #[derive(Parser)]
 #[command(
     name = "kwinctl",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("KWINCTL_GIT_COMMIT"), ")"),
     about = "Bootstrap Kubernetes clusters whose workers are Windows Server and Linux hosts",
     long_about = "kwinctl reads an inventory, assigns each node a pod CIDR, and converges every host \
                   over SSH (or WinRM): routes to every other node's pod CIDR, IP forwarding, and on \
@@ -38,29 +39,169 @@ enum Command {
         host: Option<String>,
     },
     /// Connect, gather facts and print each host's actions. Changes nothing.
-    Plan(Common),
+    Plan {
+        #[command(flatten)]
+        common: Common,
+        /// Show what `reset` would remove instead.
+        #[arg(long)]
+        reset: bool,
+    },
     /// Converge every host, then verify.
     Up(Common),
     /// Read-only health sweep; exit 1 if anything is off.
     Verify(Common),
-    /// Undo what `up` created on the hosts.
-    Reset(Common),
+    /// Undo what `up` created on the hosts. On a terminal it shows what it
+    /// would remove and asks; otherwise it needs --yes.
+    Reset {
+        #[command(flatten)]
+        common: Common,
+        /// Do not ask (required without a terminal).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+    /// Print a shell completion script, e.g. `kwinctl completions bash >
+    /// /etc/bash_completion.d/kwinctl` (see README, "Install").
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the JSON Schema of `--output json`'s lines (also in the
+    /// repository: schema/events.schema.json).
+    Schema {
+        #[arg(value_enum)]
+        what: SchemaKind,
+    },
+    /// Print the man page (kwinctl.1), or with --dir write one page per
+    /// command there: `kwinctl man --dir /usr/local/share/man/man1`.
+    Man {
+        /// Write kwinctl.1 and kwinctl-COMMAND.1 into this folder.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SchemaKind {
+    /// One line of `--output json`.
+    Events,
+}
+
+/// `completions` and `man`: what they print is generated from the command
+/// line's own definition, so it never lags behind it.
+fn generated(command: &Command) -> Option<std::io::Result<()>> {
+    use std::io::Write;
+    let mut cli = Cli::command();
+    // written whole at the end: clap_complete panics on a closed pipe
+    let mut out = Vec::new();
+    match command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut cli, "kwinctl", &mut out);
+        }
+        Command::Man { dir: None } => {
+            if let Err(e) = clap_mangen::Man::new(cli).render(&mut out) {
+                return Some(Err(e));
+            }
+        }
+        Command::Schema {
+            what: SchemaKind::Events,
+        } => out.extend_from_slice(kwinctl::events::schema().as_bytes()),
+        Command::Man { dir: Some(dir) } => {
+            return Some(
+                std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir)),
+            );
+        }
+        _ => return None,
+    }
+    Some(std::io::stdout().lock().write_all(&out))
+}
+
+/// Whether the command line asks for `--output json` (read before clap
+/// understood it, for usage errors).
+fn json_asked(args: impl Iterator<Item = String>) -> bool {
+    let args: Vec<String> = args.collect();
+    args.iter().any(|a| a == "--output=json")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--output" && w[1] == "json")
+}
+
+/// The `error` event on stdout (see `kwinctl::events`).
+fn json_error(command: &str, exit: Exit, error: &str) {
+    use std::io::Write;
+    let line = Line::new(Event::Error {
+        command,
+        exit: exit.code(),
+        error: error.to_string(),
+    });
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        kwinctl::text::safe_json(&line.to_json())
+    );
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // a usage error is bad input: JSON too when JSON was asked for
+            if e.use_stderr() && json_asked(std::env::args()) {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                json_error(
+                    "kwinctl",
+                    Exit::BadInput,
+                    first.strip_prefix("error: ").unwrap_or(first),
+                );
+            }
+            e.exit()
+        }
+    };
+    let (name, json) = match &cli.command {
+        Command::Check(c) => ("check", c.output == Format::Json),
+        Command::Render { common, .. } => ("render", common.output == Format::Json),
+        Command::Plan { common: c, .. } => (Mode::Plan.name(), c.output == Format::Json),
+        Command::Up(c) => (Mode::Up.name(), c.output == Format::Json),
+        Command::Verify(c) => (Mode::Verify.name(), c.output == Format::Json),
+        Command::Reset { common: c, .. } => (Mode::Reset.name(), c.output == Format::Json),
+        _ => ("kwinctl", false),
+    };
+    if let Some(done) = generated(&cli.command) {
+        return match done {
+            Ok(()) => ExitCode::SUCCESS,
+            // a closed pipe (`kwinctl man | head`) is no failure
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                kwinctl::report::err_line(&format!("error: {e}"));
+                ExitCode::from(1)
+            }
+        };
+    }
     let result = match cli.command {
         Command::Check(c) => cmd::check(&c),
         Command::Render { common, host } => cmd::render(&common, host.as_deref()),
-        Command::Plan(c) => cmd::remote(&c, Mode::Plan),
+        Command::Plan {
+            common,
+            reset: false,
+        } => cmd::remote(&common, Mode::Plan),
+        Command::Plan {
+            common,
+            reset: true,
+        } => cmd::remote(&common, Mode::PlanReset),
         Command::Up(c) => cmd::remote(&c, Mode::Up),
         Command::Verify(c) => cmd::remote(&c, Mode::Verify),
-        Command::Reset(c) => cmd::remote(&c, Mode::Reset),
+        Command::Reset { common, yes } => cmd::reset(&common, yes),
+        Command::Completions { .. } | Command::Man { .. } | Command::Schema { .. } => {
+            unreachable!("generated above")
+        }
     };
     let exit = match result {
         Ok(exit) => exit,
         Err(e) => {
-            let _ = writeln!(std::io::stderr().lock(), "error: {e}");
+            kwinctl::report::err_line(&format!("error: {e}"));
+            if json {
+                json_error(name, e.exit, &e.to_string());
+            }
             e.exit
         }
     };

@@ -12,6 +12,9 @@ pub enum Mode {
     Verify,
     /// Undo what `up` created.
     Reset,
+    /// `plan --reset`: probe and show what `reset` would remove; change
+    /// nothing.
+    PlanReset,
 }
 
 impl Mode {
@@ -21,7 +24,16 @@ impl Mode {
             Mode::Up => "up",
             Mode::Verify => "verify",
             Mode::Reset => "reset",
+            Mode::PlanReset => "plan",
         }
+    }
+    /// Whether the run only shows what it would do.
+    pub fn previews(self) -> bool {
+        matches!(self, Mode::Plan | Mode::PlanReset)
+    }
+    /// Whether the run is about undoing (`reset`, or its preview).
+    pub fn resets(self) -> bool {
+        matches!(self, Mode::Reset | Mode::PlanReset)
     }
     /// Whether the run changes hosts (and so takes the operator lock).
     pub fn changes_hosts(self) -> bool {

@@ -15,7 +15,7 @@ use crate::text::clip;
 use crate::transport::TransportError;
 use crate::verify::{Check, K8sView};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ActionStatus {
     /// `plan`: would run.
@@ -28,12 +28,13 @@ pub enum ActionStatus {
     Skipped,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ActionReport {
     pub key: String,
     pub action: String,
     pub status: ActionStatus,
-    #[serde(skip_serializing_if = "String::is_empty")]
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr: String,
 }
 
@@ -49,7 +50,7 @@ impl ActionReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostStatus {
     Ok,
@@ -133,6 +134,12 @@ pub enum HostError {
     ResetIncomplete,
     /// Ctrl-C / SIGTERM: `probed` when the host was probed but not changed.
     Interrupted { probed: bool },
+    /// The cluster's allocation cannot be made: nothing was changed anywhere.
+    Cluster(String),
+    /// The changes were not made: the cluster lock was not this run's.
+    Refused(String),
+    /// A host outside `--limit` lacks routes the run's changes need.
+    PeerRoutes(Vec<String>),
     /// A bug in kwinctl (a panicking host task).
     Internal(String),
 }
@@ -179,6 +186,14 @@ impl fmt::Display for HostError {
             HostError::Interrupted { probed: true } => {
                 f.write_str("interrupted after probing: nothing was changed")
             }
+            HostError::Cluster(why) => write!(f, "{why}"),
+            HostError::Refused(why) => write!(f, "nothing was changed: {why}"),
+            HostError::PeerRoutes(missing) => write!(
+                f,
+                "outside --limit, and not as the run left the cluster: it would {}. Run `kwinctl up` \
+                 without --limit, or add --with-peer-routes to change only such routes",
+                missing.join("; ")
+            ),
             HostError::Internal(e) => write!(
                 f,
                 "internal error (please report it): {e}; the host may be partly changed"
@@ -194,11 +209,20 @@ fn as_text<S: Serializer>(e: &Option<HostError>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A file `plan` would rewrite: a unified diff from the host's copy to
+/// kwinctl's, or why there is none.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct FileDiff {
+    pub path: String,
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostReport {
     pub host: String,
     pub os: Os,
     pub address: Ipv4Addr,
+    #[schemars(with = "String")]
     pub pod_cidr: Ipv4Net,
     /// How the host was reached: `ssh user@address:port via ...`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,9 +230,19 @@ pub struct HostReport {
     pub status: HostStatus,
     pub actions: Vec<ActionReport>,
     pub checks: Vec<Check>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_text")]
+    /// `plan`: how the files it would rewrite differ from the host's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileDiff>,
+    /// Why the host failed, in words.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "as_text"
+    )]
+    #[schemars(with = "Option<String>")]
     pub error: Option<HostError>,
     pub seconds: f64,
     /// The control plane's view of the nodes (kubectl), when asked.
@@ -228,6 +262,7 @@ impl HostReport {
             actions: Vec::new(),
             checks: Vec::new(),
             notes: Vec::new(),
+            files: Vec::new(),
             error: None,
             seconds: 0.0,
             k8s: K8sView::NotAsked,

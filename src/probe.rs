@@ -14,6 +14,12 @@ pub enum FactsError {
     },
     #[error("the probe's facts are not valid: {0}")]
     Invalid(String),
+    #[error(
+        "the host printed more than kwinctl reads ({limit} bytes; {dropped} more were dropped): \
+         its main routing table is probably very large (`ip -4 route show table main | wc -l` \
+         on it); kwinctl manages hosts whose probe fits in {limit} bytes"
+    )]
+    TooLarge { limit: usize, dropped: usize },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,53 +25,58 @@ pub struct Call {
     pub exit: Option<u32>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What the last `up` (or `reset`) left to do, written when it starts (every
+/// host pending) and again as each host finishes, so that a run that was
+/// killed or interrupted still says which hosts did not get done.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LastRun {
     pub command: String,
     pub run_dir: PathBuf,
     pub failed: Vec<String>,
     pub interrupted: Vec<String>,
+    /// Not finished (yet): the run is still going, or was killed.
+    #[serde(default)]
+    pub pending: Vec<String>,
+    /// Finished without a failure.
+    #[serde(default)]
+    pub done: Vec<String>,
 }
 
-/// Replaces every secret value with `********`.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor(Vec<String>);
-
-impl Redactor {
-    pub fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
-        let mut v: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 3).collect();
-        // Longest first, so a secret containing another is replaced whole.
-        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        Redactor(v)
-    }
-    /// `s` with every secret replaced; borrowed when there is none in it
-    /// (the summary of a large run is megabytes: no needless copy).
-    pub fn apply<'a>(&self, s: &'a str) -> std::borrow::Cow<'a, str> {
-        let mut out = std::borrow::Cow::Borrowed(s);
-        for secret in &self.0 {
-            if out.contains(secret.as_str()) {
-                out = std::borrow::Cow::Owned(out.replace(secret.as_str(), "********"));
-            }
-        }
-        out
+impl LastRun {
+    /// The hosts `--only-failed` reruns.
+    pub fn to_redo(&self) -> Vec<String> {
+        self.failed
+            .iter()
+            .chain(&self.interrupted)
+            .chain(&self.pending)
+            .cloned()
+            .collect()
     }
 }
 
 #[cfg(unix)]
 fn private_dir(p: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(p)
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)?;
+    // owner-only, also when it was made looser before
+    fs::set_permissions(p, fs::Permissions::from_mode(0o700))
 }
 
 #[cfg(unix)]
 fn private_create(p: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(p)
+        .open(p)?;
+    // the mode applies only to a new file: tighten one left looser
+    f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(f)
 }
 
 fn private_file(p: &Path, content: &str) -> std::io::Result<()> {
@@ -99,31 +104,68 @@ fn call_log(c: &Call) -> String {
 #[derive(Debug)]
 pub struct RunRecord {
     dir: PathBuf,
-    redactor: Redactor,
+    /// `up` and `reset` keep what is left to do (see [`LastRun`]).
+    last: Option<(PathBuf, std::sync::Mutex<LastRun>)>,
+}
+
+/// Write a small JSON file atomically (temp file + rename), owner-only.
+fn replace_json<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    private_file(&tmp, &serde_json::to_string_pretty(v).expect("json"))?;
+    fs::rename(&tmp, path)
 }
 
 impl RunRecord {
-    pub fn start(
-        inventory: &Path,
-        command: &str,
-        redactor: Redactor,
-    ) -> std::io::Result<RunRecord> {
-        let base = Sidecars::of(inventory).runs;
-        private_dir(&base)?;
+    /// A run of `command` on `hosts` starts.
+    pub fn start(inventory: &Path, command: &str, hosts: &[String]) -> std::io::Result<RunRecord> {
+        let sidecars = Sidecars::of(inventory);
+        private_dir(&sidecars.runs)?;
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
             .to_string()
             .replace(':', "");
-        let dir = base.join(format!("{stamp}-{command}-{}", std::process::id()));
+        let dir = sidecars
+            .runs
+            .join(format!("{stamp}-{command}-{}", std::process::id()));
         private_dir(&dir)?;
-        Ok(RunRecord { dir, redactor })
+        let last = match command {
+            "up" | "reset" => {
+                let path = sidecars.last_run(command);
+                let last = LastRun {
+                    command: command.to_string(),
+                    run_dir: dir.clone(),
+                    pending: hosts.to_vec(),
+                    ..LastRun::default()
+                };
+                replace_json(&path, &last)?;
+                Some((path, std::sync::Mutex::new(last)))
+            }
+            _ => None,
+        };
+        Ok(RunRecord { dir, last })
+    }
+
+    /// A host is done: what is left to do is written again at once.
+    pub fn host_done(&self, r: &HostReport) {
+        let Some((path, last)) = &self.last else {
+            return;
+        };
+        let mut last = last.lock().unwrap();
+        last.pending.retain(|h| *h != r.host);
+        match r.status {
+            HostStatus::Failed => last.failed.push(r.host.clone()),
+            HostStatus::Interrupted => last.interrupted.push(r.host.clone()),
+            _ => last.done.push(r.host.clone()),
+        }
+        let _ = replace_json(path, &*last);
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Append one remote call (script and output, redacted) to the host's
-    /// log (blocking file I/O).
+    /// Append one remote call (script and output; secrets masked, and what
+    /// the host sent made safe to `cat`) to the host's log (blocking file
+    /// I/O).
     pub fn append(&self, host: &str, call: &Call) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = fs::OpenOptions::new()
@@ -131,44 +173,14 @@ impl RunRecord {
             .create(true)
             .mode(0o600)
             .open(self.dir.join(format!("{host}.log")))?;
-        f.write_all(self.redactor.apply(&call_log(call)).as_bytes())
+        f.write_all(crate::text::safe_text(&call_log(call)).as_bytes())
     }
 
-    /// The summary and the last-run pointer; old run folders are pruned.
-    pub fn finish(
-        &self,
-        inventory: &Path,
-        command: &str,
-        reports: &[HostReport],
-        summary: &crate::report::Summary,
-    ) -> std::io::Result<()> {
-        let path = self.dir.join("summary.json");
-        if self.redactor.0.is_empty() {
-            // Nothing to redact: straight to the file.
-            let mut f = std::io::BufWriter::new(private_create(&path)?);
-            serde_json::to_writer(&mut f, summary)?;
-            f.flush()?;
-        } else {
-            let text = serde_json::to_string(summary)?;
-            private_file(&path, &self.redactor.apply(&text))?;
-        }
-        let hosts = |status| {
-            reports
-                .iter()
-                .filter(|r| r.status == status)
-                .map(|r| r.host.clone())
-                .collect()
-        };
-        let last = LastRun {
-            command: command.to_string(),
-            run_dir: self.dir.clone(),
-            failed: hosts(HostStatus::Failed),
-            interrupted: hosts(HostStatus::Interrupted),
-        };
+    /// The summary (its JSON, made safe by `report::summary_json`); old run
+    /// folders are pruned.
+    pub fn finish(&self, inventory: &Path, summary: &str) -> std::io::Result<()> {
+        private_file(&self.dir.join("summary.json"), summary)?;
         let sidecars = Sidecars::of(inventory);
-        let tmp = sidecars.last_run.with_extension("json.tmp");
-        private_file(&tmp, &serde_json::to_string_pretty(&last).expect("json"))?;
-        fs::rename(&tmp, &sidecars.last_run)?;
         prune(&sidecars.runs);
         Ok(())
     }
@@ -183,32 +195,16 @@ fn prune(base: &Path) {
     }
 }
 
-pub fn load_last(inventory: &Path) -> Result<LastRun, String> {
-    let p = Sidecars::of(inventory).last_run;
+/// What the last run of `command` (`up` or `reset`) left to do.
+pub fn load_last(inventory: &Path, command: &str) -> Result<LastRun, String> {
+    let p = Sidecars::of(inventory).last_run(command);
     let text = fs::read_to_string(&p).map_err(|e| {
         format!(
-            "--only-failed: no record of a previous run ({}: {e}); run without it first",
+            "--only-failed: there is no record of a previous `kwinctl {command}` ({}: {e}); \
+             run without --only-failed",
             p.display()
         )
     })?;
     serde_json::from_str(&text)
         .map_err(|e| format!("--only-failed: {} is not valid: {e}", p.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_every_secret_longest_first() {
-        let r = Redactor::new([
-            "hunter2".to_string(),
-            "hunter2-long".to_string(),
-            "x".into(),
-        ]);
-        assert_eq!(
-            r.apply("a hunter2-long b hunter2 x"),
-            "a ******** b ******** x"
-        );
-    }
 }

@@ -6,48 +6,33 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 
+use crate::events::{Event, Line, RunSummary};
 use crate::mode::Mode;
 use crate::outcome::{ActionReport, ActionStatus, HostReport, HostStatus};
-use crate::text::clip;
+use crate::term::{Color, Column, Grid, Style};
+use crate::text::{clip, safe_json, safe_text};
 use crate::verify::Check;
 
-/// A line on stderr. A closed stderr (`kwinctl up 2>&1 | head -1`) is not
-/// an error worth stopping for: the hosts' work matters more than our
-/// commentary on it.
+/// A line on stderr, made safe (secrets masked, nothing a host sent can act
+/// on the terminal: see `text::safe_text`). A closed stderr (`kwinctl up
+/// 2>&1 | head -1`) is not an error worth stopping for: the hosts' work
+/// matters more than our commentary on it.
 pub fn err_line(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", safe_text(line));
 }
 
-/// A table in kwinctl's style.
-pub fn table<const N: usize>(header: [&str; N]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(header);
-    t
+/// The summary as its one line of JSON, made safe (see `text::safe_json`):
+/// what `--output json` ends with and what the run record keeps.
+pub fn summary_json(summary: RunSummary) -> String {
+    safe_json(&Line::new(Event::Summary(summary)).to_json())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Text,
     Json,
-}
-
-/// The end of a run as the JSON output and the run record give it.
-#[derive(Serialize)]
-pub struct Summary<'a> {
-    event: &'static str,
-    command: &'a str,
-    ok: bool,
-    interrupted: bool,
-    seconds: f64,
-    changed: usize,
-    failed_hosts: Vec<&'a str>,
-    extra: &'a serde_json::Value,
-    hosts: &'a [HostReport],
 }
 
 /// Where JSON events go: stdout, or a test's buffer.
@@ -98,14 +83,18 @@ impl Reporter {
             total,
             start: Instant::now(),
         };
-        r.json(&serde_json::json!({"event": "start", "command": mode.name(), "hosts": total}));
+        r.json(Event::Start {
+            command: mode.name(),
+            host_count: total,
+        });
         r
     }
 
-    fn json(&self, v: &serde_json::Value) {
+    fn json(&self, event: Event) {
         if self.format == Format::Json {
+            let line = Line::new(event).to_json();
             let mut out = self.events.lock().unwrap();
-            let _ = writeln!(out, "{v}");
+            let _ = writeln!(out, "{}", safe_json(&line));
             let _ = out.flush();
         }
     }
@@ -113,19 +102,19 @@ impl Reporter {
     /// A line for the operator on stderr, above the progress bar if any.
     pub fn say(&self, line: &str) {
         match &self.bar {
-            Some(b) => b.println(line),
+            Some(b) => b.println(safe_text(line)),
             None => err_line(line),
         }
     }
 
     pub fn phase(&self, host: &str, phase: &str) {
         if let Some(b) = &self.bar {
-            b.set_message(format!("{host}: {phase}"));
+            b.set_message(safe_text(&format!("{host}: {phase}")));
         } else if self.verbose && self.format == Format::Text {
             err_line(&format!("{host}: {phase}"));
         }
         if self.verbose {
-            self.json(&serde_json::json!({"event": "phase", "host": host, "phase": phase}));
+            self.json(Event::Phase { host, phase });
         }
     }
 
@@ -135,7 +124,7 @@ impl Reporter {
             *d += 1;
             *d
         };
-        self.json(&serde_json::json!({"event": "host", "report": r}));
+        self.json(Event::Host { report: r });
         let line = format!(
             "[{n}/{}] {}: {}",
             self.total,
@@ -146,7 +135,7 @@ impl Reporter {
             Some(b) => {
                 b.inc(1);
                 if r.status == HostStatus::Failed {
-                    b.println(line);
+                    b.println(safe_text(&line));
                 }
             }
             None if self.format == Format::Text => err_line(&line),
@@ -163,13 +152,12 @@ impl Reporter {
         reports: &'a [HostReport],
         interrupted: bool,
         extra: &'a serde_json::Value,
-    ) -> Summary<'a> {
+    ) -> RunSummary<'a> {
         let ok = reports
             .iter()
             .all(|r| !matches!(r.status, HostStatus::Failed | HostStatus::Interrupted))
             && !interrupted;
-        Summary {
-            event: "summary",
+        RunSummary {
             command: self.mode.name(),
             ok,
             interrupted,
@@ -188,23 +176,26 @@ impl Reporter {
     /// The end: details per host, then the table (text) or the summary line
     /// (JSON).
     /// In JSON mode the summary is the last line.
-    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &Summary) {
+    /// `summary`: its JSON, as [`summary_json`] made it.
+    pub fn finish(&self, reports: &[HostReport], interrupted: bool, summary: &str) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
         if self.format == Format::Json {
             let mut events = self.events.lock().unwrap();
-            let mut out = std::io::BufWriter::new(&mut *events);
-            let _ = serde_json::to_writer(&mut out, summary);
-            let _ = writeln!(out);
-            let _ = out.flush();
+            let _ = writeln!(events, "{summary}");
+            let _ = events.flush();
             return;
         }
-        let mut out = std::io::stdout().lock();
+        let style = Style::stdout();
+        let mut details = String::new();
         for r in reports {
-            let _ = write!(out, "{}", host_details(self.mode, r));
+            details.push_str(&host_details(self.mode, r));
         }
-        let _ = writeln!(out, "{}", summary_table(reports));
+        let mut text = paint_tags(&safe_text(&details), style);
+        // the table is kwinctl's own text (made safe cell by cell), coloured
+        text.push_str(&summary_table(reports, style));
+        text.push('\n');
         let failed: Vec<&str> = reports
             .iter()
             .filter(|r| r.status == HostStatus::Failed)
@@ -236,8 +227,39 @@ impl Reporter {
                 }
             ));
         }
-        let _ = writeln!(out, "{tail}");
+        text.push_str(&safe_text(&tail));
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
     }
+}
+
+/// The status words kwinctl put at the start of detail lines, coloured on
+/// a terminal (after the text was made safe: a host's output is indented
+/// under `      | ` and never starts a line with them).
+fn paint_tags(text: &str, style: Style) -> String {
+    if !style.color {
+        return text.to_string();
+    }
+    const TAGS: [(&str, Color); 5] = [
+        ("  FAILED ", Color::Red),
+        ("  ERROR: ", Color::Red),
+        ("  FAIL ", Color::Red),
+        ("  changed ", Color::Yellow),
+        ("  skipped ", Color::Magenta),
+    ];
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        match TAGS.iter().find(|(t, _)| line.starts_with(t)) {
+            Some((t, c)) => {
+                let word = t.trim();
+                out.push_str("  ");
+                out.push_str(&style.paint(word, *c));
+                out.push(' ');
+                out.push_str(&line[t.len()..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 fn one_line_status(mode: Mode, r: &HostReport) -> String {
@@ -246,7 +268,7 @@ fn one_line_status(mode: Mode, r: &HostReport) -> String {
     }
     let failed_checks = r.failed_checks().count();
     match mode {
-        Mode::Plan => format!("{} to do", r.count(ActionStatus::Planned)),
+        Mode::Plan | Mode::PlanReset => format!("{} to do", r.count(ActionStatus::Planned)),
         Mode::Verify if failed_checks > 0 => format!("{failed_checks} checks failed"),
         Mode::Verify => format!("{} checks passed", r.checks.len()),
         Mode::Up | Mode::Reset => {
@@ -274,7 +296,7 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         .filter(|a| a.status != ActionStatus::Ok)
         .collect();
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
-    if mode == Mode::Plan {
+    if mode.previews() {
         s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
         if let Some(route) = &r.route {
             s.push_str(&format!("  connection: {route}\n"));
@@ -286,6 +308,12 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         }
         for a in interesting {
             s.push_str(&format!("  would {}\n", a.action));
+        }
+        for f in &r.files {
+            s.push_str(&format!("  {}:\n", f.path));
+            for l in f.diff.lines() {
+                s.push_str(&format!("      {l}\n"));
+            }
         }
     } else {
         if interesting.is_empty() && failed_checks.is_empty() && r.error.is_none() {
@@ -317,18 +345,30 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
     s
 }
 
-pub fn summary_table(reports: &[HostReport]) -> Table {
-    let mut t = table([
-        "HOST",
-        "OS",
-        "ADDRESS",
-        "POD CIDR",
-        "STATUS",
-        "CHANGED",
-        "UNCHANGED",
-        "FAILED",
-        "CHECKS",
-        "TIME",
+/// The status word's colour on a terminal.
+fn status_color(s: HostStatus) -> Option<Color> {
+    match s {
+        HostStatus::Ok => Some(Color::Green),
+        HostStatus::Changed => Some(Color::Yellow),
+        HostStatus::Failed => Some(Color::Red),
+        HostStatus::Interrupted => Some(Color::Magenta),
+        HostStatus::Pending => None,
+    }
+}
+
+/// The summary table, laid out for `style` (see [`Grid`]).
+pub fn summary_table(reports: &[HostReport], style: Style) -> String {
+    let mut g = Grid::new(&[
+        Column::new("HOST"),
+        Column::new("OS").optional(),
+        Column::new("ADDRESS"),
+        Column::new("POD CIDR"),
+        Column::new("STATUS"),
+        Column::new("CHANGED").short("CHG"),
+        Column::new("UNCHANGED").optional(),
+        Column::new("FAILED").short("FAIL"),
+        Column::new("CHECKS"),
+        Column::new("TIME").optional(),
     ]);
     for r in reports {
         let checks = if r.checks.is_empty() {
@@ -340,18 +380,114 @@ pub fn summary_table(reports: &[HostReport]) -> Table {
                 r.checks.len()
             )
         };
-        t.add_row([
-            r.host.clone(),
-            r.os.to_string(),
-            r.address.to_string(),
-            r.pod_cidr.to_string(),
-            r.status.to_string(),
-            r.count(ActionStatus::Changed).to_string(),
-            r.count(ActionStatus::Ok).to_string(),
-            r.count(ActionStatus::Failed).to_string(),
-            checks,
-            format!("{:.1}s", r.seconds),
+        let plain = |s: String| (s, None);
+        g.row(vec![
+            plain(safe_text(&r.host)),
+            plain(r.os.to_string()),
+            plain(r.address.to_string()),
+            plain(r.pod_cidr.to_string()),
+            (r.status.to_string(), status_color(r.status)),
+            plain(r.count(ActionStatus::Changed).to_string()),
+            plain(r.count(ActionStatus::Ok).to_string()),
+            plain(r.count(ActionStatus::Failed).to_string()),
+            plain(checks),
+            plain(format!("{:.1}s", r.seconds)),
         ]);
     }
-    t
+    g.render(style)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Os;
+
+    fn reports() -> Vec<HostReport> {
+        let mut v = Vec::new();
+        for (i, st) in [
+            HostStatus::Ok,
+            HostStatus::Changed,
+            HostStatus::Failed,
+            HostStatus::Interrupted,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut r = HostReport::new(
+                &format!("worker-{i:02}"),
+                if i % 2 == 0 { Os::Linux } else { Os::Windows },
+                format!("198.18.100.{}", 100 + i).parse().unwrap(),
+                format!("198.19.{}.0/24", 200 + i).parse().unwrap(),
+            );
+            r.status = st;
+            r.seconds = 12.3;
+            v.push(r);
+        }
+        v
+    }
+
+    /// On an 80-column terminal every line fits and each host's line still
+    /// names it, its address, block and status; a pipe gets every column.
+    #[test]
+    fn the_summary_fits_80_columns_and_keeps_what_matters() {
+        let rs = reports();
+        for width in [80u16, 60] {
+            let t = summary_table(
+                &rs,
+                Style {
+                    color: false,
+                    width: Some(width),
+                },
+            );
+            for l in t.lines() {
+                assert!(l.chars().count() <= width as usize, "{width}: {l:?}\n{t}");
+            }
+            if width == 80 {
+                for r in &rs {
+                    let line = t.lines().find(|l| l.contains(&r.host)).expect(&t);
+                    for want in [
+                        r.address.to_string(),
+                        r.pod_cidr.to_string(),
+                        r.status.to_string(),
+                    ] {
+                        assert!(line.contains(&want), "{want} in {line:?}\n{t}");
+                    }
+                }
+            }
+        }
+        let wide = summary_table(&rs, Style::plain());
+        for h in ["OS", "UNCHANGED", "TIME", "windows", "12.3s"] {
+            assert!(wide.contains(h), "{h}\n{wide}");
+        }
+    }
+
+    #[test]
+    fn status_words_are_coloured_only_when_asked() {
+        let rs = reports();
+        let coloured = summary_table(
+            &rs,
+            Style {
+                color: true,
+                width: None,
+            },
+        );
+        assert!(coloured.contains("\x1b[38;5;1m failed"), "{coloured:?}");
+        assert!(!summary_table(&rs, Style::plain()).contains('\x1b'));
+        let details = "h (1.2.3.4):\n  FAILED add route\n      |   FAILED from the host\n";
+        let on = Style {
+            color: true,
+            width: None,
+        };
+        let painted = paint_tags(details, on);
+        assert!(
+            painted.contains("  \x1b[31mFAILED\x1b[0m add route"),
+            "{painted:?}"
+        );
+        // a host's own output is never painted
+        assert!(
+            painted.contains("      |   FAILED from the host"),
+            "{painted:?}"
+        );
+        assert_eq!(paint_tags(details, Style::plain()), details);
+    }
 }

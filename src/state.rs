@@ -3,10 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
+
+use crate::inventory::Os;
 
 /// The files kwinctl keeps beside `<dir>/<stem>.yaml`: all named
 /// `<stem>.kwinctl-*`.
@@ -18,8 +21,7 @@ pub struct Sidecars {
     pub lock: PathBuf,
     /// `<stem>.kwinctl-runs/`: run records.
     pub runs: PathBuf,
-    /// `<stem>.kwinctl-last-run.json`: what `--only-failed` reruns.
-    pub last_run: PathBuf,
+    stem: PathBuf,
 }
 
 impl Sidecars {
@@ -33,27 +35,87 @@ impl Sidecars {
             state: beside(".kwinctl-state.json"),
             lock: beside(".kwinctl.lock"),
             runs: beside(".kwinctl-runs"),
-            last_run: beside(".kwinctl-last-run.json"),
+            stem: beside(""),
         }
+    }
+
+    /// `<stem>.kwinctl-last-<command>.json`: what the last `up` or `reset`
+    /// left to do (what `--only-failed` reruns).
+    pub fn last_run(&self, command: &str) -> PathBuf {
+        let mut s = self.stem.clone().into_os_string();
+        s.push(format!(".kwinctl-last-{command}.json"));
+        PathBuf::from(s)
     }
 }
 
-/// The state file kept beside the inventory.
+/// The version of the state file this kwinctl writes.
+pub const STATE_VERSION: u32 = 2;
+
+/// The state file kept beside the inventory: a cache of the pod CIDRs the
+/// nodes record (each node's own record is the authority), the cluster's
+/// identity, and the hosts removed from the inventory that may still hold
+/// their block (until `kwinctl reset` reaches them).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct State {
     pub version: u32,
     pub cluster: String,
+    /// Written on every node beside its pod CIDR, so a node of another
+    /// cluster with the same name is told apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
     pub cluster_cidr: Option<Ipv4Net>,
     /// host name (lower case) → pod CIDR
     pub pod_cidrs: BTreeMap<String, Ipv4Net>,
+    /// host name (lower case) → where it is, so that a host later removed
+    /// from the inventory can still be reached by `reset`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, Known>,
+    /// host name (lower case) → what a removed host may still hold.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub removed: BTreeMap<String, Removed>,
+}
+
+/// Where a host is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Known {
+    pub os: Os,
+    pub address: Ipv4Addr,
+}
+
+/// A host removed from the inventory whose node may still hold its block.
+/// Where it is is unknown when a version 1 state file remembered only its
+/// block.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Removed {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<Os>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<Ipv4Addr>,
+    pub pod_cidr: Ipv4Net,
+}
+
+impl Removed {
+    pub fn at(&self) -> Option<Known> {
+        Some(Known {
+            os: self.os?,
+            address: self.address?,
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error(
-        "state file {path} is not valid ({msg}); restore it from a backup or move it away to start over (pins in the inventory keep CIDRs stable)"
-    )]
-    Invalid { path: PathBuf, msg: String },
+    #[error("{}:{line}:{column}: {message}\n    fix: {hint}", path.display())]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+        hint: String,
+    },
     #[error("cannot read state file {path}: {source}")]
     Read {
         path: PathBuf,
@@ -63,22 +125,110 @@ pub enum StateError {
     Write { path: PathBuf, msg: String },
 }
 
+/// Line and column (1-based) of the first `needle` at or after `from`.
+fn position(text: &str, needle: &str, from: usize) -> (usize, usize) {
+    let at = text[from.min(text.len())..]
+        .find(needle)
+        .map(|i| i + from)
+        .unwrap_or(0);
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, column)
+}
+
+/// What the fix for a bad state file is: it is only a cache.
+const CACHE_HINT: &str = "the state file is a cache of what the nodes record: fix the value, or remove \
+                          the entry (or the file) and `kwinctl plan` shows what the nodes say";
+
 impl State {
-    pub fn load(path: &Path) -> Result<State, StateError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| StateError::Invalid {
-                path: path.to_path_buf(),
-                msg: e.to_string(),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State {
-                version: 1,
-                ..State::default()
-            }),
-            Err(source) => Err(StateError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+    /// A new state for a cluster.
+    pub fn new(cluster: &str) -> State {
+        State {
+            version: STATE_VERSION,
+            cluster: cluster.to_string(),
+            ..State::default()
         }
+    }
+
+    /// Read and check the state file of the cluster named `cluster`; a
+    /// missing file is an empty state.
+    pub fn load(path: &Path, cluster: &str) -> Result<State, StateError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => {
+                // owner-only, also when it was made looser before
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+                }
+                t
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::new(cluster)),
+            Err(source) => {
+                return Err(StateError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let invalid =
+            |(line, column): (usize, usize), message: String, hint: &str| StateError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message,
+                hint: hint.to_string(),
+            };
+        let mut state: State = serde_json::from_str(&text).map_err(|e| {
+            invalid(
+                (e.line(), e.column()),
+                format!("not a kwinctl state file: {e}"),
+                CACHE_HINT,
+            )
+        })?;
+        if !(1..=STATE_VERSION).contains(&state.version) {
+            return Err(invalid(
+                position(&text, "\"version\"", 0),
+                format!(
+                    "version {} is not one this kwinctl knows (1 to {STATE_VERSION})",
+                    state.version
+                ),
+                "a newer kwinctl wrote it: use that one",
+            ));
+        }
+        if !state.cluster.is_empty() && state.cluster != cluster {
+            return Err(invalid(
+                position(&text, "\"cluster\"", 0),
+                format!(
+                    "this state file is cluster {:?}'s, but the inventory describes cluster {cluster:?}",
+                    state.cluster
+                ),
+                "point -i at that cluster's inventory; if the file was copied here by mistake, \
+                 remove it: the nodes' own records are the authority and `kwinctl plan` shows them",
+            ));
+        }
+        let cidrs = text.find("\"pod_cidrs\"").unwrap_or(0);
+        for (host, net) in &state.pod_cidrs {
+            let at = || position(&text, &format!("\"{host}\""), cidrs);
+            if *host != host.to_ascii_lowercase() {
+                return Err(invalid(
+                    at(),
+                    format!("host name {host:?} is not in lower case, as kwinctl writes them"),
+                    CACHE_HINT,
+                ));
+            }
+            if net.network() != net.addr() {
+                return Err(invalid(
+                    at(),
+                    format!("{host}'s pod CIDR {net} has host bits set"),
+                    &format!("write {}; {CACHE_HINT}", net.trunc()),
+                ));
+            }
+        }
+        state.version = STATE_VERSION;
+        state.cluster = cluster.to_string();
+        Ok(state)
     }
 
     /// Write atomically (temp file in the same folder, fsync, rename) with
@@ -124,7 +274,7 @@ mod tests {
         assert_eq!(s.state, Path::new("/x/c.kwinctl-state.json"));
         assert_eq!(s.lock, Path::new("/x/c.kwinctl.lock"));
         assert_eq!(s.runs, Path::new("/x/c.kwinctl-runs"));
-        assert_eq!(s.last_run, Path::new("/x/c.kwinctl-last-run.json"));
+        assert_eq!(s.last_run("up"), Path::new("/x/c.kwinctl-last-up.json"));
     }
 
     #[test]
@@ -132,13 +282,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.kwinctl-state.json");
         let state = State {
-            version: 1,
-            cluster: "t".into(),
             cluster_cidr: Some("198.19.0.0/16".parse().unwrap()),
             pod_cidrs: [("a".to_string(), "198.19.1.0/24".parse().unwrap())].into(),
+            ..State::new("t")
         };
         state.save(&p).unwrap();
-        assert_eq!(State::load(&p).unwrap(), state);
+        assert_eq!(State::load(&p, "t").unwrap(), state);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -147,8 +296,42 @@ mod tests {
         }
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1);
-        std::fs::write(&p, "{").unwrap();
-        let e = State::load(&p).unwrap_err().to_string();
-        assert!(e.contains("is not valid"), "{e}");
+    }
+
+    /// A state file that is not kwinctl's, not this cluster's or not
+    /// sound is refused at its position, with how to fix it.
+    #[test]
+    fn bad_state_files_are_refused_at_their_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.kwinctl-state.json");
+        let good = "{\n  \"version\": 1,\n  \"cluster\": \"lab\",\n  \"cluster_cidr\": \"198.19.0.0/16\",\n  \"pod_cidrs\": {\n    \"h1\": \"198.19.0.0/24\",\n    \"h3\": \"198.19.2.0/24\"\n  }\n}\n";
+        std::fs::write(&p, good).unwrap();
+        let s = State::load(&p, "lab").unwrap();
+        assert_eq!(s.version, STATE_VERSION, "version 1 is read and upgraded");
+        for (from, to, want) in [
+            (
+                "\"198.19.2.0/24\"",
+                "\"198.19.2.1/24\"",
+                ":7:5: h3's pod CIDR 198.19.2.1/24 has host bits set",
+            ),
+            (
+                "\"cluster\": \"lab\"",
+                "\"cluster\": \"prod-east\"",
+                ":3:3: this state file is cluster \"prod-east\"'s",
+            ),
+            ("\"version\": 1", "\"version\": 99", ":2:3: version 99"),
+            ("\"h3\"", "\"H3\"", ":7:5: host name \"H3\""),
+            ("\"pod_cidrs\"", "\"colour\": 1, \"pod_cidrs\"", ":5:"),
+            ("}\n}", "}\n", ":"),
+        ] {
+            std::fs::write(&p, good.replacen(from, to, 1)).unwrap();
+            let e = State::load(&p, "lab").unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("x.kwinctl-state.json{want}")),
+                "{want}: {e}"
+            );
+            assert!(e.contains("fix:"), "{e}");
+            assert!(!e.contains("move it away"), "{e}");
+        }
     }
 }

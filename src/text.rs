@@ -10,9 +10,140 @@ pub fn clip(s: &str, max: usize) -> String {
     out
 }
 
+/// Text a host sent, with its control characters removed (it must never
+/// steer the operator's terminal).
+pub fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
+/// A value quoted in a message: at most 64 characters of it, saying how
+/// long it was when it was longer (an error never echoes a value whole).
+pub fn echo(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= 64 {
+        format!("{:?}", s)
+    } else {
+        format!("{:?} ({n} characters)", clip(s, 64))
+    }
+}
+
+/// The longest line [`sanitize`] keeps whole.
+pub const MAX_LINE: usize = 1000;
+
+/// Characters that reorder text on a terminal (bidi controls): a host could
+/// make a message read other than it is.
+fn bidi(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Text that came from a host, made safe to print: every control character
+/// (C0 but for line feed and tab, DEL, C1) and every bidi control is shown
+/// escaped (`\x1b`, `\u202e`) so no escape sequence reaches the terminal
+/// and nothing reorders a line; lines longer than [`MAX_LINE`] characters
+/// are cut, saying how much was left out. Everything else is kept.
+pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
+    let clean = s
+        .chars()
+        .all(|c| (!c.is_control() || c == '\n' || c == '\t') && !bidi(c))
+        && s.lines().all(|l| l.len() <= MAX_LINE);
+    if clean {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for (i, line) in s.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let total = line.chars().count();
+        for (n, c) in line.chars().enumerate() {
+            if n == MAX_LINE {
+                out.push_str(&format!("… ({} more characters)", total - n));
+                break;
+            }
+            match c {
+                '\t' => out.push(c),
+                c if (c as u32) < 0x100 && c.is_control() => {
+                    out.push_str(&format!("\\x{:02x}", c as u32))
+                }
+                c if c.is_control() || bidi(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Output for the operator's terminal: secrets masked, then made safe
+/// (see [`sanitize`]).
+pub fn safe_text(s: &str) -> String {
+    sanitize(&crate::secret::redact(s)).into_owned()
+}
+
+/// JSON text (one document) made safe like [`safe_text`] without changing
+/// what it means: secrets masked, and the characters JSON leaves raw that a
+/// terminal would act on (DEL, C1 controls, bidi controls) written as
+/// `\uXXXX` escapes, which decode to the same strings.
+pub fn safe_json(json: &str) -> String {
+    let redacted = crate::secret::redact(json);
+    let mut out = String::with_capacity(redacted.len());
+    for c in redacted.chars() {
+        if ('\u{7f}'..='\u{9f}').contains(&c) || bidi(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sanitize_escapes_every_control_and_bidi_character() {
+        // every C0 but line feed and tab, DEL and every C1
+        for c in (0u32..0x20).chain(0x7f..0xa0).filter_map(char::from_u32) {
+            if c == '\n' || c == '\t' {
+                continue;
+            }
+            let s = format!("a{c}b");
+            let out = sanitize(&s);
+            assert!(!out.contains(c), "{:?} kept", c);
+            assert_eq!(out, format!("a\\x{:02x}b", c as u32));
+        }
+        // OSC (title, clipboard), CSI (clear screen), bidi overrides
+        let hostile = "x \u{1b}]0;TITLE\u{7}\u{1b}[2J\u{1b}]52;c;ZWNobw==\u{7}\u{9b}31m \u{202e}txt.exe\u{2066}";
+        let out = sanitize(hostile);
+        for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\u{2066}'] {
+            assert!(!out.contains(bad), "{bad:?} in {out}");
+        }
+        assert_eq!(
+            out,
+            "x \\x1b]0;TITLE\\x07\\x1b[2J\\x1b]52;c;ZWNobw==\\x07\\x9b31m \\u202etxt.exe\\u2066"
+        );
+        // the rest is kept, lines too; long lines are cut
+        assert_eq!(sanitize("é\tok\nnext"), "é\tok\nnext");
+        let long = "y".repeat(MAX_LINE + 5);
+        assert_eq!(
+            sanitize(&long),
+            format!("{}… (5 more characters)", "y".repeat(MAX_LINE))
+        );
+    }
+
+    #[test]
+    fn safe_json_escapes_without_changing_the_meaning() {
+        let v = serde_json::json!({"s": "a\u{1b}[2J\u{9b}\u{202e}b\u{7f}"});
+        let text = safe_json(&v.to_string());
+        for bad in ['\u{1b}', '\u{9b}', '\u{202e}', '\u{7f}'] {
+            assert!(!text.contains(bad), "{text}");
+        }
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+    }
 
     #[test]
     fn clips_by_characters() {

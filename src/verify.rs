@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
-use crate::alloc::{Node, Peer};
+use crate::alloc::Node;
 use crate::diff::{Conflict, Describe, Diff};
 use crate::probe::Reach;
 
@@ -31,7 +31,7 @@ pub enum K8sView {
     Nodes(Vec<K8sNode>),
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Check {
     pub name: String,
     pub pass: bool,
@@ -44,7 +44,7 @@ pub fn checks<A: Describe>(
     node: &Node,
     diff: &Result<Diff<A>, Conflict>,
     reach: &BTreeMap<Ipv4Addr, Reach>,
-    probed: &[&Peer],
+    probed: &[Pinged],
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     match diff {
@@ -109,22 +109,32 @@ pub enum ReachMode {
     Auto,
 }
 
-fn ring(node: &Node, k: usize) -> Vec<&Peer> {
-    let mut peers: Vec<&Peer> = node.peers.iter().collect();
-    peers.sort_by_key(|p| p.address);
-    let start = peers.partition_point(|p| p.address < node.address);
-    (0..k.min(peers.len()))
-        .map(|i| peers[(start + i) % peers.len()])
+/// A host another one pings: its name and address (known from the
+/// inventory before any pod CIDR is decided, so the first probe can carry
+/// the pings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinged {
+    pub name: String,
+    pub address: Ipv4Addr,
+}
+
+fn ring(me: Ipv4Addr, mut others: Vec<Pinged>, k: usize) -> Vec<Pinged> {
+    others.sort_by_key(|p| p.address);
+    let start = others.partition_point(|p| p.address < me);
+    (0..k.min(others.len()))
+        .map(|i| others[(start + i) % others.len()].clone())
         .collect()
 }
 
-pub fn reach_peers(node: &Node, mode: ReachMode) -> Vec<&Peer> {
+/// The hosts `me` pings, among `others` (every other host of the
+/// inventory).
+pub fn reach_peers(me: Ipv4Addr, others: Vec<Pinged>, mode: ReachMode) -> Vec<Pinged> {
     match mode {
         ReachMode::None => Vec::new(),
-        ReachMode::All => node.peers.iter().collect(),
-        ReachMode::Auto if node.peers.len() <= 16 => node.peers.iter().collect(),
-        ReachMode::Auto => ring(node, 4),
-        ReachMode::Ring(k) => ring(node, k),
+        ReachMode::All => others,
+        ReachMode::Auto if others.len() <= 16 => others,
+        ReachMode::Auto => ring(me, others, 4),
+        ReachMode::Ring(k) => ring(me, others, k),
     }
 }
 
@@ -132,6 +142,23 @@ pub fn reach_peers(node: &Node, mode: ReachMode) -> Vec<&Peer> {
 mod tests {
     use super::*;
     use crate::inventory::Os;
+
+    fn others(i: u8, n: u8) -> (Ipv4Addr, Vec<Pinged>) {
+        let me: Ipv4Addr = format!("10.0.0.{i}").parse().unwrap();
+        let others = (1..=n)
+            .filter(|j| *j != i)
+            .map(|j| Pinged {
+                name: format!("n{j}"),
+                address: format!("10.0.0.{j}").parse().unwrap(),
+            })
+            .collect();
+        (me, others)
+    }
+
+    fn peers(i: u8, n: u8, mode: ReachMode) -> Vec<Pinged> {
+        let (me, o) = others(i, n);
+        reach_peers(me, o, mode)
+    }
 
     fn node(i: u8, n: u8) -> Node {
         let peers: Vec<(String, String, String)> = (1..=n)
@@ -192,22 +219,22 @@ mod tests {
 
     #[test]
     fn full_mesh_when_small_ring_beyond() {
-        assert_eq!(reach_peers(&node(1, 10), ReachMode::Auto).len(), 9);
+        assert_eq!(peers(1, 10, ReachMode::Auto).len(), 9);
         let n = 40;
         let mut pinged_by = vec![0; n as usize + 1];
         for i in 1..=n {
-            let me = node(i, n);
-            let ps = reach_peers(&me, ReachMode::Auto);
+            let (me, _) = others(i, n);
+            let ps = peers(i, n, ReachMode::Auto);
             assert_eq!(ps.len(), 4);
-            assert!(ps.iter().all(|p| p.address != me.address));
+            assert!(ps.iter().all(|p| p.address != me));
             for p in ps {
                 pinged_by[p.address.octets()[3] as usize] += 1;
             }
         }
         // every node is pinged by exactly 4 others
         assert!(pinged_by[1..].iter().all(|c| *c == 4), "{pinged_by:?}");
-        assert_eq!(reach_peers(&node(3, 40), ReachMode::All).len(), 39);
-        assert_eq!(reach_peers(&node(3, 40), ReachMode::None).len(), 0);
-        assert_eq!(reach_peers(&node(3, 40), ReachMode::Ring(3)).len(), 3);
+        assert_eq!(peers(3, 40, ReachMode::All).len(), 39);
+        assert_eq!(peers(3, 40, ReachMode::None).len(), 0);
+        assert_eq!(peers(3, 40, ReachMode::Ring(3)).len(), 3);
     }
 }

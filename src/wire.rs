@@ -6,6 +6,8 @@
 //! - `KWINCTL-FACTS {json}`: the Windows probe's facts, one line.
 //! - `KWX <id> ok|failed <rc>` and `KWE <stderr line>`: an action's result,
 //!   printed by the preludes' `kw_run` / `Invoke-KwAction`.
+//! - `KWC <index> <base64>|-`: a file's content (or `-`: none), what
+//!   `plan` reads to show a diff of the files it would rewrite.
 //! - `# kwinctl-sim: {json}`: the header leading each block of a Windows
 //!   script; the simulator acts on it. Its JSON is the action's serde form
 //!   (`{"kind": …, fields…, "id": n}`), so an action type's serde shape is a
@@ -19,6 +21,30 @@ use crate::probe::FactsError;
 pub const LINUX_FACT: &str = "KWF ";
 /// The prefix of the Windows probe's facts line.
 pub const FACTS_MARKER: &str = "KWINCTL-FACTS ";
+/// The prefix of a file-content line.
+pub const FILE_CONTENT: &str = "KWC ";
+
+/// The files' contents from `KWC` lines, by index; `None` for a file the
+/// host does not have (or did not answer for).
+pub fn file_contents(stdout: &str, n: usize) -> Vec<Option<Vec<u8>>> {
+    use base64::Engine;
+    let mut out = vec![None; n];
+    for l in stdout.lines() {
+        let Some((i, data)) = l.strip_prefix(FILE_CONTENT).and_then(|r| r.split_once(' ')) else {
+            continue;
+        };
+        let Some(slot) = i.parse::<usize>().ok().and_then(|i| out.get_mut(i)) else {
+            continue;
+        };
+        if data.trim() != "-" {
+            *slot = base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .ok();
+        }
+    }
+    out
+}
+
 /// The prefix of a simulator header.
 pub const SIM_HEADER: &str = "# kwinctl-sim: ";
 

@@ -12,6 +12,11 @@ fn check_prints_the_seed_plan() {
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("example.yaml");
     std::fs::copy(EXAMPLE, &inv).unwrap();
+    std::fs::copy(
+        EXAMPLE.replace("example.yaml", "example.kubeconfig"),
+        dir.path().join("example.kubeconfig"),
+    )
+    .unwrap();
     let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -145,6 +150,16 @@ fn bad_inventories_exit_2_with_file_line_column() {
             ":12:11: host name \"b'; rm -rf /\" is not a valid name",
         ),
         ("name: demo", "name: \"$(reboot)\"", ":2:9: cluster name"),
+        (
+            "address: 198.18.9.3",
+            "address: 127.0.0.1",
+            ":14:14: address 127.0.0.1 cannot be a node address",
+        ),
+        (
+            "address: 198.18.9.3",
+            "address: 169.254.1.1",
+            ":14:14: address 169.254.1.1 cannot be a node address",
+        ),
     ];
     for (from, to, want) in cases {
         let text = GOOD.replacen(from, to, 1);
@@ -174,11 +189,18 @@ fn missing_identity_is_bad_input_before_contacting_anything() {
 
 #[test]
 fn unset_winrm_password_variable_is_bad_input() {
-    let inv_text = GOOD.replace("identity: /nonexistent/id", "identity: /dev/null")
+    // (a Windows host needs a release; 1.7 still takes --api-servers, so an
+    // http API server needs no kubeconfig)
+    let inv_text = GOOD
+        .replace("identity: /nonexistent/id", "identity: /dev/null")
+        .replace(
+            "api_server: https://198.18.9.2:6443",
+            "api_server: http://198.18.9.2:8080\n  kubernetes_version: \"1.7.16\"",
+        )
         + "  - name: w\n    os: windows\n    address: 198.18.9.4\n    winrm: { password_env: KWINCTL_TEST_UNSET_PW }\n";
     let err = bad(&inv_text, &["verify"]);
     assert!(err.contains("KWINCTL_TEST_UNSET_PW is not set"), "{err}");
-    assert!(err.contains("bad.yaml:15:5"), "{err}");
+    assert!(err.contains("bad.yaml:16:5"), "{err}");
     // check is offline and does not need it
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("ok.yaml");
@@ -192,7 +214,11 @@ fn usage_errors_exit_2() {
     let o = kwinctl(&["up"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     for cmd in ["up", "reset", "verify", "check"] {
-        let o = kwinctl(&[cmd, "-i", "/nonexistent/dir/inv.yaml"]);
+        let mut a = vec![cmd, "-i", "/nonexistent/dir/inv.yaml"];
+        if cmd == "reset" {
+            a.push("--yes");
+        }
+        let o = kwinctl(&a);
         assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
         assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read inventory"));
     }
@@ -214,4 +240,46 @@ fn unknown_binary_names_are_refused_with_their_position() {
         "the message names what is expected: {err}"
     );
     assert!(err.contains("fix:"), "{err}");
+}
+
+#[test]
+fn a_huge_value_is_never_echoed_whole() {
+    let name = "n".repeat(100_000);
+    let text = GOOD.replacen("name: b", &format!("name: {name}"), 1);
+    let err = bad(&text, &["check"]);
+    assert!(
+        err.contains("(100000 characters)"),
+        "{}",
+        &err[..err.len().min(300)]
+    );
+    assert!(err.len() < 1000, "the error is {} bytes", err.len());
+}
+
+/// `api_server` is what Windows nodes' kubelet and kube-proxy talk to:
+/// a Linux-only cluster needs none, a Windows node does (exit 2, where).
+#[test]
+fn api_server_is_required_only_where_a_node_uses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("linux.yaml");
+    write(
+        &inv,
+        &GOOD.replace("  api_server: https://198.18.9.2:6443\n", ""),
+    );
+    let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let windows = GOOD
+        .replace(
+            "  api_server: https://198.18.9.2:6443\n",
+            "  kubernetes_version: \"1.13.12\"\n",
+        )
+        .replace(
+            "  - name: b\n    os: linux",
+            "  - name: b\n    os: windows\n    winrm: { user: a, password_env: HOME }",
+        );
+    let e = bad(&windows, &["check"]);
+    assert!(
+        e.contains(":2:9: cluster.api_server is required: host b is a Windows node")
+            && e.contains("fix: add `api_server: https://HOST:6443`"),
+        "{e}"
+    );
 }

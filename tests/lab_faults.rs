@@ -21,10 +21,37 @@ fn mkfifo(p: &Path) {
     assert!(st.success());
 }
 
-/// Open a FIFO for reading in the background, releasing a writer blocked on it.
+/// Make `host`'s scripts block when they record its pod CIDR, until the
+/// FIFO this returns is read: its first action then hangs mid-script.
+fn block_on_record(lab: &Lab, host: &str) -> PathBuf {
+    let fifo = etc(lab, host).join("block");
+    mkfifo(&fifo);
+    lab.fake_command(
+        host,
+        "mv",
+        "#!/bin/sh\ncase \"$*\" in *pod-cidr*) touch /etc/kwinctl/blocked; cat /etc/kwinctl/block >/dev/null;; esac\nexec /usr/bin/mv \"$@\"\n",
+    );
+    fifo
+}
+
+/// Wait (bounded) until `host`'s script blocks where [`block_on_record`]
+/// makes it.
+fn wait_blocked(lab: &Lab, host: &str) {
+    let marker = etc(lab, host).join("blocked");
+    let start = Instant::now();
+    while !marker.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{host}'s script never got to its first action"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Write to a FIFO (bounded), releasing the reader blocked on it.
 fn release_fifo(p: &Path) {
     let _ = Command::new("timeout")
-        .args(["5", "cat"])
+        .args(["5", "sh", "-c", "echo > \"$0\""])
         .arg(p)
         .stdout(Stdio::null())
         .status();
@@ -37,16 +64,33 @@ fn refused_blackholed_and_dying_hosts_fail_alone_within_timeout() {
     }
     let lab = Lab::up(4);
     let i = lab.inv();
+    // A converged cluster first: every node records its block.
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // h1 and h4 each lose a route, so that both have something to do
+    for h in ["h1", "h4"] {
+        let st = lab.exec(h, "ip route flush proto 198");
+        assert!(st.status.success());
+    }
     // h2 refuses connections
     lab.stop_sshd("h2");
     // h3 never answers
     let _bh = lab.blackhole("h3");
-    // h4's sshd dies while its script runs: the script blocks on a FIFO
-    let fifo = etc(&lab, "h4").join("pod-cidr.tmp");
+    // h4's sshd dies while its script runs: its routes block on a FIFO
+    let fifo = etc(&lab, "h4").join("block");
+    let marker = etc(&lab, "h4").join("blocked");
     mkfifo(&fifo);
+    lab.fake_command(
+        "h4",
+        "ip",
+        "#!/bin/sh\ncase \"$*\" in *replace*|*-batch*) touch /etc/kwinctl/blocked; cat /etc/kwinctl/block >/dev/null;; esac\nexec /usr/bin/ip \"$@\"\n",
+    );
     let lab_dir = lab.dir().to_path_buf();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(3));
+        let start = Instant::now();
+        while !marker.exists() && start.elapsed() < Duration::from_secs(40) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         // end every process in h4's namespace: its sshd and the session
         let ns = std::fs::read_to_string(lab_dir.join("hosts.tsv"))
             .unwrap()
@@ -118,9 +162,12 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
     }
     let lab = Lab::up(2);
     let i = lab.inv();
-    // the first action (recording the pod CIDR) cannot write its temp file
-    let blocker = etc(&lab, "h1").join("pod-cidr.tmp");
-    std::fs::create_dir_all(&blocker).unwrap();
+    // the first action (recording the pod CIDR) cannot move its file in place
+    lab.fake_command(
+        "h1",
+        "mv",
+        "#!/bin/sh\ncase \"$*\" in *pod-cidr*) echo \"mv: cannot move to '/etc/kwinctl/pod-cidr': Read-only file system\" >&2; exit 1;; esac\nexec /usr/bin/mv \"$@\"\n",
+    );
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
@@ -138,7 +185,7 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
         failed["stderr"]
             .as_str()
             .unwrap()
-            .contains("Is a directory"),
+            .contains("Read-only file system"),
         "{failed}"
     );
     assert!(
@@ -158,7 +205,7 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
     assert!(log.contains("kw_action_0()"), "{log}");
 
     // --only-failed reruns just h1, and converges once the cause is gone
-    std::fs::remove_dir(&blocker).unwrap();
+    std::fs::remove_file(lab.dir().join("hosts/h1/usr-local-bin/mv")).unwrap();
     let o = kwinctl(&["up", "-i", &i, "--only-failed", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
@@ -168,7 +215,11 @@ fn failing_action_stops_the_host_and_a_rerun_converges() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = kwinctl(&["up", "-i", &i, "--only-failed"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no failed hosts"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("left nothing to do"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// Routes go to the host as one `ip -batch`: a failing route in the middle
@@ -252,29 +303,16 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     let lab = Lab::up(3);
     let i = lab.inv();
     // h1's script blocks until the test releases it
-    let fifo = etc(&lab, "h1").join("pod-cidr.tmp");
-    mkfifo(&fifo);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
+    let fifo = block_on_record(&lab, "h1");
+    let mut child = Command::new(common::bin())
         .args(["up", "-i", &i, "--parallel", "1", "--output", "json"])
         .env("KWINCTL_SSH_CONFIG", "none")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // wait until h1's script is running (the FIFO has a writer)
-    let start = Instant::now();
-    loop {
-        let busy = lab.exec("h1", "pgrep -f 'kw_action|sh -s' >/dev/null && echo y");
-        if String::from_utf8_lossy(&busy.stdout).contains('y') {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "h1 never started"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // wait until h1's script is blocked in its first action
+    wait_blocked(&lab, "h1");
 
     // a second operator is refused while the first holds the lock, with
     // the lock's own exit code
@@ -332,9 +370,8 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
     }
     let lab = Lab::up(2);
     let i = lab.inv();
-    let fifo = etc(&lab, "h1").join("pod-cidr.tmp");
-    mkfifo(&fifo);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kwinctl"))
+    let fifo = block_on_record(&lab, "h1");
+    let mut child = Command::new(common::bin())
         .args(["up", "-i", &i])
         .env("KWINCTL_SSH_CONFIG", "none")
         .stdout(Stdio::null())
@@ -350,15 +387,26 @@ fn a_lock_left_by_a_killed_run_is_taken_over() {
         assert!(start.elapsed() < Duration::from_secs(20), "no lock taken");
         std::thread::sleep(Duration::from_millis(50));
     }
+    wait_blocked(&lab, "h1");
     let o = kwinctl(&["up", "-i", &i]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     child.kill().unwrap();
     child.wait().unwrap();
-    // the holder is gone: its lock no longer blocks, though the file remains
+    // the holder is gone: neither its local lock nor the cluster lock it
+    // took on h1 blocks (it was a run of this machine, and its process is
+    // gone), though the files remain
     assert!(lock.exists());
+    assert!(etc(&lab, "h1").join("cluster.lock").is_dir());
+    release_fifo(&fifo);
     std::fs::remove_file(&fifo).unwrap();
     let o = kwinctl(&["up", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("left by a run of this machine that is gone"),
+        "{}",
+        text(&o)
+    );
+    assert!(!etc(&lab, "h1").join("cluster.lock").exists());
 }
 
 #[test]
@@ -458,7 +506,7 @@ fn a_closed_output_does_not_stop_the_hosts() {
     let i = lab.inv();
     let script = format!(
         "KWINCTL_SSH_CONFIG=none {} up -i {i} 2>&1 | head -1 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\"",
-        env!("CARGO_BIN_EXE_kwinctl")
+        common::bin()
     );
     let mut cmd = Command::new("bash");
     cmd.args(["-c", &script]);
@@ -476,7 +524,7 @@ fn a_closed_output_does_not_stop_the_hosts() {
     // and so does a run with --output json whose stdout is closed at once
     let script = format!(
         "KWINCTL_SSH_CONFIG=none {} verify -i {i} --output json 2>/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\"",
-        env!("CARGO_BIN_EXE_kwinctl")
+        common::bin()
     );
     let mut cmd = Command::new("bash");
     cmd.args(["-c", &script]);
@@ -490,27 +538,24 @@ fn a_closed_output_does_not_stop_the_hosts() {
 }
 
 /// A state file kwinctl cannot write is kwinctl's failure, not the operator's
-/// input: exit 4, not 2, with the cause, and no host contacted. (A full
-/// filesystem: a 16 KiB tmpfs in a private mount namespace, filled.)
+/// input: exit 4, not 2, with the cause, and nothing changed on any host
+/// (the nodes are probed first: their records decide what is written).
+/// A full filesystem: a 16 KiB tmpfs in a private mount namespace, filled.
 #[test]
 fn a_state_file_that_cannot_be_written_is_not_bad_input() {
     if !require_root() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let full = dir.path().join("full");
+    let lab = Lab::up(1);
+    let full = lab.dir().join("full");
     std::fs::create_dir(&full).unwrap();
-    let inv = "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  \
-               api_server: https://198.18.9.2:6443\ndefaults:\n  ssh: { identity: /dev/null }\n\
-               hosts:\n  - name: a\n    os: linux\n    address: 198.18.9.2\n";
-    std::fs::write(dir.path().join("inv.yaml"), inv).unwrap();
     let f = full.display();
     let script = format!(
         "mount -t tmpfs -o size=16k tmpfs {f} && cp {src} {f}/inv.yaml && \
          {{ dd if=/dev/zero of={f}/fill bs=1k count=64 2>/dev/null || true; }} && \
-         KWINCTL_SSH_CONFIG=none {bin} up -i {f}/inv.yaml --timeout 2 --retries 0",
-        src = dir.path().join("inv.yaml").display(),
-        bin = env!("CARGO_BIN_EXE_kwinctl"),
+         KWINCTL_SSH_CONFIG=none {bin} up -i {f}/inv.yaml --timeout 10 --retries 0",
+        src = lab.inv(),
+        bin = common::bin(),
     );
     let mut cmd = Command::new("unshare");
     cmd.args(["-m", "bash", "-c", &script]);
@@ -521,6 +566,49 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
         err.contains("cannot write state file") && err.contains("No space left on device"),
         "{err}"
     );
-    // nothing was contacted: no host line, no summary
-    assert!(!err.contains("[1/1]"), "{err}");
+    // nothing was changed on the host
+    assert!(!lab.routes("h1").contains("proto 198"));
+    assert!(!etc(&lab, "h1").join("pod-cidr").exists());
+}
+
+/// Ctrl-C while a host's connection hangs (a SYN nobody answers) is answered
+/// within a second, not at `--timeout`: that host was not changed, so it
+/// stops at once and is reported interrupted.
+#[test]
+fn ctrl_c_is_answered_at_once_while_a_connection_hangs() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    let i = lab.inv();
+    let _bh = lab.blackhole("h2");
+    let mut child = Command::new(common::bin())
+        .args(["verify", "-i", &i, "--timeout", "60", "--output", "json"])
+        .env("KWINCTL_SSH_CONFIG", "none")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "verify ended early");
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let signalled = Instant::now();
+    let deadline = signalled + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "kwinctl did not stop after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = signalled.elapsed();
+    let o = child.wait_with_output().unwrap();
+    assert!(took < Duration::from_secs(1), "answered after {took:?}");
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "h2")["status"], "interrupted", "{s}");
 }

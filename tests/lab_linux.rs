@@ -86,7 +86,7 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
     assert_eq!(s["changed"], 0, "{s}");
     // ... with one remote call per host: the probe, with reachability
     let last: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-last-run.json")).unwrap(),
+        &std::fs::read_to_string(lab.dir().join("inventory.kwinctl-last-up.json")).unwrap(),
     )
     .unwrap();
     let record = std::fs::read_to_string(
@@ -203,7 +203,12 @@ fn changed_host_key_fails_that_host_only() {
     }
     let lab = Lab::up(3);
     let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // h2 is reinstalled (new host key, no routes); h1 lost a route
     lab.rekey("h2");
+    assert!(lab.exec("h2", "ip route flush proto 198").status.success());
+    assert!(lab.exec("h1", "ip route flush proto 198").status.success());
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
@@ -213,7 +218,7 @@ fn changed_host_key_fails_that_host_only() {
     // both fingerprints named
     assert_eq!(err.matches("SHA256:").count(), 2, "{err}");
     assert_eq!(host(&s, "h1")["status"], "changed", "{s}");
-    assert_eq!(host(&s, "h3")["status"], "changed", "{s}");
+    assert_eq!(host(&s, "h3")["status"], "ok", "{s}");
     // nothing was run on h2
     assert!(!lab.routes("h2").contains("proto 198"));
 }
@@ -260,9 +265,29 @@ fn state_conflict_limit_and_reset() {
     }
     let lab = Lab::up(3);
     let i = lab.inv();
-    // --limit: only h1 and h2 are touched
-    let o = kwinctl(&["up", "-i", &i, "--limit", "h1,h2", "--parallel", "1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // --limit: only h1 and h2 are touched; h3, left without routes to
+    // them, is named (never a silent success)
+    let o = kwinctl(&[
+        "up",
+        "-i",
+        &i,
+        "--limit",
+        "h1,h2",
+        "--parallel",
+        "1",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h3"]), "{s}");
+    assert!(
+        host(&s, "h3")["error"]
+            .as_str()
+            .unwrap()
+            .contains("--with-peer-routes"),
+        "{s}"
+    );
     assert!(lab.routes("h1").contains("proto 198"));
     assert!(!lab.routes("h3").contains("proto 198"));
     // unknown --limit host: bad input, exit 2
@@ -270,7 +295,8 @@ fn state_conflict_limit_and_reset() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("\"nope\""));
 
-    // the state file and h1's own record disagree: h1 fails, unchanged
+    // the state file and h1's own record disagree: the node's record wins,
+    // h1 is not changed, and the state file learns it
     let sp = lab.dir().join("inventory.kwinctl-state.json");
     let mut st: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
@@ -278,15 +304,19 @@ fn state_conflict_limit_and_reset() {
     write(&sp, &st.to_string());
     let before = lab.routes("h1");
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
-    assert_eq!(s["failed_hosts"], serde_json::json!(["h1"]), "{s}");
-    let err = host(&s, "h1")["error"].as_str().unwrap();
+    assert_eq!(host(&s, "h1")["status"], "ok", "{s}");
     assert!(
-        err.contains("198.19.77.0/24") && err.contains("pod_cidr: 198.19.0.0/24"),
-        "{err}"
+        String::from_utf8_lossy(&o.stderr)
+            .contains("h1: the node records 198.19.0.0/24; the state file had 198.19.77.0/24"),
+        "{}",
+        text(&o)
     );
-    assert_eq!(lab.routes("h1"), before, "conflicting host was changed");
+    assert_eq!(lab.routes("h1"), before, "h1 was changed");
+    let st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    assert_eq!(st["pod_cidrs"]["h1"], "198.19.0.0/24");
 
     // reset removes kwinctl's routes and files, and nothing else
     let foreign = format!(
@@ -294,7 +324,7 @@ fn state_conflict_limit_and_reset() {
         lab.ip("h1")
     );
     assert!(lab.exec("h2", &foreign).status.success());
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "h2,h3"]);
+    let o = kwinctl(&["reset", "--yes", "-i", &i, "--limit", "h2,h3"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for h in ["h2", "h3"] {
         assert!(
@@ -515,6 +545,24 @@ fn boot_script_drift_is_found_through_its_recorded_hash() {
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(boot_drift(&o), "{}", text(&o));
+    // plan shows the hand edit that up would overwrite, as a unified diff
+    let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let files = &host(&s, "h1")["files"];
+    assert_eq!(files[0]["path"], "/etc/kwinctl/boot.sh", "{files}");
+    let diff = files[0]["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("--- /etc/kwinctl/boot.sh (on the host)")
+            && diff.contains("\n-ip route flush all"),
+        "{diff}"
+    );
+    let o = kwinctl(&["plan", "-i", &i]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("      -ip route flush all"),
+        "{}",
+        text(&o)
+    );
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(
         count(host(&summary(&o), "h1"), "changed"),

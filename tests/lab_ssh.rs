@@ -396,7 +396,7 @@ fn agent_keys_picked_as_openssh_picks_them() {
     let c = config("", &enc);
     let o = run(
         &["plan", "-i", i, "--ssh-config", &c],
-        &[("KWINCTL_SSH_PASSPHRASE", "wrong")],
+        &[("KWINCTL_SSH_PASSPHRASE", "not the passphrase")],
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
@@ -404,6 +404,8 @@ fn agent_keys_picked_as_openssh_picks_them() {
         "{}",
         text(&o)
     );
+    let who = format!("authentication failed for root@{}:22:", lab.ip("h1"));
+    assert!(text(&o).contains(&who), "{}", text(&o));
 
     // the agent holds the key: no passphrase needed
     let agent = Agent::start(&d);

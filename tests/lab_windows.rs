@@ -90,26 +90,33 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert!(ping(&lab, "win2", &gw("win1")), "win2 -> win1 pod gateway");
     assert!(ping(&lab, "win1", &gw("win2")), "win1 -> win2 pod gateway");
 
-    // the services carry the seed's flags and environment
+    // the services carry the seed's flags for the lab's release (1.13: native
+    // services, a kubeconfig, the Windows cgroups flags) and environment, and
+    // the simulated binaries of that release started with them
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap();
     let kubelet = &ws["services"]["kubelet"];
-    assert!(
-        kubelet["binpath"]
-            .as_str()
-            .unwrap()
-            .contains("--pod-infra-container-image=mcr.microsoft.com/k8s/core/pause:1.2.0")
-    );
+    let binpath = kubelet["binpath"].as_str().unwrap();
+    for flag in [
+        "--windows-service",
+        "--pod-infra-container-image=apprenda/pause",
+        "--cgroups-per-qos=false --enforce-node-allocatable= ",
+        r"--log-dir=C:\k\logs",
+    ] {
+        assert!(binpath.contains(flag), "{flag}: {binpath}");
+    }
+    assert_eq!(kubelet["status"], "Running");
     assert_eq!(kubelet["depends"], serde_json::json!(["docker"]));
     assert_eq!(
-        ws["services"]["kube-proxy"]["depends"],
-        serde_json::json!(["kubelet"])
+        kubelet["env"],
+        serde_json::json!(["CONTAINER_NETWORK=kwinctl"])
     );
-    assert!(
-        kubelet["env"]
-            .as_array()
-            .unwrap()
-            .contains(&"INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)".into())
+    let proxy = &ws["services"]["kube-proxy"];
+    assert_eq!(proxy["status"], "Running");
+    assert_eq!(proxy["depends"], serde_json::json!(["kubelet"]));
+    assert_eq!(
+        proxy["env"],
+        serde_json::json!(["INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)"])
     );
 
     // a second up changes nothing
@@ -140,7 +147,9 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert!(ping(&lab, "h1", &gw("win1")), "not repaired");
 
     // reset undoes it on win2, and a second reset has nothing to do
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
+    let o = kwinctl(&[
+        "reset", "--yes", "-i", &i, "--limit", "win2", "--output", "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
@@ -151,7 +160,9 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
         !ping(&lab, "h1", &gw("win2")),
         "win2's gateway still answers"
     );
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "win2", "--output", "json"]);
+    let o = kwinctl(&[
+        "reset", "--yes", "-i", &i, "--limit", "win2", "--output", "json",
+    ]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }
 
@@ -358,7 +369,10 @@ fn a_lost_ntlm_session_is_retried_once_when_safe() {
         let mut ws: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
         ws["lose_sessions"] = serde_json::json!(n);
-        write(&sp, &ws.to_string());
+        // replaced atomically, as winsim reads it without its lock
+        let tmp = sp.with_extension("json.test");
+        write(&tmp, &ws.to_string());
+        std::fs::rename(&tmp, &sp).unwrap();
     };
     let echo = "# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\nWrite-Output 'hello'\n";
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -397,12 +411,13 @@ fn binaries_uploaded_from_the_operators_machine() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_mixed(0, 1);
-    // a 3 MiB "kubelet.exe" on this machine
+    // (a Linux control plane keeps the cluster lock)
+    let lab = Lab::up_mixed(1, 1);
+    // a 3 MiB "kubelet.exe" on this machine: the lab's release line (what
+    // winsim's binaries print for --version), then filler
     let local = lab.dir().join("kubelet.exe");
-    let bytes: Vec<u8> = (0..3 * 1024 * 1024u32)
-        .map(|i| (i * 7 + i / 251) as u8)
-        .collect();
+    let mut bytes = b"MZ kwinctl lab fake kubelet.exe\nKubernetes v1.13.12\n".to_vec();
+    bytes.extend((bytes.len() as u32..3 * 1024 * 1024u32).map(|i| (i * 7 + i / 251) as u8));
     std::fs::write(&local, &bytes).unwrap();
     let sha = {
         use sha2::Digest;
@@ -510,6 +525,24 @@ fn windows_hosts_that_refuse_or_never_answer_fail_alone() {
     }
     let lab = Lab::up_mixed(1, 3);
     let i = lab.inv();
+    // The state file knows every host's block (a cluster kwinctl has run
+    // before): a host that cannot be asked does not hold the others back.
+    let inv_text = std::fs::read_to_string(lab.inventory()).unwrap();
+    let cluster = inv_text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name: lab"))
+        .map(|id| format!("lab{id}"))
+        .unwrap();
+    let state = serde_json::json!({
+        "version": 2, "cluster": cluster, "cluster_id": "0a1b2c3d4e5f6789",
+        "cluster_cidr": "198.19.0.0/16",
+        "pod_cidrs": {"h1": "198.19.0.0/24", "win1": "198.19.1.0/24",
+                      "win2": "198.19.2.0/24", "win3": "198.19.3.0/24"},
+    });
+    write(
+        &lab.dir().join("inventory.kwinctl-state.json"),
+        &state.to_string(),
+    );
     // win1's WinRM listener is down
     let ns = lab
         .hosts()

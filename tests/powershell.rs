@@ -64,6 +64,23 @@ const ALLOWED: &[&str] = &[
     "Test-Connection",
     "ConvertTo-Json",
     "Remove-VMSwitch",
+    "Start-Sleep",
+    "Get-Process",
+    "Stop-Process",
+    "Select-Object",
+    "Confirm-KwRunning",
+    "Get-ScheduledTask",
+    "Stop-ScheduledTask",
+    "Unregister-ScheduledTask",
+    "New-ScheduledTaskAction",
+    "New-ScheduledTaskTrigger",
+    "New-ScheduledTaskPrincipal",
+    "New-ScheduledTaskSettingsSet",
+    "New-TimeSpan",
+    "Register-ScheduledTask",
+    "Start-ScheduledTask",
+    // the start script a scheduled task runs (rendered into install_task)
+    "Start-Process",
 ];
 
 fn parse(label: &str, script: &str) -> BTreeSet<String> {
@@ -119,7 +136,7 @@ fn load(text: &str) -> Inventory {
 }
 
 fn scripts_for(inv: &Inventory) -> Vec<(String, String)> {
-    let alloc = alloc::allocate(inv, &State::default()).unwrap();
+    let alloc = alloc::allocate(inv, &State::default(), &None).unwrap();
     let nodes = alloc::nodes(inv, &alloc);
     let r = kwinctl::os::renderer();
     inv.hosts
@@ -148,8 +165,10 @@ fn example_inventory_scripts_parse_and_are_pinned() {
             "CONTAINER_NETWORK=kwinctl",
             "INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)",
             "--pod-infra-container-image=apprenda/pause",
-            "--resolv-conf=\"\"",
+            "--resolv-conf= ",
             "--proxy-mode=userspace",
+            "--cgroups-per-qos=false --enforce-node-allocatable= ",
+            r"--kubeconfig=C:\k\config",
         ] {
             assert!(s.contains(step), "{host} lacks {step:?}");
         }
@@ -178,9 +197,12 @@ fn every_action_and_the_probe_parse() {
     ];
     let services = vec!["kubelet".to_string(), "kube-proxy".into()];
     let reach = ["10.0.0.10".parse().unwrap(), "10.0.0.12".parse().unwrap()];
+    let images = vec!["apprenda/pause".to_string()];
     let probe = WinProbe {
         files: &files,
         services: &services,
+        binaries: &files,
+        images: &images,
         reach: &reach,
     };
     let host = ScriptHost {
@@ -200,25 +222,76 @@ fn every_action_and_the_probe_parse() {
     insta::assert_snapshot!("every_action_with_probe", s);
     let s = script::probe(&r, &probe);
     only_ours("probe", &parse("probe", &s));
+    // the start script a scheduled task runs parses too, and keeps a
+    // hostile argument inside its string
+    let task = kwinctl::os::windows::desired::example_task();
+    let s = script::start_script(&r, &task);
+    let cmds = parse("start script", &s);
+    only_ours("start script", &cmds);
+    assert!(
+        s.contains("$arguments = '--hostname-override=10.0.0.11"),
+        "{s}"
+    );
+    insta::assert_snapshot!("start_script", s);
+    // plan's read-only file reader, with a path that needs quoting
+    let s = script::read_files(
+        &r,
+        &[
+            r"C:\k\kwinctl\kubelet-start.ps1".into(),
+            "C:\\it's.ps1".into(),
+        ],
+    );
+    only_ours("read files", &parse("read files", &s));
+    assert!(s.contains("'C:\\it''s.ps1'"), "{s}");
 }
 
+/// The example with `value` in the adapter's name and (without its white
+/// space) in a binary's URL: the values that reach scripts as free text
+/// (the others are refused at load unless plain: see
+/// `values_that_could_change_a_command_line_are_refused`).
 fn with_values(value: &str) -> String {
-    std::fs::read_to_string(EXAMPLE)
-        .unwrap()
-        .replace(
-            "pause_image: apprenda/pause",
-            &format!("pause_image: {:?}", format!("pause{value}")),
-        )
-        .replace(
+    let url_value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+    std::fs::read_to_string(EXAMPLE).unwrap().replace(
+        "    address: 10.0.0.11\n",
+        &format!(
+            "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
+            format!("Ethernet {value}"),
+            format!("https://h/{url_value}"),
+            "ab".repeat(32)
+        ),
+    )
+}
+
+#[test]
+fn values_that_could_change_a_command_line_are_refused() {
+    let base = std::fs::read_to_string(EXAMPLE).unwrap();
+    for (from, to, want) in [
+        // CommandLineToArgvW: `\"` ends the quoted argument; the rest became
+        // kubelet flags
+        (
+            "  kubeconfig: example.kubeconfig\n",
+            "  kubeconfig: example.kubeconfig\n  pause_image: 'img\\\" --anonymous-auth=true x'\n",
+            "pause_image",
+        ),
+        (
             "    address: 10.0.0.11\n",
-            &format!(
-                "    address: 10.0.0.11\n    windows:\n      adapter: {:?}\n      network_name: {:?}\n      binaries:\n        kubelet: {{ url: {:?}, sha256: {} }}\n",
-                format!("Ethernet {value}"),
-                format!("net{value}"),
-                format!("https://h/{value}"),
-                "ab".repeat(32)
-            ),
-        )
+            "    address: 10.0.0.11\n    windows: { network_name: \"n'; rm\" }\n",
+            "network_name",
+        ),
+        (
+            "    address: 10.0.0.11\n",
+            "    address: 10.0.0.11\n    windows: { adapter: \"Eth\\nernet\" }\n",
+            "windows.adapter",
+        ),
+    ] {
+        let text = base.replacen(from, to, 1);
+        assert_ne!(text, base);
+        let e = Inventory::parse(Path::new(EXAMPLE), &text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {to}"))
+            .to_string();
+        assert!(e.contains(want) && e.contains("fix:"), "{e}");
+    }
 }
 
 fn shape(script: &str) -> String {
@@ -233,7 +306,7 @@ fn hostile_values_stay_inside_strings() {
     // quotes of every kind PowerShell honours, subexpressions, backticks,
     // statement separators and newlines
     let hostile =
-        "x'; Remove-Item -Recurse C:\\ ; \u{2018}$(Stop-Computer)\u{2019} \" `n\n; Stop-Computer #";
+        "x'; Remove-Item -Recurse C:\\ ; \u{2018}$(Stop-Computer)\u{2019} \" `n; Stop-Computer #";
     let benign = "SAFE";
     let bad = scripts_for(&load(&with_values(hostile)));
     let good = scripts_for(&load(&with_values(benign)));
@@ -248,11 +321,9 @@ fn hostile_values_stay_inside_strings() {
             shape(g),
             "{host}: hostile values changed the script's structure"
         );
-        assert!(
-            b.contains("Stop-Computer"),
-            "the value did reach the script"
-        );
     }
+    // the values did reach Win01's script (the adapter, and the URL)
+    assert!(bad[0].1.contains("Stop-Computer"), "{}", bad[0].1);
 }
 
 #[test]
@@ -270,7 +341,7 @@ fn the_grammar_check_catches_broken_powershell() {
 #[test]
 fn many_routes_parse() {
     let mut text = String::from(
-        "cluster:\n  name: big\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\nhosts:\n",
+        "cluster:\n  name: big\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: http://10.0.0.10:8080\n  kubernetes_version: \"1.7.16\"\nhosts:\n",
     );
     for i in 0..120 {
         let os = if i % 3 == 0 { "windows" } else { "linux" };

@@ -44,6 +44,9 @@ import tempfile
 import threading
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import k8sbin  # noqa: E402  (the simulated kubelet.exe / kube-proxy.exe)
+
 HEADER = "# kwinctl-sim: "
 BOUNDARY = b"--Encrypted Boundary"
 SPNEGO_PROTOCOL = "application/HTTP-SPNEGO-session-encrypted"
@@ -93,7 +96,15 @@ class State:
         d.setdefault("networks", [])
         d.setdefault("images", [])
         d.setdefault("files", {})
+        # path -> what `<file> --version` prints (None: not a program)
+        d.setdefault("file_versions", {})
         d.setdefault("services", {})
+        # kwinctl's scheduled tasks (\\kwinctl\\<name>)
+        d.setdefault("tasks", {})
+        # image -> the Windows version it is built on (docker inspect .OsVersion)
+        d.setdefault("image_os", {})
+        # what the simulated binaries wrote (log files, the event log)
+        d.setdefault("logs", {})
         d.setdefault("pod_cidr", None)
         d.setdefault("persistent_routes", [])
         return d
@@ -182,10 +193,87 @@ def facts(d, probe):
         "routes": routes,
         "images": d["images"],
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
-        "services": [dict(s, name=n) for n, s in d["services"].items() if n in probe.get("services", [])],
+        "services": [{k: v for k, v in dict(s, name=n).items() if k in SERVICE_FACTS}
+                     for n, s in d["services"].items() if n in probe.get("services", [])],
+        "tasks": [{"name": n, "state": t["state"], "description": t["description"], "running": t["running"]}
+                  for n, t in d["tasks"].items() if n in probe.get("services", [])],
+        "versions": [{"path": p, "output": file_version(d, p) or ""}
+                     for p in probe.get("binaries", []) if file_of(d, p) is not None],
+        "image_os": [{"image": i, "os_version": d["image_os"].get(norm_image(i), "")}
+                     for i in probe.get("images", []) if norm_image(i) in d["images"]],
         "pod_cidr": d["pod_cidr"],
+        "cluster": d.get("cluster"),
         "reach": reach,
     }
+
+
+SERVICE_FACTS = {"name", "status", "start", "binpath", "env", "depends", "restart"}
+
+
+def file_of(d, path):
+    """The recorded path (Windows paths compare without case)."""
+    for p in d["files"]:
+        if p.lower() == path.lower():
+            return p
+    return None
+
+
+def file_version(d, path):
+    p = file_of(d, path)
+    return d["file_versions"].get(p) if p else None
+
+
+# ------------------------------------------------------------------ binaries
+
+
+def start_binary(d, exe, args):
+    """Start `exe` with the arguments `args` (a list) as Windows would;
+    returns what it printed before exiting, or None if it keeps running."""
+    p = file_of(d, exe)
+    if p is None:
+        return "The system cannot find the file specified"
+    line = d["file_versions"].get(p)
+    component = os.path.basename(exe.replace("\\", "/")).lower()
+    if component.endswith(".exe"):
+        component = component[:-4]
+    return k8sbin.check_args(component, line, args)
+
+
+def scm_start(d, name):
+    """Start-Service: SCM runs the ImagePath and waits for the program to
+    report to it. A program that exits first fails the start; one without
+    --windows-service never reports (it is not a service program) and SCM
+    gives up (error 1053). Start-Service's message is the same for both
+    (B: the wording, from PowerShell 5.1's ServiceController); kwinctl's
+    template adds the command line to run by hand."""
+    s = d["services"][name]
+    argv = k8sbin.split_command_line(s["binpath"]) or [""]
+    why = start_binary(d, argv[0], argv[1:])
+    if why is None and "--windows-service" not in argv[1:]:
+        why = "The service did not respond to the start or control request in a timely fashion (1053)"
+    d["logs"]["scm:" + name] = why or ""
+    if why is None:
+        s["status"] = "Running"
+        return
+    s["status"] = "Stopped"
+    raise ActionError("Service '%s (%s)' cannot be started due to the following error: Cannot start service %s "
+                      "on computer '.'. To see why, run its command line by hand: %s"
+                      % (s.get("display", name), name, name, s["binpath"]))
+
+
+def task_start(d, name):
+    """The start script: Start-Process with the arguments, stderr to the
+    error log; Confirm-KwRunning's message when the binary is gone."""
+    t = d["tasks"][name]
+    svc = t["service"]
+    why = start_binary(d, svc["exe"], k8sbin.split_command_line(svc["args"]))
+    err_log = "C:\\k\\logs\\%s.err.log" % name
+    d["logs"][err_log] = why or ""
+    t["state"] = "Running"
+    t["running"] = why is None
+    if why is not None:
+        tail = " | ".join([x for x in why.splitlines() if x.strip()][-5:])
+        raise ActionError("%s exited right after it started: %s" % (name, tail))
 
 
 # ------------------------------------------------------------------ actions
@@ -204,6 +292,7 @@ class ActionError(Exception):
 
 def act_record_pod_cidr(d, h):
     d["pod_cidr"] = h["pod_cidr"]
+    d["cluster"] = "%s %s" % (h["cluster"], h["cluster_id"])
 
 
 def act_enable_routing(d, h):
@@ -257,27 +346,107 @@ def act_pull_image(d, h):
     img = norm_image(h["image"])
     if img not in d["images"]:
         d["images"].append(img)
+    # docker pulls a manifest list's entry for the host's build; an image the
+    # state says is of another build (knob "image_os") stays that build, and
+    # the action refuses it as kwinctl's template does
+    os_version = d["image_os"].setdefault(img, d["build"] + ".0")
+    build = d["build"].split(".")[2]
+    if os_version.split(".")[2:3] != [build]:
+        raise ActionError("%s is built for Windows %s, but this host is build %s: process isolation needs the same "
+                          "build; set cluster.pause_image to an image for build %s" % (h["image"], os_version, build, build))
 
 
 def act_place_file(d, h):
     f = h["file"]
-    # Nothing is downloaded here: the file is recorded with the hash the
-    # action verifies on a real host.
-    d["files"][f["path"]] = f["sha256"].lower()
+    dest = f["path"]
+    src = f.get("source") or {}
+    if "url" in src:
+        content = download(d, src["url"])
+    else:
+        # an upload: the bytes are in the block's PowerShell, as base64
+        m = re.search(r"FromBase64String\('([A-Za-z0-9+/=]*)'\)", h.get("_block", ""))
+        if not m:
+            raise ActionError("winsim: no base64 content in the upload's block")
+        content = base64.b64decode(m.group(1))
+    sha = hashlib.sha256(content).hexdigest()
+    if sha != f["sha256"].lower():
+        raise ActionError("%s: SHA-256 is %s, expected %s" % (dest, sha, f["sha256"].lower()))
+    line = k8sbin.version_line(content)
+    if f.get("version_regex"):
+        if line is None:
+            tmp = re.sub(r"(\.[^.\\]*)?$", lambda m: ".kwinctl-%d-tmp%s" % (os.getpid(), m.group(1) or ""), dest, count=1)
+            raise ActionError("Program '%s' failed to run: The specified executable is not a valid application "
+                              "for this OS platform." % os.path.basename(tmp.replace("\\", "/")))
+        if not re.match(f["version_regex"], line):
+            raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
+                              % (dest, line, f.get("version")))
+    old = file_of(d, dest)
+    if old:
+        d["files"].pop(old)
+        d["file_versions"].pop(old, None)
+    d["files"][dest] = sha
+    d["file_versions"][dest] = line
+    # Services running this binary were stopped for the swap and are started
+    # again; a start script restarts its binary from the new file.
+    for name, s in d["services"].items():
+        if s["status"] == "Running" and dest.lower() in s["binpath"].lower():
+            scm_start(d, name)
+    for name, t in d["tasks"].items():
+        if t["service"]["exe"].lower() == dest.lower():
+            try:
+                task_start(d, name)
+            except ActionError:
+                pass
+
+
+def download(d, url):
+    """Invoke-WebRequest: the lab's downloads are files under the folder the
+    state names (`downloads`), by the URL's path; nothing else resolves."""
+    m = re.match(r"https?://([^/]+)(/.*)?$", url)
+    host = m.group(1) if m else url
+    root = d.get("downloads")
+    if root and m and m.group(2):
+        local = os.path.normpath(os.path.join(root, m.group(2).lstrip("/")))
+        if local.startswith(os.path.normpath(root) + os.sep) and os.path.isfile(local):
+            with open(local, "rb") as fh:
+                return fh.read()
+        raise ActionError("Invoke-WebRequest : The remote server returned an error: (404) Not Found.")
+    raise ActionError("Invoke-WebRequest : The remote name could not be resolved: '%s'" % host)
 
 
 def act_install_service(d, h):
     s = h["service"]
     d["services"][s["name"]] = {
-        "status": "Running", "start": "Automatic", "binpath": s["binpath"],
+        "status": "Stopped", "start": "Automatic", "binpath": s["binpath"], "display": s["display"],
         "env": s["env"], "depends": s["depends"], "restart": True,
     }
+    scm_start(d, s["name"])
 
 
 def act_start_service(d, h):
     if h["name"] not in d["services"]:
         raise ActionError("Start-Service: Cannot find any service with service name '%s'." % h["name"])
-    d["services"][h["name"]]["status"] = "Running"
+    scm_start(d, h["name"])
+
+
+def act_install_task(d, h):
+    s = h["service"]
+    d["tasks"][s["name"]] = {
+        "state": "Ready", "running": False,
+        "description": "%s [kwinctl %s]" % (s["display"], s["fingerprint"]),
+        "service": {"exe": s["exe"], "args": s["args"], "env": s["env"]},
+    }
+    task_start(d, s["name"])
+
+
+def act_start_task(d, h):
+    if h["name"] not in d["tasks"]:
+        raise ActionError("Start-ScheduledTask : The system cannot find the file specified.")
+    task_start(d, h["name"])
+
+
+def act_remove_task(d, h):
+    d["tasks"].pop(h["name"], None)
 
 
 def act_remove_service(d, h):
@@ -299,7 +468,12 @@ def act_remove_switch(d, h):
 def act_remove_file(d, h):
     if h["path"].lower().endswith("pod-cidr.txt"):
         d["pod_cidr"] = None
-    d["files"].pop(h["path"], None)
+    if h["path"].lower().endswith("cluster.txt"):
+        d["cluster"] = None
+    p = file_of(d, h["path"])
+    if p:
+        d["files"].pop(p)
+        d["file_versions"].pop(p, None)
 
 
 def act_fail(d, h):
@@ -328,19 +502,28 @@ def execute(script, state_path):
     """Run a script by its headers. Returns (stdout, stderr, exit code)."""
     out, err = [], []
     headers = []
+    block = []
     for line in script.splitlines():
         if line.startswith(HEADER):
+            if headers:
+                headers[-1]["_block"] = "\n".join(block)
+            block = []
             try:
                 headers.append(json.loads(line[len(HEADER):]))
             except ValueError as e:
                 return "", "winsim: bad action header %r: %s\n" % (line, e), 1
+        else:
+            block.append(line)
+    if headers:
+        headers[-1]["_block"] = "\n".join(block)
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
-    known = {"prelude", "probe", "echo", "fail", "sleep"}
+    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files"}
     with State(state_path) as d:
         for h in headers:
             kind = h.get("kind")
             if "id" not in h and kind not in known:
+                h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s\n" % json.dumps(h), 1
             if kind == "prelude":
                 continue
@@ -354,6 +537,12 @@ def execute(script, state_path):
             if kind == "fail" and "id" not in h:
                 err.append(h.get("stderr", "") + "\n")
                 return "".join(out), "".join(err), int(h.get("code", 1))
+            if kind == "read_files":
+                # The simulator keeps no file contents: every file reads as
+                # absent (plan then says it would be created).
+                for i, _ in enumerate(h.get("paths", [])):
+                    out.append("KWC %d -\n" % i)
+                continue
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
@@ -361,6 +550,7 @@ def execute(script, state_path):
                 act(d, h)
                 out.append("KWX %d ok\n" % h["id"])
             except KeyError as e:
+                h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s (%s)\n" % (json.dumps(h), e), 1
             except (ActionError, RuntimeError) as e:
                 out.append("KWX %d failed 1\n" % h["id"])
@@ -382,8 +572,18 @@ def reboot(state_path, drop_hns):
             if link_exists("HNSTransparent"):
                 sh("ip", "link", "del", "HNSTransparent")
             d["networks"] = []
-        for s in d["services"].values():
-            s["status"] = "Running" if s["start"] == "Automatic" else "Stopped"
+        for name, s in d["services"].items():
+            s["status"] = "Stopped"
+            if s["start"] == "Automatic":
+                try:
+                    scm_start(d, name)
+                except ActionError:
+                    pass
+        for name in d["tasks"]:
+            try:
+                task_start(d, name)
+            except ActionError:
+                pass
 
 
 # ------------------------------------------------------------------ WinRS
@@ -603,26 +803,29 @@ def make_handler(cfg, shells, tls):
             if not self.authed:
                 return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
             if ctype.startswith("multipart/encrypted"):
-                # Test knob: answer the next N sealed requests with 401, as a
-                # server that no longer holds the connection's NTLM session.
+                try:
+                    plain = unwrap_body(self.ntlm, body)
+                except Exception as e:
+                    log("unseal failed: %s" % type(e).__name__)
+                    return self.reply(400)
+                xml = plain.decode("utf-8", "replace")
+                # Test knob: answer the next N sealed requests that open a
+                # shell or start a command (the ones kwinctl may repeat)
+                # with 401, as a server that no longer holds the
+                # connection's NTLM session.
                 lose = 0
                 try:
                     with open(cfg.state) as f:  # replaced atomically: no lock to read
                         lose = int(json.load(f).get("lose_sessions", 0) or 0)
                 except (OSError, ValueError):
                     pass
-                if lose > 0:
+                if lose > 0 and soap_action(xml) in (ACTION_CREATE, ACTION_COMMAND):
                     with State(cfg.state) as d:
                         d["lose_sessions"] = max(0, int(d.get("lose_sessions", 0) or 0) - 1)
-                    log("lose_sessions: answering 401 to a sealed request")
+                    log("lose_sessions: answering 401 to a sealed %s" % soap_action(xml).rsplit("/", 1)[-1])
                     self.ntlm, self.authed = None, False
                     return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
-                try:
-                    plain = unwrap_body(self.ntlm, body)
-                except Exception as e:
-                    log("unseal failed: %s" % type(e).__name__)
-                    return self.reply(400)
-                return self.serve(plain.decode("utf-8", "replace"), sealed=True)
+                return self.serve(xml, sealed=True)
             # NTLM without sealing: only over HTTPS, or when allowed.
             if not (tls or cfg.allow_unencrypted):
                 log("refused an unencrypted body over HTTP")

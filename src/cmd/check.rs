@@ -6,7 +6,9 @@ use std::io::Write;
 use super::{Common, load, selected};
 use crate::alloc::Source;
 use crate::error::{CliError, Exit};
-use crate::report::{Format, table};
+use crate::events::{CheckSummary, ClusterView, Event, Line};
+use crate::report::Format;
+use crate::term::{Column, Grid, Style};
 
 pub fn check(c: &Common) -> Result<Exit, CliError> {
     let l = load(c)?;
@@ -14,13 +16,26 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
     let cl = &l.inv.cluster;
     let mut out = std::io::stdout().lock();
     if c.output == Format::Json {
-        let v = serde_json::json!({
-            "event": "summary", "command": "check", "ok": true,
-            "cluster": { "name": cl.name, "cluster_cidr": cl.cluster_cidr.to_string(),
-                         "node_prefix": cl.node_prefix, "service_cidr": cl.service_cidr.to_string() },
-            "hosts": l.alloc.assignments, "notes": l.alloc.notes,
-        });
-        let _ = writeln!(out, "{v}");
+        let notes = crate::os::inventory_notes(&l.inv);
+        let line = Line::new(Event::CheckSummary(CheckSummary {
+            command: "check",
+            ok: true,
+            cluster: ClusterView {
+                name: cl.name.clone(),
+                cluster_cidr: cl.cluster_cidr.to_string(),
+                node_prefix: cl.node_prefix,
+                service_cidr: cl.service_cidr.to_string(),
+            },
+            hosts: &l.alloc.assignments,
+            notes: l
+                .alloc
+                .notes
+                .iter()
+                .chain(&notes)
+                .map(String::as_str)
+                .collect(),
+        }));
+        let _ = writeln!(out, "{}", crate::text::safe_json(&line.to_json()));
         return Ok(Exit::Ok);
     }
     let _ = writeln!(
@@ -33,28 +48,38 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
         cl.node_prefix,
         cl.service_cidr
     );
-    let mut t = table([
-        "HOST",
-        "OS",
-        "ROLE",
-        "ROUTABLE IP",
-        "POD CIDR",
-        "GATEWAY",
-        "SOURCE",
+    let mut g = Grid::new(&[
+        Column::new("HOST"),
+        Column::new("OS").optional(),
+        Column::new("ROLE").optional(),
+        Column::new("ROUTABLE IP").short("ADDRESS"),
+        Column::new("POD CIDR"),
+        Column::new("GATEWAY").optional(),
+        Column::new("SOURCE"),
     ]);
     for (h, a) in l.inv.hosts.iter().zip(&l.alloc.assignments) {
-        t.add_row([
-            h.name.clone(),
-            h.os.to_string(),
-            h.role.to_string(),
-            h.address.to_string(),
-            a.pod_cidr.to_string(),
-            a.gateway.to_string(),
-            a.source.to_string(),
-        ]);
+        g.row(
+            [
+                h.name.clone(),
+                h.os.to_string(),
+                h.role.to_string(),
+                h.address.to_string(),
+                a.pod_cidr.to_string(),
+                a.gateway.to_string(),
+                a.source.to_string(),
+            ]
+            .into_iter()
+            .map(|c| (c, None))
+            .collect(),
+        );
     }
-    let _ = writeln!(out, "{t}");
-    for n in &l.alloc.notes {
+    let _ = writeln!(out, "{}", g.render(Style::stdout()));
+    for n in l
+        .alloc
+        .notes
+        .iter()
+        .chain(&crate::os::inventory_notes(&l.inv))
+    {
         let _ = writeln!(out, "note: {n}");
     }
     if l.alloc.assignments.iter().any(|a| a.source == Source::New) {

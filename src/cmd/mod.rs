@@ -4,6 +4,7 @@
 mod check;
 mod remote;
 mod render;
+mod reset;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use clap::Args;
 pub use check::check;
 pub use remote::remote;
 pub use render::render;
+pub use reset::reset;
 
 use crate::alloc::{self, Allocation, Node};
 use crate::error::CliError;
@@ -52,9 +54,14 @@ pub struct Common {
     /// pinged by N). Default: the full mesh up to 16 peers, 4 neighbours beyond.
     #[arg(long, value_name = "all|none|N", value_parser = parse_reach)]
     pub reach: Option<ReachMode>,
-    /// Only the hosts that failed (or were interrupted) in the last recorded run.
+    /// Only the hosts the last `up` (for `reset`: the last `reset`) did not
+    /// get done: failed, interrupted, or never finished.
     #[arg(long, conflicts_with = "limit")]
     pub only_failed: bool,
+    /// With `up --limit`: also make the route changes the other hosts need
+    /// to reach a new or moved node (instead of failing them).
+    #[arg(long)]
+    pub with_peer_routes: bool,
     /// More progress detail.
     #[arg(short, long)]
     pub verbose: bool,
@@ -73,24 +80,72 @@ fn parse_reach(s: &str) -> Result<ReachMode, String> {
     }
 }
 
-/// The inventory, the state file as read, this run's allocation and nodes.
+/// The inventory, the state file as read, and the allocation the state and
+/// the pins give (what `check` and `render` show: they ask no node).
 struct Loaded {
     inv: Inventory,
-    /// The state file as read, before this run's allocation.
+    /// The inventory's real path (symlinks resolved): the files kwinctl
+    /// keeps beside it, and its lock, are named after it.
+    path: PathBuf,
+    /// The state file as read.
     state: State,
     alloc: Allocation,
     nodes: Vec<Node>,
     sidecars: Sidecars,
 }
 
+/// Register every secret the run can see before anything is printed: the
+/// key passphrase, the WinRM passwords, the kubeconfig (the file kwinctl
+/// uploads, and the tokens and keys in it).
+fn register_secrets(inv: &Inventory) {
+    let mut short = false;
+    let mut add = |s: &str| {
+        short |= s.chars().count() < 8;
+        crate::secret::register(s);
+    };
+    if let Ok(p) = std::env::var(crate::transport::ssh::PASSPHRASE_ENV) {
+        add(&p);
+    }
+    for h in &inv.hosts {
+        if let crate::inventory::Connection::WinRm(w) = &h.connection
+            && let Ok(p) = w.password.read()
+        {
+            add(&p);
+        }
+    }
+    if let Some(kc) = &inv.cluster.kubeconfig
+        && let Ok(bytes) = std::fs::read(kc)
+    {
+        crate::secret::register_file(&bytes, crate::os::windows::KUBECONFIG);
+        for s in crate::secret::in_kubeconfig(&String::from_utf8_lossy(&bytes)) {
+            add(&s);
+        }
+    }
+    if short {
+        crate::report::err_line(
+            "warning: a secret (a password, passphrase or token) is shorter than 8 characters: \
+             everything in the output that equals it is masked",
+        );
+    }
+}
+
+/// The inventory's real path: two paths to one inventory (a symlink, `..`)
+/// share one state file and one lock.
+fn real_path(inventory: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(inventory).unwrap_or_else(|_| inventory.to_path_buf())
+}
+
 fn load(c: &Common) -> Result<Loaded, CliError> {
     let inv = Inventory::load(&c.inventory)?;
-    let sidecars = Sidecars::of(&c.inventory);
-    let state = State::load(&sidecars.state)?;
-    let alloc = alloc::allocate(&inv, &state)?;
+    crate::os::check_inventory(&inv)?;
+    let path = real_path(&c.inventory);
+    let sidecars = Sidecars::of(&path);
+    let state = State::load(&sidecars.state, &inv.cluster.name)?;
+    let alloc = alloc::allocate(&inv, &state, &None)?;
     let nodes = alloc::nodes(&inv, &alloc);
     Ok(Loaded {
         inv,
+        path,
         state,
         alloc,
         nodes,

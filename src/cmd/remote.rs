@@ -1,66 +1,115 @@
 //! `plan`, `up`, `verify`, `reset`: lock → load → select → desired state →
-//! record the allocation (`up`) → run on every host → summary.
+//! run on every host (which probes them all, allocates from what the nodes
+//! record, and changes the selected ones) → summary.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Common, load, selected};
+use super::{Common, Loaded, load};
 use crate::error::{CliError, Exit};
-use crate::inventory::{Connection, Inventory};
 use crate::lock::Lock;
 use crate::mode::Mode;
 use crate::os::{Desired, windows::Uploads};
 use crate::outcome::HostStatus;
-use crate::record::{self, Redactor, RunRecord};
+use crate::record::{self, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
 use crate::transport::{self, ConfigSource, ConnectOptions};
 use crate::verify::ReachMode;
 
-/// Every secret value this run could see, for redaction.
-fn secrets(inv: &Inventory) -> Redactor {
-    let mut v: Vec<String> = Vec::new();
-    if let Ok(p) = std::env::var(crate::transport::ssh::PASSPHRASE_ENV) {
-        v.push(p);
+/// The hosts the run is about: `--limit`, or what the last run left to do
+/// (`--only-failed`), or all. `None`: nothing to do.
+fn selection(c: &Common, mode: Mode, l: &Loaded) -> Result<Option<BTreeSet<String>>, CliError> {
+    let mut limit: Vec<String> = c.limit.iter().map(|s| s.trim().to_string()).collect();
+    if c.only_failed {
+        // `up`, `plan` and `verify` look at what the last `up` left; `reset`
+        // at the last `reset`.
+        let command = if mode.resets() { "reset" } else { "up" };
+        let last = record::load_last(&l.path, command).map_err(CliError::bad)?;
+        limit = last.to_redo();
+        if limit.is_empty() {
+            err_line(&format!(
+                "--only-failed: the last `kwinctl {command}` ({}) left nothing to do",
+                last.run_dir.display()
+            ));
+            return Ok(None);
+        }
+        err_line(&format!("--only-failed: {}", limit.join(", ")));
     }
-    for h in &inv.hosts {
-        if let Connection::WinRm(w) = &h.connection {
-            v.extend(w.password.read().ok());
+    let mut want = BTreeSet::new();
+    for w in &limit {
+        let k = w.to_ascii_lowercase();
+        if l.inv.host(&k).is_some() {
+            want.insert(k);
+        } else if l.state.removed.contains_key(&k) {
+            if !mode.resets() {
+                return Err(CliError::bad(format!(
+                    "--limit names {w:?}, which was removed from {}: `kwinctl reset --limit {w}` \
+                     reaches it (its block stays reserved until then)",
+                    l.inv.path.display()
+                )));
+            }
+            want.insert(k);
+        } else if !c.only_failed {
+            let names: Vec<&str> = l.inv.hosts.iter().map(|h| h.name.as_str()).collect();
+            return Err(CliError::bad(format!(
+                "--limit names {w:?}, which is not in {}; hosts are: {}",
+                l.inv.path.display(),
+                names.join(", ")
+            )));
         }
     }
-    Redactor::new(v)
+    Ok(Some(want))
 }
 
 pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
-    // One operator at a time for commands that change hosts; taken before
-    // the state file is read, so the allocation never starts from a stale
-    // one. (A missing inventory is reported by `load` below as bad input.)
+    run(c, mode).map(|(exit, _)| exit)
+}
+
+/// A remote command: its exit, and how many selected hosts it found with
+/// something to do (`plan`) or did something to.
+pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
+    // One operator at a time per inventory for commands that change hosts
+    // (the cluster lock on the lock host covers other machines and other
+    // inventories); taken before the state file is read, and keyed by the
+    // inventory's real path. A missing inventory is reported by `load`.
     let _lock = if mode.changes_hosts() && c.inventory.is_file() {
-        Some(Lock::acquire(&c.inventory, mode.name())?)
+        Some(Lock::acquire(&super::real_path(&c.inventory), mode.name())?)
     } else {
         None
     };
     let l = load(c)?;
-    let mut limit = c.limit.clone();
-    if c.only_failed {
-        let last = record::load_last(&c.inventory).map_err(CliError::bad)?;
-        limit = last.failed.into_iter().chain(last.interrupted).collect();
-        limit.retain(|h| l.inv.host(h).is_some());
-        if limit.is_empty() {
-            err_line(&format!(
-                "--only-failed: the last run ({}) had no failed hosts: nothing to do",
-                last.command
-            ));
-            return Ok(Exit::Ok);
+    super::register_secrets(&l.inv);
+    let Some(want) = selection(c, mode, &l)? else {
+        return Ok((Exit::Ok, 0));
+    };
+    let selected = |name: &str| want.is_empty() || want.contains(&name.to_ascii_lowercase());
+
+    // Every host is probed (the nodes' records decide the allocation); the
+    // selected ones are the run's. Removed hosts are reached only by name.
+    let mut hosts: Vec<(crate::inventory::Host, bool)> =
+        l.inv.hosts.iter().map(|h| (h.clone(), false)).collect();
+    for name in &want {
+        if let Some(r) = l.state.removed.get(name) {
+            let host = r
+                .at()
+                .and_then(|at| l.inv.removed_host(name, at.os, at.address))
+                .ok_or_else(|| {
+                    CliError::bad(format!(
+                        "kwinctl does not know how to reach removed host {name} (the state file does \
+                         not say where it is, or the inventory's defaults cannot reach it): add it back \
+                         to the inventory, then `kwinctl reset --limit {name}`"
+                    ))
+                })?;
+            hosts.push((host, true));
         }
-        err_line(&format!("--only-failed: {}", limit.join(", ")));
     }
-    let chosen = selected(&l, &limit)?;
-    let hosts: Vec<_> = chosen.iter().map(|(h, _)| *h).collect();
-    l.inv.check_credentials(&hosts)?;
+    let all: Vec<&crate::inventory::Host> = hosts.iter().map(|(h, _)| h).collect();
+    l.inv.check_credentials(&all)?;
     // Where and as whom each host is reached, as OpenSSH resolves it, before
     // anything is contacted: a config kwinctl cannot follow is bad input.
-    let routes = transport::resolve(&hosts, &ConfigSource::from_arg(c.ssh_config.as_deref()))
+    let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))
         .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
     let connect = ConnectOptions::new(
         Duration::from_secs(c.timeout),
@@ -69,47 +118,31 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     );
     // Desired state is computed before anything is contacted: a bad binary
     // spec or an unreadable kubeconfig is bad input.
-    let renderer = crate::os::renderer();
     let uploads = Uploads::default();
     let mut targets: Vec<Target> = Vec::new();
-    for (h, n) in &chosen {
+    for (h, removed) in hosts {
         targets.push(Target {
-            host: (*h).clone(),
-            node: (*n).clone(),
-            desired: Desired::of(&l.inv, h, n, &renderer, &uploads)?,
+            desired: Desired::of(&l.inv, &h, &uploads)?,
+            selected: selected(&h.name),
+            removed,
             route: connect.routes.get(&h.name).map(|r| r.describe()),
+            host: h,
         });
     }
-    drop(renderer);
-    let reporter = Arc::new(Reporter::new(c.output, mode, targets.len(), c.verbose));
-    for n in &l.alloc.notes {
-        reporter.say(&format!("note: {n}"));
-    }
+    let names: Vec<String> = targets
+        .iter()
+        .filter(|t| t.selected)
+        .map(|t| t.host.name.clone())
+        .collect();
+    let reporter = Arc::new(Reporter::new(c.output, mode, names.len(), c.verbose));
     if c.verbose {
-        for t in &targets {
+        for t in targets.iter().filter(|t| t.selected) {
             if let Some(r) = &t.route {
                 reporter.say(&format!("{}: {r}", t.host.name));
             }
         }
     }
-    if mode == Mode::Up {
-        // Record assignments before touching any host, so a host never holds
-        // a CIDR the state file does not know.
-        let old = &l.state;
-        let mut new = l.alloc.state.clone();
-        if !limit.is_empty() {
-            // Hosts outside --limit keep what was recorded for them.
-            for (k, v) in &old.pod_cidrs {
-                if l.inv.host(k).is_some() {
-                    new.pod_cidrs.entry(k.clone()).or_insert(*v);
-                }
-            }
-        }
-        if new != *old {
-            new.save(&l.sidecars.state)?;
-        }
-    }
-    let record = match RunRecord::start(&c.inventory, mode.name(), secrets(&l.inv)) {
+    let record = match RunRecord::start(&l.path, mode.name(), &names) {
         Ok(r) => Some(Arc::new(r)),
         Err(e) => {
             reporter.say(&format!("warning: cannot write the run record: {e}"));
@@ -130,30 +163,49 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
         reach: c.reach.unwrap_or(ReachMode::Auto),
         timeout: Duration::from_secs(c.timeout),
         retries: c.retries,
+        with_peer_routes: c.with_peer_routes,
     };
-    let reports = rt.block_on(async {
+    let cluster = run::Cluster {
+        inventory: Arc::new(l.inv.clone()),
+        state: l.state.clone(),
+        state_path: l.sidecars.state.clone(),
+        owner: crate::lock::owner(),
+        run_id: record
+            .as_ref()
+            .map(|r| {
+                r.dir()
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_else(|| format!("{}-{}", mode, std::process::id())),
+    };
+    let ran = rt.block_on(async {
         watch_signals(interrupt.clone(), reporter.clone());
         run::run_all(
             mode,
+            cluster,
             targets,
             opts,
-            Arc::new(connect),
-            reporter.clone(),
-            interrupt.clone(),
-            record.clone(),
+            run::Io {
+                connector: Arc::new(connect),
+                reporter: reporter.clone(),
+                interrupt: interrupt.clone(),
+                record: record.clone(),
+            },
         )
         .await
     });
+    let reports = &ran.reports;
     let interrupted = interrupt.is_set();
     let extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
-    let summary = reporter.summary(&reports, interrupted, &extra);
+    let summary = crate::report::summary_json(reporter.summary(reports, interrupted, &extra));
     let run_dir = match &record {
-        Some(r) => r
-            .finish(&c.inventory, mode.name(), &reports, &summary)
-            .map(|_| r.dir().to_path_buf()),
+        Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
         None => Err(std::io::Error::other("see the warning above")),
     };
-    reporter.finish(&reports, interrupted, &summary);
+    reporter.finish(reports, interrupted, &summary);
     let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
     match run_dir {
         Ok(d) if failed || interrupted || c.verbose => err_line(&format!(
@@ -163,12 +215,42 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
         Ok(_) => {}
         Err(e) => err_line(&format!("warning: cannot write the run record: {e}")),
     }
+    // A removed host that `reset` reached is forgotten: its block is free.
+    if mode == Mode::Reset {
+        let reached: Vec<String> = reports
+            .iter()
+            .filter(|r| matches!(r.status, HostStatus::Ok | HostStatus::Changed))
+            .map(|r| r.host.to_ascii_lowercase())
+            .filter(|h| l.state.removed.contains_key(h))
+            .collect();
+        if !reached.is_empty() {
+            let mut state = l.state.clone();
+            for h in &reached {
+                state.removed.remove(h);
+                state.hosts.remove(h);
+                err_line(&format!(
+                    "{h}: reset; its block is no longer reserved for it"
+                ));
+            }
+            state.save(&l.sidecars.state)?;
+        }
+    }
     rt.shutdown_timeout(Duration::from_millis(100));
-    Ok(match interrupt.exit_code() {
+    if let Some(why) = &ran.internal {
+        err_line(&format!("error: {why}"));
+        return Ok((Exit::Internal, 0));
+    }
+    let busy = reports
+        .iter()
+        .filter(|r| matches!(r.status, HostStatus::Pending | HostStatus::Changed))
+        .count();
+    let exit = match interrupt.exit_code() {
         Some(code) => Exit::Signal(code),
+        None if ran.locked.is_some() => Exit::Locked,
         None if failed => Exit::HostFailed,
         None => Exit::Ok,
-    })
+    };
+    Ok((exit, busy))
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM: the first stops new hosts from starting and

@@ -9,6 +9,8 @@ use crate::os::fresh_script;
 
 pub fn render(c: &Common, only: Option<&str>) -> Result<Exit, CliError> {
     let l = load(c)?;
+    // the script uploads the kubeconfig: its secrets are masked here too
+    super::register_secrets(&l.inv);
     let limit: Vec<String> = only
         .map(|h| vec![h.to_string()])
         .unwrap_or_else(|| c.limit.clone());
@@ -21,7 +23,7 @@ pub fn render(c: &Common, only: Option<&str>) -> Result<Exit, CliError> {
             h.name, h.os, h.address, node.pod_cidr
         );
         let script = fresh_script(&r, &l.inv, h, node)?;
-        let _ = write!(out, "{script}");
+        let _ = write!(out, "{}", crate::secret::redact(&script));
         let _ = writeln!(out);
     }
     Ok(Exit::Ok)

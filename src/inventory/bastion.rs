@@ -7,6 +7,7 @@ use serde_saphyr::Spanned;
 use super::raw::RawBastion;
 use super::validate::Validator;
 use super::{Bastion, Pos};
+use crate::text::echo;
 
 impl Validator {
     /// A bastion's settings; problems are collected (the host still
@@ -22,7 +23,10 @@ impl Validator {
         if a.parse::<Ipv4Addr>().is_err() && !name_ok {
             self.problem(
                 (&r.address).into(),
-                format!("bastion address {a:?} is neither an IPv4 address nor a host name"),
+                format!(
+                    "bastion address {} is neither an IPv4 address nor a host name",
+                    echo(a)
+                ),
                 "give the jump host's address, e.g. 10.0.0.5, or a name ssh_config or DNS resolves",
             );
             return None;

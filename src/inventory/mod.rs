@@ -6,8 +6,10 @@
 //! offending value, not just at the file.
 
 mod bastion;
+pub mod kubeconfig;
 mod raw;
 mod validate;
+mod version;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,6 +21,7 @@ use serde_saphyr::Spanned;
 
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
+pub use version::{KubeVersion, Minor};
 
 /// A position in the inventory file (1-based line and column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,7 +83,18 @@ impl std::error::Error for InventoryError {}
 // (the raw model is in raw.rs, the rules that turn one into the other in
 // validate.rs)
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Os {
     Linux,
@@ -96,7 +110,7 @@ impl fmt::Display for Os {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     ControlPlane,
@@ -118,9 +132,28 @@ pub struct Cluster {
     pub cluster_cidr: Ipv4Net,
     pub node_prefix: u8,
     pub service_cidr: Ipv4Net,
-    pub api_server: String,
+    /// What Windows nodes' kubelet and kube-proxy talk to (required when
+    /// there are Windows hosts; nothing on a Linux node uses it).
+    pub api_server: Option<String>,
+    /// The Kubernetes release the Windows nodes' binaries are (required
+    /// when there are Windows hosts).
+    pub kubernetes_version: Option<KubeVersion>,
     pub kubeconfig: Option<PathBuf>,
-    pub pause_image: String,
+    /// `None`: chosen by Kubernetes version and the host's Windows build.
+    pub pause_image: Option<String>,
+    /// Where keys that later checks point at are in the inventory.
+    pub pos: ClusterPos,
+}
+
+/// Positions of cluster keys, for checks made after loading (the Windows
+/// profile's version rules in `os/windows/k8s.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterPos {
+    pub name: Pos,
+    pub api_server: Option<Pos>,
+    pub kubernetes_version: Option<Pos>,
+    pub kubeconfig: Option<Pos>,
+    pub pause_image: Option<Pos>,
 }
 
 /// What the inventory says about an SSH connection. Each value set here is
@@ -238,9 +271,11 @@ pub struct Inventory {
     pub path: PathBuf,
     pub cluster: Cluster,
     pub hosts: Vec<Host>,
+    /// How a host with no settings of its own is reached, per OS (`None`
+    /// when the defaults do not make a valid connection): what `reset` uses
+    /// for a host removed from the inventory.
+    pub default_connections: BTreeMap<Os, Connection>,
 }
-
-pub const DEFAULT_PAUSE_IMAGE: &str = "mcr.microsoft.com/k8s/core/pause:1.2.0";
 
 impl Inventory {
     /// Read and validate an inventory file.
@@ -289,6 +324,21 @@ impl Inventory {
             v.problems.sort_by_key(|p| (p.pos.line, p.pos.column));
             Err(err(v.problems))
         }
+    }
+
+    /// A host removed from the inventory, reached with the defaults (for
+    /// `reset`), or `None` when the defaults cannot reach an `os` host.
+    pub fn removed_host(&self, name: &str, os: Os, address: Ipv4Addr) -> Option<Host> {
+        Some(Host {
+            name: name.to_string(),
+            os,
+            role: Role::Worker,
+            address,
+            pod_cidr: None,
+            connection: self.default_connections.get(&os)?.clone(),
+            windows: WindowsSettings::default(),
+            pos: Pos::default(),
+        })
     }
 
     pub fn host(&self, name: &str) -> Option<&Host> {
@@ -406,7 +456,8 @@ cluster:
   name: demo
   cluster_cidr: 192.168.0.0/16
   service_cidr: 10.96.0.0/12
-  api_server: https://10.0.0.10:6443
+  api_server: http://10.0.0.10:8080
+  kubernetes_version: 1.7.16
 hosts:
   - name: lin01
     os: linux
@@ -444,13 +495,13 @@ hosts:
             }
             c => panic!("expected winrm, got {c:?}"),
         }
-        assert_eq!(inv.hosts[0].pos.line, 7);
+        assert_eq!(inv.hosts[0].pos.line, 8);
     }
 
     #[test]
     fn unknown_key_names_line_and_column() {
         let p = first(&GOOD.replace("    role: control-plane\n", "    rol: control-plane\n"));
-        assert_eq!(p.pos.line, 9, "{p:?}");
+        assert_eq!(p.pos.line, 10, "{p:?}");
         assert!(p.message.contains("rol"), "{p:?}");
     }
 
@@ -462,11 +513,11 @@ hosts:
         let e = parse(&s).unwrap_err();
         let text = e.to_string();
         assert!(
-            text.contains("inv.yaml:11:11: duplicate host name"),
+            text.contains("inv.yaml:12:11: duplicate host name"),
             "{text}"
         );
         assert!(
-            text.contains("inv.yaml:13:14: duplicate address 10.0.0.10"),
+            text.contains("inv.yaml:14:14: duplicate address 10.0.0.10"),
             "{text}"
         );
     }
@@ -475,7 +526,7 @@ hosts:
     fn pin_outside_cluster_and_wrong_size() {
         let p = first(&GOOD.replace("192.168.1.0/24", "10.200.1.0/24"));
         assert!(p.message.contains("outside the cluster CIDR"), "{p:?}");
-        assert_eq!(p.pos.line, 14);
+        assert_eq!(p.pos.line, 15);
         let p = first(&GOOD.replace("192.168.1.0/24", "192.168.1.0/25"));
         assert!(p.message.contains("node_prefix"), "{p:?}");
     }
@@ -529,6 +580,65 @@ hosts:
     }
 
     #[test]
+    fn windows_hosts_need_a_version_and_credentials_for_https() {
+        let e = parse(&GOOD.replace("  kubernetes_version: 1.7.16\n", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "inv.yaml:2:9: cluster.kubernetes_version is required: host win01 is a Windows node"
+            ),
+            "{e}"
+        );
+        let p = first(&GOOD.replace("1.7.16", "1.sixteen"));
+        assert_eq!((p.pos.line, p.pos.column), (6, 23), "{p:?}");
+        assert!(p.message.contains("not a Kubernetes release"), "{p:?}");
+        let https = GOOD.replace("http://10.0.0.10:8080", "https://10.0.0.10:6443");
+        let p = first(&https);
+        assert_eq!(p.pos.line, 5, "{p:?}");
+        assert!(p.message.contains("without cluster.kubeconfig"), "{p:?}");
+        assert!(p.hint.contains("embedded credentials"), "{p:?}");
+        // Linux only: neither is needed
+        let linux = https
+            .split("  - name: win01")
+            .next()
+            .unwrap()
+            .replace("  kubernetes_version: 1.7.16\n", "");
+        assert!(parse(&linux).is_ok());
+    }
+
+    #[test]
+    fn a_kubeconfig_that_points_at_files_is_refused_with_its_own_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let kc = dir.path().join("kubelet.kubeconfig");
+        std::fs::write(
+            &kc,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority: /etc/kubernetes/pki/ca.crt\nusers:\n- name: u\n  user:\n    token: abc\n",
+        )
+        .unwrap();
+        let inv = GOOD.replace(
+            "http://10.0.0.10:8080\n",
+            "https://10.0.0.10:6443\n  kubeconfig: kubelet.kubeconfig\n",
+        );
+        let e = Inventory::parse(&dir.path().join("inv.yaml"), &inv)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":6:15: kubeconfig "), "{e}");
+        assert!(
+            e.contains("kubelet.kubeconfig:7:28: clusters[0].cluster.certificate-authority refers to the file \"/etc/kubernetes/pki/ca.crt\""),
+            "{e}"
+        );
+        assert!(e.contains("fix: use certificate-authority-data"), "{e}");
+        let e = Inventory::parse(
+            &dir.path().join("inv.yaml"),
+            &inv.replace("kubelet.kubeconfig", "missing"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cannot be read"), "{e}");
+    }
+
+    #[test]
     fn basic_over_http_refused() {
         let s = GOOD.replace(
             "    pod_cidr: 192.168.1.0/24\n",
@@ -555,14 +665,16 @@ hosts:
             (b.address.as_str(), b.port, b.user.as_deref()),
             ("10.0.0.5", Some(2222), Some("ops"))
         );
-        let p = first(&with("{ address: \"bad host!\" }"));
-        assert_eq!((p.pos.line, p.pos.column), (11, 27), "{p:?}");
+        let bad = with("{ address: \"bad host!\" }");
+        let line = bad.lines().position(|l| l.contains("bastion:")).unwrap() + 1;
+        let p = first(&bad);
+        assert_eq!((p.pos.line, p.pos.column), (line, 27), "{p:?}");
         assert!(p.message.contains("bastion address"), "{p:?}");
         let p = first(&with("{ address: 10.0.0.5, port: 0 }"));
         assert!(p.message.contains("port 0"), "{p:?}");
         let p = first(&with("{ address: 10.0.0.5, proxy: x }"));
         assert!(p.message.contains("unknown field"), "{p:?}");
-        assert_eq!(p.pos.line, 11, "{p:?}");
+        assert_eq!(p.pos.line, line, "{p:?}");
         // winrm hosts take one too
         let s = GOOD.replace(
             "    pod_cidr: 192.168.1.0/24\n",

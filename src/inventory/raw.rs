@@ -21,11 +21,27 @@ pub(super) struct RawCluster {
     #[serde(default)]
     pub(super) node_prefix: Option<Spanned<u8>>,
     pub(super) service_cidr: Spanned<String>,
-    pub(super) api_server: Spanned<String>,
+    #[serde(default)]
+    pub(super) api_server: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) kubernetes_version: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) kubeconfig: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) pause_image: Option<Spanned<String>>,
+}
+
+impl super::ClusterPos {
+    pub(super) fn of(c: &RawCluster) -> super::ClusterPos {
+        let pos = |s: &Spanned<String>| super::Pos::from(s);
+        super::ClusterPos {
+            name: pos(&c.name),
+            api_server: c.api_server.as_ref().map(pos),
+            kubernetes_version: c.kubernetes_version.as_ref().map(pos),
+            kubeconfig: c.kubeconfig.as_ref().map(pos),
+            pause_image: c.pause_image.as_ref().map(pos),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,9 +114,9 @@ pub(super) struct RawWindows {
     #[serde(default)]
     pub(super) binaries: RawBinaries,
     #[serde(default)]
-    pub(super) adapter: Option<String>,
+    pub(super) adapter: Option<Spanned<String>>,
     #[serde(default)]
-    pub(super) network_name: Option<String>,
+    pub(super) network_name: Option<Spanned<String>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name
@@ -127,7 +143,7 @@ impl RawBinaries {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinary {
     #[serde(default)]
-    pub(super) url: Option<String>,
+    pub(super) url: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) path: Option<String>,
     #[serde(default)]

@@ -1,7 +1,10 @@
+//! Size: one Validator holds every rule; they share its list of problems
+//! and the positions they point at, and each section is a method already.
+//!
 //! The rules that turn the raw inventory into the validated model: every
 //! problem is collected with its position and a fix.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
@@ -10,9 +13,21 @@ use serde_saphyr::Spanned;
 
 use super::raw::{RawCluster, RawDefaults, RawHost, RawInventory};
 use super::*;
+use crate::text::echo;
 
 /// The first line of a YAML error, without the parser's own
 /// `error: line L column C:` prefix (we print the position ourselves).
+/// A container image reference kwinctl passes on: letters, digits and
+/// `._-/:@`, at most 255 characters (no quote, space or backslash can reach a
+/// command line through it).
+fn image_reference(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c))
+}
+
 pub(super) fn first_line(s: &str) -> String {
     let mut l = s.lines().next().unwrap_or("invalid YAML").trim();
     l = l.strip_prefix("error: ").unwrap_or(l);
@@ -83,7 +98,7 @@ impl Validator {
             Err(_) => {
                 self.problem(
                     s.into(),
-                    format!("{what} {:?} is not an IPv4 CIDR", s.value),
+                    format!("{what} {} is not an IPv4 CIDR", echo(&s.value)),
                     "write it as address/prefix, e.g. 192.168.0.0/16",
                 );
                 None
@@ -114,8 +129,9 @@ impl Validator {
                 self.problem(
                     npos,
                     format!(
-                        "duplicate host name {:?} (first used at line {})",
-                        host.name, prev.line
+                        "duplicate host name {} (first used at line {})",
+                        echo(&host.name),
+                        prev.line
                     ),
                     "give every host a unique name (names are compared without case)",
                 );
@@ -207,6 +223,9 @@ impl Validator {
                 }
             }
         }
+        if let Some((w, _)) = hosts.iter().find(|(h, _)| h.os == Os::Windows) {
+            self.windows_cluster(&cluster, &w.name);
+        }
         let blocks = block_count(&cluster.cluster_cidr, cluster.node_prefix);
         if (hosts.len() as u64) > blocks {
             self.problem(
@@ -220,10 +239,36 @@ impl Validator {
                 "use a larger cluster_cidr or a longer node_prefix",
             );
         }
+        // How a host without settings of its own would be reached.
+        let mut default_connections = BTreeMap::new();
+        let unknown = serde_saphyr::Location::UNKNOWN;
+        let spanned = |v: &str| Spanned::new(v.to_string(), unknown, unknown);
+        for os in [Os::Linux, Os::Windows] {
+            let bare = RawHost {
+                name: spanned("removed"),
+                os: spanned(&os.to_string()),
+                role: None,
+                address: spanned("0.0.0.0"),
+                pod_cidr: None,
+                ssh: None,
+                winrm: None,
+                windows: None,
+            };
+            let mut v = Validator {
+                base: self.base.clone(),
+                problems: Vec::new(),
+            };
+            if let Some(c) = v.connection(os, &bare, &defaults, Pos::default())
+                && v.problems.is_empty()
+            {
+                default_connections.insert(os, c);
+            }
+        }
         Some(Inventory {
             path: path.to_path_buf(),
             cluster,
             hosts: hosts.into_iter().map(|(h, _)| h).collect(),
+            default_connections,
         })
     }
 
@@ -232,7 +277,7 @@ impl Validator {
         if !name_ok {
             self.problem(
                 (&c.name).into(),
-                format!("cluster name {:?} is not a valid name", c.name.value),
+                format!("cluster name {} is not a valid name", echo(&c.name.value)),
                 "use letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)",
             );
         }
@@ -268,21 +313,34 @@ impl Validator {
                 ok = false;
             }
         }
-        let api = c.api_server.value.trim();
-        if !(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10 {
+        let api = c.api_server.as_ref().map(|a| (a, a.value.trim()));
+        if let Some((a, api)) = api
+            && (!(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10)
+        {
             self.problem(
-                (&c.api_server).into(),
-                format!("api_server {api:?} is not a URL"),
+                a.into(),
+                format!("api_server {} is not a URL", echo(api)),
                 "write it as https://HOST:PORT",
             );
             ok = false;
         }
+        let https = api.is_some_and(|(_, a)| a.starts_with("https://"));
+        let (kubernetes_version, version_ok) = self.kubernetes_version(c);
         let kubeconfig = c.kubeconfig.as_ref().map(|k| self.path(&k.value));
-        let pause_image = c
-            .pause_image
-            .as_ref()
-            .map(|p| p.value.clone())
-            .unwrap_or_else(|| DEFAULT_PAUSE_IMAGE.to_string());
+        let kubeconfig_ok = self.kubeconfig(c, kubeconfig.as_deref(), https);
+        ok = ok && version_ok && kubeconfig_ok;
+        let pause_image = match &c.pause_image {
+            Some(p) if !image_reference(&p.value) => {
+                self.problem(
+                    p.into(),
+                    format!("pause_image {} is not an image reference", echo(&p.value)),
+                    "write it as REGISTRY/REPOSITORY:TAG (letters, digits and . _ - / : @ only, at most 255)",
+                );
+                ok = false;
+                None
+            }
+            p => p.as_ref().map(|p| p.value.clone()),
+        };
         if !ok {
             return None;
         }
@@ -291,9 +349,11 @@ impl Validator {
             cluster_cidr: cluster_cidr?,
             node_prefix,
             service_cidr: service_cidr?,
-            api_server: api.to_string(),
+            api_server: api.map(|(_, a)| a.to_string()),
+            kubernetes_version,
             kubeconfig,
             pause_image,
+            pos: ClusterPos::of(c),
         })
     }
 
@@ -304,7 +364,7 @@ impl Validator {
         if !valid_name(&h.name.value) {
             self.problem(
                 (&h.name).into(),
-                format!("host name {:?} is not a valid name", h.name.value),
+                format!("host name {} is not a valid name", echo(&h.name.value)),
                 "use letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)",
             );
             ok = false;
@@ -315,7 +375,7 @@ impl Validator {
             other => {
                 self.problem(
                     (&h.os).into(),
-                    format!("os {other:?} is not supported"),
+                    format!("os {} is not supported", echo(other)),
                     "use `linux` or `windows`",
                 );
                 None
@@ -327,7 +387,7 @@ impl Validator {
             Some(other) => {
                 self.problem(
                     h.role.as_ref().unwrap().into(),
-                    format!("role {other:?} is not known"),
+                    format!("role {} is not known", echo(other)),
                     "use `control-plane` or `worker`",
                 );
                 ok = false;
@@ -335,10 +395,19 @@ impl Validator {
             }
         };
         let address = match h.address.value.trim().parse::<Ipv4Addr>() {
-            Ok(a) if a.is_unspecified() || a.is_broadcast() || a.is_multicast() => {
+            Ok(a)
+                if a.is_unspecified()
+                    || a.is_broadcast()
+                    || a.is_multicast()
+                    || a.is_loopback()
+                    || a.is_link_local() =>
+            {
                 self.problem(
                     (&h.address).into(),
-                    format!("address {a} cannot be a node address"),
+                    format!(
+                        "address {a} cannot be a node address (unspecified, broadcast, multicast, \
+                         loopback and link-local addresses are not routable between nodes)"
+                    ),
                     "use the node's routable unicast IPv4 address",
                 );
                 None
@@ -347,7 +416,7 @@ impl Validator {
             Err(_) => {
                 self.problem(
                     (&h.address).into(),
-                    format!("address {:?} is not an IPv4 address", h.address.value),
+                    format!("address {} is not an IPv4 address", echo(&h.address.value)),
                     "use the node's routable IPv4 address, e.g. 10.0.0.11 (names are not resolved)",
                 );
                 None
@@ -358,28 +427,16 @@ impl Validator {
             None => Some(None),
         };
         let connection = os.and_then(|os| self.connection(os, h, defaults, pos));
-        let windows = h
-            .windows
-            .as_ref()
-            .map(|w| WindowsSettings {
-                binaries: w
-                    .binaries
-                    .iter()
-                    .map(|(k, b)| {
-                        (
-                            k.to_string(),
-                            Binary {
-                                url: b.url.clone(),
-                                path: b.path.as_deref().map(|p| self.path(p)),
-                                sha256: b.sha256.clone(),
-                            },
-                        )
-                    })
-                    .collect(),
-                adapter: w.adapter.clone(),
-                network_name: w.network_name.clone(),
-            })
-            .unwrap_or_default();
+        let windows = match &h.windows {
+            Some(w) => match self.windows(w) {
+                Some(w) => w,
+                None => {
+                    ok = false;
+                    WindowsSettings::default()
+                }
+            },
+            None => WindowsSettings::default(),
+        };
         if !ok {
             return None;
         }
@@ -392,6 +449,61 @@ impl Validator {
             connection: connection?,
             windows,
             pos,
+        })
+    }
+
+    /// The `windows:` block: values that reach scripts are bounded and plain.
+    fn windows(&mut self, w: &super::raw::RawWindows) -> Option<WindowsSettings> {
+        let mut ok = true;
+        if let Some(a) = &w.adapter
+            && (a.value.is_empty()
+                || a.value.chars().count() > 256
+                || a.value.chars().any(|c| c.is_control()))
+        {
+            self.problem(
+                a.into(),
+                format!("windows.adapter {} is not an adapter name", echo(&a.value)),
+                "give the adapter's name as `Get-NetAdapter` shows it (at most 256 characters, no control characters)",
+            );
+            ok = false;
+        }
+        if let Some(n) = &w.network_name
+            && !valid_name(&n.value)
+        {
+            self.problem(
+                n.into(),
+                format!("windows.network_name {} is not a valid name", echo(&n.value)),
+                "use letters, digits, '-', '_' and '.', starting with a letter or digit (at most 63)",
+            );
+            ok = false;
+        }
+        let mut binaries = BTreeMap::new();
+        for (k, b) in w.binaries.iter() {
+            if let Some(u) = &b.url
+                && (!(u.value.starts_with("https://") || u.value.starts_with("http://"))
+                    || u.value.len() > 2048
+                    || u.value.chars().any(|c| c.is_control() || c.is_whitespace()))
+            {
+                self.problem(
+                    u.into(),
+                    format!("windows.binaries.{k}.url {} is not a URL", echo(&u.value)),
+                    "write it as https://HOST/PATH (no spaces, at most 2048 characters)",
+                );
+                ok = false;
+            }
+            binaries.insert(
+                k.to_string(),
+                Binary {
+                    url: b.url.as_ref().map(|u| u.value.clone()),
+                    path: b.path.as_deref().map(|p| self.path(p)),
+                    sha256: b.sha256.clone(),
+                },
+            );
+        }
+        ok.then(|| WindowsSettings {
+            binaries,
+            adapter: w.adapter.as_ref().map(|a| a.value.clone()),
+            network_name: w.network_name.as_ref().map(|n| n.value.clone()),
         })
     }
 
@@ -429,7 +541,7 @@ impl Validator {
             Some(a) => {
                 self.problem(
                     auth_s.as_ref().unwrap().into(),
-                    format!("winrm auth {a:?} is not known"),
+                    format!("winrm auth {} is not known", echo(&a)),
                     "use ntlm, basic or kerberos",
                 );
                 return None;

@@ -15,8 +15,14 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/boot.sh",
     "linux/boot.service",
     "linux/set_routes.sh",
+    "linux/lock.sh",
+    "linux/unlock.sh",
+    "linux/registry.sh",
+    "linux/read_files.sh",
     "windows/prelude.ps1",
     "windows/probe.ps1",
+    "windows/start_script.ps1",
+    "windows/read_files.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

@@ -22,15 +22,15 @@ mod contract;
 use minijinja::Value;
 
 use crate::alloc::Node;
-use crate::inventory::{Host, Inventory, Os};
+use crate::inventory::{Host, Inventory, InventoryError, Os};
 use crate::render::Renderer;
 use crate::transport::Interpreter;
 
-/// What a node should have beyond its [`Node`], per OS; computed before
-/// anything is contacted (a bad binary spec or an unreadable kubeconfig is
-/// bad input).
+/// What a host needs that does not depend on its pod CIDR, per OS;
+/// computed before anything is contacted (a bad binary spec or an
+/// unreadable kubeconfig is bad input).
 pub enum Desired {
-    Linux(linux::LinuxDesired),
+    Linux,
     Windows(windows::WindowsDesired),
 }
 
@@ -38,28 +38,54 @@ impl Desired {
     pub fn of(
         inv: &Inventory,
         host: &Host,
-        node: &Node,
-        r: &Renderer,
         uploads: &windows::Uploads,
     ) -> Result<Desired, DesiredError> {
         Ok(match host.os {
-            Os::Linux => Desired::Linux(linux::LinuxDesired::of(r, node)),
-            Os::Windows => Desired::Windows(windows::WindowsDesired::of(inv, host, node, uploads)?),
+            Os::Linux => Desired::Linux,
+            Os::Windows => Desired::Windows(windows::WindowsDesired::of(inv, host, uploads)?),
         })
     }
 
     /// Hand this host's [`NodeOps`] to `w`.
-    pub fn ops<'a, W: WithOps<'a>>(
-        &'a self,
-        r: &'a Renderer,
-        host: &'a Host,
-        node: &'a Node,
-        w: W,
-    ) -> W::Out {
+    pub fn ops<'a, W: WithOps<'a>>(&'a self, r: &'a Renderer, host: &'a Host, w: W) -> W::Out {
         match self {
-            Desired::Linux(d) => w.with(linux::LinuxOps::new(r, host, node, d)),
-            Desired::Windows(d) => w.with(windows::WindowsOps::new(r, node, d)),
+            Desired::Linux => w.with(linux::LinuxOps::new(r, host)),
+            Desired::Windows(d) => w.with(windows::WindowsOps::new(r, d)),
         }
+    }
+}
+
+/// The inventory's problems that only an OS's profile knows (the Windows
+/// profile's Kubernetes release rules): bad input like any other inventory
+/// error, found before anything is contacted.
+pub fn check_inventory(inv: &Inventory) -> Result<(), InventoryError> {
+    let problems = windows::k8s::inventory_problems(inv);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(InventoryError {
+            file: inv.path.clone(),
+            problems,
+        })
+    }
+}
+
+/// Whether the API server is reached over https.
+fn https_api(inv: &Inventory) -> bool {
+    inv.cluster
+        .api_server
+        .as_deref()
+        .is_some_and(|a| a.starts_with("https://"))
+}
+
+/// Notes about the inventory as a whole that `check` prints.
+pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
+    let has_windows = inv.hosts.iter().any(|h| h.os == Os::Windows);
+    match inv.cluster.kubernetes_version {
+        Some(v) if has_windows => windows::k8s::identity_note(&v, https_api(inv))
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -80,6 +106,10 @@ pub fn renderer() -> Renderer {
     Renderer::new(&globals)
 }
 
+/// The cluster lock lives on a Linux host (the control plane's, when there
+/// is one): these are its scripts. See `linux::script::lock`.
+pub use linux::script::{LOCK_SECONDS, lock as lock_script, unlock as unlock_script};
+
 /// The script a host would get on a freshly installed machine (`render`).
 pub fn fresh_script(
     r: &Renderer,
@@ -87,17 +117,17 @@ pub fn fresh_script(
     host: &Host,
     node: &Node,
 ) -> Result<String, DesiredError> {
-    struct Fresh;
-    impl<'a> WithOps<'a> for Fresh {
+    struct Fresh<'n>(&'n Node);
+    impl<'a> WithOps<'a> for Fresh<'_> {
         type Out = Result<String, DesiredError>;
         fn with<O: NodeOps + 'a>(self, ops: O) -> Self::Out {
             let d = ops
-                .diff(&ops.fresh())
+                .diff(self.0, &ops.fresh(self.0))
                 .map_err(|e| DesiredError(e.to_string()))?;
             let actions: Vec<_> = d.actions().collect();
-            Ok(ops.script(&actions, None))
+            Ok(ops.script(self.0, &actions, None))
         }
     }
-    let desired = Desired::of(inv, host, node, r, &windows::Uploads::default())?;
-    desired.ops(r, host, node, Fresh)
+    let desired = Desired::of(inv, host, &windows::Uploads::default())?;
+    desired.ops(r, host, Fresh(node))
 }

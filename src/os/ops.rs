@@ -4,35 +4,59 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use ipnet::Ipv4Net;
 use serde::Serialize;
 
+use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Describe, Diff};
 use crate::probe::{FactsError, Reach};
 use crate::transport::Output;
 use crate::verify::K8sView;
 
 /// What differs between operating systems in a host's run; the flow itself
-/// (probe → diff → apply + re-probe → verify) is the runner's.
+/// (probe every node → allocate → diff → apply + re-probe → verify) is the
+/// runner's. Ops are made before the allocation (the probe does not depend
+/// on it); what does takes the host's [`Node`].
 pub trait NodeOps: Send + Sync {
     type Facts: Send + Sync;
     type Action: Describe + Serialize + Send + Sync;
     /// The read-only probe; `reach` lists addresses to ping.
     fn probe(&self, reach: &[Ipv4Addr]) -> String;
     fn parse(&self, o: &Output) -> Result<Self::Facts, FactsError>;
-    fn diff(&self, f: &Self::Facts) -> Result<Diff<Self::Action>, Conflict>;
+    /// What the node records about itself: its pod CIDR, its cluster and
+    /// kwinctl's routes (inside `cluster_cidr`).
+    fn record(&self, f: &Self::Facts, cluster_cidr: Ipv4Net) -> NodeRecord;
+    fn diff(&self, node: &Node, f: &Self::Facts) -> Result<Diff<Self::Action>, Conflict>;
     /// `reset`: what undoes kwinctl's work on the host.
-    fn reset(&self, f: &Self::Facts) -> Diff<Self::Action>;
+    fn reset(&self, node: &Node, f: &Self::Facts) -> Diff<Self::Action>;
     /// The actions as one script, then — when `then_probe` is given — the
     /// probe (pinging those addresses), so applying and re-probing is one
     /// remote call.
-    fn script(&self, actions: &[&Self::Action], then_probe: Option<&[Ipv4Addr]>) -> String;
+    fn script(
+        &self,
+        node: &Node,
+        actions: &[&Self::Action],
+        then_probe: Option<&[Ipv4Addr]>,
+    ) -> String;
     fn reach<'f>(&self, f: &'f Self::Facts) -> &'f BTreeMap<Ipv4Addr, Reach>;
     /// The control plane's kubectl view, when this node was asked for it.
     fn k8s(&self, _f: &Self::Facts) -> K8sView {
         K8sView::NotAsked
     }
+    /// Whether an action only keeps routes to other nodes right (what
+    /// `up --limit … --with-peer-routes` may do on the hosts outside the
+    /// limit).
+    fn peer_change(&self, a: &Self::Action) -> bool;
     /// A freshly installed host of this OS: what `render` diffs against.
-    fn fresh(&self) -> Self::Facts;
+    fn fresh(&self, node: &Node) -> Self::Facts;
+    /// A file an action writes whole: its path on the host and the content
+    /// kwinctl would write (`plan` shows the difference from the host's).
+    fn rewrites(&self, _a: &Self::Action) -> Option<(String, String)> {
+        None
+    }
+    /// A read-only script printing each file's content as a `KWC` line
+    /// (see `wire::file_contents`).
+    fn read_files(&self, paths: &[String]) -> String;
 }
 
 /// The desired state cannot be computed from the inventory.

@@ -14,7 +14,7 @@ use crate::mode::Mode;
 use crate::outcome::{HostReport, HostStatus};
 use crate::verify::{Check, K8sView};
 
-pub(super) struct Cluster {
+pub(super) struct Readiness {
     /// Only `up` and `verify` check across hosts.
     active: bool,
     /// Control-plane hosts by input position, with their view once they
@@ -26,9 +26,9 @@ pub(super) struct Cluster {
     held: Vec<(usize, HostReport)>,
 }
 
-impl Cluster {
-    pub(super) fn new(mode: Mode, control_planes: impl Iterator<Item = usize>) -> Cluster {
-        Cluster {
+impl Readiness {
+    pub(super) fn new(mode: Mode, control_planes: impl Iterator<Item = usize>) -> Readiness {
+        Readiness {
             active: mode.checks(),
             control_planes: control_planes.map(|i| (i, None)).collect(),
             view: None,

@@ -1,57 +1,281 @@
-//! One host: connect, run the command's flow with this host's [`NodeOps`],
-//! close.
+//! One host: connect and probe (phase 1), meet the others at the cluster
+//! step, then run the command's flow on the same connection (phase 2).
 
 use futures::future::BoxFuture;
+use ipnet::Ipv4Net;
 
+use super::coordinate::{Arrival, Go, Ticket};
 use super::{Ctx, Target, step};
-use crate::alloc::Node;
+use crate::diff::{Conflict, Diff, Item};
 use crate::mode::Mode;
 use crate::os::{NodeOps, WithOps, interpreter};
 use crate::outcome::{HostError, HostReport};
 use crate::transport::Session;
+use crate::verify::{Pinged, reach_peers};
 
-pub(super) async fn run(ctx: &Ctx, t: &Target) -> HostReport {
-    let r = t.blank();
-    ctx.reporter.phase(&t.host.name, "connecting");
-    let mut session = match step::connect(ctx, &t.host, interpreter(t.host.os)).await {
+/// A host's run; `None` when a host outside `--limit` has nothing to say.
+pub(super) async fn run(ctx: &Ctx, t: &Target, i: usize, lock_here: bool) -> Option<HostReport> {
+    let ticket = Ticket::new(&ctx.barrier, i);
+    let r = t.blank(guess_pod_cidr(ctx, t));
+    if ctx.interrupt.is_set() {
+        return t.selected.then(|| r.interrupted(false));
+    }
+    // Waiting for a slot and connecting change nothing on the host: an
+    // interrupt ends them at once (Ctrl-C is answered within a second even
+    // while connections hang until --timeout).
+    let connecting = async {
+        let permit = ctx
+            .sem
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore open");
+        ctx.reporter.phase(&t.host.name, "connecting");
+        let session = step::connect(ctx, &t.host, interpreter(t.host.os)).await;
+        (permit, session)
+    };
+    let (permit, session) = tokio::select! {
+        biased;
+        _ = ctx.interrupt.wait() => return t.selected.then(|| r.interrupted(false)),
+        c = connecting => c,
+    };
+    let session = match session {
         Ok(s) => s,
-        Err(e) => return r.failed(HostError::Connect(e)),
+        Err(e) => {
+            if !t.selected {
+                ctx.reporter.say(&format!(
+                    "note: {} (outside --limit) did not answer: {e}; its block is taken from the state file",
+                    t.host.name
+                ));
+            }
+            return t.selected.then(|| r.failed(HostError::Connect(e)));
+        }
     };
     let flow = Flow {
         ctx,
-        session: &mut session,
-        node: &t.node,
+        t,
+        session: Some(session),
+        ticket,
+        permit: Some(permit),
+        lock_here,
         r,
     };
-    let report = t.desired.ops(&ctx.renderer, &t.host, &t.node, flow).await;
-    session.close().await;
+    let (report, session) = t.desired.ops(&ctx.renderer, &t.host, flow).await;
+    if let Some(s) = session {
+        if lock_here {
+            // The lock is released on this connection when every host is done.
+            *ctx.barrier.lock_session.lock().await = Some(s);
+        } else {
+            s.close().await;
+        }
+    }
     report
+}
+
+/// The block a host's report names before the allocation is made: the
+/// state file's, the pin, or the start of the cluster CIDR.
+fn guess_pod_cidr(ctx: &Ctx, t: &Target) -> Ipv4Net {
+    let state = &ctx.cluster.state;
+    let key = t.host.name.to_ascii_lowercase();
+    state
+        .pod_cidrs
+        .get(&key)
+        .copied()
+        .or_else(|| state.removed.get(&key).map(|r| r.pod_cidr))
+        .or(t.host.pod_cidr)
+        .unwrap_or_else(|| {
+            let cc = ctx.cluster.inventory.cluster.cluster_cidr;
+            Ipv4Net::new(cc.network(), ctx.cluster.inventory.cluster.node_prefix).unwrap_or(cc)
+        })
 }
 
 /// The command's flow, for whichever OS the host runs.
 struct Flow<'a> {
     ctx: &'a Ctx,
-    session: &'a mut Box<dyn Session>,
-    node: &'a Node,
+    t: &'a Target,
+    session: Option<Box<dyn Session>>,
+    ticket: Ticket<'a>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    lock_here: bool,
     r: HostReport,
 }
 
+type Done = (Option<HostReport>, Option<Box<dyn Session>>);
+
 impl<'a> WithOps<'a> for Flow<'a> {
-    type Out = BoxFuture<'a, HostReport>;
+    type Out = BoxFuture<'a, Done>;
     fn with<O: NodeOps + 'a>(self, ops: O) -> Self::Out {
-        let Flow {
-            ctx,
-            session,
-            node,
-            r,
-        } = self;
-        Box::pin(async move {
-            match ctx.mode {
-                Mode::Plan => super::plan::plan(ctx, session, node, &ops, r).await,
-                Mode::Verify => super::verify::verify(ctx, session, node, &ops, r).await,
-                Mode::Up => super::converge::converge(ctx, session, node, &ops, r).await,
-                Mode::Reset => super::reset::reset(ctx, session, node, &ops, r).await,
+        Box::pin(self.go(ops))
+    }
+}
+
+impl<'a> Flow<'a> {
+    async fn go<O: NodeOps + 'a>(mut self, ops: O) -> Done {
+        let (ctx, t) = (self.ctx, self.t);
+        let selected = t.selected;
+        // Phase 1: the probe, with the selected hosts' reachability pings.
+        let probed: Vec<Pinged> = if selected && ctx.mode.checks() {
+            let others = ctx
+                .everyone
+                .iter()
+                .filter(|p| p.address != t.host.address)
+                .cloned()
+                .collect();
+            reach_peers(t.host.address, others, ctx.opts.reach)
+        } else {
+            Vec::new()
+        };
+        let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
+        let s = self.session.as_mut().expect("session");
+        let facts = match step::probe(ctx, s, &t.host.name, &ops, &reach).await {
+            Ok(f) => f,
+            Err(e) => {
+                if !selected {
+                    ctx.reporter.say(&format!(
+                        "note: {} (outside --limit) could not be probed: {e}",
+                        t.host.name
+                    ));
+                }
+                let r = self.r.clone().failed(e);
+                return (selected.then_some(r), self.session.take());
             }
-        })
+        };
+        let record = ops.record(&facts, ctx.cluster.inventory.cluster.cluster_cidr);
+        self.permit = None;
+        // The lock host's connection is the coordinator's until the hosts
+        // are let go: it takes the cluster lock on it.
+        if self.lock_here {
+            *ctx.barrier.lock_session.lock().await = self.session.take();
+        }
+        let generation = record.generation;
+        let decision = self
+            .ticket
+            .arrive(Arrival::Probed(record.clone(), generation))
+            .await;
+
+        // This host's node in the cluster the records gave.
+        let key = t.host.name.to_ascii_lowercase();
+        let node = match (&decision.allocation, decision.nodes.get(&key)) {
+            (Err(why), _) => {
+                let r = self.r.clone().failed(HostError::Cluster(why.clone()));
+                return self.finish(r).await;
+            }
+            (_, Some(n)) => n.clone(),
+            (Ok(a), None) if ctx.mode.resets() => {
+                let pod_cidr = record.pod_cidr.unwrap_or(self.r.pod_cidr);
+                let id = a.state.cluster_id.clone().unwrap_or_default();
+                crate::alloc::lone_node(&ctx.cluster.inventory, &t.host, pod_cidr, &id)
+            }
+            (Ok(a), None) => {
+                let why = a
+                    .dispute(&t.host.name)
+                    .map(|d| d.reason.clone())
+                    .unwrap_or_else(|| "its pod CIDR is not decided".into());
+                let mut r = self.r.clone();
+                if ctx.mode == Mode::Verify {
+                    r.checks.push(crate::verify::Check {
+                        name: "pod-cidr".into(),
+                        pass: false,
+                        detail: why,
+                    });
+                    r.status = crate::outcome::HostStatus::Failed;
+                } else {
+                    r = r.failed(HostError::Conflict(Conflict::Allocation(why)));
+                }
+                return self.finish(r).await;
+            }
+        };
+        self.r.pod_cidr = node.pod_cidr;
+
+        // What the command would change here.
+        let work: Result<Diff<O::Action>, Conflict> = match (ctx.mode, selected) {
+            (Mode::Reset | Mode::PlanReset, true) => Ok(ops.reset(&node, &facts)),
+            (_, true) => ops.diff(&node, &facts),
+            (Mode::Up | Mode::Plan, false) => ops.diff(&node, &facts).map(|d| only_peer(&ops, d)),
+            (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => Ok(Diff::default()),
+        };
+        let changes = work.as_ref().is_ok_and(|d| {
+            ctx.mode.changes_hosts() && d.changes() > 0 && (selected || ctx.opts.with_peer_routes)
+        });
+        let go = self.ticket.ready(changes).await;
+        self.take_back().await;
+        let Some(mut session) = self.session.take() else {
+            let r = self.r.failed(HostError::Internal(
+                "the lock host's connection was not given back".into(),
+            ));
+            return (selected.then_some(r), None);
+        };
+        let _turn = self.ticket.turn().await;
+        let refused = match go {
+            Go::Yes => None,
+            Go::No(e) => Some(e),
+        };
+        let r = self.r;
+        let report = match (ctx.mode, selected) {
+            (Mode::Plan, true) => {
+                let files =
+                    super::plan::file_diffs(ctx, &mut session, &t.host.name, &ops, &work).await;
+                let mut r = super::plan::plan(&node, work, r);
+                r.files = files;
+                Some(r)
+            }
+            (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
+            (Mode::Verify, true) => {
+                Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
+            }
+            (Mode::Up, true) => Some(
+                super::converge::converge(
+                    ctx,
+                    &mut session,
+                    &node,
+                    &ops,
+                    &facts,
+                    work,
+                    &probed,
+                    refused,
+                    r,
+                )
+                .await,
+            ),
+            (Mode::Reset, true) => {
+                Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
+            }
+            (Mode::Up | Mode::Plan, false) => {
+                super::peers::peers(ctx, &mut session, &node, &ops, work, refused, r).await
+            }
+            (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => None,
+        };
+        (report, Some(session))
+    }
+
+    /// The lock host's connection comes back from the coordinator.
+    async fn take_back(&mut self) {
+        if self.lock_here {
+            self.session = self.ctx.barrier.lock_session.lock().await.take();
+        }
+    }
+
+    /// End early with `r` (for a selected host): still say "no changes" at
+    /// the second barrier.
+    async fn finish(mut self, r: HostReport) -> Done {
+        let _ = self.ticket.ready(false).await;
+        self.take_back().await;
+        (self.t.selected.then_some(r), self.session.take())
+    }
+}
+
+/// Only the changes a host outside `--limit` may get: those that keep its
+/// routes to the other nodes right.
+fn only_peer<O: NodeOps>(ops: &O, d: Diff<O::Action>) -> Diff<O::Action> {
+    Diff {
+        items: d
+            .items
+            .into_iter()
+            .map(|i| Item {
+                key: i.key,
+                action: i.action.filter(|a| ops.peer_change(a)),
+            })
+            .collect(),
+        notes: d.notes,
     }
 }

@@ -1,12 +1,24 @@
-//! The fan-out: one task per host, bounded concurrency, retries of transient
-//! connection failures, Ctrl-C / SIGTERM, and the order in which hosts'
-//! results are announced. What a host goes through depends on the command,
-//! one file each: `plan.rs`, `verify.rs`, `converge.rs` (`up`), `reset.rs`,
-//! built from the steps in `step.rs`; checks across hosts are `cluster.rs`.
+//! The fan-out, in two phases with the cluster between them:
+//!
+//! 1. every host of the inventory (not only those selected with `--limit`)
+//!    is connected to and probed: the probe carries the reachability pings
+//!    of the selected hosts, and reports what the node records about
+//!    itself;
+//! 2. the cluster step (`coordinate.rs`) allocates pod CIDRs from those
+//!    records (`alloc`), records the allocation (`up`), and — when some
+//!    host has changes to make — takes the cluster lock on the lock host;
+//! 3. each host, on the connection it already has, runs its command's flow
+//!    (`plan.rs`, `verify.rs`, `converge.rs`, `reset.rs`; hosts outside
+//!    `--limit`: `peers.rs`), built from the steps in `step.rs`; checks
+//!    across hosts are `cluster.rs`.
+//!
+//! A converged host is still one remote call: its probe.
 
 mod cluster;
 mod converge;
+mod coordinate;
 mod host;
+mod peers;
 mod plan;
 mod reset;
 mod step;
@@ -15,6 +27,7 @@ mod verify;
 #[cfg(test)]
 mod tests;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -24,16 +37,19 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::sync::Semaphore;
 
-use crate::alloc::Node;
-use crate::inventory::{Host, Role};
+use crate::alloc::Allocation;
+use crate::inventory::{Host, Inventory, Role};
 use crate::mode::Mode;
 use crate::os::Desired;
 use crate::outcome::{HostError, HostReport};
 use crate::record::RunRecord;
 use crate::render::Renderer;
 use crate::report::Reporter;
+use crate::state::State;
 use crate::transport::{self, ConnectOptions, Interpreter, Session, TransportError};
 use crate::verify::ReachMode;
+
+pub use coordinate::Locked;
 
 pub struct RunOptions {
     pub parallel: usize,
@@ -42,26 +58,46 @@ pub struct RunOptions {
     /// Bound on each remote call (connect, probe, apply).
     pub timeout: Duration,
     pub retries: u32,
+    /// `up --limit`: also make the route changes the hosts outside the
+    /// limit need (instead of failing them).
+    pub with_peer_routes: bool,
 }
 
-/// Set by the signal handler: no new host starts; running hosts stop at the
-/// next step boundary (never in the middle of a script). Holds the exit code
-/// the signal asks for (130 for SIGINT, 143 for SIGTERM).
+/// Set by the signal handler: no new host starts; hosts still waiting for a
+/// connection slot or connecting stop at once (nothing was changed on them);
+/// running hosts stop at the next step boundary (never in the middle of a
+/// script). Holds the exit code the signal asks for (130 for SIGINT, 143
+/// for SIGTERM).
 #[derive(Clone, Default)]
-pub struct Interrupt(Arc<AtomicI32>);
+pub struct Interrupt(Arc<(AtomicI32, tokio::sync::Notify)>);
 
 impl Interrupt {
     pub fn set(&self, exit_code: i32) {
         let _ = self
             .0
+            .0
             .compare_exchange(0, exit_code, Ordering::SeqCst, Ordering::SeqCst);
+        self.0.1.notify_waiters();
     }
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst) != 0
+        self.0.0.load(Ordering::SeqCst) != 0
     }
     /// The exit code of the signal that interrupted the run, if any.
     pub fn exit_code(&self) -> Option<i32> {
-        Some(self.0.load(Ordering::SeqCst)).filter(|c| *c != 0)
+        Some(self.0.0.load(Ordering::SeqCst)).filter(|c| *c != 0)
+    }
+    /// Returns once the run is interrupted.
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.0.1.notified();
+            tokio::pin!(notified);
+            // registered before the check: a `set` in between still wakes it
+            notified.as_mut().enable();
+            if self.is_set() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -84,105 +120,243 @@ impl Connector for ConnectOptions {
     }
 }
 
-/// One host to run on: its inventory entry, its node and its desired state.
+/// One host of the run.
 pub struct Target {
     pub host: Host,
-    pub node: Node,
     pub desired: Desired,
+    /// Selected by `--limit` (all, without it): its command's flow runs and
+    /// it is reported. The others are probed (their records decide the
+    /// allocation) and checked for the routes the run's changes need.
+    pub selected: bool,
+    /// A host removed from the inventory (reached by `reset` by name).
+    pub removed: bool,
     /// How the host is reached (`ssh user@address:port via ...`), shown by
     /// `plan`, `-v` and the run record.
     pub route: Option<String>,
 }
 
 impl Target {
-    fn blank(&self) -> HostReport {
-        let mut r = HostReport::new(
-            &self.host.name,
-            self.host.os,
-            self.host.address,
-            self.node.pod_cidr,
-        );
+    fn blank(&self, pod_cidr: ipnet::Ipv4Net) -> HostReport {
+        let mut r = HostReport::new(&self.host.name, self.host.os, self.host.address, pod_cidr);
         r.route = self.route.clone();
         r
     }
+}
+
+/// What the run knows of the cluster before asking any node.
+pub struct Cluster {
+    pub inventory: Arc<Inventory>,
+    pub state: State,
+    /// Where `up` records the allocation, before changing anything.
+    pub state_path: PathBuf,
+    /// Who runs this (for the cluster lock's message to another run).
+    pub owner: String,
+    /// This run's id (the cluster lock's).
+    pub run_id: String,
+}
+
+/// How a run reaches hosts and reports: the real transports and terminal,
+/// or fakes in tests.
+pub struct Io {
+    pub connector: Arc<dyn Connector>,
+    pub reporter: Arc<Reporter>,
+    pub interrupt: Interrupt,
+    pub record: Option<Arc<RunRecord>>,
+}
+
+/// What a run did.
+pub struct Ran {
+    /// The selected hosts, in input order, then hosts outside `--limit`
+    /// that had something to say.
+    pub reports: Vec<HostReport>,
+    /// The allocation the nodes' records gave (none if it could not be made).
+    pub allocation: Option<Arc<Allocation>>,
+    /// The changes were refused because another run holds the cluster lock.
+    pub locked: Option<Locked>,
+    /// kwinctl could not do its own work (the state file): why.
+    pub internal: Option<String>,
 }
 
 /// What every host task shares.
 struct Ctx {
     mode: Mode,
     opts: RunOptions,
+    cluster: Cluster,
     connector: Arc<dyn Connector>,
     renderer: Renderer,
     reporter: Arc<Reporter>,
     interrupt: Interrupt,
     record: Option<Arc<RunRecord>>,
+    sem: Arc<Semaphore>,
+    barrier: coordinate::Barrier,
+    /// The inventory's hosts by address, for reachability: (name, address).
+    everyone: Vec<crate::verify::Pinged>,
 }
 
-/// Run `mode` on every target; reports come back in input order.
+/// The host the cluster lock and registry live on: the Linux control-plane
+/// host with the lowest address (so that every operator's inventory, in
+/// whatever order, picks the same one).
+fn lock_host(targets: &[Target]) -> Option<usize> {
+    targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            t.host.os == crate::inventory::Os::Linux
+                && t.host.role == Role::ControlPlane
+                && !t.removed
+        })
+        .min_by_key(|(_, t)| t.host.address)
+        .map(|(i, _)| i)
+}
+
+/// Run `mode` on every target (see the module's documentation).
 pub async fn run_all(
     mode: Mode,
+    cluster: Cluster,
     targets: Vec<Target>,
     opts: RunOptions,
-    connector: Arc<dyn Connector>,
-    reporter: Arc<Reporter>,
-    interrupt: Interrupt,
-    record: Option<Arc<RunRecord>>,
-) -> Vec<HostReport> {
-    let sem = Arc::new(Semaphore::new(opts.parallel.max(1)));
+    io: Io,
+) -> Ran {
+    let Io {
+        connector,
+        reporter,
+        interrupt,
+        record,
+    } = io;
+    let everyone = cluster
+        .inventory
+        .hosts
+        .iter()
+        .map(|h| crate::verify::Pinged {
+            name: h.name.clone(),
+            address: h.address,
+        })
+        .collect();
+    let (barrier, coordinator) = coordinate::Barrier::new(targets.len());
     let ctx = Arc::new(Ctx {
         mode,
+        sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
         opts,
+        cluster,
         connector,
         renderer: crate::os::renderer(),
         reporter,
         interrupt,
         record,
+        barrier,
+        everyone,
     });
-    let mut cluster = cluster::Cluster::new(
-        mode,
+    let lock_at = lock_host(&targets);
+    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lock_at, {
         targets
             .iter()
-            .enumerate()
-            .filter(|(_, t)| t.host.role == Role::ControlPlane)
-            .map(|(i, _)| i),
-    );
+            .map(|t| (t.host.name.clone(), t.removed))
+            .collect()
+    }));
+    let control_planes = targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
+        .map(|(i, _)| i);
+    let mut kube = cluster::Readiness::new(mode, control_planes);
     let mut blanks = Vec::new();
     let mut running = FuturesUnordered::new();
-    for (i, t) in targets.into_iter().enumerate() {
-        blanks.push(t.blank());
+    let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
+    for (i, t) in targets.iter().enumerate() {
+        blanks.push(t.blank(ctx.cluster.inventory.cluster.cluster_cidr));
         let ctx = ctx.clone();
-        let sem = sem.clone();
+        let t = t.clone();
+        let lock_here = lock_at == Some(i);
         let task = tokio::spawn(async move {
-            let _permit = sem.acquire_owned().await.expect("semaphore open");
             let start = Instant::now();
-            let mut report = if ctx.interrupt.is_set() {
-                t.blank().interrupted(false)
-            } else {
-                host::run(&ctx, &t).await
-            };
-            report.seconds = start.elapsed().as_secs_f64();
-            report
+            let report = host::run(&ctx, &t, i, lock_here).await;
+            report.map(|mut r| {
+                r.seconds = start.elapsed().as_secs_f64();
+                r
+            })
         });
         running.push(async move { (i, task.await) });
     }
     let mut out: Vec<Option<HostReport>> = blanks.iter().map(|_| None).collect();
     while let Some((i, done)) = running.next().await {
         // A bug in one host's task fails that host, not the whole run.
-        let report =
-            done.unwrap_or_else(|e| blanks[i].clone().failed(HostError::Internal(e.to_string())));
+        let report = match done {
+            Ok(r) => r,
+            Err(e) => Some(blanks[i].clone().failed(HostError::Internal(e.to_string()))),
+        };
+        let Some(report) = report else { continue };
         // Hosts whose results depend on checks across hosts are announced
         // once those checks are done: a host's event never says ok while
         // the summary says failed.
-        for ready in cluster.arrived(i, report) {
-            ctx.reporter.host_done(&ready.1);
+        for ready in kube.arrived(i, report) {
+            announce(&ctx, ready.1.clone(), targets[ready.0].selected);
             out[ready.0] = Some(ready.1);
         }
     }
-    for ready in cluster.finish() {
-        ctx.reporter.host_done(&ready.1);
+    for ready in kube.finish() {
+        announce(&ctx, ready.1.clone(), targets[ready.0].selected);
         out[ready.0] = Some(ready.1);
     }
-    out.into_iter()
-        .map(|r| r.expect("every host reported"))
-        .collect()
+    let outcome = coordination.await.unwrap_or_else(|e| coordinate::Outcome {
+        allocation: None,
+        locked: None,
+        internal: Some(format!("internal error (please report it): {e}")),
+    });
+    // The cluster lock is released on the lock host's connection, which its
+    // task left for this.
+    if let Some(i) = lock_at {
+        // The registry as the run leaves it: removed hosts that `reset`
+        // reached are no longer there.
+        let reached: Vec<String> = out
+            .iter()
+            .zip(&targets)
+            .filter(|(r, t)| {
+                t.removed
+                    && r.as_ref().is_some_and(|r| {
+                        matches!(
+                            r.status,
+                            crate::outcome::HostStatus::Ok | crate::outcome::HostStatus::Changed
+                        )
+                    })
+            })
+            .map(|(_, t)| t.host.name.to_ascii_lowercase())
+            .collect();
+        let registry: Vec<String> = outcome
+            .allocation
+            .as_ref()
+            .map(|a| {
+                a.registry
+                    .iter()
+                    .filter(|e| !reached.contains(&e.host))
+                    .map(|e| e.line())
+                    .collect()
+            })
+            .unwrap_or_default();
+        coordinate::release(&ctx, &targets[i].host.name, &registry).await;
+    }
+    let mut reports: Vec<HostReport> = Vec::new();
+    let mut peers: Vec<HostReport> = Vec::new();
+    for (t, r) in targets.iter().zip(out) {
+        match (t.selected, r) {
+            (true, Some(r)) => reports.push(r),
+            (false, Some(r)) => peers.push(r),
+            (_, None) => {}
+        }
+    }
+    reports.extend(peers);
+    Ran {
+        reports,
+        allocation: outcome.allocation,
+        locked: outcome.locked,
+        internal: outcome.internal,
+    }
+}
+
+/// A host's result, on the terminal, in the JSON events and in the run
+/// record's list of what is left to do.
+fn announce(ctx: &Ctx, r: HostReport, selected: bool) {
+    ctx.reporter.host_done(&r);
+    if selected && let Some(record) = &ctx.record {
+        record.host_done(&r);
+    }
 }

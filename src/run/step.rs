@@ -5,13 +5,15 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use super::Ctx;
-use crate::alloc::{Node, Peer};
+use crate::alloc::Node;
 use crate::diff::{Conflict, Describe, Diff};
 use crate::inventory::Host;
 use crate::os::NodeOps;
 use crate::outcome::{ActionReport, ActionStatus, CallError, HostError, HostReport};
+use crate::probe::FactsError;
 use crate::record::Call;
 use crate::transport::{Interpreter, Output, Session, TransportError};
+use crate::verify::Pinged;
 use crate::wire::action_results;
 
 /// Connect, retrying transient failures with exponential backoff; the whole
@@ -110,29 +112,26 @@ pub(super) async fn call(
 pub(super) async fn probe<O: NodeOps>(
     ctx: &Ctx,
     s: &mut Box<dyn Session>,
-    node: &Node,
+    host: &str,
     ops: &O,
     reach: &[Ipv4Addr],
 ) -> Result<O::Facts, HostError> {
-    ctx.reporter.phase(&node.name, "probing");
-    let out = call(ctx, s, &node.name, "probe", ops.probe(reach))
+    ctx.reporter.phase(host, "probing");
+    let out = call(ctx, s, host, "probe", ops.probe(reach))
         .await
         .map_err(HostError::Probe)?;
-    ops.parse(&out).map_err(HostError::Facts)
+    parse(ops, &out).map_err(HostError::Facts)
 }
 
-/// Probe the host pinging the peers `--reach` picks for it; those peers come
-/// back too (their checks are the host's).
-pub(super) async fn probe_checking<'n, O: NodeOps>(
-    ctx: &Ctx,
-    s: &mut Box<dyn Session>,
-    node: &'n Node,
-    ops: &O,
-) -> Result<(Vec<&'n Peer>, O::Facts), HostError> {
-    let probed = crate::verify::reach_peers(node, ctx.opts.reach);
-    let reach: Vec<Ipv4Addr> = probed.iter().map(|p| p.address).collect();
-    let facts = probe(ctx, s, node, ops, &reach).await?;
-    Ok((probed, facts))
+/// The facts a probe printed, unless it printed more than kwinctl reads.
+fn parse<O: NodeOps>(ops: &O, out: &Output) -> Result<O::Facts, FactsError> {
+    if out.dropped > 0 {
+        return Err(FactsError::TooLarge {
+            limit: crate::transport::MAX_OUTPUT,
+            dropped: out.dropped,
+        });
+    }
+    ops.parse(out)
 }
 
 /// Run the diff's actions and then the probe (pinging `reach`) in one
@@ -150,7 +149,7 @@ pub(super) async fn apply<O: NodeOps>(
     let actions: Vec<&O::Action> = d.actions().collect();
     ctx.reporter
         .phase(&node.name, &format!("applying {} actions", actions.len()));
-    let script = ops.script(&actions, Some(reach));
+    let script = ops.script(node, &actions, Some(reach));
     let out = match call(ctx, s, &node.name, "apply", script).await {
         Ok(o) => o,
         Err(call) => {
@@ -201,7 +200,7 @@ pub(super) async fn apply<O: NodeOps>(
             stderr: out.stderr,
         });
     }
-    ops.parse(&out).map_err(HostError::Reprobe)
+    parse(ops, &out).map_err(HostError::Reprobe)
 }
 
 /// A host's checks from its facts (and, on the control plane, the nodes as
@@ -211,7 +210,7 @@ pub(super) fn check<O: NodeOps>(
     node: &Node,
     d: &Result<Diff<O::Action>, Conflict>,
     facts: &O::Facts,
-    probed: &[&Peer],
+    probed: &[Pinged],
     r: &mut HostReport,
 ) -> bool {
     r.k8s = ops.k8s(facts);

@@ -18,14 +18,20 @@ use crate::os::NodeOps;
 use crate::os::windows::{WinAction, WindowsFacts, WindowsOps};
 use crate::outcome::{ActionStatus, HostStatus};
 use crate::report::Format;
+use crate::state::State;
 use crate::transport::Output;
 
-const INVENTORY: &str = "\
+const INVENTORY: &str = concat!(
+    "\
 cluster:
   name: t
   cluster_cidr: 198.19.0.0/16
   service_cidr: 198.18.240.0/20
   api_server: https://198.18.1.2:6443
+  kubernetes_version: 1.13.12
+  kubeconfig: ",
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/example.kubeconfig
 hosts:
   - name: cp
     os: linux
@@ -37,12 +43,20 @@ hosts:
   - name: w1
     os: windows
     address: 198.18.1.4
-";
+"
+);
 
 /// A Linux host as far as kwinctl's scripts can tell.
 #[derive(Default)]
 struct LinuxHost {
     pod_cidr: Option<String>,
+    /// "name id"
+    cluster: Option<String>,
+    /// The cluster lock's run id and generation, on the lock host.
+    lock: Option<String>,
+    generation: u64,
+    /// The cluster's registry lines (on the lock host).
+    registry: Vec<String>,
     forwarding: bool,
     /// dst → via, kwinctl's (proto 198).
     routes: BTreeMap<String, String>,
@@ -82,8 +96,11 @@ impl LinuxHost {
                 failed = true;
                 continue;
             }
-            if line.starts_with("printf '%s\\n' ") && line.ends_with("/etc/kwinctl/pod-cidr.tmp") {
+            if line.ends_with("/etc/kwinctl/.pod-cidr.$$") {
                 self.pod_cidr = Some(quoted(line)[1].to_string());
+            } else if line.ends_with("/etc/kwinctl/.cluster.$$") {
+                let q = quoted(line);
+                self.cluster = Some(format!("{} {}", q[1], q[2]));
             } else if line == "echo 1 > /proc/sys/net/ipv4/ip_forward" {
                 self.forwarding = true;
             } else if line.starts_with("ip -4 route replace ") {
@@ -94,11 +111,12 @@ impl LinuxHost {
                 self.routes.insert(f[0].into(), f[2].into());
             } else if line.starts_with("  ip -4 route del ") {
                 self.routes.remove(quoted(line)[0]);
-            } else if line.ends_with("/etc/kwinctl/boot.sh.sha256.tmp") {
+            } else if line.ends_with("/etc/kwinctl/.boot.sh.sha256.$$") {
                 self.boot_sha = Some(quoted(line)[1].to_string());
             } else if line.starts_with("rm -f /etc/kwinctl/boot.sh") {
                 self.boot_sha = None;
                 self.pod_cidr = None;
+                self.cluster = None;
             } else if let Some(rest) = line.strip_prefix("kw_run ") {
                 out += &format!("KWX {} ok\n", rest.split(' ').next().unwrap());
             } else if let Some(rest) = line.strip_prefix("kw_run_batch ") {
@@ -112,6 +130,34 @@ impl LinuxHost {
                 }
             }
         }
+        if let Some(l) = script
+            .lines()
+            .find(|l| l.starts_with("# kwinctl: take the cluster lock for run "))
+        {
+            let run = l.trim_start_matches("# kwinctl: take the cluster lock for run ");
+            let run = run.split(':').next().unwrap().to_string();
+            let want: u64 = script
+                .lines()
+                .find_map(|l| l.strip_prefix("  if [ \"${kw_gen:-0}\" != '"))
+                .and_then(|r| r.split('\'').next())
+                .and_then(|g| g.parse().ok())
+                .unwrap();
+            out += &match &self.lock {
+                Some(other) => format!("KWL held 1799\nKWL owner someone else (run {other})\n"),
+                None if want != self.generation => format!("KWL changed {}\n", self.generation),
+                None => {
+                    self.lock = Some(run);
+                    self.registry = registry_of(script);
+                    "KWL taken\n".to_string()
+                }
+            };
+        }
+        if script.contains("# kwinctl: release the cluster lock") {
+            self.lock = None;
+            self.generation += 1;
+            self.registry = registry_of(script);
+            out += "KWL released\n";
+        }
         if !failed && script.contains("printf 'KWF probe linux 2\\n'") {
             out += &self.facts(script);
         }
@@ -119,6 +165,7 @@ impl LinuxHost {
             stdout: out,
             stderr: String::new(),
             exit: Some(0),
+            dropped: 0,
         }
     }
 
@@ -130,12 +177,17 @@ impl LinuxHost {
             .collect();
         let mut s = format!(
             "KWF probe linux 2\nKWF hostname fake\nKWF ip_forward {}\nKWF pod_cidr {}\n\
-             KWF boot_sha {}\nKWF systemd false\nKWF routes {}\n",
+             KWF cluster {}\nKWF cluster_gen {}\nKWF boot_sha {}\nKWF systemd false\nKWF routes {}\n",
             u8::from(self.forwarding),
             self.pod_cidr.as_deref().unwrap_or(""),
+            self.cluster.as_deref().unwrap_or(""),
+            self.generation,
             self.boot_sha.as_deref().unwrap_or(""),
             serde_json::Value::from(routes)
         );
+        for l in &self.registry {
+            s += &format!("KWF registered {l}\n");
+        }
         for line in script.lines().filter(|l| l.contains("ping -n -q")) {
             let ip = quoted(line)[0];
             let ok = !self.unreachable.iter().any(|u| u == ip);
@@ -153,6 +205,16 @@ impl LinuxHost {
     }
 }
 
+/// The registry lines a lock or unlock script writes.
+fn registry_of(script: &str) -> Vec<String> {
+    script
+        .split("<<'KWINCTL_BLOCKS_EOF'\n")
+        .nth(1)
+        .and_then(|rest| rest.split("KWINCTL_BLOCKS_EOF").next())
+        .map(|b| b.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 type Answer = Arc<Mutex<dyn FnMut(&str) -> Output + Send>>;
 
 #[derive(Clone, Default)]
@@ -160,6 +222,8 @@ struct Fakes {
     hosts: Arc<Mutex<BTreeMap<String, Answer>>>,
     /// (host, script) of every call, in order.
     calls: Arc<Mutex<Vec<(String, String)>>>,
+    /// Hosts whose connection never completes (a SYN nobody answers).
+    hanging: Arc<Mutex<Vec<String>>>,
 }
 
 impl Fakes {
@@ -211,7 +275,11 @@ impl Connector for Fakes {
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>> {
         let answer = self.hosts.lock().unwrap().get(&host.name).cloned();
         let calls = self.calls.clone();
+        let hangs = self.hanging.lock().unwrap().contains(&host.name);
         async move {
+            if hangs {
+                futures::future::pending::<()>().await;
+            }
             match answer {
                 Some(answer) => Ok(Box::new(FakeSession {
                     host: host.name.clone(),
@@ -251,192 +319,674 @@ impl Events {
     }
 }
 
-fn inventory() -> Inventory {
-    Inventory::parse(std::path::Path::new("t.yaml"), INVENTORY).unwrap()
+/// An operator's machine: an inventory and the state file beside it.
+struct Operator {
+    dir: tempfile::TempDir,
+    inventory: String,
 }
 
-fn targets(inv: &Inventory, only: &[&str]) -> Vec<Target> {
-    let alloc = crate::alloc::allocate(inv, &Default::default()).unwrap();
-    let nodes = crate::alloc::nodes(inv, &alloc);
-    let r = crate::os::renderer();
-    inv.hosts
+impl Operator {
+    fn new(inventory: &str) -> Operator {
+        Operator {
+            dir: tempfile::tempdir().unwrap(),
+            inventory: inventory.to_string(),
+        }
+    }
+
+    fn inv(&self) -> Inventory {
+        Inventory::parse(&self.dir.path().join("t.yaml"), &self.inventory).unwrap()
+    }
+
+    fn state_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("t.kwinctl-state.json")
+    }
+
+    fn state(&self) -> State {
+        State::load(&self.state_path(), &self.inv().cluster.name).unwrap()
+    }
+
+    /// Run `mode` with these hosts selected (all when empty) against the
+    /// fakes, as the CLI would.
+    fn run(&self, mode: Mode, only: &[&str], fakes: &Fakes, opts: Opts) -> (Ran, Events) {
+        let events = Events::default();
+        let inv = self.inv();
+        let targets: Vec<Target> = inv
+            .hosts
+            .iter()
+            .map(|h| Target {
+                host: h.clone(),
+                desired: Desired::of(&inv, h, &Default::default()).unwrap(),
+                selected: only.is_empty() || only.contains(&h.name.as_str()),
+                removed: false,
+                route: None,
+            })
+            .collect();
+        let selected = targets.iter().filter(|t| t.selected).count();
+        let reporter = Arc::new(Reporter::with_events(
+            Format::Json,
+            mode,
+            selected,
+            false,
+            Box::new(events.clone()),
+        ));
+        let cluster = Cluster {
+            state: self.state(),
+            inventory: Arc::new(inv),
+            state_path: self.state_path(),
+            owner: "tester".into(),
+            run_id: format!("run-{}", fakes.calls.lock().unwrap().len()),
+        };
+        let run_opts = RunOptions {
+            parallel: 8,
+            reach: ReachMode::Auto,
+            timeout: Duration::from_secs(5),
+            retries: 0,
+            with_peer_routes: opts.with_peer_routes,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ran = rt.block_on(run_all(
+            mode,
+            cluster,
+            targets,
+            run_opts,
+            Io {
+                connector: Arc::new(fakes.clone()),
+                reporter,
+                interrupt: opts.interrupt,
+                record: None,
+            },
+        ));
+        (ran, events)
+    }
+}
+
+#[derive(Default)]
+struct Opts {
+    interrupt: Interrupt,
+    with_peer_routes: bool,
+}
+
+const LINUX_ONLY: &str = "\
+cluster:
+  name: t
+  cluster_cidr: 198.19.0.0/16
+  service_cidr: 198.18.240.0/20
+  api_server: https://198.18.1.2:6443
+hosts:
+  - name: cp
+    os: linux
+    role: control-plane
+    address: 198.18.1.2
+  - name: l2
+    os: linux
+    address: 198.18.1.3
+";
+
+fn linux_hosts(fakes: &Fakes, names: &[&str]) -> Vec<Arc<Mutex<LinuxHost>>> {
+    names
         .iter()
-        .zip(nodes)
-        .filter(|(h, _)| only.contains(&h.name.as_str()))
-        .map(|(h, n)| Target {
-            host: h.clone(),
-            desired: Desired::of(inv, h, &n, &r, &Default::default()).unwrap(),
-            node: n,
-            route: None,
+        .map(|n| {
+            let h = Arc::new(Mutex::new(LinuxHost::default()));
+            fakes.linux(n, h.clone());
+            h
         })
         .collect()
 }
 
-/// Run `mode` on those hosts of the test inventory against the fakes.
-fn run(
-    mode: Mode,
-    only: &[&str],
-    fakes: &Fakes,
-    interrupt: Interrupt,
-) -> (Vec<HostReport>, Events) {
-    let events = Events::default();
-    let inv = inventory();
-    let targets = targets(&inv, only);
-    let reporter = Arc::new(Reporter::with_events(
-        Format::Json,
-        mode,
-        targets.len(),
-        false,
-        Box::new(events.clone()),
-    ));
-    let opts = RunOptions {
-        parallel: 8,
-        reach: ReachMode::Auto,
-        timeout: Duration::from_secs(5),
-        retries: 0,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let reports = rt.block_on(run_all(
-        mode,
-        targets,
-        opts,
-        Arc::new(fakes.clone()),
-        reporter,
-        interrupt,
-        None,
-    ));
-    (reports, events)
+fn status(ran: &Ran, host: &str) -> HostStatus {
+    ran.reports
+        .iter()
+        .find(|r| r.host == host)
+        .unwrap_or_else(|| panic!("{host} not reported: {:?}", ran.reports))
+        .status
 }
 
-fn linux_pair(fakes: &Fakes) -> (Arc<Mutex<LinuxHost>>, Arc<Mutex<LinuxHost>>) {
-    let a = Arc::new(Mutex::new(LinuxHost::default()));
-    let b = Arc::new(Mutex::new(LinuxHost::default()));
-    fakes.linux("cp", a.clone());
-    fakes.linux("l2", b.clone());
-    (a, b)
+fn report<'r>(ran: &'r Ran, host: &str) -> &'r HostReport {
+    ran.reports
+        .iter()
+        .find(|r| r.host == host)
+        .unwrap_or_else(|| panic!("{host} not reported"))
 }
 
 #[test]
 fn up_converges_and_a_converged_host_costs_one_call() {
     let fakes = Fakes::default();
-    let (cp, _) = linux_pair(&fakes);
-    let (r, _) = run(Mode::Up, &["cp", "l2"], &fakes, Interrupt::default());
-    for h in &r {
-        assert_eq!(h.status, HostStatus::Changed, "{h:?}");
-        // record, forwarding, 2 routes (w1's and the other Linux host's), boot.sh
-        assert_eq!(h.count(ActionStatus::Changed), 5, "{h:?}");
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    for r in &ran.reports {
+        assert_eq!(r.status, HostStatus::Changed, "{r:?}");
+        // record, forwarding, the route to the other host, boot.sh
+        assert_eq!(r.count(ActionStatus::Changed), 4, "{r:?}");
     }
-    assert_eq!(fakes.calls_to("cp"), 2, "probe, then apply + re-probe");
-    assert_eq!(cp.lock().unwrap().routes.len(), 2);
+    // the lock host: probe, take the lock, apply + re-probe, release it
+    assert_eq!(fakes.calls_to("cp"), 4);
+    assert_eq!(fakes.calls_to("l2"), 2, "probe, then apply + re-probe");
+    assert_eq!(h[0].lock().unwrap().routes.len(), 1);
+    assert!(h[0].lock().unwrap().lock.is_none(), "the lock is released");
+    assert_eq!(h[0].lock().unwrap().generation, 1);
+    // the state file records what the nodes now record, and their cluster
+    let state = op.state();
+    assert_eq!(state.pod_cidrs.len(), 2);
+    let id = state.cluster_id.clone().unwrap();
+    assert_eq!(
+        h[1].lock().unwrap().cluster.as_deref(),
+        Some(&*format!("t {id}"))
+    );
 
-    let (r, _) = run(Mode::Up, &["cp", "l2"], &fakes, Interrupt::default());
-    for h in &r {
-        assert_eq!(h.status, HostStatus::Ok, "{h:?}");
-        assert_eq!(h.count(ActionStatus::Changed), 0);
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    for r in &ran.reports {
+        assert_eq!(r.status, HostStatus::Ok, "{r:?}");
+        assert_eq!(r.count(ActionStatus::Changed), 0);
     }
-    assert_eq!(fakes.calls_to("cp"), 3, "a converged host is one call");
+    assert_eq!(
+        fakes.calls_to("cp"),
+        5,
+        "a converged host is one call, and no lock"
+    );
+    assert_eq!(fakes.calls_to("l2"), 3);
+}
+
+#[test]
+fn a_host_printing_more_than_kwinctl_reads_is_told_so() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp"]);
+    fakes.answer("l2", |_| Output {
+        stdout: "KWF probe linux 2\n".into(),
+        stderr: String::new(),
+        exit: Some(0),
+        dropped: 1 << 20,
+    });
+    let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
+    let e = report(&ran, "l2").error.as_ref().unwrap().to_string();
+    assert!(
+        e.contains("more than kwinctl reads") && e.contains("1048576 more"),
+        "{e}"
+    );
+    assert!(e.contains("ip -4 route show table main"), "{e}");
+    drop(h);
 }
 
 #[test]
 fn plan_lists_and_changes_nothing() {
     let fakes = Fakes::default();
-    let (cp, _) = linux_pair(&fakes);
-    let (r, _) = run(Mode::Plan, &["cp"], &fakes, Interrupt::default());
-    assert_eq!(r[0].status, HostStatus::Pending);
-    assert_eq!(r[0].count(ActionStatus::Planned), 5);
-    assert_eq!(fakes.calls_to("cp"), 1);
-    assert!(cp.lock().unwrap().routes.is_empty());
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    let (ran, _) = op.run(Mode::Plan, &["cp"], &fakes, Opts::default());
+    assert_eq!(ran.reports.len(), 2, "{:?}", ran.reports);
+    assert_eq!(status(&ran, "cp"), HostStatus::Pending);
+    assert_eq!(report(&ran, "cp").count(ActionStatus::Planned), 4);
+    // l2 is outside --limit, and would need a route to cp: plan says so
+    assert_eq!(status(&ran, "l2"), HostStatus::Pending);
+    // the probe, then the read of the files it would rewrite (to show a
+    // diff): nothing else
+    assert_eq!(fakes.calls_to("cp"), 2);
+    let calls = fakes.calls.lock().unwrap();
+    let read = &calls.iter().rfind(|(h, _)| h == "cp").unwrap().1;
+    assert!(read.contains("KWC") && !read.contains("kw_run"), "{read}");
+    drop(calls);
+    let files = &report(&ran, "cp").files;
+    assert_eq!(
+        files.len(),
+        1,
+        "boot.sh (the fake has no systemd): {files:?}"
+    );
+    assert!(files[0].diff.contains("would be created"), "{files:?}");
+    assert!(h[0].lock().unwrap().routes.is_empty());
+    assert!(!op.state_path().exists(), "plan records nothing");
 }
 
 #[test]
 fn a_failing_action_stops_the_host_and_names_the_action() {
     let fakes = Fakes::default();
-    let (cp, l2) = linux_pair(&fakes);
-    cp.lock().unwrap().fail_on = Some("ip_forward".into());
-    let (r, _) = run(Mode::Up, &["cp", "l2"], &fakes, Interrupt::default());
-    let e = r[0].error.as_ref().unwrap().to_string();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    h[0].lock().unwrap().fail_on = Some("ip_forward".into());
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    let e = report(&ran, "cp").error.as_ref().unwrap().to_string();
     assert!(
-        e.starts_with("action 2 failed (enable IPv4 forwarding); the 3 actions after it"),
+        e.starts_with("action 2 failed (enable IPv4 forwarding); the 2 actions after it"),
         "{e}"
     );
-    assert_eq!(r[0].count(ActionStatus::Failed), 1);
-    assert_eq!(r[0].count(ActionStatus::Skipped), 3);
-    assert!(cp.lock().unwrap().routes.is_empty());
+    assert_eq!(report(&ran, "cp").count(ActionStatus::Failed), 1);
+    assert_eq!(report(&ran, "cp").count(ActionStatus::Skipped), 2);
+    assert!(h[0].lock().unwrap().routes.is_empty());
     // the other host is not held back
-    assert_eq!(r[1].status, HostStatus::Changed);
-    assert_eq!(l2.lock().unwrap().routes.len(), 2);
+    assert_eq!(status(&ran, "l2"), HostStatus::Changed);
+    assert_eq!(h[1].lock().unwrap().routes.len(), 1);
 }
 
 #[test]
 fn verify_fails_a_host_that_cannot_reach_a_peer_and_changes_nothing() {
     let fakes = Fakes::default();
-    let (cp, _) = linux_pair(&fakes);
-    run(Mode::Up, &["cp", "l2"], &fakes, Interrupt::default());
-    cp.lock().unwrap().unreachable = vec!["198.18.1.3".into()];
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    h[0].lock().unwrap().unreachable = vec!["198.18.1.3".into()];
     let before = fakes.calls_to("cp");
-    let (r, _) = run(Mode::Verify, &["cp", "l2"], &fakes, Interrupt::default());
-    assert_eq!(r[0].status, HostStatus::Failed);
-    let failed: Vec<&str> = r[0].failed_checks().map(|c| c.name.as_str()).collect();
+    let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
+    assert_eq!(status(&ran, "cp"), HostStatus::Failed);
+    let failed: Vec<&str> = report(&ran, "cp")
+        .failed_checks()
+        .map(|c| c.name.as_str())
+        .collect();
     assert_eq!(failed, ["reach l2 198.18.1.3"]);
-    assert_eq!(r[1].status, HostStatus::Ok);
+    assert_eq!(status(&ran, "l2"), HostStatus::Ok);
     assert_eq!(fakes.calls_to("cp"), before + 1);
 }
 
 #[test]
 fn reset_removes_what_up_made_and_confirms_it() {
     let fakes = Fakes::default();
-    let (cp, _) = linux_pair(&fakes);
-    run(Mode::Up, &["cp"], &fakes, Interrupt::default());
-    let (r, _) = run(Mode::Reset, &["cp"], &fakes, Interrupt::default());
-    assert_eq!(r[0].status, HostStatus::Changed, "{r:?}");
-    let h = cp.lock().unwrap();
-    assert!(h.routes.is_empty() && h.pod_cidr.is_none() && h.boot_sha.is_none());
-    drop(h);
-    let (r, _) = run(Mode::Reset, &["cp"], &fakes, Interrupt::default());
-    assert_eq!(r[0].status, HostStatus::Ok);
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    let (ran, _) = op.run(Mode::Reset, &["l2"], &fakes, Opts::default());
+    assert_eq!(ran.reports.len(), 1);
+    assert_eq!(status(&ran, "l2"), HostStatus::Changed, "{:?}", ran.reports);
+    let l2 = h[1].lock().unwrap();
+    assert!(l2.routes.is_empty() && l2.pod_cidr.is_none() && l2.boot_sha.is_none());
+    drop(l2);
+    let (ran, _) = op.run(Mode::Reset, &["l2"], &fakes, Opts::default());
+    assert_eq!(status(&ran, "l2"), HostStatus::Ok);
 }
 
 #[test]
 fn an_interrupted_run_starts_no_host() {
     let fakes = Fakes::default();
-    linux_pair(&fakes);
+    let op = Operator::new(LINUX_ONLY);
+    linux_hosts(&fakes, &["cp", "l2"]);
     let irq = Interrupt::default();
     irq.set(143);
-    let (r, _) = run(Mode::Up, &["cp", "l2"], &fakes, irq.clone());
-    assert!(r.iter().all(|h| h.status == HostStatus::Interrupted));
+    let (ran, _) = op.run(
+        Mode::Up,
+        &[],
+        &fakes,
+        Opts {
+            interrupt: irq.clone(),
+            ..Opts::default()
+        },
+    );
+    assert!(
+        ran.reports
+            .iter()
+            .all(|h| h.status == HostStatus::Interrupted)
+    );
     assert_eq!(fakes.calls.lock().unwrap().len(), 0);
     assert_eq!(irq.exit_code(), Some(143));
+}
+
+/// Ctrl-C while a connection hangs: the connecting host stops at once (it
+/// was not changed), not at --timeout, and the run says it was interrupted.
+#[test]
+fn an_interrupt_ends_pending_connections_at_once() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    linux_hosts(&fakes, &["cp", "l2"]);
+    fakes.hanging.lock().unwrap().push("l2".into());
+    let irq = Interrupt::default();
+    let later = irq.clone();
+    let signal = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        later.set(130);
+    });
+    let start = std::time::Instant::now();
+    let (ran, _) = op.run(
+        Mode::Verify,
+        &[],
+        &fakes,
+        Opts {
+            interrupt: irq.clone(),
+            ..Opts::default()
+        },
+    );
+    signal.join().unwrap();
+    // the fake run's --timeout is 5 s
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        status(&ran, "l2"),
+        HostStatus::Interrupted,
+        "{:?}",
+        ran.reports
+    );
+    assert!(
+        matches!(
+            report(&ran, "l2").error,
+            Some(HostError::Interrupted { probed: false })
+        ),
+        "{:?}",
+        ran.reports
+    );
+    assert_eq!(irq.exit_code(), Some(130));
 }
 
 #[test]
 fn a_panicking_host_task_fails_that_host_alone() {
     let fakes = Fakes::default();
-    let (_, l2) = linux_pair(&fakes);
-    fakes.answer("cp", |_| panic!("bug"));
-    let (r, _) = run(Mode::Up, &["cp", "l2"], &fakes, Interrupt::default());
-    assert_eq!(r[0].status, HostStatus::Failed);
-    assert!(matches!(r[0].error, Some(HostError::Internal(_))), "{r:?}");
-    assert_eq!(r[1].status, HostStatus::Changed);
-    assert_eq!(l2.lock().unwrap().routes.len(), 2);
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp"]);
+    let l2 = Arc::new(Mutex::new(LinuxHost::default()));
+    let l2c = l2.clone();
+    fakes.answer("l2", move |s: &str| {
+        assert!(!s.contains("kw_action_"), "bug");
+        l2c.lock().unwrap().run(s)
+    });
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_eq!(status(&ran, "l2"), HostStatus::Failed);
+    assert!(
+        matches!(report(&ran, "l2").error, Some(HostError::Internal(_))),
+        "{:?}",
+        ran.reports
+    );
+    assert_eq!(status(&ran, "cp"), HostStatus::Changed);
+    assert_eq!(h[0].lock().unwrap().routes.len(), 1);
+    assert!(h[0].lock().unwrap().lock.is_none(), "the lock is released");
 }
 
-/// Facts of `w1` once every action `up` would take has been taken.
-fn converged_windows() -> WindowsFacts {
-    let inv = inventory();
-    let t = targets(&inv, &["w1"]).remove(0);
-    let Desired::Windows(d) = &t.desired else {
+const THREE: &str = "\
+cluster:
+  name: t
+  cluster_cidr: 198.19.0.0/16
+  service_cidr: 198.18.240.0/20
+  api_server: https://198.18.1.2:6443
+hosts:
+  - name: cp
+    os: linux
+    role: control-plane
+    address: 198.18.1.2
+  - name: l2
+    os: linux
+    address: 198.18.1.3
+  - name: l3
+    os: linux
+    address: 198.18.1.4
+";
+
+/// Each host's recorded block.
+fn blocks(h: &[Arc<Mutex<LinuxHost>>]) -> Vec<Option<String>> {
+    h.iter()
+        .map(|h| h.lock().unwrap().pod_cidr.clone())
+        .collect()
+}
+
+/// Each host's kwinctl routes.
+fn routes(h: &[Arc<Mutex<LinuxHost>>]) -> Vec<BTreeMap<String, String>> {
+    h.iter().map(|h| h.lock().unwrap().routes.clone()).collect()
+}
+
+#[test]
+fn a_lost_state_file_and_a_new_order_change_nothing() {
+    let fakes = Fakes::default();
+    let op = Operator::new(THREE);
+    let h = linux_hosts(&fakes, &["cp", "l2", "l3"]);
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    let (before_blocks, before_routes) = (blocks(&h), routes(&h));
+    // a new laptop: no state file, and the hosts in another order
+    std::fs::remove_file(op.state_path()).unwrap();
+    let reordered = {
+        let (head, hosts) = THREE.split_once("hosts:\n").unwrap();
+        let parts: Vec<&str> = hosts.split("  - name:").filter(|p| !p.is_empty()).collect();
+        format!(
+            "{head}hosts:\n  - name:{}  - name:{}  - name:{}",
+            parts[2], parts[0], parts[1]
+        )
+    };
+    let op2 = Operator {
+        dir: op.dir,
+        inventory: reordered,
+    };
+    let (ran, _) = op2.run(Mode::Up, &[], &fakes, Opts::default());
+    for r in &ran.reports {
+        assert_eq!(r.status, HostStatus::Ok, "{r:?}");
+    }
+    assert_eq!(blocks(&h), before_blocks);
+    assert_eq!(routes(&h), before_routes);
+    // and the state file is what the nodes record
+    let state = op2.state();
+    for (name, b) in ["cp", "l2", "l3"].iter().zip(&before_blocks) {
+        assert_eq!(state.pod_cidrs[*name].to_string(), *b.as_ref().unwrap());
+    }
+}
+
+#[test]
+fn two_nodes_recording_one_block_fail_and_nothing_depending_on_them_changes() {
+    let fakes = Fakes::default();
+    let op = Operator::new(THREE);
+    let h = linux_hosts(&fakes, &["cp", "l2", "l3"]);
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    // l3 records l2's block (a botched manual copy)
+    let l2_block = h[1].lock().unwrap().pod_cidr.clone();
+    h[2].lock().unwrap().pod_cidr = l2_block.clone();
+    let before = routes(&h);
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_eq!(status(&ran, "l2"), HostStatus::Failed);
+    assert_eq!(status(&ran, "l3"), HostStatus::Failed);
+    let e = report(&ran, "l3").error.as_ref().unwrap().to_string();
+    assert!(e.contains("l2 and l3 claim"), "{e}");
+    // cp's routes to l2 and l3 are left as they were
+    assert_eq!(
+        status(&ran, "cp"),
+        HostStatus::Ok,
+        "{:?}",
+        report(&ran, "cp")
+    );
+    assert_eq!(routes(&h), before);
+}
+
+#[test]
+fn two_operators_never_hand_out_one_block() {
+    let fakes = Fakes::default();
+    let h = linux_hosts(&fakes, &["cp", "l2", "l3", "l4"]);
+    let base = Operator::new(LINUX_ONLY);
+    base.run(Mode::Up, &[], &fakes, Opts::default());
+    let state = std::fs::read_to_string(base.state_path()).unwrap();
+    // two copies of the inventory: A adds l3, B adds l4
+    let add = |name: &str, ip: &str| {
+        let op = Operator::new(&format!(
+            "{LINUX_ONLY}  - name: {name}\n    os: linux\n    address: {ip}\n"
+        ));
+        std::fs::write(op.state_path(), &state).unwrap();
+        op
+    };
+    let a = add("l3", "198.18.1.4");
+    let b = add("l4", "198.18.1.5");
+    let (ran, _) = a.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_eq!(status(&ran, "l3"), HostStatus::Changed);
+    let (ran, _) = b.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_eq!(status(&ran, "l4"), HostStatus::Changed);
+    let b3 = h[2].lock().unwrap().pod_cidr.clone().unwrap();
+    let b4 = h[3].lock().unwrap().pod_cidr.clone().unwrap();
+    assert_ne!(b3, b4, "one block handed out twice");
+    // and neither operator's runs undo the other's routes
+    let before = routes(&h);
+    for op in [&a, &b, &a] {
+        let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+        assert!(
+            ran.reports.iter().all(|r| r.status == HostStatus::Ok),
+            "{:?}",
+            ran.reports
+        );
+    }
+    assert_eq!(routes(&h), before);
+    assert_eq!(h[0].lock().unwrap().routes.get(&b3).unwrap(), "198.18.1.4");
+    assert_eq!(h[0].lock().unwrap().routes.get(&b4).unwrap(), "198.18.1.5");
+}
+
+#[test]
+fn a_held_cluster_lock_refuses_every_change() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    h[0].lock().unwrap().lock = Some("another-run".into());
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert!(ran.locked.is_some());
+    for r in &ran.reports {
+        let e = r.error.as_ref().unwrap().to_string();
+        assert!(e.contains("holds the cluster lock on cp"), "{e}");
+        assert!(e.contains("another-run"), "{e}");
+    }
+    assert!(routes(&h).iter().all(|r| r.is_empty()));
+    assert!(blocks(&h).iter().all(|b| b.is_none()));
+    assert_eq!(h[0].lock().unwrap().lock.as_deref(), Some("another-run"));
+}
+
+#[test]
+fn a_run_whose_view_went_stale_changes_nothing() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    // another run finishes on cp between this run's probe and its lock
+    let cp = h[0].clone();
+    fakes.answer("cp", move |s: &str| {
+        let mut host = cp.lock().unwrap();
+        let out = host.run(s);
+        if s.contains("printf 'KWF probe linux 2") && !s.contains("kw_action_") {
+            host.generation += 1;
+        }
+        out
+    });
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert!(ran.locked.is_some());
+    let e = report(&ran, "l2").error.as_ref().unwrap().to_string();
+    assert!(
+        e.contains("changed the cluster since this one probed it"),
+        "{e}"
+    );
+    assert!(routes(&h).iter().all(|r| r.is_empty()));
+}
+
+#[test]
+fn up_limited_to_a_new_host_never_leaves_peers_silently_behind() {
+    let fakes = Fakes::default();
+    let h = linux_hosts(&fakes, &["cp", "l2", "l3"]);
+    let op = Operator::new(LINUX_ONLY);
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    let op = Operator {
+        inventory: THREE.to_string(),
+        dir: op.dir,
+    };
+    let (ran, _) = op.run(Mode::Up, &["l3"], &fakes, Opts::default());
+    assert_eq!(status(&ran, "l3"), HostStatus::Changed);
+    for peer in ["cp", "l2"] {
+        assert_eq!(
+            status(&ran, peer),
+            HostStatus::Failed,
+            "{:?}",
+            report(&ran, peer)
+        );
+        let e = report(&ran, peer).error.as_ref().unwrap().to_string();
+        assert!(
+            e.contains("add route") && e.contains("--with-peer-routes"),
+            "{e}"
+        );
+    }
+    // with --with-peer-routes the others get just those routes
+    let (ran, _) = op.run(
+        Mode::Up,
+        &["l3"],
+        &fakes,
+        Opts {
+            with_peer_routes: true,
+            ..Opts::default()
+        },
+    );
+    assert_eq!(status(&ran, "cp"), HostStatus::Changed, "{:?}", ran.reports);
+    assert_eq!(status(&ran, "l2"), HostStatus::Changed);
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert!(
+        ran.reports.iter().all(|r| r.status == HostStatus::Ok),
+        "{:?}",
+        ran.reports
+    );
+    assert!(routes(&h).iter().all(|r| r.len() == 2));
+}
+
+#[test]
+fn a_removed_host_keeps_its_block_until_reset_reaches_it() {
+    let fakes = Fakes::default();
+    let h = linux_hosts(&fakes, &["cp", "l2", "l3", "l4"]);
+    let op = Operator::new(THREE);
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    let l3_block = h[2].lock().unwrap().pod_cidr.clone().unwrap();
+    // l3 leaves the inventory: the others drop their routes to it, its
+    // block is remembered
+    let op = Operator {
+        inventory: LINUX_ONLY.to_string(),
+        dir: op.dir,
+    };
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert!(!h[0].lock().unwrap().routes.contains_key(&l3_block));
+    assert_eq!(op.state().removed["l3"].pod_cidr.to_string(), l3_block);
+    // l4 joins: it does not get l3's block while l3 may still hold it
+    let op = Operator {
+        inventory: format!("{LINUX_ONLY}  - name: l4\n    os: linux\n    address: 198.18.1.5\n"),
+        dir: op.dir,
+    };
+    op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_ne!(h[3].lock().unwrap().pod_cidr.as_ref(), Some(&l3_block));
+    assert!(op.state().removed.contains_key("l3"));
+}
+
+/// Answers a Windows probe with `facts`, every peer reachable.
+fn windows_host(facts: WindowsFacts) -> impl FnMut(&str) -> Output + Send {
+    move |script: &str| {
+        let header = script
+            .lines()
+            .find_map(|l| l.strip_prefix(crate::wire::SIM_HEADER))
+            .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+            .unwrap();
+        let reach: Vec<String> = header["reach"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|ip| format!("{} ok", ip.as_str().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut v = serde_json::to_value(&facts).unwrap();
+        v["v"] = 1.into();
+        v["os"] = "windows".into();
+        v["reach"] = reach.into();
+        Output {
+            stdout: format!("{}{v}\n", crate::wire::FACTS_MARKER),
+            stderr: String::new(),
+            exit: Some(0),
+            dropped: 0,
+        }
+    }
+}
+
+/// Facts of `w1` once every action `up` would take with this allocation
+/// has been taken (the `up` that follows adopts what it records).
+fn converged_windows(op: &Operator) -> WindowsFacts {
+    let inv = op.inv();
+    let alloc = crate::alloc::allocate(&inv, &op.state(), &None).unwrap();
+    let node = crate::alloc::nodes(&inv, &alloc).remove(2);
+    let Desired::Windows(d) = Desired::of(&inv, &inv.hosts[2], &Default::default()).unwrap() else {
         unreachable!()
     };
     let r = crate::os::renderer();
-    let ops = WindowsOps::new(&r, &t.node, d);
-    let mut f = ops.fresh();
+    let ops = WindowsOps::new(&r, &d);
+    let mut f = ops.fresh(&node);
     f.docker_version = "17.06.2-ee-16".into();
-    for a in ops.diff(&f).unwrap().actions() {
+    for a in ops.diff(&node, &f).unwrap().actions() {
         match a {
-            WinAction::RecordPodCidr { pod_cidr } => f.pod_cidr = Some(*pod_cidr),
+            WinAction::RecordPodCidr {
+                pod_cidr,
+                cluster,
+                cluster_id,
+            } => {
+                f.pod_cidr = Some(*pod_cidr);
+                f.cluster = Some(format!("{cluster} {cluster_id}"));
+            }
             WinAction::EnableRouting => {
                 f.routing_installed = true;
                 f.adapters.iter_mut().for_each(|a| a.forwarding = true);
@@ -473,6 +1023,10 @@ fn converged_windows() -> WindowsFacts {
                 })
             }
             WinAction::PullImage { image } => f.images.push(image.clone()),
+            WinAction::PlaceFile { file } => f.files.push(crate::os::windows::facts::FileFact {
+                path: file.path.clone(),
+                sha256: file.sha256.clone(),
+            }),
             WinAction::InstallService { service, .. } => {
                 f.services.push(crate::os::windows::facts::Service {
                     name: service.name.clone(),
@@ -487,57 +1041,30 @@ fn converged_windows() -> WindowsFacts {
             other => panic!("not modelled: {other:?}"),
         }
     }
-    assert_eq!(ops.diff(&f).unwrap().changes(), 0);
+    assert_eq!(ops.diff(&node, &f).unwrap().changes(), 0);
     f
-}
-
-/// Answers a Windows probe with `facts`, every peer reachable.
-fn windows_host(facts: WindowsFacts) -> impl FnMut(&str) -> Output + Send {
-    move |script: &str| {
-        let header = script
-            .lines()
-            .find_map(|l| l.strip_prefix(crate::wire::SIM_HEADER))
-            .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
-            .unwrap();
-        let reach: Vec<String> = header["reach"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|ip| format!("{} ok", ip.as_str().unwrap()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut v = serde_json::to_value(&facts).unwrap();
-        v["v"] = 1.into();
-        v["os"] = "windows".into();
-        v["reach"] = reach.into();
-        Output {
-            stdout: format!("{}{v}\n", crate::wire::FACTS_MARKER),
-            stderr: String::new(),
-            exit: Some(0),
-        }
-    }
 }
 
 #[test]
 fn a_windows_hosts_event_agrees_with_the_summary() {
     let fakes = Fakes::default();
-    let (cp, l2) = linux_pair(&fakes);
-    fakes.answer("w1", windows_host(converged_windows()));
-    run(Mode::Up, &["cp", "l2"], &fakes, Interrupt::default());
+    let op = Operator::new(INVENTORY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    fakes.answer("w1", windows_host(converged_windows(&op)));
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_eq!(
+        status(&ran, "w1"),
+        HostStatus::Ok,
+        "{:?}",
+        report(&ran, "w1")
+    );
     // The control plane's kubectl sees w1 (by its address), but not Ready.
-    cp.lock().unwrap().kubectl = Some(vec![
+    h[0].lock().unwrap().kubectl = Some(vec![
         "cp True linux".into(),
         "198.18.1.4 False windows".into(),
     ]);
-    let _ = l2;
-    let (r, events) = run(
-        Mode::Verify,
-        &["cp", "l2", "w1"],
-        &fakes,
-        Interrupt::default(),
-    );
-    let w1 = &r[2];
+    let (ran, events) = op.run(Mode::Verify, &[], &fakes, Opts::default());
+    let w1 = report(&ran, "w1");
     assert_eq!(w1.status, HostStatus::Failed, "{w1:?}");
     let failed: Vec<String> = w1.failed_checks().map(|c| c.detail.clone()).collect();
     assert_eq!(failed, ["node 198.18.1.4 is not Ready"]);
@@ -549,7 +1076,7 @@ fn a_windows_hosts_event_agrees_with_the_summary() {
     assert_eq!(hosts.len(), 3);
     for e in &hosts {
         let name = e["report"]["host"].as_str().unwrap();
-        let summary = r.iter().find(|h| h.host == name).unwrap();
+        let summary = report(&ran, name);
         assert_eq!(
             e["report"]["status"],
             summary.status.to_string(),
@@ -564,7 +1091,12 @@ fn a_windows_hosts_event_agrees_with_the_summary() {
         );
     }
     // and when the node is Ready, w1 passes
-    cp.lock().unwrap().kubectl = Some(vec!["198.18.1.4 True windows".into()]);
-    let (r, _) = run(Mode::Verify, &["cp", "w1"], &fakes, Interrupt::default());
-    assert_eq!(r[1].status, HostStatus::Ok, "{:?}", r[1]);
+    h[0].lock().unwrap().kubectl = Some(vec!["198.18.1.4 True windows".into()]);
+    let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
+    assert_eq!(
+        status(&ran, "w1"),
+        HostStatus::Ok,
+        "{:?}",
+        report(&ran, "w1")
+    );
 }

@@ -1,28 +1,26 @@
-//! `verify`: one probe with reachability; the host passes when the diff
-//! finds nothing to do and every checked peer answers. Changes nothing.
+//! `verify`: a host passes when the diff finds nothing to do and every
+//! checked peer answered its ping (both from the one probe). Changes
+//! nothing.
 
-use super::{Ctx, step};
+use super::step;
 use crate::alloc::Node;
+use crate::diff::{Conflict, Diff};
 use crate::os::NodeOps;
 use crate::outcome::{HostReport, HostStatus};
-use crate::transport::Session;
+use crate::verify::Pinged;
 
-pub(super) async fn verify<O: NodeOps>(
-    ctx: &Ctx,
-    s: &mut Box<dyn Session>,
-    node: &Node,
+pub(super) fn verify<O: NodeOps>(
     ops: &O,
+    node: &Node,
+    facts: &O::Facts,
+    work: Result<Diff<O::Action>, Conflict>,
+    probed: &[Pinged],
     mut r: HostReport,
 ) -> HostReport {
-    let (probed, facts) = match step::probe_checking(ctx, s, node, ops).await {
-        Ok(p) => p,
-        Err(e) => return r.failed(e),
-    };
-    let d = ops.diff(&facts);
-    if let Ok(d) = &d {
+    if let Ok(d) = &work {
         r.notes = d.notes.clone();
     }
-    if step::check(ops, node, &d, &facts, &probed, &mut r) {
+    if step::check(ops, node, &work, facts, probed, &mut r) {
         r.status = HostStatus::Failed;
     }
     r

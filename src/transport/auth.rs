@@ -143,7 +143,7 @@ pub async fn login<H: russh::client::Handler>(
 ) -> Result<(), TransportError> {
     let fail = |msg: String| TransportError::Auth {
         user: ep.user.clone(),
-        host: ep.addr(),
+        host: ep.host_port(),
         msg,
     };
     let lost = |e: russh::Error| TransportError::Lost {

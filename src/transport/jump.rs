@@ -114,6 +114,9 @@ pub async fn socks(conn: Arc<Conn>, host: String, port: u16) -> Result<Tunnel, T
         .local_addr()
         .map_err(|e| TransportError::Setup(e.to_string()))?;
     let (user, pass) = ("kwinctl".to_string(), secret());
+    // Only this run's WinRM client knows it; an error quoting the proxy URL
+    // must not show it.
+    crate::secret::register(&pass);
     let url = format!("socks5://{user}:{pass}@{local}");
     let task = tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {

@@ -48,7 +48,14 @@ pub struct Output {
     /// `None` when the remote side gave no exit status (killed by a signal,
     /// connection lost).
     pub exit: Option<u32>,
+    /// How many bytes of stdout were dropped past [`MAX_OUTPUT`] (the rest
+    /// of the stream is read and thrown away, so the host is not stalled).
+    pub dropped: usize,
 }
+
+/// The most a script's stdout or stderr may print: a runaway or hostile host
+/// cannot exhaust the operator's memory.
+pub const MAX_OUTPUT: usize = 16 << 20;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TransportError {

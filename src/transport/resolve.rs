@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use super::route::{Agent, Endpoint, Route, Routes, Strict, expand_tokens, parse_jumps};
 use super::sshconf::{ConfigSource, Dump, LocalUser, OpenSsh, Overrides, Scan};
 use crate::inventory::{Bastion, Connection, Host};
+use crate::text::echo;
 
 /// Directives that change where or as whom OpenSSH connects and that kwinctl
 /// does not do: (keyword, is it in effect, why, fix).
@@ -226,7 +227,8 @@ impl Resolver {
         }
         if let Some((k, v, why)) = refused(d) {
             return Err(format!(
-                "{name}: ssh config `{k} {v}` ({}): {why}",
+                "{name}: ssh config {k} {} ({}): {why}",
+                echo(&v),
                 self.scan.where_set(k)
             ));
         }
@@ -298,7 +300,8 @@ impl Resolver {
         };
         if spec.contains('%') {
             return Err(format!(
-                "{name}: ssh config `ProxyJump {spec}` ({}): kwinctl does not expand tokens in ProxyJump: write the jump host out",
+                "{name}: ssh config ProxyJump {} ({}): kwinctl does not expand tokens in ProxyJump: write the jump host out",
+                echo(spec),
                 self.scan.where_set("proxyjump")
             ));
         }
@@ -326,7 +329,7 @@ impl Resolver {
         };
         self.endpoint(&b.address, &o, None, 1)
             .await
-            .map_err(|e| format!("bastion {}: {e}", b.address))
+            .map_err(|e| format!("bastion {}: {e}", echo(&b.address)))
     }
 
     async fn route(&self, h: &Host) -> Result<Route, String> {
@@ -372,7 +375,7 @@ impl Resolver {
                             .collect();
                         by_name.all(k) != theirs.as_slice()
                     })
-                    .map(|k| format!("{k} {}", by_name.all(k).join(" ")))
+                    .map(|k| format!("{k} {}", echo(&by_name.all(k).join(" "))))
                     .collect();
                 if !differ.is_empty() {
                     return Err(format!(

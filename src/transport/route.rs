@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::sshconf::LocalUser;
+use crate::text::echo;
 
 /// Where ssh-agent is (`IdentityAgent`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -59,10 +60,15 @@ pub struct Endpoint {
 impl Endpoint {
     /// `user@host:port`.
     pub fn addr(&self) -> String {
+        format!("{}@{}", self.user, self.host_port())
+    }
+
+    /// `host:port` (`[host]:port` for an IPv6 address).
+    pub fn host_port(&self) -> String {
         if self.host.contains(':') {
-            format!("{}@[{}]:{}", self.user, self.host, self.port)
+            format!("[{}]:{}", self.host, self.port)
         } else {
-            format!("{}@{}:{}", self.user, self.host, self.port)
+            format!("{}:{}", self.host, self.port)
         }
     }
 
@@ -159,7 +165,7 @@ pub fn parse_jumps(s: &str) -> Result<Vec<JumpSpec>, String> {
             let (host, port) = if let Some(h) = hp.strip_prefix('[') {
                 let (h, p) = h
                     .split_once(']')
-                    .ok_or_else(|| format!("ProxyJump {one:?}: unclosed ["))?;
+                    .ok_or_else(|| format!("ProxyJump {}: unclosed [", echo(one)))?;
                 (h.to_string(), p.strip_prefix(':'))
             } else {
                 match hp.rsplit_once(':') {
@@ -172,11 +178,11 @@ pub fn parse_jumps(s: &str) -> Result<Vec<JumpSpec>, String> {
                     p.parse::<u16>()
                         .ok()
                         .filter(|p| *p > 0)
-                        .ok_or_else(|| format!("ProxyJump {one:?}: bad port {p:?}"))
+                        .ok_or_else(|| format!("ProxyJump {}: bad port {}", echo(one), echo(p)))
                 })
                 .transpose()?;
             if host.is_empty() || host.starts_with('-') {
-                return Err(format!("ProxyJump {one:?}: no host"));
+                return Err(format!("ProxyJump {}: no host", echo(one)));
             }
             Ok(JumpSpec { user, host, port })
         })

@@ -12,12 +12,12 @@ use russh::client::{self, Handle};
 
 use super::known_hosts::{self, Presented};
 use super::route::Endpoint;
-use super::{ConnectOptions, Interpreter, Output, Session, TransportError, encoded_bootstrap};
+use super::{
+    ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap,
+};
 use crate::inventory::{Host, SshSettings};
 
 pub use super::auth::PASSPHRASE_ENV;
-/// Cap on what one script may print, so a runaway host cannot exhaust memory.
-const MAX_OUTPUT: usize = 16 << 20;
 
 /// Checks the server's host key against known_hosts for one endpoint.
 #[derive(Clone)]
@@ -154,7 +154,7 @@ pub fn open<'a>(
         .await
         .map_err(|_| TransportError::Auth {
             user: ep.user.clone(),
-            host: ep.addr(),
+            host: ep.host_port(),
             msg: format!("no answer within {:?}", opts.connect_timeout),
         })??;
         Ok(handle)
@@ -228,6 +228,7 @@ impl SshSession {
                 ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
                     stdout.extend_from_slice(&data);
                 }
+                ChannelMsg::Data { data } => out.dropped += data.len(),
                 ChannelMsg::ExtendedData { data, .. } if stderr.len() < MAX_OUTPUT => {
                     stderr.extend_from_slice(&data);
                 }

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::text::{clip, echo};
+
 /// Which ssh_config files to read, as `ssh -F` chooses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
@@ -32,7 +34,8 @@ impl ConfigSource {
     pub fn from_arg(arg: Option<&Path>) -> ConfigSource {
         match arg {
             None => ConfigSource::Default,
-            Some(p) if p.as_os_str() == "none" => ConfigSource::None,
+            // `-F /dev/null` is the usual way to say "no config" to ssh.
+            Some(p) if p.as_os_str() == "none" || p == Path::new("/dev/null") => ConfigSource::None,
             Some(p) => ConfigSource::File(p.to_path_buf()),
         }
     }
@@ -243,10 +246,10 @@ impl Scan {
                     .any(|a| a.trim_start_matches('!').eq_ignore_ascii_case("exec"))
             {
                 return Err(format!(
-                    "{}: `{}`: kwinctl refuses `Match exec` (resolving the config as OpenSSH does would run that command for every host); \
+                    "{}: {}: kwinctl refuses `Match exec` (resolving the config as OpenSSH does would run that command for every host); \
                      rewrite the block with Match host/originalhost/user, or pass --ssh-config with a file without it",
                     line.at(),
-                    raw.trim()
+                    echo(raw.trim())
                 ));
             }
             if line.keyword == "include" {
@@ -258,9 +261,10 @@ impl Scan {
                         // `ssh -G` reads this file through kwinctl's wrapper,
                         // as a user file, where a relative path means ~/.ssh.
                         return Err(format!(
-                            "{}: `Include {arg}`: a relative Include in the system-wide config; \
+                            "{}: Include {}: a relative Include in the system-wide config; \
                              kwinctl cannot have OpenSSH read it as it would: write the path in full",
-                            line.at()
+                            line.at(),
+                            echo(arg)
                         ));
                     } else if user {
                         me.home.join(".ssh").join(t)
@@ -269,7 +273,7 @@ impl Scan {
                     };
                     let pattern = pat.to_string_lossy().into_owned();
                     let found = glob::glob(&pattern)
-                        .map_err(|e| format!("{}: Include {arg}: {e}", line.at()))?;
+                        .map_err(|e| format!("{}: Include {}: {e}", line.at(), echo(arg)))?;
                     let mut files: Vec<PathBuf> = found.filter_map(Result::ok).collect();
                     files.sort();
                     for f in files {
@@ -291,7 +295,7 @@ impl Scan {
             .iter()
             .filter(|l| l.keyword == keyword)
             .take(5)
-            .map(|l| format!("{} `{}`", l.at(), l.text()))
+            .map(|l| format!("{} {}", l.at(), echo(&l.text())))
             .collect();
         match at.len() {
             0 => "(set by OpenSSH's defaults)".into(),
@@ -380,7 +384,7 @@ impl OpenSsh {
     /// `ssh -G` for `name` with `o` on its command line.
     pub async fn dump(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
         if name.starts_with('-') || name.is_empty() {
-            return Err(format!("{name:?} is not a host name"));
+            return Err(format!("{} is not a host name", echo(name)));
         }
         let mut c = tokio::process::Command::new(&self.ssh);
         c.arg("-G").arg("-F").arg(self.wrapper.path());
@@ -415,7 +419,7 @@ impl OpenSsh {
                 .collect();
             return Err(format!(
                 "OpenSSH rejects the ssh config (`ssh -G {name}`): {}",
-                err.join("; ")
+                clip(&err.join("; "), 600)
             ));
         }
         Ok(Dump::parse(&String::from_utf8_lossy(&out.stdout)))
@@ -464,8 +468,10 @@ mod tests {
         let me = LocalUser::current();
         let e = Scan::read(&ConfigSource::File("/nonexistent/cfg".into()), &me).unwrap_err();
         assert!(e.contains("no such file"), "{e}");
-        let s = Scan::read(&ConfigSource::from_arg(Some(Path::new("none"))), &me).unwrap();
-        assert!(s.roots.is_empty() && s.lines.is_empty());
+        for none in ["none", "/dev/null"] {
+            let s = Scan::read(&ConfigSource::from_arg(Some(Path::new(none))), &me).unwrap();
+            assert!(s.roots.is_empty() && s.lines.is_empty());
+        }
     }
 
     #[test]

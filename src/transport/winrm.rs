@@ -11,13 +11,12 @@ use winrm_rs::{
     AuthMethod, EncryptionMode, Shell, WinrmClient, WinrmConfig, WinrmCredentials, WinrmError,
 };
 
-use super::{ConnectOptions, Output, Session, TransportError, encoded_bootstrap};
+use super::{ConnectOptions, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap};
 use crate::inventory::{Host, WinRmAuth, WinRmSettings};
 
 const POWERSHELL: &str = r"%SystemRoot%\System32\WindowsPowerShell\v1.0\powershell.exe";
 /// Script bytes per WinRS Send request (well inside the default 150 KiB envelope).
 const SEND_CHUNK: usize = 64 * 1024;
-const MAX_OUTPUT: usize = 16 << 20;
 
 pub struct WinRmSession {
     host: String,
@@ -241,10 +240,13 @@ impl WinRmSession {
         }
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
+        let mut dropped = 0;
         let exit = loop {
             let r = shell.receive_next(&id).await.map_err(lost)?;
             if stdout.len() < MAX_OUTPUT {
                 stdout.extend_from_slice(&r.stdout);
+            } else {
+                dropped += r.stdout.len();
             }
             if stderr.len() < MAX_OUTPUT {
                 stderr.extend_from_slice(&r.stderr);
@@ -257,6 +259,7 @@ impl WinRmSession {
             stdout: String::from_utf8_lossy(&stdout).into_owned(),
             stderr: String::from_utf8_lossy(&stderr).into_owned(),
             exit: exit.and_then(|c| u32::try_from(c).ok()),
+            dropped,
         })
     }
 }

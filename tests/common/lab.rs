@@ -204,6 +204,24 @@ impl Lab {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// Put an executable `name` with `script` in a host's /usr/local/bin
+    /// (first in the PATH of kwinctl's scripts): a fault to inject.
+    pub fn fake_command(&self, host: &str, name: &str, script: &str) {
+        let p = self
+            .dir
+            .join("hosts")
+            .join(host)
+            .join("usr-local-bin")
+            .join(name);
+        std::fs::write(&p, script).expect("fake command");
+        let st = Command::new("chmod")
+            .arg("0755")
+            .arg(&p)
+            .status()
+            .expect("chmod");
+        assert!(st.success());
+    }
+
     pub fn reboot(&self, host: &str) {
         check(&lab_sh(&["reboot", &self.dir_s(), host]), "reboot");
     }
@@ -308,6 +326,11 @@ impl Drop for Lab {
         if !o.status.success() {
             eprintln!("lab.sh down failed: {}", String::from_utf8_lossy(&o.stderr));
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // KWINCTL_KEEP_LAB=1 keeps the folder (logs, run records) to look at.
+        if std::env::var_os("KWINCTL_KEEP_LAB").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("lab folder kept: {}", self.dir.display());
+        }
     }
 }

@@ -8,13 +8,19 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+/// The kwinctl binary under test: this build's, or the one
+/// `KWINCTL_TEST_BIN` names (to show a test fails on another version).
+pub fn bin() -> String {
+    std::env::var("KWINCTL_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kwinctl").to_string())
+}
+
 /// Run the kwinctl binary with a bounded wait; panics if it hangs.
 pub fn kwinctl(args: &[&str]) -> Output {
     kwinctl_env(args, &[])
 }
 
 pub fn kwinctl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kwinctl"));
+    let mut cmd = Command::new(bin());
     cmd.args(args)
         .env("KWINCTL_SSH_CONFIG", "none")
         .env_remove("SSH_AUTH_SOCK");

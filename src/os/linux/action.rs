@@ -11,9 +11,12 @@ use crate::diff::Describe;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
-    /// Record the node's pod CIDR on the host (`/etc/kwinctl/pod-cidr`).
+    /// Record the node's pod CIDR and its cluster on the host
+    /// (`/etc/kwinctl/pod-cidr`, `/etc/kwinctl/cluster`).
     RecordPodCidr {
         pod_cidr: Ipv4Net,
+        cluster: String,
+        cluster_id: String,
     },
     EnableForwarding,
     AddRoute {
@@ -48,7 +51,7 @@ pub enum Action {
 impl Describe for Action {
     fn describe(&self) -> String {
         match self {
-            Action::RecordPodCidr { pod_cidr } => {
+            Action::RecordPodCidr { pod_cidr, .. } => {
                 format!("record pod CIDR {pod_cidr} in /etc/kwinctl/pod-cidr")
             }
             Action::EnableForwarding => "enable IPv4 forwarding".into(),
@@ -80,7 +83,7 @@ impl Describe for Action {
 
     fn finding(&self) -> String {
         match self {
-            Action::RecordPodCidr { .. } => "no pod CIDR recorded on the host".into(),
+            Action::RecordPodCidr { .. } => "no pod CIDR or cluster recorded on the host".into(),
             Action::EnableForwarding => "net.ipv4.ip_forward is 0".into(),
             Action::AddRoute { via, .. } => format!("missing (expected via {via})"),
             Action::ReplaceRoute {
@@ -115,6 +118,8 @@ pub fn examples() -> Vec<Action> {
     vec![
         Action::RecordPodCidr {
             pod_cidr: "198.19.0.0/24".parse().unwrap(),
+            cluster: "lab".into(),
+            cluster_id: "0123456789abcdef".into(),
         },
         Action::EnableForwarding,
         Action::AddRoute {

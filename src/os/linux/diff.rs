@@ -1,6 +1,7 @@
 //! Linux: desired × facts → actions.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 
@@ -27,12 +28,19 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
                 assigned: node.pod_cidr,
             });
         }
-        rec => items.push(Item {
-            key: format!("pod-cidr {}", node.pod_cidr),
-            action: rec.is_none().then_some(Action::RecordPodCidr {
-                pod_cidr: node.pod_cidr,
-            }),
-        }),
+        rec => {
+            let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
+            items.push(Item {
+                key: format!("pod-cidr {}", node.pod_cidr),
+                action: (rec.is_none() || f.recorded_cluster.as_ref() != Some(&cluster)).then_some(
+                    Action::RecordPodCidr {
+                        pod_cidr: node.pod_cidr,
+                        cluster: cluster.0,
+                        cluster_id: cluster.1,
+                    },
+                ),
+            })
+        }
     }
 
     items.push(Item {
@@ -48,6 +56,10 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
         have.entry(r.dst).or_insert(r);
     }
     for (dst, via) in &desired {
+        if let Some(why) = node.frozen.route(dst, Some(*via)) {
+            notes.push(format!("route {dst} left alone: {why}"));
+            continue;
+        }
         let action = match have.get(dst) {
             None => Some(Action::AddRoute {
                 dst: *dst,
@@ -70,7 +82,11 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
         if desired.contains_key(&r.dst) {
             continue;
         }
-        if r.owned() {
+        if r.owned()
+            && let Some(why) = node.frozen.route(&r.dst, r.via)
+        {
+            notes.push(format!("route {} left alone: {why}", r.dst));
+        } else if r.owned() {
             items.push(Item {
                 key: format!("stale route {}", r.dst),
                 action: Some(Action::DelRoute {
@@ -79,7 +95,7 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
                 }),
             });
         } else if r.dst.prefix_len() > 0
-            && crate::inventory::nets_overlap(&r.dst, &node.cluster_cidr)
+            && crate::inventory::nets_overlap(&r.dst, &node.cluster_cidr())
             && r.dst != node.pod_cidr
             && !r.dst.contains(&node.pod_cidr)
         {
@@ -120,6 +136,18 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
         );
     }
     Ok(HostDiff { items, notes })
+}
+
+/// kwinctl's routes on the host that this run must leave alone (frozen:
+/// to a disputed node, or to a node this inventory does not know).
+pub fn kept_routes(node: &Node, f: &LinuxFacts) -> BTreeMap<Ipv4Net, Ipv4Addr> {
+    let desired = node.routes();
+    f.routes
+        .iter()
+        .filter(|r| r.owned() && !desired.contains_key(&r.dst))
+        .filter(|r| node.frozen.route(&r.dst, r.via).is_some())
+        .filter_map(|r| Some((r.dst, r.via?)))
+        .collect()
 }
 
 /// `reset`: remove every kwinctl route and file from a Linux host. IP
@@ -191,6 +219,9 @@ mod tests {
                 route("198.19.2.0/24", Some("198.18.1.4"), "198"),
             ],
             recorded_pod_cidr: Some("198.19.0.0/24".parse().unwrap()),
+            recorded_cluster: Some(("t".into(), "0123456789abcdef".into())),
+            cluster_gen: 0,
+            registry: vec![],
             boot_sha: Some(sha256_hex(BOOT)),
             unit_sha: Some(sha256_hex(UNIT)),
             unit_enabled: true,
@@ -297,6 +328,50 @@ mod tests {
         let e = e.to_string();
         assert!(e.contains("198.19.7.0/24"), "{e}");
         assert!(e.contains("pod_cidr: 198.19.7.0/24"), "{e}");
+    }
+
+    #[test]
+    fn a_node_without_its_cluster_recorded_gets_it() {
+        let mut f = converged();
+        f.recorded_cluster = None;
+        assert_eq!(
+            actions(&run(&f).unwrap()),
+            ["record pod CIDR 198.19.0.0/24 in /etc/kwinctl/pod-cidr"]
+        );
+    }
+
+    #[test]
+    fn frozen_routes_are_left_alone() {
+        let mut n = node();
+        let mut frozen = crate::alloc::Frozen::default();
+        frozen
+            .dsts
+            .insert("198.19.9.0/24".parse().unwrap(), "disputed".into());
+        frozen
+            .vias
+            .insert("198.18.1.4".parse().unwrap(), "c is disputed".into());
+        n.frozen = std::sync::Arc::new(frozen);
+        let mut f = converged();
+        // a stale route to a frozen block, and a wrong route via a frozen hop
+        f.routes
+            .push(route("198.19.9.0/24", Some("198.18.1.10"), "198"));
+        f.routes[2] = route("198.19.2.0/24", Some("198.18.1.99"), "198");
+        let d = diff_linux(
+            &n,
+            &LinuxDesired {
+                boot_script: BOOT.into(),
+                unit: UNIT.into(),
+            },
+            &f,
+        )
+        .unwrap();
+        assert_eq!(d.changes(), 0, "{:?}", actions(&d));
+        assert_eq!(
+            d.notes.iter().filter(|n| n.contains("left alone")).count(),
+            2,
+            "{:?}",
+            d.notes
+        );
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub struct LinuxFacts {
     pub routes: Vec<Route>,
     /// The pod CIDR kwinctl recorded on the host (`/etc/kwinctl/pod-cidr`).
     pub recorded_pod_cidr: Option<Ipv4Net>,
+    /// The cluster kwinctl recorded beside it (`/etc/kwinctl/cluster`):
+    /// name and id.
+    pub recorded_cluster: Option<(String, String)>,
+    /// How many changing runs the cluster lock has seen on this host
+    /// (`/etc/kwinctl/cluster.gen`; 0 when none).
+    pub cluster_gen: u64,
+    /// The cluster's registry, on the lock host (`/etc/kwinctl/cluster.blocks`).
+    pub registry: Vec<crate::alloc::Registered>,
     /// sha256 of `/etc/kwinctl/boot.sh`.
     pub boot_sha: Option<String>,
     /// sha256 of the systemd unit, and whether it is enabled.
@@ -88,6 +96,7 @@ struct Lines<'a> {
     scalars: BTreeMap<&'a str, &'a str>,
     reach: Vec<&'a str>,
     nodes: Vec<&'a str>,
+    registered: Vec<&'a str>,
     ended: bool,
 }
 
@@ -112,8 +121,9 @@ impl<'a> Lines<'a> {
                 "end" => l.ended = true,
                 "reach" => l.reach.push(value),
                 "node" => l.nodes.push(value),
-                "hostname" | "ip_forward" | "pod_cidr" | "boot_sha" | "systemd" | "unit_sha"
-                | "unit_enabled" | "routes" | "nodes" => {
+                "registered" => l.registered.push(value),
+                "hostname" | "ip_forward" | "pod_cidr" | "cluster" | "cluster_gen" | "boot_sha"
+                | "systemd" | "unit_sha" | "unit_enabled" | "routes" | "nodes" => {
                     if l.scalars.insert(key, value).is_some() {
                         return Err(FactsError::Invalid(format!("{key} is given twice")));
                     }
@@ -235,6 +245,46 @@ impl LinuxFacts {
                 ))
             })?),
         };
+        let recorded_cluster = match l.opt("cluster") {
+            "" => None,
+            s => {
+                let bad = || {
+                    FactsError::Invalid(format!(
+                        "/etc/kwinctl/cluster holds {:?}, not a cluster name and id",
+                        clip(&printable(s), 64)
+                    ))
+                };
+                let (name, id) = s.split_once(' ').ok_or_else(bad)?;
+                if !crate::inventory::valid_name(name)
+                    || id.is_empty()
+                    || !id.chars().all(|c| c.is_ascii_alphanumeric())
+                {
+                    return Err(bad());
+                }
+                Some((name.to_string(), id.to_string()))
+            }
+        };
+        let cluster_gen = match l.opt("cluster_gen") {
+            "" => 0,
+            s => s.parse().map_err(|_| {
+                FactsError::Invalid(format!(
+                    "/etc/kwinctl/cluster.gen holds {:?}, not a number",
+                    clip(&printable(s), 32)
+                ))
+            })?,
+        };
+        let registry = l
+            .registered
+            .iter()
+            .map(|line| {
+                crate::alloc::Registered::parse(line).ok_or_else(|| {
+                    FactsError::Invalid(format!(
+                        "/etc/kwinctl/cluster.blocks holds {:?}, not `name cidr address`",
+                        clip(&printable(line), 80)
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let reach = crate::probe::parse_reach(&l.reach)?;
         let k8s_nodes = match l.opt("nodes") {
             "" => None,
@@ -262,6 +312,9 @@ impl LinuxFacts {
             systemd,
             routes,
             recorded_pod_cidr,
+            recorded_cluster,
+            cluster_gen,
+            registry,
             boot_sha: sha(l.get("boot_sha")?),
             unit_sha: sha(l.opt("unit_sha")),
             unit_enabled: l.opt("unit_enabled") == "enabled",
@@ -289,7 +342,8 @@ mod tests {
     fn sample() -> String {
         format!(
             "welcome to h1!\nKWF probe linux 2\nKWF hostname h1\r\nKWF ip_forward 1\n\
-             KWF pod_cidr 198.19.0.0/24\nKWF boot_sha \nKWF systemd false\n\
+             KWF pod_cidr 198.19.0.0/24\nKWF cluster lab 0a1b2c\nKWF cluster_gen 3\n\
+             KWF registered h1 198.19.0.0/24 198.18.1.2\nKWF boot_sha \nKWF systemd false\n\
              KWF routes {ROUTES}\nKWF reach 198.18.1.3 ok\nKWF reach 198.18.1.4 fail\nKWF end\n"
         )
     }
@@ -306,6 +360,13 @@ mod tests {
         assert!(f.routes[2].owned());
         assert_eq!(f.routes[3].dst.to_string(), "10.1.2.3/32");
         assert_eq!(f.recorded_pod_cidr.unwrap().to_string(), "198.19.0.0/24");
+        assert_eq!(
+            f.recorded_cluster,
+            Some(("lab".to_string(), "0a1b2c".to_string()))
+        );
+        assert_eq!(f.cluster_gen, 3);
+        assert_eq!(f.registry.len(), 1);
+        assert_eq!(f.registry[0].line(), "h1 198.19.0.0/24 198.18.1.2");
         assert_eq!(f.boot_sha, None);
         assert_eq!(f.reach.len(), 2);
         assert_eq!(
@@ -359,6 +420,10 @@ mod tests {
             s.replace("198.18.1.3\",\"dev", "x\",\"dev"),
             s.replace("linux 2", "linux 7"),
             s.replace("198.19.0.0/24\n", "garbage\n"),
+            s.replace("lab 0a1b2c", "lab"),
+            s.replace("lab 0a1b2c", "l;b 0a1b2c"),
+            s.replace("KWF cluster_gen 3", "KWF cluster_gen x"),
+            s.replace("198.19.0.0/24 198.18.1.2", "198.19.0.0/24"),
             s.replace("198.18.1.4 fail", "198.18.1.4 maybe"),
             s.replace("KWF hostname h1", "KWF hostname h1\nKWF hostname h2"),
             s.replace("KWF hostname h1", "KWF colour blue"),

@@ -10,13 +10,14 @@ pub mod script;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use minijinja::Value;
+use ipnet::Ipv4Net;
+use minijinja::{Value, context};
 
 pub use action::Action;
 pub use facts::{LinuxFacts, Route};
 
 use super::ops::NodeOps;
-use crate::alloc::Node;
+use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Diff};
 use crate::inventory::{Host, Role};
 use crate::probe::{FactsError, Reach};
@@ -45,9 +46,11 @@ pub struct LinuxDesired {
 }
 
 impl LinuxDesired {
-    pub fn of(r: &Renderer, node: &Node) -> LinuxDesired {
+    /// `kept`: kwinctl routes on the host that this run leaves alone (see
+    /// `alloc::Frozen`): boot.sh restores them too, as they are.
+    pub fn of(r: &Renderer, node: &Node, kept: &BTreeMap<Ipv4Net, Ipv4Addr>) -> LinuxDesired {
         LinuxDesired {
-            boot_script: script::boot_script(r, node),
+            boot_script: script::boot_script(r, node, kept),
             unit: script::unit(r),
         }
     }
@@ -55,18 +58,14 @@ impl LinuxDesired {
 
 pub struct LinuxOps<'a> {
     r: &'a Renderer,
-    node: &'a Node,
-    desired: &'a LinuxDesired,
     /// Control plane, checking: also list the nodes with kubectl.
     ask_nodes: bool,
 }
 
 impl<'a> LinuxOps<'a> {
-    pub fn new(r: &'a Renderer, host: &Host, node: &'a Node, desired: &'a LinuxDesired) -> Self {
+    pub fn new(r: &'a Renderer, host: &Host) -> Self {
         LinuxOps {
             r,
-            node,
-            desired,
             ask_nodes: host.role == Role::ControlPlane,
         }
     }
@@ -81,17 +80,32 @@ impl NodeOps for LinuxOps<'_> {
     fn parse(&self, o: &Output) -> Result<LinuxFacts, FactsError> {
         LinuxFacts::parse(&o.stdout, &o.stderr)
     }
-    fn diff(&self, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {
-        diff::diff_linux(self.node, self.desired, f)
+    fn record(&self, f: &LinuxFacts, _cluster_cidr: Ipv4Net) -> NodeRecord {
+        NodeRecord {
+            pod_cidr: f.recorded_pod_cidr,
+            cluster: f.recorded_cluster.clone(),
+            routes: f
+                .routes
+                .iter()
+                .filter(|r| r.owned())
+                .map(|r| (r.dst, r.via))
+                .collect(),
+            generation: f.cluster_gen,
+            registry: f.registry.clone(),
+        }
     }
-    fn reset(&self, f: &LinuxFacts) -> Diff<Action> {
+    fn diff(&self, node: &Node, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {
+        let kept = diff::kept_routes(node, f);
+        diff::diff_linux(node, &LinuxDesired::of(self.r, node, &kept), f)
+    }
+    fn reset(&self, _node: &Node, f: &LinuxFacts) -> Diff<Action> {
         diff::diff_reset_linux(f)
     }
-    fn script(&self, actions: &[&Action], then_probe: Option<&[Ipv4Addr]>) -> String {
+    fn script(&self, node: &Node, actions: &[&Action], then_probe: Option<&[Ipv4Addr]>) -> String {
         script::script(
             self.r,
-            &self.node.name,
-            &self.node.cluster_name,
+            &node.name,
+            &node.cluster.name,
             actions,
             then_probe.map(|reach| (reach, self.ask_nodes && !reach.is_empty())),
         )
@@ -107,7 +121,31 @@ impl NodeOps for LinuxOps<'_> {
             (Some(Ok(n)), true) => K8sView::Nodes(n.clone()),
         }
     }
-    fn fresh(&self) -> LinuxFacts {
+    fn peer_change(&self, a: &Action) -> bool {
+        matches!(
+            a,
+            Action::AddRoute { .. }
+                | Action::ReplaceRoute { .. }
+                | Action::DelRoute { .. }
+                | Action::WriteBootScript { .. }
+        )
+    }
+    fn fresh(&self, _node: &Node) -> LinuxFacts {
         LinuxFacts::fresh(true)
+    }
+    fn rewrites(&self, a: &Action) -> Option<(String, String)> {
+        match a {
+            Action::WriteBootScript { content } => {
+                Some(("/etc/kwinctl/boot.sh".into(), content.clone()))
+            }
+            Action::InstallUnit { content } => Some((
+                "/etc/systemd/system/kwinctl-boot.service".into(),
+                content.clone(),
+            )),
+            _ => None,
+        }
+    }
+    fn read_files(&self, paths: &[String]) -> String {
+        self.r.render("linux/read_files.sh", context! { paths })
     }
 }

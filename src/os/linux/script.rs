@@ -2,6 +2,7 @@
 //! script per host (prelude, each action as a function run by `kw_run`,
 //! consecutive routes as one `ip -batch`, then optionally the probe).
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -24,17 +25,21 @@ pub fn probe(r: &Renderer, reach: &[Ipv4Addr], nodes: bool) -> String {
     )
 }
 
-/// `/etc/kwinctl/boot.sh` for a node.
-pub fn boot_script(r: &Renderer, node: &Node) -> String {
-    let routes: Vec<_> = node
-        .routes()
+/// `/etc/kwinctl/boot.sh` for a node: its routes to the other nodes, and
+/// the kwinctl routes the run leaves alone (`kept`).
+pub fn boot_script(r: &Renderer, node: &Node, kept: &BTreeMap<Ipv4Net, Ipv4Addr>) -> String {
+    let mut all = node.routes();
+    for (dst, via) in kept {
+        all.entry(*dst).or_insert(*via);
+    }
+    let routes: Vec<_> = all
         .into_iter()
         .map(|(dst, via)| context! { dst => dst.to_string(), via => via.to_string() })
         .collect();
     r.render(
         "linux/boot.sh",
         context! {
-            host => node.name, cluster => node.cluster_name,
+            host => node.name, cluster => node.cluster.name,
             pod_cidr => node.pod_cidr.to_string(), routes,
         },
     )
@@ -42,6 +47,36 @@ pub fn boot_script(r: &Renderer, node: &Node) -> String {
 
 pub fn unit(r: &Renderer) -> String {
     r.render("linux/boot.service", context! {})
+}
+
+/// How long a cluster lock lasts if its run dies without releasing it.
+pub const LOCK_SECONDS: u32 = 1800;
+
+/// Take the cluster lock for `run` (`owner` says who, for the message
+/// another run gets), unless the cluster's generation is no longer
+/// `generation`; first break the lock of `break_run`, a run known to be
+/// dead. With the lock, write the cluster's `registry` (its lines).
+/// Prints `KWL taken`, `KWL changed <gen>`, or `KWL held <seconds left>`,
+/// `KWL owner <who>` and `KWL run <its run>`.
+pub fn lock(
+    r: &Renderer,
+    run: &str,
+    owner: &str,
+    generation: u64,
+    break_run: Option<&str>,
+    registry: &[String],
+) -> String {
+    r.render(
+        "linux/lock.sh",
+        context! { run, owner, generation, break_run, registry, seconds => LOCK_SECONDS },
+    )
+}
+
+/// Write the cluster's `registry` as the run left it and release the
+/// cluster lock of `run`: `KWL released`, or `KWL lost` when it is no
+/// longer this run's.
+pub fn unlock(r: &Renderer, run: &str, registry: &[String]) -> String {
+    r.render("linux/unlock.sh", context! { run, registry })
 }
 
 /// The shell for one action (a body run under `set -e`): its template by
@@ -129,6 +164,8 @@ mod tests {
         let acts = [
             Action::RecordPodCidr {
                 pod_cidr: "198.19.0.0/24".parse().unwrap(),
+                cluster: "c".into(),
+                cluster_id: "0a1b".into(),
             },
             Action::EnableForwarding,
             Action::AddRoute {

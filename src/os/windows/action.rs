@@ -16,8 +16,11 @@ use crate::diff::Describe;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WinAction {
+    /// The node's own record of its pod CIDR and its cluster.
     RecordPodCidr {
         pod_cidr: Ipv4Net,
+        cluster: String,
+        cluster_id: String,
     },
     /// The Routing role service, and forwarding on the routable adapter.
     EnableRouting,
@@ -58,8 +61,25 @@ pub enum WinAction {
     StartService {
         name: String,
     },
-    /// `reset`: stop and delete a service.
+    /// A release without `--windows-service`: write the start script and
+    /// register the boot-time scheduled task that runs it (re-registering
+    /// an existing one), start it, and check the binary stays up.
+    InstallTask {
+        service: WinService,
+        exists: bool,
+    },
+    /// Start a registered task whose binary is not running.
+    StartTask {
+        name: String,
+    },
+    /// Stop and delete a service (`reset`, or a release change that moves
+    /// it to a scheduled task).
     RemoveService {
+        name: String,
+    },
+    /// Stop and unregister kwinctl's task and its start script (`reset`, or
+    /// a release change that makes the binary a native service).
+    RemoveTask {
         name: String,
     },
     /// `reset`: remove the transparent network (and with it the HNS adapter).
@@ -75,7 +95,7 @@ pub enum WinAction {
 impl Describe for WinAction {
     fn describe(&self) -> String {
         match self {
-            WinAction::RecordPodCidr { pod_cidr } => {
+            WinAction::RecordPodCidr { pod_cidr, .. } => {
                 format!("record pod CIDR {pod_cidr} in {POD_CIDR_FILE}")
             }
             WinAction::EnableRouting => {
@@ -119,7 +139,20 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartService { name } => format!("start service {name}"),
+            WinAction::InstallTask { service, exists } => format!(
+                "{} {} as a boot-time scheduled task (start script; it has no --windows-service)",
+                if *exists {
+                    "reconfigure and restart"
+                } else {
+                    "run"
+                },
+                service.name
+            ),
+            WinAction::StartTask { name } => format!("start scheduled task {name}"),
             WinAction::RemoveService { name } => format!("stop and delete service {name}"),
+            WinAction::RemoveTask { name } => {
+                format!("stop and delete scheduled task {name} and its start script")
+            }
             WinAction::RemoveNetwork { name } => format!("remove docker network {name}"),
             WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
             WinAction::RemoveFile { path } => format!("remove {path}"),
@@ -128,7 +161,7 @@ impl Describe for WinAction {
 
     fn finding(&self) -> String {
         match self {
-            WinAction::RecordPodCidr { .. } => "no pod CIDR recorded on the host".into(),
+            WinAction::RecordPodCidr { .. } => "no pod CIDR or cluster recorded on the host".into(),
             WinAction::EnableRouting => {
                 "the Routing role is missing or forwarding is off on the routable adapter".into()
             }
@@ -154,6 +187,18 @@ impl Describe for WinAction {
             WinAction::InstallService { exists: false, .. } => "service not installed".into(),
             WinAction::InstallService { .. } => "service configuration differs (command line, environment, dependencies, start mode or recovery)".into(),
             WinAction::StartService { .. } => "service not running".into(),
+            WinAction::InstallTask { exists: false, .. } => "no scheduled task".into(),
+            WinAction::InstallTask { .. } => {
+                "the scheduled task runs another command line, environment or start script".into()
+            }
+            WinAction::StartTask { name } => format!("{name} is not running"),
+            WinAction::RemoveService { .. } => {
+                "a native service of that name, but this release runs it as a scheduled task"
+                    .into()
+            }
+            WinAction::RemoveTask { .. } => {
+                "a scheduled task of that name, but this release runs it as a native service".into()
+            }
             other => format!("not as desired: would {}", other.describe()),
         }
     }
@@ -163,21 +208,12 @@ impl Describe for WinAction {
 /// error in `every_kind_has_an_example` when a variant is added without one).
 #[doc(hidden)]
 pub fn examples() -> Vec<WinAction> {
-    let svc = WinService {
-        name: "kubelet".into(),
-        display: "Kubernetes kubelet (kwinctl)".into(),
-        binpath:
-            r#"C:\k\kubelet.exe --windows-service --resolv-conf="" --hostname-override=10.0.0.11"#
-                .into(),
-        env: vec![
-            "CONTAINER_NETWORK=kwinctl".into(),
-            "INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)".into(),
-        ],
-        depends: vec!["docker".into()],
-    };
+    let svc = crate::os::windows::desired::example_service();
     vec![
         WinAction::RecordPodCidr {
             pod_cidr: "192.168.1.0/24".parse().unwrap(),
+            cluster: "demo".into(),
+            cluster_id: "0123456789abcdef".into(),
         },
         WinAction::EnableRouting,
         WinAction::CreateSwitch,
@@ -213,6 +249,8 @@ pub fn examples() -> Vec<WinAction> {
                 path: r"C:\k\kubelet.exe".into(),
                 sha256: "ab".repeat(32),
                 source: FileSource::Url("https://dl.example.invalid/v1.16/kubelet.exe".into()),
+                version: Some("1.16.15".into()),
+                version_regex: Some(r"^Kubernetes v1\.16\.15(?:[-+]\S*)?$".into()),
             },
         },
         WinAction::PlaceFile {
@@ -220,6 +258,8 @@ pub fn examples() -> Vec<WinAction> {
                 path: r"C:\k\config".into(),
                 sha256: "cd".repeat(32),
                 source: FileSource::Inline(b"apiVersion: v1\nkind: Config\n".to_vec().into()),
+                version: None,
+                version_regex: None,
             },
         },
         WinAction::InstallService {
@@ -227,14 +267,24 @@ pub fn examples() -> Vec<WinAction> {
             exists: false,
         },
         WinAction::InstallService {
-            service: svc,
+            service: svc.clone(),
             exists: true,
         },
         WinAction::StartService {
             name: "kube-proxy".into(),
         },
+        WinAction::InstallTask {
+            service: crate::os::windows::desired::example_task(),
+            exists: true,
+        },
+        WinAction::StartTask {
+            name: "kubelet".into(),
+        },
         WinAction::RemoveService {
             name: "kube-proxy".into(),
+        },
+        WinAction::RemoveTask {
+            name: "kubelet".into(),
         },
         WinAction::RemoveNetwork {
             name: "kwinctl".into(),
@@ -267,13 +317,16 @@ mod tests {
                 WinAction::PlaceFile { .. } => "place_file",
                 WinAction::InstallService { .. } => "install_service",
                 WinAction::StartService { .. } => "start_service",
+                WinAction::InstallTask { .. } => "install_task",
+                WinAction::StartTask { .. } => "start_task",
                 WinAction::RemoveService { .. } => "remove_service",
+                WinAction::RemoveTask { .. } => "remove_task",
                 WinAction::RemoveNetwork { .. } => "remove_network",
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
             })
             .collect();
-        assert_eq!(kinds.len(), 15);
+        assert_eq!(kinds.len(), 18);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

@@ -1,16 +1,19 @@
 //! What a Windows node should have beyond its pod CIDR and routes: the
 //! transparent network's name, the pause image, the files kwinctl places
-//! (binaries, kubeconfig) and the services with the seed's flags.
+//! (binaries, kubeconfig) and kubelet and kube-proxy, with command lines
+//! built for the declared Kubernetes release from the flag table
+//! (`k8s.rs`, `k8s.yaml`), hosted as native services or, before 1.10, by a
+//! start script a boot-time scheduled task runs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, WIN_DIR};
-use crate::alloc::Node;
+use super::k8s::{self, Component, Hosting, Values};
+use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, WIN_DIR, cmdline};
 use crate::hash::sha256_bytes;
-use crate::inventory::{Host, Inventory};
+use crate::inventory::{Host, Inventory, KubeVersion};
 use crate::os::ops::DesiredError;
 
 /// A file kwinctl places on a Windows node.
@@ -19,8 +22,12 @@ pub struct WinFile {
     pub path: String,
     pub sha256: String,
     pub source: FileSource,
+    /// For kubelet.exe and kube-proxy.exe: the release the inventory
+    /// declares; the action runs the new file's `--version` and refuses to
+    /// put it in place unless its line matches `version_regex`.
+    pub version: Option<String>,
+    pub version_regex: Option<String>,
 }
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FileSource {
@@ -31,37 +38,89 @@ pub enum FileSource {
     Inline(#[serde(skip)] std::sync::Arc<[u8]>),
 }
 
-/// A native Windows service kwinctl installs.
+/// kubelet or kube-proxy as kwinctl runs it: a native service, or (before
+/// `--windows-service`) a scheduled task running a start script.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WinService {
     pub name: String,
     pub display: String,
-    /// The full command line (ImagePath).
+    /// The binary (`C:\k\kubelet.exe`).
+    pub exe: String,
+    /// The full command line: the native service's ImagePath.
     pub binpath: String,
+    /// The command line after the binary (what the start script passes to
+    /// `Start-Process -ArgumentList`, verbatim).
+    pub args: String,
     pub env: Vec<String>,
+    /// Services it needs running first (SCM dependencies; the start script
+    /// waits for them).
     pub depends: Vec<String>,
+    pub hosting: Hosting,
+    /// A digest of everything above: a scheduled task carries it in its
+    /// description, so a changed command line reinstalls the task.
+    pub fingerprint: String,
 }
 
-/// What a Windows node should have, beyond its [`Node`].
+/// Bump when the start script's template changes, so existing tasks are
+/// reinstalled with the new script.
+const WRAPPER_VERSION: &str = "kwinctl-task-1";
+
+impl WinService {
+    /// A service of `name` running `exe` with `args` (quoted here).
+    pub fn new(
+        name: &str,
+        display: &str,
+        exe: String,
+        args: &[String],
+        env: Vec<String>,
+        depends: Vec<String>,
+        hosting: Hosting,
+    ) -> WinService {
+        let args = cmdline::join(args);
+        let binpath = format!("{} {args}", cmdline::quote(&exe));
+        let mut s = WinService {
+            name: name.into(),
+            display: display.into(),
+            exe,
+            binpath,
+            args,
+            env,
+            depends,
+            hosting,
+            fingerprint: String::new(),
+        };
+        let digest = serde_json::to_vec(&(&s, WRAPPER_VERSION)).expect("service JSON");
+        s.fingerprint = sha256_bytes(&digest)[..16].to_string();
+        s
+    }
+
+    /// What a kwinctl scheduled task's description says (the probe reads it
+    /// back).
+    pub fn task_description(&self) -> String {
+        format!("{} [kwinctl {}]", self.display, self.fingerprint)
+    }
+}
+
+/// What a Windows node should have, beyond its pod CIDR and routes (it
+/// does not depend on them: it is known before any node is asked).
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowsDesired {
     pub network: String,
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
     pub adapter: Option<String>,
+    /// The release the binaries must be.
+    pub kubernetes_version: KubeVersion,
     pub pause_image: String,
+    /// Whether the inventory named the pause image (else it is the table's
+    /// default for the release).
+    pub pause_image_given: bool,
     pub files: Vec<WinFile>,
     /// The binaries the services need, whether kwinctl places them or not.
     pub required_files: Vec<String>,
     pub services: Vec<WinService>,
-}
-
-/// Double-quote one argument for a Windows command line.
-fn win_arg(s: &str) -> String {
-    if !s.is_empty() && !s.contains([' ', '\t', '"']) {
-        return s.to_string();
-    }
-    format!("\"{}\"", s.replace('"', "\\\""))
+    /// Said in every plan of this host.
+    pub notes: Vec<String>,
 }
 
 /// Local files to upload, read once per command and shared between hosts.
@@ -85,10 +144,22 @@ impl WindowsDesired {
     pub fn of(
         inv: &Inventory,
         host: &Host,
-        node: &Node,
         uploads: &Uploads,
     ) -> Result<WindowsDesired, DesiredError> {
         let w = &host.windows;
+        let version = inv.cluster.kubernetes_version.ok_or_else(|| {
+            DesiredError(format!(
+                "{}: cluster.kubernetes_version is required for Windows hosts",
+                host.name
+            ))
+        })?;
+        let api_server = inv.cluster.api_server.as_deref().ok_or_else(|| {
+            DesiredError(format!(
+                "{}: cluster.api_server is required for Windows hosts",
+                host.name
+            ))
+        })?;
+        let m = version.minor;
         let network = w
             .network_name
             .clone()
@@ -139,9 +210,11 @@ impl WindowsDesired {
                 path,
                 sha256: sha256.to_ascii_lowercase(),
                 source,
+                version: Some(version.to_string()),
+                version_regex: Some(version.version_line_regex()),
             });
         }
-        let kubeconfig_path = format!(r"{WIN_DIR}\config");
+        let kubeconfig_path = super::KUBECONFIG.to_string();
         if let Some(kc) = &inv.cluster.kubeconfig {
             let bytes = std::fs::read(kc).map_err(|e| {
                 DesiredError(format!("cannot read kubeconfig {}: {e}", kc.display()))
@@ -150,67 +223,216 @@ impl WindowsDesired {
                 path: kubeconfig_path.clone(),
                 sha256: sha256_bytes(&bytes),
                 source: FileSource::Inline(bytes.into()),
+                version: None,
+                version_regex: None,
             });
         }
-        let ip = node.address.to_string();
-        let exe = |n: &str| win_arg(&format!(r"{WIN_DIR}\{n}"));
-        // The seed's flags; a kubeconfig replaces --api-servers when given.
-        let mut kubelet = vec![
-            exe("kubelet.exe"),
-            "--windows-service".into(),
-            format!("--hostname-override={}", win_arg(&ip)),
-            format!(
-                "--pod-infra-container-image={}",
-                win_arg(&inv.cluster.pause_image)
+        let ip = host.address.to_string();
+        let (pause_image, pause_image_given) = match &inv.cluster.pause_image {
+            Some(p) => (p.clone(), true),
+            None => {
+                let build = k8s::fresh_build(m);
+                let p = k8s::default_pause(m, build).ok_or_else(|| {
+                    DesiredError(format!(
+                        "{}: kwinctl has no default pause image for Kubernetes {version} on Windows build {build}: set cluster.pause_image",
+                        host.name
+                    ))
+                })?;
+                (p.to_string(), false)
+            }
+        };
+        let proxy_adapter = format!("vEthernet ({KUBE_PROXY_SWITCH})");
+        let values = Values {
+            ip: &ip,
+            pause_image: &pause_image,
+            kubeconfig: inv
+                .cluster
+                .kubeconfig
+                .as_ref()
+                .map(|_| kubeconfig_path.as_str()),
+            api_server,
+            log_dir: LOG_DIR,
+            network: &network,
+            proxy_adapter: &proxy_adapter,
+        };
+        let mut services = Vec::new();
+        for (c, display, depends) in [
+            (Component::Kubelet, "Kubernetes kubelet (kwinctl)", "docker"),
+            (
+                Component::KubeProxy,
+                "Kubernetes kube-proxy (kwinctl)",
+                "kubelet",
             ),
-            "--resolv-conf=\"\"".into(),
-        ];
-        let mut proxy = vec![
-            exe("kube-proxy.exe"),
-            "--windows-service".into(),
-            "--proxy-mode=userspace".into(),
-            format!("--bind-address={ip}"),
-            format!("--hostname-override={}", win_arg(&ip)),
-        ];
-        if inv.cluster.kubeconfig.is_some() {
-            kubelet.push(format!("--kubeconfig={}", win_arg(&kubeconfig_path)));
-            proxy.push(format!("--kubeconfig={}", win_arg(&kubeconfig_path)));
-        } else {
-            kubelet.push(format!(
-                "--api-servers={}",
-                win_arg(&inv.cluster.api_server)
+        ] {
+            let call = k8s::invocation(c, m, &values)
+                .map_err(|e| DesiredError(format!("{}: {e}", host.name)))?;
+            // A start script only waits for real services (docker), not for
+            // kwinctl's other task.
+            let depends = match call.hosting {
+                Hosting::Service => vec![depends.to_string()],
+                Hosting::Task if depends == "docker" => vec![depends.to_string()],
+                Hosting::Task => vec![],
+            };
+            services.push(WinService::new(
+                c.name(),
+                display,
+                format!(r"{WIN_DIR}\{}.exe", c.name()),
+                &call.args,
+                call.env,
+                depends,
+                call.hosting,
             ));
-            proxy.push(format!("--master={}", win_arg(&inv.cluster.api_server)));
         }
-        let env = vec![
-            format!("CONTAINER_NETWORK={network}"),
-            format!("INTERFACE_TO_ADD_SERVICE_IP=vEthernet ({KUBE_PROXY_SWITCH})"),
-        ];
+        let notes = k8s::identity_note(&version, api_server.starts_with("https://"))
+            .into_iter()
+            .collect();
         Ok(WindowsDesired {
             network,
             adapter: w.adapter.clone(),
-            pause_image: inv.cluster.pause_image.clone(),
+            kubernetes_version: version,
+            pause_image,
+            pause_image_given,
             files,
             required_files: vec![
                 format!(r"{WIN_DIR}\kubelet.exe"),
                 format!(r"{WIN_DIR}\kube-proxy.exe"),
             ],
-            services: vec![
-                WinService {
-                    name: "kubelet".into(),
-                    display: "Kubernetes kubelet (kwinctl)".into(),
-                    binpath: kubelet.join(" "),
-                    env: env.clone(),
-                    depends: vec!["docker".into()],
-                },
-                WinService {
-                    name: "kube-proxy".into(),
-                    display: "Kubernetes kube-proxy (kwinctl)".into(),
-                    binpath: proxy.join(" "),
-                    env,
-                    depends: vec!["kubelet".into()],
-                },
-            ],
+            services,
+            notes,
         })
+    }
+}
+
+/// A kubelet native service as kwinctl builds one (for the action examples
+/// the grammar and snapshot tests render).
+#[doc(hidden)]
+pub fn example_service() -> WinService {
+    WinService::new(
+        "kubelet",
+        "Kubernetes kubelet (kwinctl)",
+        format!(r"{WIN_DIR}\kubelet.exe"),
+        &[
+            "--windows-service".into(),
+            "--hostname-override=10.0.0.11".into(),
+            "--resolv-conf=".into(),
+            r"--log-dir=C:\k\logs".into(),
+        ],
+        vec!["CONTAINER_NETWORK=kwinctl".into()],
+        vec!["docker".into()],
+        Hosting::Service,
+    )
+}
+
+/// A kubelet run by a scheduled task (a release before 1.10).
+#[doc(hidden)]
+pub fn example_task() -> WinService {
+    WinService::new(
+        "kubelet",
+        "Kubernetes kubelet (kwinctl)",
+        format!(r"{WIN_DIR}\kubelet.exe"),
+        &[
+            "--hostname-override=10.0.0.11".into(),
+            "--pod-infra-container-image=apprenda/pause".into(),
+            "--resolv-conf=".into(),
+            r"--kubeconfig=C:\k\config".into(),
+            "--require-kubeconfig".into(),
+            "--odd=it's \"quoted\" $(x)".into(),
+        ],
+        vec!["CONTAINER_NETWORK=kwinctl".into()],
+        vec!["docker".into()],
+        Hosting::Task,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Minor;
+    use crate::os::windows::k8s::TABLE;
+
+    fn inventory(version: &str, kubeconfig: bool) -> Inventory {
+        let api = if kubeconfig {
+            concat!(
+                "api_server: https://10.0.0.10:6443\n  kubeconfig: ",
+                env!("CARGO_MANIFEST_DIR"),
+                "/inventories/example.kubeconfig"
+            )
+        } else {
+            "api_server: http://10.0.0.10:8080"
+        };
+        let text = format!(
+            "cluster:\n  name: t\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  {api}\n  \
+             kubernetes_version: \"{version}\"\nhosts:\n  - name: w\n    os: windows\n    address: 10.0.0.11\n    \
+             windows: {{ binaries: {{ kubelet: {{ url: \"https://h/k.exe\", sha256: aa }} }} }}\n"
+        );
+        Inventory::parse(Path::new("t.yaml"), &text).unwrap()
+    }
+
+    fn desired(version: &str, kubeconfig: bool) -> Result<WindowsDesired, DesiredError> {
+        let inv = inventory(version, kubeconfig);
+        WindowsDesired::of(&inv, &inv.hosts[0], &Uploads::default())
+    }
+
+    /// Every flag on every command line kwinctl builds, read back the way
+    /// Windows splits a command line, exists in the release, for every minor
+    /// release the profile runs; the environment too.
+    #[test]
+    fn every_emitted_flag_is_in_the_table_for_its_release() {
+        for n in 5..=23 {
+            let m = Minor::new(1, n);
+            for kc in [true, false] {
+                if !kc && n >= 8 {
+                    assert!(desired(&format!("1.{n}.0"), kc).is_err(), "1.{n}");
+                    continue;
+                }
+                let d = desired(&format!("1.{n}.0"), kc).unwrap();
+                assert_eq!(
+                    d.files[0].version.as_deref(),
+                    Some(format!("1.{n}.0").as_str())
+                );
+                for s in &d.services {
+                    let argv = cmdline::split(&s.binpath);
+                    assert_eq!(argv[0], s.exe);
+                    assert_eq!(cmdline::split(&s.args), argv[1..]);
+                    let names = argv[1..]
+                        .iter()
+                        .map(|a| a.split('=').next().unwrap())
+                        .chain(s.env.iter().map(|e| e.split('=').next().unwrap()));
+                    for name in names {
+                        let row = TABLE
+                            .flags
+                            .iter()
+                            .find(|r| r.component.name() == s.name && r.name == name)
+                            .unwrap_or_else(|| panic!("1.{n} {}: {name} not in the table", s.name));
+                        assert!(
+                            row.exists_in(m),
+                            "1.{n} {}: {name} outside its range",
+                            s.name
+                        );
+                    }
+                    let native = argv.iter().any(|a| a == "--windows-service");
+                    assert_eq!(native, s.hosting == Hosting::Service, "1.{n} {}", s.name);
+                }
+            }
+        }
+        for v in ["1.24.0", "1.26.1", "1.4.7"] {
+            assert!(desired(v, true).is_err(), "{v}");
+        }
+    }
+
+    #[test]
+    fn the_pause_image_follows_the_release_unless_given() {
+        assert_eq!(
+            desired("1.9.11", true).unwrap().pause_image,
+            "apprenda/pause"
+        );
+        let d = desired("1.16.15", true).unwrap();
+        assert_eq!(d.pause_image, "mcr.microsoft.com/k8s/core/pause:1.2.0");
+        assert!(!d.pause_image_given);
+        assert!(
+            d.services[0]
+                .binpath
+                .contains("--pod-infra-container-image=mcr.microsoft.com/k8s/core/pause:1.2.0")
+        );
     }
 }

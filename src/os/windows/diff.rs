@@ -8,8 +8,9 @@ use ipnet::Ipv4Net;
 use super::action::WinAction;
 use super::desired::WindowsDesired;
 use super::facts::{WinRoute, WindowsFacts};
+use super::k8s::Hosting;
 use super::preflight::{preflight, routable_adapter};
-use super::{HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::{CLUSTER_FILE, HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
 
@@ -29,6 +30,19 @@ fn set(v: &[String]) -> BTreeSet<String> {
     v.iter().map(|s| s.to_ascii_lowercase()).collect()
 }
 
+fn hosting_word(d: &WindowsDesired, name: &str) -> &'static str {
+    match d
+        .services
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| s.hosting)
+    {
+        Some(Hosting::Service) => "a native service",
+        Some(Hosting::Task) => "a scheduled task",
+        None => "not run",
+    }
+}
+
 pub fn diff_windows(
     node: &Node,
     d: &WindowsDesired,
@@ -36,14 +50,27 @@ pub fn diff_windows(
 ) -> Result<WinDiff, Conflict> {
     let index = preflight(node, d, f)?;
     let mut items: Vec<Item<WinAction>> = Vec::new();
-    let mut notes = vec![format!("Windows {}, Docker {}", f.build, f.docker_version)];
+    let mut notes = vec![format!(
+        "Windows {}, Docker {}, Kubernetes {} (kubelet {}, kube-proxy {})",
+        f.build,
+        f.docker_version,
+        d.kubernetes_version,
+        hosting_word(d, "kubelet"),
+        hosting_word(d, "kube-proxy"),
+    )];
+    notes.extend(d.notes.iter().cloned());
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
 
+    let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
     item(
         format!("pod-cidr {}", node.pod_cidr),
-        f.pod_cidr.is_none().then_some(WinAction::RecordPodCidr {
-            pod_cidr: node.pod_cidr,
-        }),
+        (f.pod_cidr.is_none() || f.recorded_cluster().as_ref() != Some(&cluster)).then_some(
+            WinAction::RecordPodCidr {
+                pod_cidr: node.pod_cidr,
+                cluster: cluster.0,
+                cluster_id: cluster.1,
+            },
+        ),
     );
     let forwarding = f
         .adapters
@@ -98,7 +125,12 @@ pub fn diff_windows(
         if desired.contains_key(&r.dst) {
             continue;
         }
-        if node.cluster_cidr.contains(&r.dst) && r.dst != node.pod_cidr {
+        if !node.cluster_cidr().contains(&r.dst) || r.dst == node.pod_cidr {
+            continue;
+        }
+        if let Some(why) = node.frozen.route(&r.dst, r.via) {
+            notes.push(format!("route {} left alone: {why}", r.dst));
+        } else {
             item(
                 format!("stale route {}", r.dst),
                 Some(WinAction::DelRoute {
@@ -109,6 +141,10 @@ pub fn diff_windows(
         }
     }
     for (dst, via) in &desired {
+        if let Some(why) = node.frozen.route(dst, Some(*via)) {
+            notes.push(format!("route {dst} left alone: {why}"));
+            continue;
+        }
         let action = match have.get(dst) {
             Some(r) if r.via == Some(*via) && r.persistent => None,
             Some(_) => Some(WinAction::AddRoute {
@@ -143,42 +179,87 @@ pub fn diff_windows(
     }
     let mut changed_services: BTreeSet<String> = BTreeSet::new();
     for s in &d.services {
-        let have = f
-            .services
-            .iter()
-            .find(|x| x.name.eq_ignore_ascii_case(&s.name));
-        let ok = have.is_some_and(|h| {
-            h.binpath == s.binpath
-                && set(&h.env) == set(&s.env)
-                && set(&h.depends) == set(&s.depends)
-                && h.start.eq_ignore_ascii_case("automatic")
-                && h.restart
-        });
-        if !ok {
-            changed_services.insert(s.name.clone());
+        let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
+        let service = f.services.iter().find(|x| name(&x.name));
+        let task = f.tasks.iter().find(|x| name(&x.name));
+        match s.hosting {
+            Hosting::Service => {
+                if task.is_some() {
+                    item(
+                        format!("task {}", s.name),
+                        Some(WinAction::RemoveTask {
+                            name: s.name.clone(),
+                        }),
+                    );
+                }
+                let ok = service.is_some_and(|h| {
+                    h.binpath == s.binpath
+                        && set(&h.env) == set(&s.env)
+                        && set(&h.depends) == set(&s.depends)
+                        && h.start.eq_ignore_ascii_case("automatic")
+                        && h.restart
+                });
+                if !ok {
+                    changed_services.insert(s.name.clone());
+                }
+                item(
+                    format!("service {}", s.name),
+                    (!ok).then(|| WinAction::InstallService {
+                        service: s.clone(),
+                        exists: service.is_some(),
+                    }),
+                );
+            }
+            Hosting::Task => {
+                if service.is_some() {
+                    item(
+                        format!("service {}", s.name),
+                        Some(WinAction::RemoveService {
+                            name: s.name.clone(),
+                        }),
+                    );
+                }
+                let ok = task.is_some_and(|t| {
+                    t.description == s.task_description()
+                        && !t.state.eq_ignore_ascii_case("disabled")
+                });
+                if !ok {
+                    changed_services.insert(s.name.clone());
+                }
+                item(
+                    format!("task {}", s.name),
+                    (!ok).then(|| WinAction::InstallTask {
+                        service: s.clone(),
+                        exists: task.is_some(),
+                    }),
+                );
+            }
         }
-        item(
-            format!("service {}", s.name),
-            (!ok).then(|| WinAction::InstallService {
-                service: s.clone(),
-                exists: have.is_some(),
-            }),
-        );
     }
     for s in &d.services {
-        // A service being (re)installed is (re)started by its own action.
+        // A service or task being (re)installed is (re)started by its own action.
         if changed_services.contains(&s.name) {
             continue;
         }
-        let running = f.services.iter().any(|x| {
-            x.name.eq_ignore_ascii_case(&s.name) && x.status.eq_ignore_ascii_case("running")
-        });
-        item(
-            format!("running {}", s.name),
-            (!running).then(|| WinAction::StartService {
-                name: s.name.clone(),
-            }),
-        );
+        let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
+        let action = match s.hosting {
+            Hosting::Service => {
+                let running = f
+                    .services
+                    .iter()
+                    .any(|x| name(&x.name) && x.status.eq_ignore_ascii_case("running"));
+                (!running).then(|| WinAction::StartService {
+                    name: s.name.clone(),
+                })
+            }
+            Hosting::Task => {
+                let running = f.tasks.iter().any(|x| name(&x.name) && x.running);
+                (!running).then(|| WinAction::StartTask {
+                    name: s.name.clone(),
+                })
+            }
+        };
+        item(format!("running {}", s.name), action);
     }
     if f.routes
         .iter()
@@ -198,20 +279,27 @@ pub fn diff_windows(
 pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> WinDiff {
     let mut items: Vec<Item<WinAction>> = Vec::new();
     for s in d.services.iter().rev() {
-        let present = f
-            .services
-            .iter()
-            .any(|x| x.name.eq_ignore_ascii_case(&s.name));
+        let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
+        let present = f.services.iter().any(|x| name(&x.name));
         items.push(Item {
             key: format!("service {}", s.name),
             action: present.then(|| WinAction::RemoveService {
                 name: s.name.clone(),
             }),
         });
+        if f.tasks.iter().any(|x| name(&x.name)) {
+            items.push(Item {
+                key: format!("task {}", s.name),
+                action: Some(WinAction::RemoveTask {
+                    name: s.name.clone(),
+                }),
+            });
+        }
     }
     let index = routable_adapter(node, d, f).map(|a| a.index);
     for r in &f.routes {
-        if Some(r.index) == index && node.cluster_cidr.contains(&r.dst) && r.dst != node.pod_cidr {
+        if Some(r.index) == index && node.cluster_cidr().contains(&r.dst) && r.dst != node.pod_cidr
+        {
             items.push(Item {
                 key: format!("route {}", r.dst),
                 action: Some(WinAction::DelRoute {
@@ -251,6 +339,12 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             path: POD_CIDR_FILE.into(),
         }),
     });
+    items.push(Item {
+        key: "cluster record".into(),
+        action: f.cluster.is_some().then(|| WinAction::RemoveFile {
+            path: CLUSTER_FILE.into(),
+        }),
+    });
     Diff {
         items,
         notes: vec!["the Routing role and the pause image are left in place".into()],
@@ -261,9 +355,10 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
 mod tests {
     use super::*;
     use crate::diff::Describe;
+    use crate::inventory::KubeVersion;
     use crate::inventory::Os;
     use crate::os::windows::desired::{FileSource, WinFile, WinService};
-    use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch};
+    use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch, VersionFact};
     use crate::os::windows::{HNS_ADAPTER, KUBE_PROXY_SWITCH, WIN_DIR};
 
     fn node() -> Node {
@@ -280,34 +375,47 @@ mod tests {
         )
     }
 
+    fn svc(n: &str, dep: &str, hosting: Hosting) -> WinService {
+        WinService::new(
+            n,
+            n,
+            format!(r"{WIN_DIR}\{n}.exe"),
+            &["--windows-service".into()],
+            vec!["CONTAINER_NETWORK=kwinctl".into()],
+            vec![dep.into()],
+            hosting,
+        )
+    }
+
     fn desired() -> WindowsDesired {
-        let svc = |n: &str, dep: &str| WinService {
-            name: n.into(),
-            display: n.into(),
-            binpath: format!(r"{WIN_DIR}\{n}.exe --windows-service"),
-            env: vec!["CONTAINER_NETWORK=kwinctl".into()],
-            depends: vec![dep.into()],
-        };
         WindowsDesired {
             network: "kwinctl".into(),
             adapter: None,
+            kubernetes_version: KubeVersion::parse("1.13.12").unwrap(),
             pause_image: "apprenda/pause".into(),
+            pause_image_given: false,
             files: vec![WinFile {
                 path: format!(r"{WIN_DIR}\kubelet.exe"),
                 sha256: "aa".into(),
                 source: FileSource::Url("https://example.invalid/kubelet.exe".into()),
+                version: Some("1.13.12".into()),
+                version_regex: None,
             }],
             required_files: vec![
                 format!(r"{WIN_DIR}\kubelet.exe"),
                 format!(r"{WIN_DIR}\kube-proxy.exe"),
             ],
-            services: vec![svc("kubelet", "docker"), svc("kube-proxy", "kubelet")],
+            services: vec![
+                svc("kubelet", "docker", Hosting::Service),
+                svc("kube-proxy", "kubelet", Hosting::Service),
+            ],
+            notes: vec![],
         }
     }
 
     fn converged() -> WindowsFacts {
         let d = desired();
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None);
+        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
         f.adapters[0].forwarding = true;
         f.adapters.push(Adapter {
             name: HNS_ADAPTER.into(),
@@ -351,6 +459,13 @@ mod tests {
                 sha256: "bb".into(),
             },
         ];
+        f.versions = ["kubelet", "kube-proxy"]
+            .iter()
+            .map(|b| VersionFact {
+                path: format!(r"{WIN_DIR}\{b}.exe"),
+                output: "Kubernetes v1.13.12".into(),
+            })
+            .collect();
         f.services = d
             .services
             .iter()
@@ -365,6 +480,7 @@ mod tests {
             })
             .collect();
         f.pod_cidr = Some("192.168.1.0/24".parse().unwrap());
+        f.cluster = Some("t 0123456789abcdef".into());
         f
     }
 
@@ -378,10 +494,14 @@ mod tests {
 
     #[test]
     fn fresh_node_gets_every_seed_step() {
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None);
+        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
         f.files.push(FileFact {
             path: format!(r"{WIN_DIR}\kube-proxy.exe"),
             sha256: "bb".into(),
+        });
+        f.versions.push(VersionFact {
+            path: format!(r"{WIN_DIR}\kube-proxy.exe"),
+            output: "Kubernetes v1.13.12".into(),
         });
         let a = acts(&diff_windows(&node(), &desired(), &f));
         assert_eq!(
@@ -477,9 +597,10 @@ mod tests {
                 "remove Hyper-V switch KubeProxySwitch",
                 r"remove C:\k\kubelet.exe",
                 r"remove C:\k\kwinctl\pod-cidr.txt",
+                r"remove C:\k\kwinctl\cluster.txt",
             ]
         );
-        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None);
+        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, 14393);
         assert_eq!(diff_reset_windows(&node(), &desired(), &fresh).changes(), 0);
     }
 
@@ -509,5 +630,139 @@ mod tests {
         d.files.clear();
         let e = diff_windows(&node(), &d, &f).unwrap_err().to_string();
         assert!(e.contains(r"C:\k\kubelet.exe is missing"), "{e}");
+    }
+
+    #[test]
+    fn a_release_change_moves_the_binaries_between_service_and_task() {
+        // 1.9 has no --windows-service: the services become scheduled tasks
+        let mut d = desired();
+        d.kubernetes_version = KubeVersion::parse("1.9.11").unwrap();
+        d.services = vec![
+            svc("kubelet", "docker", Hosting::Task),
+            svc("kube-proxy", "kubelet", Hosting::Task),
+        ];
+        let mut f = converged();
+        for v in &mut f.versions {
+            v.output = "Kubernetes v1.9.11".into();
+        }
+        let a = acts(&diff_windows(&node(), &d, &f));
+        assert_eq!(
+            a,
+            [
+                "stop and delete service kubelet",
+                "run kubelet as a boot-time scheduled task (start script; it has no --windows-service)",
+                "stop and delete service kube-proxy",
+                "run kube-proxy as a boot-time scheduled task (start script; it has no --windows-service)",
+            ]
+        );
+        // once they are tasks: nothing to do, unless a binary stopped
+        f.services.clear();
+        f.tasks = d
+            .services
+            .iter()
+            .map(|s| crate::os::windows::facts::TaskFact {
+                name: s.name.clone(),
+                state: "Running".into(),
+                description: s.task_description(),
+                running: true,
+            })
+            .collect();
+        assert_eq!(acts(&diff_windows(&node(), &d, &f)), Vec::<String>::new());
+        f.tasks[0].running = false;
+        assert_eq!(
+            acts(&diff_windows(&node(), &d, &f)),
+            ["start scheduled task kubelet"]
+        );
+        // another command line: the task is re-registered
+        f.tasks[0].description = "Kubernetes kubelet (kwinctl) [kwinctl 0000]".into();
+        assert_eq!(
+            acts(&diff_windows(&node(), &d, &f)),
+            [
+                "reconfigure and restart kubelet as a boot-time scheduled task (start script; it has no --windows-service)"
+            ]
+        );
+        // and back to 1.13 (binaries of 1.13): the tasks go, the services come
+        for v in &mut f.versions {
+            v.output = "Kubernetes v1.13.12".into();
+        }
+        let a = acts(&diff_windows(&node(), &desired(), &f));
+        assert_eq!(
+            a[0],
+            "stop and delete scheduled task kubelet and its start script"
+        );
+        assert_eq!(a[1], "install service kubelet");
+        // reset removes tasks as well as services
+        let r: Vec<String> = diff_reset_windows(&node(), &d, &f)
+            .actions()
+            .map(|a| a.describe())
+            .collect();
+        assert!(
+            r.contains(
+                &"stop and delete scheduled task kube-proxy and its start script".to_string()
+            ),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn preflight_checks_the_release_against_binaries_build_and_pause_image() {
+        // a kube-proxy.exe of another release, which kwinctl does not replace
+        let mut f = converged();
+        f.versions[1].output = "Kubernetes v1.9.11".into();
+        let e = diff_windows(&node(), &desired(), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(r"C:\k\kube-proxy.exe is Kubernetes 1.9.11 (its --version), but the inventory declares kubernetes_version 1.13.12"),
+            "{e}"
+        );
+        // a kubelet.exe kwinctl is about to replace is not held against it
+        let mut f = converged();
+        f.files[0].sha256 = "old".into();
+        f.versions[0].output = "Kubernetes v1.9.11".into();
+        assert!(diff_windows(&node(), &desired(), &f).is_ok());
+        // something that does not say its release
+        let mut f = converged();
+        f.versions[1].output = "garbage \u{1b}[31m".into();
+        let e = diff_windows(&node(), &desired(), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kwinctl cannot tell its release"), "{e}");
+        // Windows Server 2019 cannot run 1.13
+        let mut f = converged();
+        f.build = "10.0.17763".into();
+        let e = diff_windows(&node(), &desired(), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Windows Server 2019 (build 17763) cannot run Kubernetes 1.13"),
+            "{e}"
+        );
+        // the pause image present on the host is of another build
+        let mut f = converged();
+        f.image_os = vec![crate::os::windows::facts::ImageOs {
+            image: "apprenda/pause".into(),
+            os_version: "10.0.17763.1".into(),
+        }];
+        let e = diff_windows(&node(), &desired(), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("built for Windows 10.0.17763.1 but the host is build 14393")
+                && e.contains("use a pause image built for Windows build 14393"),
+            "{e}"
+        );
+        // a known image without this build, named in the inventory
+        let mut d = desired();
+        d.pause_image = "mcr.microsoft.com/k8s/core/pause:1.2.0".into();
+        d.pause_image_given = true;
+        let e = diff_windows(&node(), &d, &converged())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("has images for Windows builds [17134, 17763] only"),
+            "{e}"
+        );
+        assert!(e.contains("use apprenda/pause"), "{e}");
     }
 }

@@ -73,6 +73,38 @@ pub struct Service {
     pub restart: bool,
 }
 
+/// What `<binary> --version` printed (kubelet.exe: `Kubernetes v1.16.15`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionFact {
+    pub path: String,
+    #[serde(default)]
+    pub output: String,
+}
+
+/// A scheduled task of kwinctl's (`\kwinctl\<name>`), the wrapper that runs
+/// a binary older than `--windows-service`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFact {
+    pub name: String,
+    /// Ready, Running, Disabled, …
+    pub state: String,
+    /// kwinctl writes the service's fingerprint into it.
+    #[serde(default)]
+    pub description: String,
+    /// Whether the binary (`C:\k\<name>.exe`) is running.
+    #[serde(default)]
+    pub running: bool,
+}
+
+/// The Windows version an image is built on (`docker inspect`'s
+/// `OsVersion`, e.g. `10.0.14393.1884`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageOs {
+    pub image: String,
+    #[serde(default)]
+    pub os_version: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowsFacts {
     pub hostname: String,
@@ -90,9 +122,22 @@ pub struct WindowsFacts {
     pub images: Vec<String>,
     pub files: Vec<FileFact>,
     pub services: Vec<Service>,
+    /// kwinctl's scheduled tasks of those names.
+    #[serde(default)]
+    pub tasks: Vec<TaskFact>,
+    /// `--version` of the binaries present.
+    #[serde(default)]
+    pub versions: Vec<VersionFact>,
+    /// The OS version of the pause image, when it is present.
+    #[serde(default)]
+    pub image_os: Vec<ImageOs>,
     /// The pod CIDR kwinctl recorded on the host (C:\k\kwinctl\pod-cidr.txt).
     #[serde(default)]
     pub pod_cidr: Option<Ipv4Net>,
+    /// The cluster kwinctl recorded beside it (C:\k\kwinctl\cluster.txt):
+    /// "name id".
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// Reachability of other nodes' addresses (`Test-Connection`), when asked.
     #[serde(skip)]
     pub reach: BTreeMap<Ipv4Addr, Reach>,
@@ -140,15 +185,31 @@ impl WindowsFacts {
         }
         let mut facts = raw.facts;
         facts.reach = crate::probe::parse_reach(&raw.reach)?;
+        if facts.cluster.is_some() && facts.recorded_cluster().is_none() {
+            return Err(FactsError::Invalid(format!(
+                r"C:\k\kwinctl\cluster.txt holds {:?}, not a cluster name and id",
+                crate::text::clip(facts.cluster.as_deref().unwrap_or(""), 64)
+            )));
+        }
         Ok(facts)
     }
 
-    /// A freshly installed Windows Server 2016 node with Hyper-V, Docker and
-    /// two adapters: what `render` diffs against.
-    pub fn fresh(address: Ipv4Addr, adapter: Option<&str>) -> WindowsFacts {
+    /// The cluster recorded on the node: (name, id).
+    pub fn recorded_cluster(&self) -> Option<(String, String)> {
+        let (name, id) = self.cluster.as_deref()?.trim().split_once(' ')?;
+        (crate::inventory::valid_name(name)
+            && !id.is_empty()
+            && id.chars().all(|c| c.is_ascii_alphanumeric()))
+        .then(|| (name.to_string(), id.to_string()))
+    }
+
+    /// A freshly installed Windows Server of `build` (14393: 2016, 17763:
+    /// 2019) with Hyper-V, Docker and two adapters: what `render` diffs
+    /// against.
+    pub fn fresh(address: Ipv4Addr, adapter: Option<&str>, build: u32) -> WindowsFacts {
         WindowsFacts {
             hostname: String::new(),
-            build: "10.0.14393".into(),
+            build: format!("10.0.{build}"),
             hyperv_module: true,
             docker_version: "1.12.2-cs2-ws-beta".into(),
             adapters: vec![
@@ -172,7 +233,11 @@ impl WindowsFacts {
             images: vec![],
             files: vec![],
             services: vec![],
+            tasks: vec![],
+            versions: vec![],
+            image_os: vec![],
             pod_cidr: None,
+            cluster: None,
             reach: BTreeMap::new(),
         }
     }
@@ -194,7 +259,7 @@ mod tests {
       "files":[{"path":"C:\\k\\kubelet.exe","sha256":"ab"}],
       "services":[{"name":"kubelet","status":"Running","start":"Automatic","binpath":"C:\\k\\kubelet.exe --windows-service",
                    "env":["CONTAINER_NETWORK=kwinctl"],"depends":["docker"],"restart":true}],
-      "pod_cidr":"192.168.1.0/24"}"#;
+      "pod_cidr":"192.168.1.0/24","cluster":"demo 0a1b"}"#;
 
     #[test]
     fn parses_a_probe() {
@@ -203,6 +268,7 @@ mod tests {
         assert_eq!(f.networks[0].subnet.unwrap().to_string(), "192.168.1.0/24");
         assert_eq!(f.services[0].depends, ["docker"]);
         assert_eq!(parse_build(&f.build), Some((10, 0, 14393)));
+        assert_eq!(f.recorded_cluster(), Some(("demo".into(), "0a1b".into())));
     }
 
     #[test]
@@ -214,6 +280,7 @@ mod tests {
             &SAMPLE.replace("10.0.14393", "ten"),
             &SAMPLE.replace(r#""index":4,"ipv4""#, r#""index":"four","ipv4""#),
             &SAMPLE.replace("192.168.0.0/24", "nope"),
+            &SAMPLE.replace("demo 0a1b", "demo"),
         ] {
             assert!(WindowsFacts::parse(bad).is_err(), "{bad}");
         }

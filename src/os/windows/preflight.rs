@@ -1,14 +1,18 @@
 //! Checks that fail a Windows host before anything is changed on it: old
-//! build, no Hyper-V module, no Docker, no routable or second adapter,
-//! missing binaries, a pod CIDR record that contradicts the plan.
+//! build, a build the declared Kubernetes release does not run on, no
+//! Hyper-V module, no Docker, no routable or second adapter, missing
+//! binaries or binaries of another release, a pause image for another
+//! Windows build, a pod CIDR record that contradicts the plan.
 
 use std::collections::BTreeSet;
 
 use super::desired::WindowsDesired;
 use super::facts::{Adapter, WindowsFacts, parse_build};
+use super::k8s;
 use super::{HNS_ADAPTER, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::alloc::Node;
 use crate::diff::Conflict;
+use crate::inventory::KubeVersion;
 
 /// Windows Server 2016 (the first build with Windows containers networking
 /// the seeds rely on).
@@ -17,13 +21,22 @@ pub const MIN_BUILD: (u32, u32, u32) = (10, 0, 14393);
 /// Checks that fail a Windows host before anything is changed.
 pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<u32, Conflict> {
     let mut problems = Vec::new();
-    match parse_build(&f.build) {
-        Some(b) if b >= MIN_BUILD => {}
-        _ => problems.push(format!(
-            "Windows build {} is older than 10.0.14393 (Windows Server 2016)",
-            f.build
-        )),
-    }
+    let m = d.kubernetes_version.minor;
+    let build = match parse_build(&f.build) {
+        Some(b) if b >= MIN_BUILD => {
+            if let Some(why) = k8s::build_refusal(m, b.2) {
+                problems.push(why);
+            }
+            Some(b.2)
+        }
+        _ => {
+            problems.push(format!(
+                "Windows build {} is older than 10.0.14393 (Windows Server 2016)",
+                f.build
+            ));
+            None
+        }
+    };
     if !f.hyperv_module {
         problems.push(
             "the Hyper-V PowerShell module is missing (Install-WindowsFeature Hyper-V-PowerShell)"
@@ -70,6 +83,10 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<u3
             ));
         }
     }
+    binary_versions(d, f, &mut problems);
+    if let Some(b) = build {
+        pause_image(d, f, b, &mut problems);
+    }
     match f.pod_cidr {
         Some(rec) if rec != node.pod_cidr => problems.push(format!(
             "the host records pod CIDR {rec} ({POD_CIDR_FILE}) but the state file assigns {}; if the state file is wrong, pin `pod_cidr: {rec}` for {} in the inventory",
@@ -81,6 +98,82 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<u3
         Ok(index.expect("routable adapter"))
     } else {
         Err(Conflict::Preflight(problems))
+    }
+}
+
+/// Binaries already on the host that kwinctl keeps must be the declared
+/// release (one it is about to replace is checked by the action that
+/// places the new one).
+fn binary_versions(d: &WindowsDesired, f: &WindowsFacts, problems: &mut Vec<String>) {
+    let declared = &d.kubernetes_version;
+    for path in &d.required_files {
+        let on_host = f.files.iter().find(|x| x.path.eq_ignore_ascii_case(path));
+        let Some(on_host) = on_host else { continue };
+        let replaced = d.files.iter().any(|p| {
+            p.path.eq_ignore_ascii_case(path) && !p.sha256.eq_ignore_ascii_case(&on_host.sha256)
+        });
+        if replaced {
+            continue;
+        }
+        let out = f
+            .versions
+            .iter()
+            .find(|v| v.path.eq_ignore_ascii_case(path))
+            .map(|v| v.output.trim())
+            .unwrap_or("");
+        match KubeVersion::of_binary(out) {
+            Some(v) if declared.accepts(&v) => {}
+            Some(v) => problems.push(format!(
+                "{path} is Kubernetes {v} (its --version), but the inventory declares kubernetes_version {declared}: set kubernetes_version to {v}, or give windows.binaries for {declared}"
+            )),
+            None => problems.push(format!(
+                "{path} --version printed {:?}, not \"Kubernetes vX.Y.Z\": kwinctl cannot tell its release (expected {declared}); replace it through windows.binaries",
+                crate::text::clip(out, 80)
+            )),
+        }
+    }
+}
+
+/// Process isolation runs only images of the host's own Windows build
+/// (Microsoft, "Windows container version compatibility": e.g. on a Windows
+/// Server 2019 host a Windows Server 2016 image "Supports process isolation:
+/// No"); a pause image of another build leaves every pod unable to start.
+fn pause_image(d: &WindowsDesired, f: &WindowsFacts, build: u32, problems: &mut Vec<String>) {
+    let m = d.kubernetes_version.minor;
+    let image = &d.pause_image;
+    let matching = k8s::default_pause(m, build)
+        .filter(|i| *i != image.as_str())
+        .map(|i| format!("use {i}"))
+        .unwrap_or_else(|| format!("use a pause image built for Windows build {build}"));
+    let given = if d.pause_image_given {
+        "cluster.pause_image"
+    } else {
+        "kwinctl's default pause image"
+    };
+    if !d.pause_image_given && k8s::default_pause(m, build) != Some(image.as_str()) {
+        problems.push(format!(
+            "{given} {image} is for another Windows build than this host's {build}: {matching} (set cluster.pause_image)"
+        ));
+        return;
+    }
+    let present = f
+        .image_os
+        .iter()
+        .find(|i| i.image.eq_ignore_ascii_case(image) && !i.os_version.trim().is_empty());
+    if let Some(i) = present {
+        match parse_build(&i.os_version) {
+            Some(ib) if ib.2 == build => {}
+            _ => problems.push(format!(
+                "{given} {image} on this host is built for Windows {} but the host is build {build}; process isolation needs the same build: {matching} (cluster.pause_image)",
+                i.os_version
+            )),
+        }
+    } else if let Some(builds) = k8s::pause_builds(image)
+        && !builds.contains(&build)
+    {
+        problems.push(format!(
+            "{given} {image} has images for Windows builds {builds:?} only (kwinctl's table, src/os/windows/k8s.yaml), not this host's {build}: {matching} (cluster.pause_image)"
+        ));
     }
 }
 

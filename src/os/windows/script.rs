@@ -6,8 +6,9 @@ use std::net::Ipv4Addr;
 
 use minijinja::{Value, context};
 
+use super::WIN_DIR;
 use super::action::WinAction;
-use super::desired::FileSource;
+use super::desired::{FileSource, WinService};
 use crate::diff::Describe;
 use crate::render::{Renderer, comment, ps_list};
 use crate::wire::sim_header;
@@ -15,20 +16,27 @@ use crate::wire::sim_header;
 /// Where the Windows probe looks, and what it pings.
 pub struct WinProbe<'a> {
     pub files: &'a [String],
+    /// Services, and kwinctl's scheduled tasks, of these names.
     pub services: &'a [String],
+    /// Binaries whose `--version` it reads (when present).
+    pub binaries: &'a [String],
+    /// Images whose OS version it reads (when present).
+    pub images: &'a [String],
     pub reach: &'a [Ipv4Addr],
 }
 
 pub fn probe(r: &Renderer, p: &WinProbe) -> String {
     let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
     let header = sim_header(&serde_json::json!({
-        "kind": "probe", "files": p.files, "services": p.services, "reach": reach,
+        "kind": "probe", "files": p.files, "services": p.services,
+        "binaries": p.binaries, "images": p.images, "reach": reach,
     }));
     header
         + &r.render(
             "windows/probe.ps1",
             context! {
                 files => ps_list(p.files), services => ps_list(p.services),
+                binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),
             },
         )
@@ -45,9 +53,28 @@ pub fn action(r: &Renderer, a: &WinAction) -> String {
                 content => base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b),
             },
         },
+        WinAction::InstallTask { service, .. } => context! {
+            start_script => start_script(r, service),
+            description => service.task_description(),
+        },
+        WinAction::StartTask { name } | WinAction::RemoveTask { name } => context! {
+            exe => format!(r"{WIN_DIR}\{name}.exe"),
+        },
         _ => Value::UNDEFINED,
     };
     r.action("windows", "ps1", a, extra)
+}
+
+/// The start script a scheduled task runs for a binary without
+/// `--windows-service` (written by the `install_task` action).
+pub fn start_script(r: &Renderer, service: &WinService) -> String {
+    r.render("windows/start_script.ps1", context! { service })
+}
+
+/// `plan`: a read-only script printing `paths` as `KWC` lines.
+pub fn read_files(r: &Renderer, paths: &[String]) -> String {
+    sim_header(&serde_json::json!({"kind": "read_files", "paths": paths}))
+        + &r.render("windows/read_files.ps1", context! { paths })
 }
 
 /// The host a script is for.

@@ -1,0 +1,80 @@
+//! The cluster's registry, kept on the lock host beside the cluster lock:
+//! every block any operator's run handed out, and to whom. An operator whose
+//! inventory lacks a host another operator added reads it there, and never
+//! hands out that host's block.
+
+use std::collections::BTreeMap;
+
+use ipnet::Ipv4Net;
+
+use super::{Assignment, Observed, Registered};
+use crate::inventory::Inventory;
+use crate::state::Removed;
+
+/// The registry as the nodes report it (only the lock host keeps one; a
+/// stale copy elsewhere only adds reservations).
+pub(super) fn read(inv: &Inventory, observed: &Observed) -> BTreeMap<String, Registered> {
+    let mut registry = BTreeMap::new();
+    for h in &inv.hosts {
+        let rec = observed
+            .as_ref()
+            .and_then(|o| o.get(&h.name.to_ascii_lowercase()));
+        for e in rec.map(|r| r.registry.as_slice()).unwrap_or(&[]) {
+            registry.entry(e.host.clone()).or_insert_with(|| e.clone());
+        }
+    }
+    registry
+}
+
+/// The registry after this run: this inventory's hosts as allocated (a
+/// disputed one as the state had it), removed hosts, and what other
+/// operators registered.
+pub(super) fn after(
+    inv: &Inventory,
+    registry: BTreeMap<String, Registered>,
+    assignments: &[Assignment],
+    pod_cidrs: &BTreeMap<String, Ipv4Net>,
+    removed: &BTreeMap<String, Removed>,
+) -> Vec<Registered> {
+    let mut out_registry: BTreeMap<String, Registered> = registry
+        .into_iter()
+        .filter(|(k, _)| inv.host(k).is_none() && !removed.contains_key(k))
+        .collect();
+    for a in assignments {
+        let k = a.host.to_ascii_lowercase();
+        out_registry.insert(
+            k.clone(),
+            Registered {
+                host: k,
+                pod_cidr: a.pod_cidr,
+                address: a.address,
+            },
+        );
+    }
+    for h in &inv.hosts {
+        let k = h.name.to_ascii_lowercase();
+        if let (false, Some(n)) = (out_registry.contains_key(&k), pod_cidrs.get(&k)) {
+            out_registry.insert(
+                k.clone(),
+                Registered {
+                    host: k,
+                    pod_cidr: *n,
+                    address: h.address,
+                },
+            );
+        }
+    }
+    for (k, r) in removed {
+        if let Some(address) = r.address {
+            out_registry.insert(
+                k.clone(),
+                Registered {
+                    host: k.clone(),
+                    pod_cidr: r.pod_cidr,
+                    address,
+                },
+            );
+        }
+    }
+    out_registry.into_values().collect()
+}

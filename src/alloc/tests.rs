@@ -1,0 +1,303 @@
+use std::path::Path;
+
+use super::*;
+
+fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
+    let mut s = String::from(
+        "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\nhosts:\n",
+    );
+    for (n, a, pin) in hosts {
+        s += &format!("  - name: {n}\n    os: linux\n    address: {a}\n");
+        if let Some(p) = pin {
+            s += &format!("    pod_cidr: {p}\n");
+        }
+    }
+    Inventory::parse(Path::new("i.yaml"), &s).unwrap()
+}
+
+fn cidrs(a: &Allocation) -> Vec<String> {
+    a.assignments
+        .iter()
+        .map(|x| x.pod_cidr.to_string())
+        .collect()
+}
+
+fn net(s: &str) -> Ipv4Net {
+    s.parse().unwrap()
+}
+
+/// What nodes record: (host, pod CIDR).
+fn records(list: &[(&str, &str)], id: &str) -> Observed {
+    Some(
+        list.iter()
+            .map(|(h, c)| {
+                (
+                    h.to_string(),
+                    NodeRecord {
+                        pod_cidr: (!c.is_empty()).then(|| net(c)),
+                        cluster: Some(("t".into(), id.into())),
+                        routes: vec![],
+                        generation: 0,
+                        registry: Vec::new(),
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+const HOSTS: [(&str, &str, Option<&str>); 3] = [
+    ("a", "198.18.1.2", None),
+    ("b", "198.18.1.3", None),
+    ("c", "198.18.1.4", None),
+];
+
+#[test]
+fn fresh_allocation_in_order_and_pins_win() {
+    let i = inv(&[
+        ("a", "198.18.1.2", None),
+        ("b", "198.18.1.3", Some("198.19.0.0/24")),
+        ("c", "198.18.1.4", None),
+    ]);
+    let a = allocate(&i, &State::default(), &None).unwrap();
+    assert_eq!(
+        cidrs(&a),
+        ["198.19.1.0/24", "198.19.0.0/24", "198.19.2.0/24"]
+    );
+    assert_eq!(a.assignments[0].gateway.to_string(), "198.19.1.1");
+    assert_eq!(a.state.cluster_id.as_deref(), Some("new"), "offline");
+    let mut seen = records(&[("a", ""), ("b", ""), ("c", "")], "unused");
+    seen.as_mut()
+        .unwrap()
+        .values_mut()
+        .for_each(|r| r.cluster = None);
+    let a = allocate(&i, &State::default(), &seen).unwrap();
+    assert!(
+        a.state
+            .cluster_id
+            .as_ref()
+            .is_some_and(|id| id.len() == 16 && id != "new")
+    );
+}
+
+#[test]
+fn stable_under_reorder_add_remove() {
+    let a1 = allocate(&inv(&HOSTS), &State::default(), &None).unwrap();
+    // reorder, remove b, add d
+    let i2 = inv(&[
+        ("d", "198.18.1.5", None),
+        ("c", "198.18.1.4", None),
+        ("a", "198.18.1.2", None),
+    ]);
+    let a2 = allocate(&i2, &a1.state, &None).unwrap();
+    // d does not get b's block: b was removed, and may still hold it
+    assert_eq!(
+        cidrs(&a2),
+        ["198.19.3.0/24", "198.19.2.0/24", "198.19.0.0/24"]
+    );
+    assert_eq!(a2.assignments[0].source, Source::New);
+    assert_eq!(a2.assignments[1].source, Source::State);
+    assert!(!a2.state.pod_cidrs.contains_key("b"));
+    let b = &a2.state.removed["b"];
+    assert_eq!(b.pod_cidr, net("198.19.1.0/24"));
+    assert_eq!(b.address, Some("198.18.1.3".parse().unwrap()));
+    assert!(
+        a2.notes
+            .iter()
+            .any(|n| n.contains("kwinctl reset --limit b"))
+    );
+    // the removal is remembered from run to run, and ends when b is back
+    let a3 = allocate(&i2, &a2.state, &None).unwrap();
+    assert!(a3.state.removed.contains_key("b"));
+    let a4 = allocate(&inv(&HOSTS), &a3.state, &None).unwrap();
+    let removed: Vec<&String> = a4.state.removed.keys().collect();
+    assert_eq!(removed, ["d"], "b is back; d has left");
+    assert_eq!(a4.assignments[1].pod_cidr, net("198.19.1.0/24"));
+}
+
+#[test]
+fn a_pin_taking_a_state_block_moves_the_other_host() {
+    let i1 = inv(&[("a", "198.18.1.2", None), ("b", "198.18.1.3", None)]);
+    let a1 = allocate(&i1, &State::default(), &None).unwrap();
+    let i2 = inv(&[
+        ("a", "198.18.1.2", None),
+        ("b", "198.18.1.3", Some("198.19.0.0/24")),
+    ]);
+    let a2 = allocate(&i2, &a1.state, &None).unwrap();
+    // a moves; and not to b's old block, which b's node may still record
+    assert_eq!(cidrs(&a2), ["198.19.2.0/24", "198.19.0.0/24"]);
+    assert!(
+        a2.notes.iter().any(|n| n.contains("held by b")),
+        "{:?}",
+        a2.notes
+    );
+}
+
+#[test]
+fn the_nodes_records_beat_a_lost_state_and_a_new_order() {
+    let a1 = allocate(&inv(&HOSTS), &State::default(), &None).unwrap();
+    let id = a1.state.cluster_id.clone().unwrap();
+    // the state is lost and the inventory reordered: c first
+    let i2 = inv(&[HOSTS[2], HOSTS[0], HOSTS[1]]);
+    let seen = records(
+        &[
+            ("a", "198.19.0.0/24"),
+            ("b", "198.19.1.0/24"),
+            ("c", "198.19.2.0/24"),
+        ],
+        &id,
+    );
+    let a2 = allocate(&i2, &State::default(), &seen).unwrap();
+    assert!(a2.disputes.is_empty(), "{:?}", a2.disputes);
+    assert_eq!(
+        cidrs(&a2),
+        ["198.19.2.0/24", "198.19.0.0/24", "198.19.1.0/24"]
+    );
+    assert!(a2.assignments.iter().all(|x| x.source == Source::Node));
+    assert_eq!(a2.state.cluster_id.as_deref(), Some(id.as_str()));
+    assert!(
+        a2.notes.iter().any(|n| n.contains("adopted")),
+        "{:?}",
+        a2.notes
+    );
+    let nodes = nodes(&i2, &a2);
+    assert_eq!(
+        nodes[1].routes()[&net("198.19.2.0/24")].to_string(),
+        "198.18.1.4"
+    );
+}
+
+#[test]
+fn two_nodes_recording_one_block_are_both_disputed_and_frozen() {
+    let seen = records(
+        &[
+            ("a", "198.19.0.0/24"),
+            ("b", "198.19.0.0/24"),
+            ("c", "198.19.2.0/24"),
+        ],
+        "x",
+    );
+    let state = State {
+        cluster_id: Some("x".into()),
+        ..State::new("t")
+    };
+    let a = allocate(&inv(&HOSTS), &state, &seen).unwrap();
+    let disputed: Vec<&str> = a.disputes.iter().map(|d| d.host.as_str()).collect();
+    assert_eq!(disputed, ["a", "b"]);
+    assert!(a.disputes[0].reason.contains("a and b claim 198.19.0.0/24"));
+    assert_eq!(cidrs(&a), ["198.19.2.0/24"]);
+    // c's routes to the disputed block and via a's and b's addresses are frozen
+    assert!(a.frozen.route(&net("198.19.0.0/24"), None).is_some());
+    assert!(
+        a.frozen
+            .route(&net("198.19.9.0/24"), Some("198.18.1.3".parse().unwrap()))
+            .is_some()
+    );
+    assert!(a.frozen.route(&net("198.19.2.0/24"), None).is_none());
+}
+
+#[test]
+fn unsound_records_pins_and_other_clusters_are_disputes() {
+    let state = State {
+        cluster_id: Some("x".into()),
+        ..State::new("t")
+    };
+    let i = inv(&[
+        ("a", "198.18.1.2", None),
+        ("b", "198.18.1.3", Some("198.19.5.0/24")),
+        ("c", "198.18.1.4", Some("198.19.6.0/24")),
+        ("d", "198.18.1.5", None),
+    ]);
+    let mut seen = records(
+        &[
+            ("a", "198.19.2.1/24"), // host bits
+            ("b", "198.19.4.0/24"), // not its pin
+            ("c", "198.19.6.0/24"), // its pin: fine
+            ("d", "198.19.7.0/24"),
+        ],
+        "x",
+    );
+    seen.as_mut().unwrap().get_mut("d").unwrap().cluster = Some(("t".into(), "other".into()));
+    let a = allocate(&i, &state, &seen).unwrap();
+    let why = |h: &str| a.dispute(h).map(|d| d.reason.clone()).unwrap_or_default();
+    assert!(why("a").contains("not a /24 block"), "{}", why("a"));
+    assert!(
+        why("b").contains("the inventory pins 198.19.5.0/24"),
+        "{}",
+        why("b")
+    );
+    assert!(why("d").contains("belongs to cluster"), "{}", why("d"));
+    assert_eq!(a.assignment("c").unwrap().source, Source::Pinned);
+}
+
+#[test]
+fn nodes_disagreeing_about_the_cluster_id_stop_everything() {
+    let mut seen = records(&[("a", "198.19.0.0/24"), ("b", "198.19.1.0/24")], "x");
+    seen.as_mut().unwrap().get_mut("b").unwrap().cluster = Some(("t".into(), "y".into()));
+    let e = allocate(&inv(&HOSTS), &State::default(), &seen).unwrap_err();
+    assert!(e.0.contains("x on a") && e.0.contains("y on b"), "{e}");
+}
+
+#[test]
+fn a_block_routed_to_an_unknown_node_is_never_handed_out() {
+    // another operator's node 198.18.1.9 holds 198.19.1.0/24: a records the
+    // route kwinctl made to it
+    let mut seen = records(&[("a", "198.19.0.0/24"), ("b", ""), ("c", "")], "x");
+    seen.as_mut().unwrap().get_mut("a").unwrap().routes =
+        vec![(net("198.19.1.0/24"), Some("198.18.1.9".parse().unwrap()))];
+    let state = State {
+        cluster_id: Some("x".into()),
+        ..State::new("t")
+    };
+    let a = allocate(&inv(&HOSTS), &state, &seen).unwrap();
+    assert_eq!(
+        cidrs(&a),
+        ["198.19.0.0/24", "198.19.2.0/24", "198.19.3.0/24"]
+    );
+    assert!(
+        a.frozen
+            .route(&net("198.19.1.0/24"), Some("198.18.1.9".parse().unwrap()))
+            .is_some()
+    );
+}
+
+#[test]
+fn no_new_block_while_a_node_s_block_is_unknown() {
+    // b did not answer and the state file does not know it; c is new
+    let seen = records(&[("a", "198.19.0.0/24"), ("c", "")], "x");
+    let state = State {
+        cluster_id: Some("x".into()),
+        ..State::new("t")
+    };
+    let a = allocate(&inv(&HOSTS), &state, &seen).unwrap();
+    assert!(
+        a.dispute("c")
+            .unwrap()
+            .reason
+            .contains("blocks of b are unknown")
+    );
+    assert!(a.dispute("b").is_some());
+    assert_eq!(cidrs(&a), ["198.19.0.0/24"]);
+    // with b's block in the state file, c gets one
+    let state = State {
+        pod_cidrs: [("b".to_string(), net("198.19.1.0/24"))].into(),
+        ..state
+    };
+    let a = allocate(&inv(&HOSTS), &state, &seen).unwrap();
+    assert_eq!(
+        cidrs(&a),
+        ["198.19.0.0/24", "198.19.1.0/24", "198.19.2.0/24"]
+    );
+    assert_eq!(a.assignment("b").unwrap().source, Source::State);
+}
+
+#[test]
+fn peers_and_routes() {
+    let i = inv(&HOSTS);
+    let a = allocate(&i, &State::default(), &None).unwrap();
+    let nodes = nodes(&i, &a);
+    let r = nodes[0].routes();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[&net("198.19.1.0/24")].to_string(), "198.18.1.3");
+    assert_eq!(nodes[2].peers().count(), 2);
+}

@@ -1,0 +1,472 @@
+//! Kubernetes releases × the Windows profile, from the data in `k8s.yaml`
+//! (beside this file, with a source for every boundary): which kubelet and
+//! kube-proxy flags and environment variables exist in which release, the
+//! command lines built from them, how each binary is hosted (a native service
+//! where it has `--windows-service`, else a wrapper), which releases and
+//! Windows builds the profile refuses and why, and the default pause image.
+//!
+//! A later profile (containerd + l2bridge, 1.24+) adds its own rows to the
+//! same table: rows name the component and the condition under which they
+//! apply, and the builder, the range checks and the test work per row.
+
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
+use crate::inventory::{Inventory, KubeVersion, Minor, Os, Problem};
+
+/// The table, parsed once; a malformed table is a bug the unit tests catch.
+pub static TABLE: LazyLock<Table> = LazyLock::new(|| {
+    serde_saphyr::from_str(include_str!("k8s.yaml")).expect("src/os/windows/k8s.yaml parses")
+});
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Component {
+    #[serde(rename = "kubelet")]
+    Kubelet,
+    #[serde(rename = "kube-proxy")]
+    KubeProxy,
+}
+
+impl Component {
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Kubelet => "kubelet",
+            Component::KubeProxy => "kube-proxy",
+        }
+    }
+}
+
+/// A way of running Windows nodes. Rows name the profiles they belong to;
+/// a row that names none is shared by all (the flags every Windows kubelet
+/// and kube-proxy take). Only the 1.5 guide's profile exists today; a
+/// containerd + l2bridge profile for 1.24+ (research/modern-profile.md) adds
+/// its rows and a variant here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Docker `transparent` network (CONTAINER_NETWORK), userspace kube-proxy.
+    DockerTransparent,
+}
+
+/// The profile kwinctl builds Windows nodes with.
+pub const PROFILE: Profile = Profile::DockerTransparent;
+
+/// When a row's flag is passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum When {
+    Always,
+    Kubeconfig,
+    NoKubeconfig,
+    /// The binary runs as a native service (it has `--windows-service`).
+    Native,
+}
+
+/// What kwinctl does in a release outside a row's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Missing {
+    Skip,
+    Refuse,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlagRow {
+    pub component: Component,
+    pub name: String,
+    /// The profiles the row belongs to; empty: every profile.
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
+    #[serde(default)]
+    pub env: bool,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub when: When,
+    pub missing: Missing,
+    pub since: String,
+    pub since_source: String,
+    #[serde(default)]
+    pub since_reason: Option<String>,
+    pub until: Option<String>,
+    pub until_source: String,
+    #[serde(default)]
+    pub until_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildRow {
+    pub build: u32,
+    pub name: String,
+    pub since: String,
+    pub since_source: String,
+    #[serde(default)]
+    pub since_reason: Option<String>,
+    pub until: Option<String>,
+    pub until_source: String,
+    #[serde(default)]
+    pub until_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultFor {
+    pub build: u32,
+    pub since: String,
+    pub until: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRow {
+    pub image: String,
+    pub builds: Vec<u32>,
+    pub builds_source: String,
+    pub default_for: DefaultFor,
+    pub default_source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub flags: Vec<FlagRow>,
+    pub windows_builds: Vec<BuildRow>,
+    pub pause_images: Vec<PauseRow>,
+}
+
+/// The rows of `c` in kwinctl's profile, in table order.
+fn rows(c: Component) -> impl Iterator<Item = &'static FlagRow> + Clone {
+    TABLE.flags.iter().filter(move |r| {
+        r.component == c && (r.profiles.is_empty() || r.profiles.contains(&PROFILE))
+    })
+}
+
+fn minor(s: &str) -> Minor {
+    Minor::parse(s).unwrap_or_else(|| panic!("k8s.yaml: {s:?} is not a minor release"))
+}
+
+fn covers(since: &str, until: Option<&str>, m: Minor) -> bool {
+    minor(since) <= m && until.is_none_or(|u| m <= minor(u))
+}
+
+impl FlagRow {
+    pub fn exists_in(&self, m: Minor) -> bool {
+        covers(&self.since, self.until.as_deref(), m)
+    }
+
+    /// Why the profile cannot work in `m` without this row (a `refuse` row
+    /// outside its range).
+    fn refusal(&self, m: Minor) -> String {
+        if m < minor(&self.since) {
+            self.since_reason.clone().unwrap_or_else(|| {
+                format!(
+                    "{} {} exists from {} on",
+                    self.component.name(),
+                    self.name,
+                    self.since
+                )
+            })
+        } else {
+            self.until_reason.clone().unwrap_or_else(|| {
+                format!(
+                    "{} {} was removed after {}",
+                    self.component.name(),
+                    self.name,
+                    self.until.as_deref().unwrap_or("?")
+                )
+            })
+        }
+    }
+}
+
+/// How a binary runs on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hosting {
+    /// A native service: the binary talks to the Service Control Manager
+    /// (`--windows-service`, 1.10+).
+    Service,
+    /// Releases before `--windows-service`: a start script that a scheduled
+    /// task runs at boot as SYSTEM, restarting the binary when it exits.
+    Task,
+}
+
+/// Whether `c` of release `m` can be a native service.
+pub fn hosting(c: Component, m: Minor) -> Hosting {
+    let native = rows(c).any(|r| r.when == When::Native && r.exists_in(m));
+    if native {
+        Hosting::Service
+    } else {
+        Hosting::Task
+    }
+}
+
+/// The values the table's `{placeholders}` stand for.
+#[derive(Debug, Clone)]
+pub struct Values<'a> {
+    pub ip: &'a str,
+    pub pause_image: &'a str,
+    /// `Some(path on the node)` when the cluster has a kubeconfig.
+    pub kubeconfig: Option<&'a str>,
+    pub api_server: &'a str,
+    pub log_dir: &'a str,
+    pub network: &'a str,
+    pub proxy_adapter: &'a str,
+}
+
+impl Values<'_> {
+    fn fill(&self, template: &str) -> String {
+        template
+            .replace("{ip}", self.ip)
+            .replace("{pause_image}", self.pause_image)
+            .replace("{kubeconfig}", self.kubeconfig.unwrap_or(""))
+            .replace("{api_server}", self.api_server)
+            .replace("{log_dir}", self.log_dir)
+            .replace("{network}", self.network)
+            .replace("{proxy_adapter}", self.proxy_adapter)
+    }
+}
+
+/// What one binary is started with: arguments (one per flag, unquoted) and
+/// environment (`NAME=value`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub args: Vec<String>,
+    pub env: Vec<String>,
+    pub hosting: Hosting,
+}
+
+fn applies(w: When, kubeconfig: bool, hosting: Hosting) -> bool {
+    match w {
+        When::Always => true,
+        When::Kubeconfig => kubeconfig,
+        When::NoKubeconfig => !kubeconfig,
+        When::Native => hosting == Hosting::Service,
+    }
+}
+
+/// The command line of `c` in release `m`, from the table's rows in order;
+/// an error (why, in words) when a row the profile needs is missing in `m`.
+pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, String> {
+    let hosting = hosting(c, m);
+    let mut inv = Invocation {
+        args: Vec::new(),
+        env: Vec::new(),
+        hosting,
+    };
+    for r in rows(c) {
+        if !applies(r.when, v.kubeconfig.is_some(), hosting) {
+            continue;
+        }
+        if !r.exists_in(m) {
+            match r.missing {
+                Missing::Skip => continue,
+                Missing::Refuse => return Err(r.refusal(m)),
+            }
+        }
+        let value = r.value.as_deref().map(|t| v.fill(t));
+        if r.env {
+            inv.env
+                .push(format!("{}={}", r.name, value.unwrap_or_default()));
+        } else {
+            inv.args.push(match value {
+                Some(val) => format!("{}={val}", r.name),
+                None => r.name.clone(),
+            });
+        }
+    }
+    Ok(inv)
+}
+
+/// The releases the profile runs in (whatever the kubeconfig): the
+/// intersection of the `refuse` rows that always apply.
+pub fn profile_range() -> (Minor, Option<Minor>) {
+    let refusing = rows(Component::Kubelet)
+        .chain(rows(Component::KubeProxy))
+        .filter(|r| r.missing == Missing::Refuse && r.when == When::Always);
+    let lo = refusing
+        .clone()
+        .map(|r| minor(&r.since))
+        .max()
+        .expect("rows");
+    let hi = refusing.filter_map(|r| r.until.as_deref().map(minor)).min();
+    (lo, hi)
+}
+
+fn range_text() -> String {
+    match profile_range() {
+        (lo, Some(hi)) => format!("{lo} to {hi}"),
+        (lo, None) => format!("{lo} and later"),
+    }
+}
+
+/// Why release `m` cannot run the profile with this kubeconfig choice, if it
+/// cannot: the reasons of every row that refuses.
+pub fn refusal(m: Minor, kubeconfig: bool) -> Option<String> {
+    // (reason, whether the row words it itself): the worded ones say it best
+    let mut reasons: Vec<(String, bool)> = Vec::new();
+    for c in [Component::Kubelet, Component::KubeProxy] {
+        let hosting = hosting(c, m);
+        for r in rows(c) {
+            if applies(r.when, kubeconfig, hosting)
+                && r.missing == Missing::Refuse
+                && !r.exists_in(m)
+            {
+                let worded = if m < minor(&r.since) {
+                    r.since_reason.is_some()
+                } else {
+                    r.until_reason.is_some()
+                };
+                let why = r.refusal(m);
+                if !reasons.iter().any(|(w, _)| *w == why) {
+                    reasons.push((why, worded));
+                }
+            }
+        }
+    }
+    if reasons.iter().any(|(_, worded)| *worded) {
+        reasons.retain(|(_, worded)| *worded);
+    }
+    let reasons: Vec<String> = reasons.into_iter().map(|(w, _)| w).collect();
+    (!reasons.is_empty()).then(|| {
+        format!(
+            "Kubernetes {m} cannot run kwinctl's Windows profile (Docker transparent network, userspace kube-proxy): {}; the profile supports Kubernetes {}",
+            reasons.join("; "),
+            range_text()
+        )
+    })
+}
+
+/// Why a host of Windows `build` cannot run release `m`, if it cannot.
+pub fn build_refusal(m: Minor, build: u32) -> Option<String> {
+    let known: Vec<String> = TABLE
+        .windows_builds
+        .iter()
+        .map(|b| format!("{} ({})", b.name, b.build))
+        .collect();
+    let Some(b) = TABLE.windows_builds.iter().find(|b| b.build == build) else {
+        return Some(format!(
+            "Windows build {build} is not in kwinctl's table, which covers {}",
+            known.join(" and ")
+        ));
+    };
+    if covers(&b.since, b.until.as_deref(), m) {
+        return None;
+    }
+    let why = if m < minor(&b.since) {
+        b.since_reason.clone()
+    } else {
+        b.until_reason.clone()
+    };
+    let fits: Vec<String> = TABLE
+        .windows_builds
+        .iter()
+        .filter(|o| covers(&o.since, o.until.as_deref(), m))
+        .map(|o| format!("{} ({})", o.name, o.build))
+        .collect();
+    Some(format!(
+        "{} (build {build}) cannot run Kubernetes {m}: {}{}",
+        b.name,
+        why.unwrap_or_else(|| "outside the releases kwinctl's table gives it".into()),
+        if fits.is_empty() {
+            String::new()
+        } else {
+            format!("; Kubernetes {m} runs on {}", fits.join(", "))
+        }
+    ))
+}
+
+/// kwinctl's default pause image for release `m` on Windows `build`.
+pub fn default_pause(m: Minor, build: u32) -> Option<&'static str> {
+    TABLE
+        .pause_images
+        .iter()
+        .find(|p| {
+            p.default_for.build == build
+                && covers(&p.default_for.since, Some(&p.default_for.until), m)
+        })
+        .map(|p| p.image.as_str())
+}
+
+/// The Windows builds a known pause image has an image for.
+pub fn pause_builds(image: &str) -> Option<&'static [u32]> {
+    let norm = |s: &str| {
+        let s = s.trim().to_ascii_lowercase();
+        let last = s.rsplit('/').next().unwrap_or(&s).to_string();
+        if last.contains(':') || last.contains('@') {
+            s
+        } else {
+            format!("{s}:latest")
+        }
+    };
+    TABLE
+        .pause_images
+        .iter()
+        .find(|p| norm(&p.image) == norm(image))
+        .map(|p| p.builds.as_slice())
+}
+
+/// The Windows build kwinctl assumes for `render` (a fresh host of the first
+/// build that runs `m`).
+pub fn fresh_build(m: Minor) -> u32 {
+    TABLE
+        .windows_builds
+        .iter()
+        .find(|b| covers(&b.since, b.until.as_deref(), m))
+        .map(|b| b.build)
+        .unwrap_or(TABLE.windows_builds[0].build)
+}
+
+/// The inventory's Windows-profile problems, found before anything is
+/// contacted (`check` and every other command exit 2 on them): a release
+/// the profile cannot run, or a kubeconfig choice it cannot.
+pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
+    if !inv.hosts.iter().any(|h| h.os == Os::Windows) {
+        return Vec::new();
+    }
+    let Some(v) = inv.cluster.kubernetes_version else {
+        return Vec::new(); // the inventory's own rules require it
+    };
+    let kc = inv.cluster.kubeconfig.is_some();
+    let Some(why) = refusal(v.minor, kc) else {
+        return Vec::new();
+    };
+    // A release that works with a kubeconfig but not without one: point at
+    // the api_server line and say to add one.
+    let pos = if !kc && refusal(v.minor, true).is_none() {
+        inv.cluster.pos.api_server.unwrap_or(inv.cluster.pos.name)
+    } else {
+        inv.cluster.pos.kubernetes_version.unwrap_or_default()
+    };
+    let hint = if !kc && refusal(v.minor, true).is_none() {
+        "set cluster.kubeconfig (a kubeconfig with embedded credentials naming the API server)"
+            .to_string()
+    } else {
+        format!(
+            "use Kubernetes {} on the Windows nodes (a release of kubelet.exe and kube-proxy.exe in that range), or a profile for newer releases (not in kwinctl yet)",
+            range_text()
+        )
+    };
+    vec![Problem {
+        pos,
+        message: why,
+        hint,
+    }]
+}
+
+/// A note for every Windows host's plan: the one kubelet identity they share.
+pub fn identity_note(v: &KubeVersion, https: bool) -> Option<String> {
+    // The Node authorizer and NodeRestriction arrived in 1.7 (CHANGELOG-1.7:
+    // "Node authorizer ... --authorization-mode=Node"): from then on a
+    // kubelet may only change its own Node object, which it must name as
+    // system:node:<name>.
+    (https && v.minor >= Minor::new(1, 7)).then(|| {
+        "every Windows node uses the one identity in cluster.kubeconfig: with the Node authorizer and NodeRestriction (1.7+), that identity must be allowed to write every Windows node's Node and pods (e.g. bound to system:node for all of them), so one node's credentials can act for the others".into()
+    })
+}
+
+#[cfg(test)]
+#[path = "k8s_tests.rs"]
+mod tests;

@@ -1,0 +1,451 @@
+//! The cluster step between probing and changing: every host's task
+//! reports what its node records (or that it could not ask), the pod CIDRs
+//! are allocated from those records, `up` records the allocation, and — if
+//! any host has something to change — the cluster lock is taken on the lock
+//! host before any host changes anything.
+//!
+//! The cluster lock (`/etc/kwinctl/cluster.lock` on the lock host) keeps two
+//! operators, on two machines or two inventories, from changing the cluster
+//! at once. It is taken only when something is to change (a converged
+//! cluster is still one call per host), and only if no run changed the
+//! cluster since this one probed it (a generation counter beside the lock,
+//! read by the probe, counted up at each release): a run whose view is
+//! stale stops instead of acting on it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+
+use super::{Ctx, step};
+use crate::alloc::{self, Allocation, Node, NodeRecord};
+use crate::mode::Mode;
+use crate::outcome::HostError;
+use crate::text::clip;
+use crate::transport::Session;
+
+/// What a host's first phase gave.
+pub(super) enum Arrival {
+    /// What the node records, and the cluster lock's generation on it.
+    Probed(NodeRecord, u64),
+    /// The host could not be asked.
+    Failed,
+}
+
+/// The allocation every host continues with.
+pub(super) struct Decision {
+    pub allocation: Result<Arc<Allocation>, String>,
+    /// Lower-case host name → its node.
+    pub nodes: BTreeMap<String, Node>,
+}
+
+/// Whether hosts may change.
+#[derive(Clone)]
+pub(super) enum Go {
+    Yes,
+    /// No: why.
+    No(HostError),
+}
+
+/// Another run holds the cluster lock, or changed the cluster meanwhile.
+#[derive(Debug, Clone)]
+pub struct Locked(pub String);
+
+pub(super) struct Outcome {
+    pub allocation: Option<Arc<Allocation>>,
+    pub locked: Option<Locked>,
+    pub internal: Option<String>,
+}
+
+pub(super) struct Barrier {
+    arrive: mpsc::UnboundedSender<(usize, Arrival)>,
+    decision: watch::Receiver<Option<Arc<Decision>>>,
+    ready: mpsc::UnboundedSender<(usize, bool)>,
+    go: watch::Receiver<Option<Go>>,
+    /// The lock host's connection while the coordinator uses it (between
+    /// the phases, and at the end for the release).
+    pub lock_session: tokio::sync::Mutex<Option<Box<dyn Session>>>,
+    lock_taken: AtomicBool,
+    /// Each host's turn for the second phase (taken by its ticket).
+    turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
+}
+
+pub(super) struct Coordinator {
+    n: usize,
+    arrive: mpsc::UnboundedReceiver<(usize, Arrival)>,
+    decision: watch::Sender<Option<Arc<Decision>>>,
+    ready: mpsc::UnboundedReceiver<(usize, bool)>,
+    go: watch::Sender<Option<Go>>,
+    turns: Vec<oneshot::Sender<OwnedSemaphorePermit>>,
+}
+
+impl Barrier {
+    pub(super) fn new(n: usize) -> (Barrier, Coordinator) {
+        let (arrive_tx, arrive_rx) = mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = mpsc::unbounded_channel();
+        let (decision_tx, decision_rx) = watch::channel(None);
+        let (go_tx, go_rx) = watch::channel(None);
+        let (turn_tx, turn_rx): (Vec<_>, Vec<_>) = (0..n).map(|_| oneshot::channel()).unzip();
+        (
+            Barrier {
+                arrive: arrive_tx,
+                decision: decision_rx,
+                ready: ready_tx,
+                go: go_rx,
+                lock_session: tokio::sync::Mutex::new(None),
+                lock_taken: AtomicBool::new(false),
+                turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
+            },
+            Coordinator {
+                n,
+                arrive: arrive_rx,
+                decision: decision_tx,
+                ready: ready_rx,
+                go: go_tx,
+                turns: turn_tx,
+            },
+        )
+    }
+}
+
+/// A host task's place at the barrier: whatever it does not say by itself
+/// (it failed, or panicked) is said when it is dropped, so no task and no
+/// coordinator ever waits for a host that is gone.
+pub(super) struct Ticket<'a> {
+    barrier: &'a Barrier,
+    i: usize,
+    arrived: Option<bool>,
+    readied: bool,
+    /// This host's turn in the second phase (dropped with the ticket, so a
+    /// host that is gone never holds a turn).
+    turn: Option<oneshot::Receiver<OwnedSemaphorePermit>>,
+}
+
+impl<'a> Ticket<'a> {
+    pub(super) fn new(barrier: &'a Barrier, i: usize) -> Ticket<'a> {
+        let turn = barrier.turns.lock().unwrap()[i].take();
+        Ticket {
+            barrier,
+            i,
+            arrived: None,
+            readied: false,
+            turn,
+        }
+    }
+
+    /// Wait for this host's turn to change things: hosts take turns in
+    /// input order, `--parallel` at a time (`--parallel 1` is a rolling run
+    /// in inventory order).
+    pub(super) async fn turn(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.turn.take()?.await.ok()
+    }
+
+    /// Report the first phase and wait for the allocation.
+    pub(super) async fn arrive(&mut self, a: Arrival) -> Arc<Decision> {
+        self.arrived = Some(matches!(a, Arrival::Probed(..)));
+        let _ = self.barrier.arrive.send((self.i, a));
+        let mut rx = self.barrier.decision.clone();
+        let d = rx
+            .wait_for(|d| d.is_some())
+            .await
+            .map(|d| d.clone().expect("decision"));
+        d.unwrap_or_else(|_| {
+            Arc::new(Decision {
+                allocation: Err("internal error (please report it): the cluster step ended".into()),
+                nodes: BTreeMap::new(),
+            })
+        })
+    }
+
+    /// Say whether this host has changes to make, and wait to be let go.
+    pub(super) async fn ready(&mut self, changes: bool) -> Go {
+        self.readied = true;
+        let _ = self.barrier.ready.send((self.i, changes));
+        let mut rx = self.barrier.go.clone();
+        match rx.wait_for(|g| g.is_some()).await {
+            Ok(g) => g.clone().expect("go"),
+            Err(_) => Go::No(HostError::Internal("the cluster step ended".into())),
+        }
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        match self.arrived {
+            None => {
+                let _ = self.barrier.arrive.send((self.i, Arrival::Failed));
+            }
+            Some(true) if !self.readied => {
+                let _ = self.barrier.ready.send((self.i, false));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Coordinator {
+    /// `targets`: each target's name and whether it is a removed host.
+    pub(super) async fn run(
+        mut self,
+        ctx: Arc<Ctx>,
+        lock_at: Option<usize>,
+        targets: Vec<(String, bool)>,
+    ) -> Outcome {
+        let mut records = BTreeMap::new();
+        let mut probed = 0;
+        let mut generation = None;
+        for _ in 0..self.n {
+            let Some((i, a)) = self.arrive.recv().await else {
+                break;
+            };
+            if let Arrival::Probed(rec, gen_) = a {
+                probed += 1;
+                if lock_at == Some(i) {
+                    generation = Some(gen_);
+                }
+                if !targets[i].1 {
+                    records.insert(targets[i].0.to_ascii_lowercase(), rec);
+                }
+            }
+        }
+        let mut internal = None;
+        let cl = &ctx.cluster;
+        let decision = match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
+            Ok(a) => {
+                for n in &a.notes {
+                    ctx.reporter.say(&format!("note: {n}"));
+                }
+                // `up` records the allocation before any host changes.
+                if ctx.mode == Mode::Up
+                    && a.state != cl.state
+                    && let Err(e) = a.state.save(&cl.state_path)
+                {
+                    internal = Some(e.to_string());
+                }
+                let nodes = alloc::nodes(&cl.inventory, &a)
+                    .into_iter()
+                    .map(|n| (n.name.to_ascii_lowercase(), n))
+                    .collect();
+                Decision {
+                    allocation: Ok(Arc::new(a)),
+                    nodes,
+                }
+            }
+            Err(e) => Decision {
+                allocation: Err(e.0),
+                nodes: BTreeMap::new(),
+            },
+        };
+        let allocation = decision.allocation.as_ref().ok().cloned();
+        let _ = self.decision.send(Some(Arc::new(decision)));
+
+        let mut changes = false;
+        for _ in 0..probed {
+            match self.ready.recv().await {
+                Some((_, c)) => changes |= c,
+                None => break,
+            }
+        }
+        let mut locked = None;
+        let go = if let Some(e) = &internal {
+            Go::No(HostError::Internal(e.clone()))
+        } else if !changes || ctx.interrupt.is_set() {
+            Go::Yes
+        } else {
+            let registry = allocation
+                .as_ref()
+                .map(|a| lines(&a.registry))
+                .unwrap_or_default();
+            match lock(&ctx, lock_at, &targets, generation, &registry).await {
+                Ok(()) => Go::Yes,
+                Err((why, held)) => {
+                    if held {
+                        locked = Some(Locked(why.clone()));
+                    }
+                    Go::No(HostError::Refused(why))
+                }
+            }
+        };
+        let _ = self.go.send(Some(go));
+        // Turns for the second phase, in input order: a host that has gone
+        // (its turn dropped) hands its permit straight to the next.
+        for tx in self.turns {
+            let Ok(permit) = ctx.sem.clone().acquire_owned().await else {
+                break;
+            };
+            let _ = tx.send(permit);
+        }
+        Outcome {
+            allocation,
+            locked,
+            internal,
+        }
+    }
+}
+
+/// Take the cluster lock on the lock host's connection. Err: why not, and
+/// whether another run is the reason (it holds the lock, or changed the
+/// cluster since this run probed it).
+async fn lock(
+    ctx: &Ctx,
+    lock_at: Option<usize>,
+    targets: &[(String, bool)],
+    generation: Option<u64>,
+    registry: &[String],
+) -> Result<(), (String, bool)> {
+    let Some(i) = lock_at else {
+        return Err((
+            "no Linux control-plane host in the inventory to keep the cluster lock and registry on: \
+             mark the control plane `role: control-plane` (two operators must not change the cluster \
+             at once, and each must see the blocks the other handed out)"
+                .into(),
+            false,
+        ));
+    };
+    let host = &targets[i].0;
+    let mut slot = ctx.barrier.lock_session.lock().await;
+    let (Some(s), Some(generation)) = (slot.as_mut(), generation) else {
+        return Err((
+            format!(
+                "the cluster lock lives on {host}, which did not answer: rerun when it does \
+                 (two operators must not change the cluster at once)"
+            ),
+            false,
+        ));
+    };
+    let mut break_run: Option<String> = None;
+    loop {
+        let script = crate::os::lock_script(
+            &ctx.renderer,
+            &ctx.cluster.run_id,
+            &ctx.cluster.owner,
+            generation,
+            break_run.as_deref(),
+            registry,
+        );
+        let out = step::call(ctx, s, host, "cluster lock", script)
+            .await
+            .map_err(|e| {
+                (
+                    format!("cannot take the cluster lock on {host}: {e}"),
+                    false,
+                )
+            })?;
+        match read_lock(&out.stdout) {
+            LockAnswer::Taken => {
+                ctx.barrier.lock_taken.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            LockAnswer::Changed(now) => {
+                return Err((
+                    format!(
+                        "another kwinctl run changed the cluster since this one probed it (the lock on \
+                         {host} counts {} changes, {generation} when probed): run again",
+                        clip(&now, 20)
+                    ),
+                    true,
+                ));
+            }
+            // A run of this machine that died left it: break it once.
+            LockAnswer::Held { run, owner, .. }
+                if break_run.is_none() && crate::lock::dead_here(&owner) && !run.is_empty() =>
+            {
+                ctx.reporter.say(&format!(
+                    "note: the cluster lock on {host} was left by a run of this machine that is gone ({}): broken",
+                    clip(&owner, 200)
+                ));
+                break_run = Some(run);
+            }
+            LockAnswer::Held { seconds, owner, .. } => {
+                return Err((
+                    format!(
+                        "another kwinctl run holds the cluster lock on {host} (/etc/kwinctl/cluster.lock): \
+                         {}; wait for it to finish (a lock left by a run that died expires in {}s)",
+                        clip(&owner, 200),
+                        clip(&seconds, 12)
+                    ),
+                    true,
+                ));
+            }
+            LockAnswer::Nothing => {
+                return Err((
+                    format!(
+                        "cannot take the cluster lock on {host}: the lock script said nothing (exit {:?}): {}",
+                        out.exit,
+                        clip(&crate::text::printable(out.stderr.trim()), 300)
+                    ),
+                    false,
+                ));
+            }
+        }
+    }
+}
+
+/// What the lock script said (its lines come from the lock host: printed
+/// only through `printable`).
+enum LockAnswer {
+    Taken,
+    Changed(String),
+    Held {
+        seconds: String,
+        owner: String,
+        run: String,
+    },
+    Nothing,
+}
+
+fn read_lock(stdout: &str) -> LockAnswer {
+    let mut held = None;
+    let (mut owner, mut run) = (String::new(), String::new());
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("KWL ") else {
+            continue;
+        };
+        let (what, value) = rest.split_once(' ').unwrap_or((rest, ""));
+        let value = crate::text::printable(value);
+        match what {
+            "taken" => return LockAnswer::Taken,
+            "changed" => return LockAnswer::Changed(value),
+            "held" => held = Some(value),
+            "owner" => owner = value,
+            "run" => run = value,
+            _ => {}
+        }
+    }
+    match held {
+        Some(seconds) => LockAnswer::Held {
+            seconds,
+            owner,
+            run,
+        },
+        None => LockAnswer::Nothing,
+    }
+}
+
+/// The registry's lines.
+pub(super) fn lines(registry: &[crate::alloc::Registered]) -> Vec<String> {
+    registry.iter().map(|e| e.line()).collect()
+}
+
+/// Release the cluster lock (when this run took it) on the lock host's
+/// connection, and close that connection.
+pub(super) async fn release(ctx: &Ctx, lock_host: &str, registry: &[String]) {
+    let Some(mut s) = ctx.barrier.lock_session.lock().await.take() else {
+        return;
+    };
+    if ctx.barrier.lock_taken.load(Ordering::SeqCst) {
+        let script = crate::os::unlock_script(&ctx.renderer, &ctx.cluster.run_id, registry);
+        match step::call(ctx, &mut s, lock_host, "cluster unlock", script).await {
+            Ok(o) if o.stdout.contains("KWL released") => {}
+            Ok(_) => ctx.reporter.say(
+                "warning: the cluster lock was no longer this run's when it ended (it expired?)",
+            ),
+            Err(e) => ctx.reporter.say(&format!(
+                "warning: cannot release the cluster lock: {e}; it expires by itself in {}s",
+                crate::os::LOCK_SECONDS
+            )),
+        }
+    }
+    s.close().await;
+}

@@ -1,0 +1,55 @@
+//! A host outside `--limit`, in `up` and `plan`: the run computes the whole
+//! cluster, so it knows when the hosts it changes leave another without a
+//! route it needs (a new node, a moved one). `up` says so and fails that
+//! host — never a silent success — unless `--with-peer-routes` asked it to
+//! make just those route changes; `plan` lists them.
+
+use super::{Ctx, step};
+use crate::alloc::Node;
+use crate::diff::{Conflict, Describe, Diff};
+use crate::mode::Mode;
+use crate::os::NodeOps;
+use crate::outcome::{ActionStatus, HostError, HostReport, HostStatus};
+use crate::transport::Session;
+
+/// `None`: nothing to say about this host.
+pub(super) async fn peers<O: NodeOps>(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    work: Result<Diff<O::Action>, Conflict>,
+    refused: Option<HostError>,
+    mut r: HostReport,
+) -> Option<HostReport> {
+    // A conflict on a host outside the limit is its own business: it shows
+    // when it is run.
+    let d = work.ok()?;
+    if d.changes() == 0 {
+        return None;
+    }
+    r.notes = vec!["outside --limit".into()];
+    if ctx.mode == Mode::Plan {
+        r.actions = step::reports_of(&d, ActionStatus::Planned);
+        r.status = HostStatus::Pending;
+        return Some(r);
+    }
+    if !ctx.opts.with_peer_routes {
+        let missing = d.actions().map(|a| a.describe()).collect();
+        r.actions = step::reports_of(&d, ActionStatus::Skipped);
+        return Some(r.failed(HostError::PeerRoutes(missing)));
+    }
+    if ctx.interrupt.is_set() {
+        r.actions = step::reports_of(&d, ActionStatus::Skipped);
+        return Some(r.interrupted(true));
+    }
+    if let Some(e) = refused {
+        r.actions = step::reports_of(&d, ActionStatus::Skipped);
+        return Some(r.failed(e));
+    }
+    if let Err(e) = step::apply(ctx, s, node, ops, &d, &[], &mut r).await {
+        return Some(r.failed(e));
+    }
+    r.status = HostStatus::Changed;
+    Some(r)
+}

@@ -1,0 +1,213 @@
+//! `kwinctl check` and `render` across Kubernetes releases: every flag and
+//! environment variable on the kubelet and kube-proxy command lines that
+//! `render` produces exists in the declared release (by the flag table in
+//! src/os/windows/k8s.yaml, read back from the rendered script's headers
+//! and split as Windows splits a command line), and the releases the profile
+//! cannot run are refused with exit 2, the reason and the supported range.
+
+mod common;
+
+use std::path::Path;
+
+use common::{kwinctl, text};
+use kwinctl::inventory::Minor;
+use kwinctl::os::windows::cmdline;
+use kwinctl::os::windows::k8s::TABLE;
+
+const KUBECONFIG: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/example.kubeconfig"
+);
+
+/// An inventory of one Linux and one Windows host at `version`; with a
+/// kubeconfig and an https API server, or neither (the seed's http one).
+fn inventory(dir: &Path, version: &str, kubeconfig: bool) -> String {
+    let api = if kubeconfig {
+        format!("api_server: https://10.0.0.10:6443\n  kubeconfig: {KUBECONFIG}")
+    } else {
+        "api_server: http://10.0.0.10:8080".to_string()
+    };
+    let text = format!(
+        "cluster:\n  name: v\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  {api}\n  \
+         kubernetes_version: \"{version}\"\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    \
+         address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n"
+    );
+    let p = dir.join(format!("v{version}-{kubeconfig}.yaml"));
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// (component, hosting, argv after the binary, env) of each service in a
+/// rendered Windows script, from the simulator headers.
+fn services(script: &str) -> Vec<(String, String, Vec<String>, Vec<String>)> {
+    script
+        .lines()
+        .filter_map(|l| l.strip_prefix("# kwinctl-sim: "))
+        .map(|j| serde_json::from_str::<serde_json::Value>(j).unwrap())
+        .filter(|h| h["kind"] == "install_service" || h["kind"] == "install_task")
+        .map(|h| {
+            let s = &h["service"];
+            let argv = cmdline::split(s["binpath"].as_str().unwrap());
+            assert_eq!(argv[0], s["exe"].as_str().unwrap());
+            // the start script's argument string is the same command line
+            assert_eq!(cmdline::split(s["args"].as_str().unwrap()), argv[1..]);
+            let env = s["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap().to_string())
+                .collect();
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["hosting"].as_str().unwrap().to_string(),
+                argv[1..].to_vec(),
+                env,
+            )
+        })
+        .collect()
+}
+
+fn check_against_table(
+    version: &str,
+    script: &str,
+) -> Vec<(String, String, Vec<String>, Vec<String>)> {
+    let m = kwinctl::inventory::KubeVersion::parse(version)
+        .unwrap()
+        .minor;
+    let svcs = services(script);
+    assert_eq!(svcs.len(), 2, "{version}: {script}");
+    for (component, _, args, env) in &svcs {
+        let names = args
+            .iter()
+            .map(|a| a.split('=').next().unwrap().to_string())
+            .chain(env.iter().map(|e| e.split('=').next().unwrap().to_string()));
+        for n in names {
+            let row = TABLE
+                .flags
+                .iter()
+                .find(|r| r.component.name() == component && r.name == n)
+                .unwrap_or_else(|| panic!("{version}: {component} {n} is not in the flag table"));
+            assert!(
+                row.exists_in(m),
+                "{version}: {component} is given {n}, which exists from {} to {:?}",
+                row.since,
+                row.until
+            );
+        }
+    }
+    svcs
+}
+
+#[test]
+fn render_emits_only_flags_the_release_has() {
+    let dir = tempfile::tempdir().unwrap();
+    for (version, kc) in [
+        ("1.5.8", false),
+        ("1.6.13", true),
+        ("1.9.11", true),
+        ("1.10.13", true),
+        ("1.14.10", true),
+        ("1.16.15", true),
+        ("1.23.17", true),
+    ] {
+        let inv = inventory(dir.path(), version, kc);
+        let o = kwinctl(&["check", "-i", &inv]);
+        assert_eq!(o.status.code(), Some(0), "{version}: {}", text(&o));
+        let o = kwinctl(&["render", "-i", &inv, "--host", "win01"]);
+        assert_eq!(o.status.code(), Some(0), "{version}: {}", text(&o));
+        let script = String::from_utf8_lossy(&o.stdout).into_owned();
+        let svcs = check_against_table(version, &script);
+        let minor = kwinctl::inventory::KubeVersion::parse(version)
+            .unwrap()
+            .minor;
+        let native = minor >= Minor::new(1, 10);
+        for (component, hosting, args, _) in &svcs {
+            assert_eq!(
+                hosting,
+                if native { "service" } else { "task" },
+                "{version}"
+            );
+            assert_eq!(
+                args.contains(&"--windows-service".to_string()),
+                native,
+                "{version} {component}"
+            );
+        }
+        let kubelet = &svcs[0].2;
+        // the Windows kubelet's cgroups flags from 1.6 (1.11+ refuses to start without them)
+        assert_eq!(
+            kubelet.contains(&"--cgroups-per-qos=false".to_string()),
+            minor >= Minor::new(1, 6),
+            "{version}: {kubelet:?}"
+        );
+        if !kc {
+            assert!(kubelet.contains(&"--api-servers=http://10.0.0.10:8080".to_string()));
+        }
+        // the pause image by release and build
+        let pause = if minor >= Minor::new(1, 20) {
+            "mcr.microsoft.com/oss/kubernetes/pause:1.4.1"
+        } else if minor >= Minor::new(1, 14) {
+            "mcr.microsoft.com/k8s/core/pause:1.2.0"
+        } else {
+            "apprenda/pause"
+        };
+        assert!(
+            kubelet.contains(&format!("--pod-infra-container-image={pause}")),
+            "{version}: {kubelet:?}"
+        );
+    }
+}
+
+#[test]
+fn releases_the_profile_cannot_run_are_refused_at_check() {
+    let dir = tempfile::tempdir().unwrap();
+    for (version, want) in [
+        ("1.24.17", vec!["dockershim"]),
+        ("1.26.0", vec!["dockershim", "userspace mode"]),
+        ("1.4.12", vec!["Windows nodes arrived in Kubernetes 1.5"]),
+    ] {
+        let inv = inventory(dir.path(), version, true);
+        for cmd in ["check", "render", "plan"] {
+            let o = kwinctl(&[cmd, "-i", &inv]);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {version}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            // pointed at the kubernetes_version line (line 7, column 23)
+            assert!(err.contains(".yaml:7:23: Kubernetes "), "{err}");
+            for w in &want {
+                assert!(err.contains(w), "{version}: {w}: {err}");
+            }
+            assert!(
+                err.contains("the profile supports Kubernetes 1.5 to 1.23"),
+                "{err}"
+            );
+        }
+    }
+    // 1.8 has no --api-servers: without a kubeconfig it cannot work
+    let inv = inventory(dir.path(), "1.8.15", false);
+    let o = kwinctl(&["check", "-i", &inv]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(".yaml:5:15: ") && err.contains("--api-servers"),
+        "{err}"
+    );
+    assert!(err.contains("fix: set cluster.kubeconfig"), "{err}");
+    // and with one it is fine
+    let inv = inventory(dir.path(), "1.8.15", true);
+    assert_eq!(kwinctl(&["check", "-i", &inv]).status.code(), Some(0));
+}
+
+#[test]
+fn check_notes_the_shared_kubelet_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = kwinctl(&["check", "-i", &inventory(dir.path(), "1.16.15", true)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("note: every Windows node uses the one identity"),
+        "{}",
+        text(&o)
+    );
+    let o = kwinctl(&["check", "-i", &inventory(dir.path(), "1.5.8", false)]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("identity"));
+}
