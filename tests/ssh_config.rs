@@ -3,7 +3,11 @@
 //! Match before Host, Include with a glob, patterns on addresses, negation,
 //! `%h` tokens, ProxyJump chains; and the configs kwinctl must refuse
 //! (Match exec, ProxyCommand, a name given settings its address does not
-//! get), each naming the file and line. Needs the OpenSSH client, not root.
+//! get), each naming the file and line; and the same refusals from the
+//! command line (exit 2, nothing contacted). Needs the OpenSSH client, not
+//! root.
+
+mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -176,6 +180,99 @@ fn refused_configs_name_file_and_line() {
 
     let e = resolve(&[], &ConfigSource::File(d.path().join("nope"))).unwrap_err();
     assert!(e.contains("no such file"), "{e}");
+}
+
+/// `kwinctl plan` with `config` for one Linux host at 198.18.239.2 (an address no
+/// lab uses: nothing answers there, so only a refusal before contact exits 2).
+fn plan_with(dir: &Path, config: Option<&str>) -> std::process::Output {
+    let inv = dir.join("inv.yaml");
+    common::write(
+        &inv,
+        &format!("{CLUSTER}hosts:\n  - name: h1\n    os: linux\n    address: 198.18.239.2\n"),
+    );
+    let cfg = dir.join("config");
+    if let Some(c) = config {
+        common::write(&cfg, c);
+    }
+    let mut cmd = Command::new(common::bin());
+    cmd.args([
+        "plan",
+        "-i",
+        inv.to_str().unwrap(),
+        "--timeout",
+        "1",
+        "--retries",
+        "0",
+    ])
+    .args(["--ssh-config", cfg.to_str().unwrap()])
+    .env_remove("SSH_AUTH_SOCK")
+    .env_remove("KWINCTL_SSH_CONFIG");
+    common::run_bounded(cmd, std::time::Duration::from_secs(60))
+}
+
+/// Every refusal is bad input (exit 2) naming the file and line, before
+/// any host is contacted; fbe0578 read a missing file as no file, dropped
+/// `Match` and every keyword it did not know, and went on to connect.
+#[test]
+fn refusals_from_the_command_line_are_exit_2_with_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("config").display().to_string();
+
+    let o = plan_with(d.path(), None);
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("--ssh-config {cfg}: no such file")),
+        "{t}"
+    );
+
+    let o = plan_with(
+        d.path(),
+        Some("Host h1\n  HostName 198.18.239.2\n  ProxyCommand nc %h %p\n"),
+    );
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("{cfg}:3")) && t.contains("proxycommand \"nc %h %p\""),
+        "{t}"
+    );
+
+    let marker = d.path().join("ran");
+    let o = plan_with(
+        d.path(),
+        Some(&format!(
+            "Host *\n  User ops\nMatch exec \"touch {}\"\n  User x\n",
+            marker.display()
+        )),
+    );
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("{cfg}:3")) && t.contains("Match exec"),
+        "{t}"
+    );
+    assert!(!marker.exists(), "Match exec ran");
+
+    // a keyword OpenSSH itself rejects: its words, and exit 2
+    let o = plan_with(
+        d.path(),
+        Some("Host h1\n  HostName 198.18.239.2\n  NoSuchKeyword yes\n"),
+    );
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("OpenSSH rejects") && t.contains("line 3"), "{t}");
+
+    // a user certificate would change as whom kwinctl logs in
+    let o = plan_with(
+        d.path(),
+        Some("Host h1\n  HostName 198.18.239.2\n  CertificateFile ~/.ssh/id-cert.pub\n"),
+    );
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("{cfg}:3")) && t.contains("certificatefile"),
+        "{t}"
+    );
 }
 
 /// What resolving costs at 200 hosts (run with `--ignored --nocapture`;
