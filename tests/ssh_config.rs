@@ -274,35 +274,3 @@ fn refusals_from_the_command_line_are_exit_2_with_file_and_line() {
         "{t}"
     );
 }
-
-/// What resolving costs at 200 hosts (run with `--ignored --nocapture`;
-/// the number is in README's SSH section).
-#[test]
-#[ignore]
-fn resolve_200_hosts_cost() {
-    let d = tempfile::tempdir().unwrap();
-    let mut cfg = String::from("Host bastion\n  HostName 198.18.1.2\n");
-    let mut hosts = Vec::new();
-    for i in 0..200 {
-        let (n, a) = (
-            format!("n{i}"),
-            format!("198.18.{}.{}", 10 + i / 200, 10 + i % 200),
-        );
-        if i % 2 == 0 {
-            cfg += &format!("Host {n}\n  HostName {a}\n  ProxyJump bastion\n");
-        }
-        hosts.push((n, a));
-    }
-    cfg += "Host *\n  IdentityFile ~/.ssh/%h\n";
-    let hs: Vec<(&str, &str)> = hosts
-        .iter()
-        .map(|(n, a)| (n.as_str(), a.as_str()))
-        .collect();
-    let t = std::time::Instant::now();
-    let e = endpoints(d.path(), &cfg, &hs).unwrap();
-    println!(
-        "resolved {} hosts (half aliases behind a bastion, half by address) in {:?}",
-        e.len(),
-        t.elapsed()
-    );
-}

@@ -125,7 +125,14 @@ impl Resolver {
     pub fn new(source: &ConfigSource) -> Result<Resolver, String> {
         let me = LocalUser::current();
         let scan = Scan::read(source, &me)?;
-        let ssh = OpenSsh::new(&scan)?;
+        // With no config file OpenSSH answers with its defaults, which
+        // `builtin` gives without running a process per host (the same
+        // answer: `builtin_is_what_ssh_g_says_without_a_config`).
+        let ssh = if scan.roots.is_empty() {
+            None
+        } else {
+            OpenSsh::new(&scan)?
+        };
         if ssh.is_none() && !scan.roots.is_empty() {
             let files: Vec<String> = scan.roots.iter().map(|p| p.display().to_string()).collect();
             return Err(format!(
@@ -435,5 +442,50 @@ pub fn resolve(hosts: &[&Host], source: &ConfigSource) -> Result<Routes, String>
         Ok(routes)
     } else {
         Err(errors.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_is_what_ssh_g_says_without_a_config() {
+        let me = LocalUser::current();
+        let scan = Scan::read(&ConfigSource::None, &me).unwrap();
+        let Some(ssh) = OpenSsh::new(&scan).unwrap() else {
+            panic!("the OpenSSH client (ssh) is needed for this test");
+        };
+        let with = |ssh| Resolver {
+            ssh,
+            scan: Scan::default(),
+            me: me.clone(),
+            dumps: Mutex::new(HashMap::new()),
+        };
+        let (openssh, builtin) = (with(Some(ssh)), with(None));
+        // (an -i file must exist: OpenSSH drops a missing one, as the
+        // inventory never gives one, see check_credentials)
+        let id = tempfile::NamedTempFile::new().unwrap();
+        let all = Overrides {
+            user: Some("ops".into()),
+            port: Some(2222),
+            identity: Some(id.path().to_path_buf()),
+            known_hosts: Some("/kh/known".into()),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for name in ["h1", "198.18.1.2", "Web.Example"] {
+            for o in [Overrides::default(), all.clone()] {
+                let (a, b) = rt.block_on(async {
+                    (
+                        openssh.endpoint(name, &o, None, 0).await.unwrap(),
+                        builtin.endpoint(name, &o, None, 0).await.unwrap(),
+                    )
+                });
+                assert_eq!(a, b, "{name} {o:?}");
+            }
+        }
     }
 }
