@@ -25,6 +25,10 @@
 #                                or another hidden host): its own veth pair
 #                                behind VIA, 198.18.(200+K).0/24, no route from
 #                                this namespace (for bastion / ProxyJump tests)
+#   lab.sh user DIR HOST USER nopasswd|password
+#                                a login user besides root on HOST, with real
+#                                sudo: passwordless for /bin/sh, or asking for
+#                                a password
 #   lab.sh sshd-port DIR HOST PORT [CA_KEY]
 #                                one more sshd in HOST on PORT with its own host
 #                                key, certified by CA_KEY (a host certificate)
@@ -133,6 +137,10 @@ start_sshd() { # DIR j
     mount --bind "$2/etc-kwinctl" /etc/kwinctl
     mkdir -p "$2/usr-local-bin"
     mount --bind "$2/usr-local-bin" /usr/local/bin
+    # files of its own over /etc/<name> (lab.sh user: passwd, sudoers, ...)
+    if [ -d "$2/etc-over" ]; then
+      for f in "$2"/etc-over/*; do mount --bind "$f" "/etc/${f##*/}"; done
+    fi
     exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
   ' sh "$name" "$hd" "$SSHD"
 }
@@ -393,6 +401,40 @@ cmd_reboot() {
   wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
 }
 
+# A login user USER (uid 4242) on HOST besides root, with real sudo(8):
+# `nopasswd` lets USER run /bin/sh as root without a password, `password`
+# makes sudo ask for one (which kwinctl's `sudo -n` cannot give). The user
+# and the sudoers rule exist only in that host's mount namespace (its own
+# passwd, group, shadow, hosts and sudoers over /etc), so nothing on this
+# machine changes; its sshd is restarted to see them.
+cmd_user() { # DIR HOST USER nopasswd|password
+  local dir=$1 name=$2 user=$3 rule j o
+  case $4 in
+    nopasswd) rule="NOPASSWD: /bin/sh" ;;
+    password) rule="ALL" ;;
+    *) die "lab.sh user: nopasswd or password, not $4" ;;
+  esac
+  [ -f /etc/sudoers ] && command -v sudo >/dev/null || die "lab.sh user needs sudo (scripts/setup.sh installs it)"
+  load "$dir"
+  j=$(num_of "$name")
+  o="$dir/hosts/h$j/etc-over"
+  mkdir -p "$o" "$dir/hosts/h$j/home-$user"
+  chown 4242:4242 "$dir/hosts/h$j/home-$user"
+  { cat /etc/passwd; echo "$user:x:4242:4242::$dir/hosts/h$j/home-$user:/bin/sh"; } > "$o/passwd"
+  { cat /etc/group; echo "$user:x:4242:"; } > "$o/group"
+  # `*`: no password to log in with, but not locked (sudo's PAM account
+  # check and sshd both accept it)
+  { cat /etc/shadow; echo "$user:*:19000:0:99999:7:::"; } > "$o/shadow"
+  chmod 640 "$o/shadow"
+  # sudo resolves the host's own name
+  { cat /etc/hosts; echo "127.0.1.1 h$j"; } > "$o/hosts"
+  printf 'root ALL=(ALL:ALL) ALL\n%s ALL=(root) %s\n' "$user" "$rule" > "$o/sudoers"
+  chmod 440 "$o/sudoers"
+  stop_sshd "$dir" "$j"
+  start_sshd "$dir" "$j"
+  wait_port "$(host_ip "$j")" 20 || die "sshd of $name did not come back"
+}
+
 cmd_rekey() {
   local dir=$1 j hd
   load "$dir"
@@ -537,6 +579,7 @@ case "${1:-}" in
   down) [ $# -eq 2 ] || die "usage: lab.sh down DIR"; cmd_down "$2" ;;
   reboot) [ $# -eq 3 ] || [ $# -eq 4 ] || die "usage: lab.sh reboot DIR HOST [--drop-hns]"; cmd_reboot "$2" "$3" "${4:-}" ;;
   rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
+  user) [ $# -eq 5 ] || die "usage: lab.sh user DIR HOST USER nopasswd|password"; cmd_user "$2" "$3" "$4" "$5" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)
     [ $# -eq 3 ] || die "usage: lab.sh start-sshd DIR HOST"
@@ -555,5 +598,5 @@ case "${1:-}" in
     fi
     exec ip netns exec "$(ns_of "$j")" "$@" ;;
   gc) cmd_gc ;;
-  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
 esac

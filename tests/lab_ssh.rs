@@ -1,5 +1,6 @@
 //! SSH as OpenSSH does it, end to end on lab hosts: ProxyJump from
-//! ssh_config (one hop and two), the inventory's bastion (one connection
+//! ssh_config (one hop and two; plan, -v and the run record show the
+//! chain), the inventory's bastion (one connection
 //! shared by every host behind it; a wrong bastion key fails naming the
 //! bastion), WinRM through a bastion, `Match` before `Host` going to the
 //! right host, keys from ssh-agent as OpenSSH picks them, and known_hosts
@@ -16,10 +17,21 @@ use std::time::{Duration, Instant};
 use common::lab::{Lab, require_root};
 use common::{kwinctl_env, text, write};
 
-/// The lab's cluster block, then `defaults` and `hosts` as given.
+/// The lab's cluster block, then `defaults` and `hosts` (Linux) as given.
+/// A Linux-only cluster needs no Kubernetes version or kubeconfig; without
+/// them fbe0578, which knew neither, reads the file too
+/// (`KWINCTL_TEST_BIN`).
 fn inventory(lab: &Lab, defaults: &str, hosts: &str) -> PathBuf {
     let base = std::fs::read_to_string(lab.inventory()).unwrap();
-    let cluster = base.split("defaults:").next().unwrap();
+    let cluster: String = base
+        .split("defaults:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
+        .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let p = lab.dir().join("ssh-test.yaml");
     write(&p, &format!("{cluster}{defaults}hosts:\n{hosts}"));
     p
@@ -143,26 +155,41 @@ fn proxyjump_from_ssh_config_one_and_two_hops() {
     );
     let i = inv.to_str().unwrap();
     let o = run(
-        &["plan", "-i", i, "--ssh-config", cfg.to_str().unwrap()],
+        &["plan", "-v", "-i", i, "--ssh-config", cfg.to_str().unwrap()],
         &[],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let h1 = lab.ip("h1");
-    assert!(
-        out.contains(&format!(
-            "connection: ssh root@{}:22 via root@{h1}:22\n",
-            p1.ip
-        )),
-        "{out}"
+    let p1_route = format!("ssh root@{}:22 via root@{h1}:22", p1.ip);
+    let p2_route = format!(
+        "ssh root@{}:22 via root@{h1}:22 -> root@{}:22",
+        p2.ip, p1.ip
     );
+    // plan's text, -v's progress lines and the run record all say it
+    for r in [&p1_route, &p2_route] {
+        assert!(out.contains(&format!("connection: {r}\n")), "{out}");
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        out.contains(&format!(
-            "connection: ssh root@{}:22 via root@{h1}:22 -> root@{}:22\n",
-            p2.ip, p1.ip
-        )),
-        "{out}"
+        err.contains(&format!("p1: {p1_route}\n")) && err.contains(&format!("p2: {p2_route}\n")),
+        "{err}"
     );
+    let record = err
+        .lines()
+        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
+        .expect("-v names the run record");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(record).join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    let routes: Vec<&str> = summary["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["route"].as_str().unwrap_or("none"))
+        .collect();
+    assert_eq!(routes, [p1_route.as_str(), p2_route.as_str()], "{summary}");
     // p2 was reached from p1's side of their link; h1 saw one connection
     // for both hosts behind it.
     let p2_log = lab.sshd_log("p2");
@@ -611,4 +638,45 @@ fn known_hosts_as_openssh_reads_and_writes_it() {
         written.starts_with(&format!("[{h1}]:2223 ssh-ed25519 ")),
         "{written}"
     );
+}
+
+/// A login user other than root, with real sudo(8) on the host: with
+/// passwordless sudo for /bin/sh kwinctl works as that user; where sudo
+/// wants a password, the host fails saying so and how to fix it (a
+/// NOPASSWD rule, or root). At fbe0578: "the probe printed no facts".
+#[test]
+fn a_sudo_that_needs_a_password_is_named_with_the_fix() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(2);
+    lab.user("h1", "ops", "nopasswd");
+    lab.user("h2", "ops", "password");
+    let defaults = format!(
+        "defaults:\n  ssh:\n    user: ops\n    identity: {}\n    known_hosts: {}\n",
+        key(&lab),
+        kh(&lab)
+    );
+    // h2, where sudo wants a password
+    let inv = inventory(&lab, &defaults, &linux_host("h2", &lab.ip("h2"), ""));
+    let o = run(&["plan", "-i", inv.to_str().unwrap()], &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("sudo on h2 needs a password for ops")
+            && t.contains("ops ALL=(root) NOPASSWD: /bin/sh"),
+        "{t}"
+    );
+    assert!(lab.sshd_log("h2").contains("Accepted publickey for ops"));
+    // h1 alone: planned as ops through sudo
+    let inv = inventory(&lab, &defaults, &linux_host("h1", &lab.ip("h1"), ""));
+    let o = run(&["plan", "-i", inv.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!("connection: ssh ops@{}:22\n", lab.ip("h1"))),
+        "{}",
+        text(&o)
+    );
+    assert!(lab.sshd_log("h1").contains("Accepted publickey for ops"));
 }

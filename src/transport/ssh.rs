@@ -184,7 +184,10 @@ pub fn remote_command(interpreter: Interpreter, user: &str) -> String {
 }
 
 /// sudo(8) with `-n` prints this and exits 1 when it would have to ask for
-/// a password.
+/// a password (sudo 1.9.13, Debian 12: seen by the lab test
+/// `a_sudo_that_needs_a_password_is_named_with_the_fix`, real sudo on a lab
+/// host; sudo's `-n`: "If a password is required for the command to run,
+/// sudo will display an error message and exit").
 pub fn sudo_wants_password(command: &str, out: &Output) -> bool {
     command.starts_with("sudo -n ")
         && out.exit == Some(1)

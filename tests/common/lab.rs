@@ -259,6 +259,11 @@ impl Lab {
     pub fn start_sshd(&self, host: &str) {
         check(&lab_sh(&["start-sshd", &self.dir_s(), host]), "start-sshd");
     }
+    /// A login user besides root on `host` (uid 4242, only in that host's
+    /// namespace) with real sudo: `nopasswd` for /bin/sh, or `password`.
+    pub fn user(&self, host: &str, user: &str, sudo: &str) {
+        check(&lab_sh(&["user", &self.dir_s(), host, user, sudo]), "user");
+    }
 }
 
 // ---- hosts behind other hosts (bastion tests) and extra sshds
