@@ -274,3 +274,22 @@ fn refusals_from_the_command_line_are_exit_2_with_file_and_line() {
         "{t}"
     );
 }
+
+/// `AddressFamily` decides which of a host's addresses OpenSSH tries:
+/// kwinctl tries the same ones (an IPv4 address under `inet6`: none, said
+/// before any packet is sent); fbe0578 ignored it and connected over IPv4.
+#[test]
+fn address_family_is_honoured() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = "Host h1\n  HostName 198.18.239.2\n  AddressFamily inet6\n";
+    let e = endpoints(d.path(), cfg, &[("h1", "198.18.239.2")]).unwrap();
+    assert_eq!(ssh_g(d.path(), "h1", "addressfamily"), "inet6");
+    assert_eq!(e[0].family, kwinctl::transport::route::Family::Inet6);
+    let o = plan_with(d.path(), Some(cfg));
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("cannot connect to 198.18.239.2:22: it has no inet6 address (ssh config AddressFamily inet6)"),
+        "{t}"
+    );
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use super::route::{Agent, Endpoint, Route, Routes, Strict, expand_tokens, parse_jumps};
+use super::route::{Agent, Endpoint, Family, Route, Routes, Strict, expand_tokens, parse_jumps};
 use super::sshconf::{ConfigSource, Dump, LocalUser, OpenSsh, Overrides, Scan};
 use crate::inventory::{Bastion, Connection, Host};
 use crate::text::echo;
@@ -285,6 +285,7 @@ impl Resolver {
                 .one("connecttimeout")
                 .and_then(|t| t.parse::<u64>().ok())
                 .map(Duration::from_secs),
+            family: Family::from_ssh(d.one("addressfamily")),
             via,
         };
         e.identities = raw_ids

@@ -3,6 +3,7 @@
 //! is shown.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,46 @@ pub enum Strict {
     No,
 }
 
+/// `AddressFamily`: which of a name's addresses OpenSSH would connect to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Family {
+    #[default]
+    Any,
+    Inet,
+    Inet6,
+}
+
+impl Family {
+    pub fn from_ssh(v: Option<&str>) -> Family {
+        match v {
+            Some("inet") => Family::Inet,
+            Some("inet6") => Family::Inet6,
+            _ => Family::Any,
+        }
+    }
+
+    /// As ssh_config spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Any => "any",
+            Family::Inet => "inet",
+            Family::Inet6 => "inet6",
+        }
+    }
+
+    /// The addresses of `addrs` this family allows, in order.
+    pub fn pick(self, addrs: impl IntoIterator<Item = SocketAddr>) -> Vec<SocketAddr> {
+        addrs
+            .into_iter()
+            .filter(|a| match self {
+                Family::Any => true,
+                Family::Inet => a.is_ipv4(),
+                Family::Inet6 => a.is_ipv6(),
+            })
+            .collect()
+    }
+}
+
 /// One SSH server on the way to a host (or the host itself).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
@@ -53,6 +94,7 @@ pub struct Endpoint {
     pub strict: Strict,
     pub hash_known_hosts: bool,
     pub connect_timeout: Option<Duration>,
+    pub family: Family,
     /// The jump host this one is reached through.
     pub via: Option<Arc<Endpoint>>,
 }
@@ -272,6 +314,7 @@ mod tests {
             strict: Strict::Yes,
             hash_known_hosts: false,
             connect_timeout: None,
+            family: Family::Any,
             via: None,
         }
     }
@@ -299,6 +342,16 @@ mod tests {
             expand_tokens("%d/.ssh/%h-%p-%r-%n-%u-%i-%L-%%", &e, &me),
             "/home/alice/.ssh/10.0.0.1-2222-ops-n1-alice-1000-ws-%"
         );
+    }
+
+    #[test]
+    fn address_family_picks_as_openssh() {
+        let v4: SocketAddr = "198.18.1.2:22".parse().unwrap();
+        let v6: SocketAddr = "[fd00::2]:22".parse().unwrap();
+        assert_eq!(Family::from_ssh(Some("any")).pick([v6, v4]), [v6, v4]);
+        assert_eq!(Family::from_ssh(Some("inet")).pick([v6, v4]), [v4]);
+        assert_eq!(Family::from_ssh(Some("inet6")).pick([v6, v4]), [v6]);
+        assert!(Family::Inet6.pick([v4]).is_empty());
     }
 
     #[test]

@@ -118,7 +118,19 @@ pub fn open<'a>(
         let connect = async {
             match &ep.via {
                 None => {
-                    let tcp = tokio::net::TcpStream::connect((ep.host.as_str(), ep.port))
+                    // AddressFamily: only the addresses OpenSSH would try
+                    let all = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+                        .await
+                        .map_err(|e| connect_err(e.to_string()))?;
+                    let addrs = ep.family.pick(all);
+                    if addrs.is_empty() {
+                        return Err(connect_err(format!(
+                            "it has no {} address (ssh config AddressFamily {})",
+                            ep.family.name(),
+                            ep.family.name()
+                        )));
+                    }
+                    let tcp = tokio::net::TcpStream::connect(&addrs[..])
                         .await
                         .map_err(|e| connect_err(e.to_string()))?;
                     let _ = tcp.set_nodelay(true);
