@@ -293,3 +293,219 @@ fn address_family_is_honoured() {
         "{t}"
     );
 }
+
+/// Everything `ssh -G` says for `name`, read as kwinctl has OpenSSH read the
+/// config (kwinctl's default user, root, after the operator's files).
+fn ssh_g_all(dir: &Path, name: &str) -> std::collections::HashMap<String, String> {
+    let wrapper = dir.join("wrapper");
+    common::write(
+        &wrapper,
+        &format!(
+            "Include \"{}\"\nHost *\n  User root\n",
+            dir.join("config").display()
+        ),
+    );
+    let out = Command::new("ssh")
+        .args(["-G", "-F"])
+        .arg(&wrapper)
+        .arg(name)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the OpenSSH client (ssh) is needed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut m = std::collections::HashMap::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((k, v)) = l.split_once(' ') {
+            m.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
+    m
+}
+
+/// `~/x` as OpenSSH expands it for the current user.
+fn tilde(p: &str) -> std::path::PathBuf {
+    match p.strip_prefix("~/") {
+        Some(rest) => kwinctl::transport::sshconf::LocalUser::current()
+            .home
+            .join(rest),
+        None => p.into(),
+    }
+}
+
+/// The corpus: configs operators write (and the ways OpenSSH reads them
+/// that a hand-written reader gets wrong), each with the inventory hosts
+/// resolved through it and where it goes (`user@host:port via hops`). For
+/// every host, every setting kwinctl connects by is also compared with what
+/// `ssh -G` prints for the same name.
+/// (what it shows, the config, inventory hosts (name, address), where each
+/// goes).
+type Case = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static [&'static str],
+);
+
+const CORPUS: &[Case] = &[
+    (
+        "Match before Host (operator probe, gap 1); Host patterns",
+        "Match host some-other-host\n  HostName 198.18.1.5\n  User nobody\n\
+         Host node-a\n  HostName 198.18.1.2\nHost node-*\n  User ops\n  Port 2200\n",
+        &[("node-a", "198.18.1.2")],
+        &["ops@198.18.1.2:2200"],
+    ),
+    (
+        "first value wins: Host * before the host's own block",
+        "Host *\n  User first\nHost h1\n  HostName 198.18.1.2\n  User second\n  Port 2201\n",
+        &[("h1", "198.18.1.2")],
+        &["first@198.18.1.2:2201"],
+    ),
+    (
+        "address patterns, negation, ? wildcard, pattern lists",
+        "Host 198.18.1.* !198.18.1.3\n  User ops\nHost 198.18.1.? 198.18.2.2\n  Port 2202\n",
+        &[
+            ("a", "198.18.1.2"),
+            ("b", "198.18.1.3"),
+            ("c", "198.18.2.2"),
+            ("d", "198.18.1.20"),
+        ],
+        &[
+            "ops@198.18.1.2:2202",
+            "root@198.18.1.3:2202",
+            "root@198.18.2.2:2202",
+            "ops@198.18.1.20:22",
+        ],
+    ),
+    (
+        "Match originalhost / host / all, negated Match (`host` is still web2 there: its HostName comes later)",
+        "Match originalhost web* !host 198.18.9.*\n  Port 2203\nHost web1\n  HostName 198.18.1.2\n\
+         Host web2\n  HostName 198.18.9.2\nMatch all\n  ConnectTimeout 7\n",
+        &[("web1", "198.18.1.2"), ("web2", "198.18.9.2")],
+        &["root@198.18.1.2:2203", "root@198.18.9.2:2203"],
+    ),
+    (
+        "% tokens in HostName, UserKnownHostsFile, IdentityFile",
+        "Host h1\n  HostName %h.example.test\n  HostKeyAlias alias-%n\n\
+         Host *\n  UserKnownHostsFile /kh/%h-%p-%r ~/.ssh/kh2\n  IdentityFile ~/.ssh/plain\n",
+        &[("h1", "198.18.1.2")],
+        &["root@h1.example.test:22"],
+    ),
+    (
+        "keyword syntax: = separators, quotes, case, comments",
+        "# a comment\nhOsT h1\n  HOSTNAME=198.18.1.2\n  IdentityFile \"/keys/a b\"\n  \
+         user = ops # not a comment to ssh? \n",
+        &[("h1", "198.18.1.2")],
+        &["ops@198.18.1.2:22"],
+    ),
+    (
+        "key and host-key settings",
+        "Host h1\n  HostName 198.18.1.2\n  IdentitiesOnly yes\n  IdentityFile /keys/one.pub\n  \
+         StrictHostKeyChecking accept-new\n  GlobalKnownHostsFile /etc/kh-global\n  \
+         AddressFamily inet\n  HashKnownHosts yes\n",
+        &[("h1", "198.18.1.2")],
+        &["root@198.18.1.2:22"],
+    ),
+    (
+        "ProxyJump chains with user@host:port",
+        "Host edge\n  HostName 198.18.1.2\n  User jumper\nHost h1\n  HostName 198.18.201.2\n  \
+         ProxyJump edge,ops@198.18.200.2:2222\n",
+        &[("h1", "198.18.201.2")],
+        &["root@198.18.201.2:22 via jumper@198.18.1.2:22 -> ops@198.18.200.2:2222"],
+    ),
+];
+
+#[test]
+fn corpus_resolves_as_ssh_g_says() {
+    for (what, config, hosts, want) in CORPUS {
+        let d = tempfile::tempdir().unwrap();
+        let es = match endpoints(d.path(), config, hosts) {
+            Ok(es) => es,
+            Err(e) => panic!("{what}: {e}"),
+        };
+        let got: Vec<String> = es.iter().map(|e| e.describe()).collect();
+        assert_eq!(&got, want, "{what}");
+        for e in &es {
+            let g = ssh_g_all(d.path(), &e.name);
+            let ctx = format!("{what}: {} ({e:?})", e.name);
+            assert_eq!(e.host, g["hostname"], "{ctx}");
+            assert_eq!(e.port.to_string(), g["port"], "{ctx}");
+            assert_eq!(e.user, g["user"], "{ctx}");
+            let ids: Vec<_> = String::from_utf8_lossy(
+                &Command::new("ssh")
+                    .args(["-G", "-F"])
+                    .arg(d.path().join("wrapper"))
+                    .arg(&e.name)
+                    .output()
+                    .unwrap()
+                    .stdout,
+            )
+            .lines()
+            .filter_map(|l| l.strip_prefix("identityfile "))
+            .map(tilde)
+            .collect();
+            if ids.iter().all(|i| !i.to_string_lossy().contains('%')) {
+                assert_eq!(e.identities, ids, "{ctx}");
+            }
+            let ukh: Vec<_> = g["userknownhostsfile"].split(' ').map(tilde).collect();
+            assert_eq!(e.user_known_hosts, ukh, "{ctx}");
+            let gkh: Vec<_> = g["globalknownhostsfile"].split(' ').map(tilde).collect();
+            assert_eq!(e.global_known_hosts, gkh, "{ctx}");
+            assert_eq!(
+                e.host_key_alias.as_deref(),
+                g.get("hostkeyalias").map(String::as_str),
+                "{ctx}"
+            );
+            let strict = format!("{:?}", e.strict).to_ascii_lowercase();
+            let want = match g["stricthostkeychecking"].as_str() {
+                "accept-new" => "acceptnew",
+                "false" | "no" | "off" => "no",
+                _ => "yes",
+            };
+            assert_eq!(strict, want, "{ctx}");
+            assert_eq!(e.identities_only, g["identitiesonly"] == "yes", "{ctx}");
+            assert_eq!(e.hash_known_hosts, g["hashknownhosts"] == "yes", "{ctx}");
+            assert_eq!(e.family.name(), g["addressfamily"], "{ctx}");
+            let timeout = e.connect_timeout.map(|t| t.as_secs().to_string());
+            assert_eq!(
+                timeout.as_deref().unwrap_or("none"),
+                g["connecttimeout"],
+                "{ctx}"
+            );
+            // each hop is what ssh -G says for that hop's name, in order
+            let jumps = g.get("proxyjump").map(String::as_str).unwrap_or("none");
+            let hops = e.hops();
+            if jumps == "none" {
+                assert!(hops.is_empty(), "{ctx}");
+            }
+            for (hop, spec) in hops.iter().zip(jumps.split(',')) {
+                let hg = ssh_g_all(d.path(), &hop.name);
+                let (user, rest) = spec.split_once('@').unwrap_or(("", spec));
+                let port = rest.split_once(':').map(|(_, p)| p);
+                assert_eq!(hop.host, hg["hostname"], "{ctx}: hop {spec}");
+                assert_eq!(
+                    hop.user,
+                    if user.is_empty() { &hg["user"] } else { user },
+                    "{ctx}: hop {spec}"
+                );
+                assert_eq!(
+                    hop.port.to_string(),
+                    port.unwrap_or(&hg["port"]),
+                    "{ctx}: hop {spec}"
+                );
+            }
+            assert_eq!(
+                hops.len(),
+                if jumps == "none" {
+                    0
+                } else {
+                    jumps.split(',').count()
+                },
+                "{ctx}"
+            );
+        }
+    }
+}
