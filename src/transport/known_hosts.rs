@@ -28,30 +28,7 @@ pub struct Known {
 
 /// OpenSSH's wildcard match (`*`, `?`), case-insensitive as for host names.
 pub fn wildmatch(pattern: &str, s: &str) -> bool {
-    let p: Vec<char> = pattern.to_ascii_lowercase().chars().collect();
-    let s: Vec<char> = s.to_ascii_lowercase().chars().collect();
-    let (mut pi, mut si) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while si < s.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = si;
-            pi += 1;
-        } else if let Some(st) = star {
-            pi = st + 1;
-            mark += 1;
-            si = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
+    wildmatch::WildMatch::new_case_insensitive(pattern).matches(s)
 }
 
 /// Whether a line's host field names `name` (OpenSSH's match_hostname: a

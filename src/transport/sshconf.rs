@@ -52,35 +52,16 @@ pub struct LocalUser {
 
 impl LocalUser {
     pub fn current() -> LocalUser {
-        // SAFETY: getuid cannot fail; getpwuid_r writes into our buffer.
-        let uid = unsafe { libc::getuid() };
-        let mut name = String::new();
-        let mut home = std::env::var_os("HOME").map(PathBuf::from);
-        unsafe {
-            let mut pw: libc::passwd = std::mem::zeroed();
-            let mut buf = vec![0 as libc::c_char; 16 * 1024];
-            let mut out: *mut libc::passwd = std::ptr::null_mut();
-            if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) == 0
-                && !out.is_null()
-            {
-                name = std::ffi::CStr::from_ptr(pw.pw_name)
-                    .to_string_lossy()
-                    .into_owned();
-                home = Some(PathBuf::from(
-                    std::ffi::CStr::from_ptr(pw.pw_dir)
-                        .to_string_lossy()
-                        .into_owned(),
-                ));
-            }
-        }
-        let mut host = vec![0u8; 256];
-        // SAFETY: the buffer is large enough and NUL-terminated on success.
-        let hostname = if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
-            let end = host.iter().position(|b| *b == 0).unwrap_or(host.len());
-            String::from_utf8_lossy(&host[..end]).into_owned()
-        } else {
-            String::new()
-        };
+        let uid = nix::unistd::Uid::current();
+        let pw = nix::unistd::User::from_uid(uid).ok().flatten();
+        let name = pw.as_ref().map(|u| u.name.clone()).unwrap_or_default();
+        let home = pw
+            .map(|u| u.dir)
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+        let hostname = nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let uid = uid.as_raw();
         LocalUser {
             name: if name.is_empty() {
                 std::env::var("USER").unwrap_or_else(|_| uid.to_string())
