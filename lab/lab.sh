@@ -124,12 +124,12 @@ wait_port() { # ip timeout-seconds
   return 1
 }
 start_sshd() { # DIR j
-  local dir=$1 j=$2 name="h$2" ns hd
-  ns=$(ns_of "$j")
-  hd="$dir/hosts/$name"
+  start_sshd_in "$1/hosts/h$2" "$(ns_of "$2")" "h$2"
+}
+start_sshd_in() { # hostdir netns name: a lab host's sshd (hidden hosts too)
   # Own mount and UTS namespace: own hostname, own /root, own /etc/kwinctl,
   # own (empty) /usr/local/bin where a test can place tools such as kubectl.
-  ip netns exec "$ns" unshare --mount --uts --propagation private sh -c '
+  ip netns exec "$2" unshare --mount --uts --propagation private sh -c '
     set -e
     hostname "$1"
     mount --bind "$2/root" /root
@@ -142,7 +142,7 @@ start_sshd() { # DIR j
       for f in "$2"/etc-over/*; do mount --bind "$f" "/etc/${f##*/}"; done
     fi
     exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
-  ' sh "$name" "$hd" "$SSHD"
+  ' sh "$3" "$1" "$SSHD"
 }
 stop_sshd() { # DIR j
   local hd="$1/hosts/h$2"
@@ -235,24 +235,8 @@ cmd_up() {
       cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
       rm -f "$hd/ssh_host_ed25519_key" "$hd/ssh_host_ed25519_key.pub"
       ssh-keygen -q -t ed25519 -N '' -C "h$j" -f "$hd/ssh_host_ed25519_key"
-      cat > "$hd/sshd_config" <<EOF
-ListenAddress $(host_ip "$j")
-Port 22
-HostKey $hd/ssh_host_ed25519_key
-PidFile $hd/sshd.pid
-AuthorizedKeysFile $dir/id_ed25519.pub
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-UseDNS no
-PrintMotd no
-MaxStartups 100:30:200
-MaxSessions 100
-Subsystem sftp internal-sftp
-EOF
+      { sshd_config_text "$dir" "$hd" "$(host_ip "$j")" 22; echo "Subsystem sftp internal-sftp"; } \
+        > "$hd/sshd_config"
     ) &
     if (( j % 16 == 0 )); then wait; fi
   done
@@ -466,7 +450,7 @@ hidden_nss() { # DIR -> every hidden host's netns
   [ -f "$1/hidden.tsv" ] || return 0
   awk '{ print $3 }' "$1/hidden.tsv"
 }
-hidden_sshd_config() { # DIR hostdir ip port
+sshd_config_text() { # DIR hostdir ip port: a lab sshd's config
   cat <<EOF
 ListenAddress $3
 Port $4
@@ -484,16 +468,6 @@ PrintMotd no
 MaxStartups 100:30:200
 MaxSessions 100
 EOF
-}
-start_hidden_sshd() { # hostdir netns name
-  ip netns exec "$2" unshare --mount --uts --propagation private sh -c '
-    set -e
-    hostname "$1"
-    mount --bind "$2/root" /root
-    mkdir -p /etc/kwinctl 2>/dev/null || true
-    mount --bind "$2/etc-kwinctl" /etc/kwinctl
-    exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
-  ' sh "$3" "$1" "$SSHD"
 }
 cmd_hidden() { # DIR NAME VIA KIND
   local dir=$1 name=$2 via=$3 kind=$4 k vns ns ip hd
@@ -522,9 +496,9 @@ cmd_hidden() { # DIR NAME VIA KIND
     linux)
       cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
       ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$hd/ssh_host_ed25519_key"
-      hidden_sshd_config "$dir" "$hd" "$ip" 22 > "$hd/sshd_config"
+      sshd_config_text "$dir" "$hd" "$ip" 22 > "$hd/sshd_config"
       echo "$ip $(cut -d' ' -f1,2 "$hd/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
-      start_hidden_sshd "$hd" "$ns" "$name"
+      start_sshd_in "$hd" "$ns" "$name"
       ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip 22 20" \
         || die "sshd of $name did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
       ;;
@@ -553,7 +527,7 @@ cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
   hd="$dir/hosts/$host/sshd-$port"
   mkdir -p "$hd"
   ssh-keygen -q -t ed25519 -N '' -C "$host:$port" -f "$hd/ssh_host_ed25519_key"
-  hidden_sshd_config "$dir" "$hd" "$ip" "$port" > "$hd/sshd_config"
+  sshd_config_text "$dir" "$hd" "$ip" "$port" > "$hd/sshd_config"
   if [ -n "$ca" ]; then
     ssh-keygen -q -s "$ca" -I "$host-$port" -h -n "$ip,$host" -V -1h:+1h "$hd/ssh_host_ed25519_key.pub"
     echo "HostCertificate $hd/ssh_host_ed25519_key-cert.pub" >> "$hd/sshd_config"

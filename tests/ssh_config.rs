@@ -38,24 +38,9 @@ fn endpoints(dir: &Path, config: &str, hosts: &[(&str, &str)]) -> Result<Vec<End
         .collect())
 }
 
-/// `ssh -G -F config name` as OpenSSH prints it, one keyword.
+/// What `ssh -G` prints for `name`, one keyword (see [`ssh_g_all`]).
 fn ssh_g(dir: &Path, name: &str, keyword: &str) -> String {
-    let out = Command::new("ssh")
-        .args(["-G", "-F"])
-        .arg(dir.join("config"))
-        .arg(name)
-        .stdin(Stdio::null())
-        .output()
-        .expect("the OpenSSH client (ssh) is needed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{keyword} ")).map(str::to_string))
-        .unwrap_or_default()
+    ssh_g_all(dir, name).remove(keyword).unwrap_or_default()
 }
 
 #[test]
@@ -217,62 +202,40 @@ fn plan_with(dir: &Path, config: Option<&str>) -> std::process::Output {
 fn refusals_from_the_command_line_are_exit_2_with_file_and_line() {
     let d = tempfile::tempdir().unwrap();
     let cfg = d.path().join("config").display().to_string();
-
-    let o = plan_with(d.path(), None);
-    let t = common::text(&o);
-    assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(
-        t.contains(&format!("--ssh-config {cfg}: no such file")),
-        "{t}"
-    );
-
-    let o = plan_with(
-        d.path(),
-        Some("Host h1\n  HostName 198.18.239.2\n  ProxyCommand nc %h %p\n"),
-    );
-    let t = common::text(&o);
-    assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(
-        t.contains(&format!("{cfg}:3")) && t.contains("proxycommand \"nc %h %p\""),
-        "{t}"
-    );
-
+    let at3 = format!("{cfg}:3");
     let marker = d.path().join("ran");
-    let o = plan_with(
-        d.path(),
-        Some(&format!(
-            "Host *\n  User ops\nMatch exec \"touch {}\"\n  User x\n",
-            marker.display()
-        )),
+    let match_exec = format!(
+        "Host *\n  User ops\nMatch exec \"touch {}\"\n  User x\n",
+        marker.display()
     );
-    let t = common::text(&o);
-    assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(
-        t.contains(&format!("{cfg}:3")) && t.contains("Match exec"),
-        "{t}"
-    );
+    let h1 = |line: &str| format!("Host h1\n  HostName 198.18.239.2\n  {line}\n");
+    let cases: Vec<(Option<String>, Vec<String>)> = vec![
+        (None, vec![format!("--ssh-config {cfg}: no such file")]),
+        (
+            Some(h1("ProxyCommand nc %h %p")),
+            vec![at3.clone(), "proxycommand \"nc %h %p\"".into()],
+        ),
+        (Some(match_exec), vec![at3.clone(), "Match exec".into()]),
+        // a keyword OpenSSH itself rejects: its words
+        (
+            Some(h1("NoSuchKeyword yes")),
+            vec!["OpenSSH rejects".into(), "line 3".into()],
+        ),
+        // a user certificate would change as whom kwinctl logs in
+        (
+            Some(h1("CertificateFile ~/.ssh/id-cert.pub")),
+            vec![at3.clone(), "certificatefile".into()],
+        ),
+    ];
+    for (config, want) in cases {
+        let o = plan_with(d.path(), config.as_deref());
+        let t = common::text(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        for w in want {
+            assert!(t.contains(&w), "{w:?} not in {t}");
+        }
+    }
     assert!(!marker.exists(), "Match exec ran");
-
-    // a keyword OpenSSH itself rejects: its words, and exit 2
-    let o = plan_with(
-        d.path(),
-        Some("Host h1\n  HostName 198.18.239.2\n  NoSuchKeyword yes\n"),
-    );
-    let t = common::text(&o);
-    assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(t.contains("OpenSSH rejects") && t.contains("line 3"), "{t}");
-
-    // a user certificate would change as whom kwinctl logs in
-    let o = plan_with(
-        d.path(),
-        Some("Host h1\n  HostName 198.18.239.2\n  CertificateFile ~/.ssh/id-cert.pub\n"),
-    );
-    let t = common::text(&o);
-    assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(
-        t.contains(&format!("{cfg}:3")) && t.contains("certificatefile"),
-        "{t}"
-    );
 }
 
 /// `AddressFamily` decides which of a host's addresses OpenSSH tries:
