@@ -6,16 +6,21 @@
 # namespace except on a lab bridge: nothing is routed outside the machine.
 # Needs root.
 #
-#   lab.sh up DIR --linux N [--windows M]
-#                                create a lab of N Linux hosts (h1..hN) and M
+#   lab.sh up DIR --linux N [--windows M] [--systemd S]
+#                                create a lab of N Linux hosts (h1..hN), M
 #                                simulated Windows hosts (win1..winM: a WinRM
-#                                server from winsim/, see winsim/README.md)
+#                                server from winsim/, see winsim/README.md) and
+#                                S Linux hosts booting a real systemd (sd1..sdS:
+#                                Debian containers, see "systemd hosts" below)
 #   lab.sh down DIR              remove it (idempotent)
-#   lab.sh reboot DIR HOST [--drop-hns]
+#   lab.sh reboot DIR HOST [--drop-hns | --late-address SECS | --late-subnet SECS]
 #                                Linux: drop non-kernel routes and forwarding,
 #                                restart sshd; Windows: keep persistent routes,
 #                                restart auto-start services, with --drop-hns
-#                                lose the HNS network
+#                                lose the HNS network; systemd hosts: a real
+#                                reboot (`systemctl reboot` inside), optionally
+#                                with the address (or its subnet) SECS late
+#   lab.sh build-root            build the systemd hosts' cached Debian root
 #   lab.sh rekey DIR HOST        new host key (DIR/known_hosts is NOT updated)
 #   lab.sh stop-sshd DIR HOST | start-sshd DIR HOST
 #   lab.sh exec DIR HOST CMD...  run a command inside HOST's namespace
@@ -163,11 +168,338 @@ add_host_ns() { # netns veth ip: a namespace on the bridge with eth0 = ip/24
   ip -n "$1" link set eth0 up
 }
 
+# ------------------------------------------------------------------ systemd hosts
+# sd1..sdS: Debian containers booting a real systemd as PID 1
+# (systemd-nspawn), each on the lab bridge with the lab's key for root, its
+# own sshd host key, hostname and machine id, and its address set at boot by
+# kwl-net.service, ordered as ifupdown's networking.service (before
+# network.target and network-online.target, wanted by the latter). Their root
+# is one Debian tree built once per machine (debootstrap, ~45 s, ~270 MB) in
+# $SD_CACHE and shared read-only; each host writes to its own overlay upper
+# layer in DIR/hosts/sdJ, so what kwinctl installs survives the host's
+# reboots. A reboot is real: `systemctl reboot` inside ends the container
+# (nspawn exits 133) and the host's supervisor starts it again (new network
+# namespace, units run again). Needs systemd-container and debootstrap
+# (scripts/setup.sh installs them). Facts: ../../shared/LAB-NOTES.md, and
+# systemd-nspawn(1): --keep-unit --register=no (no machined or system bus
+# here), exit status 133 on reboot.
+SD_CACHE=${KWINCTL_LAB_CACHE:-/var/cache/kwinctl-lab}
+SD_SUITE=bookworm
+SD_MIRROR=${KWINCTL_LAB_MIRROR:-http://deb.debian.org/debian}
+SD_VERSION=1   # bump when sd_customize changes: a new root is built
+SD_PACKAGES=systemd,systemd-sysv,openssh-server,iproute2,iputils-ping
+sd_root() { echo "$SD_CACHE/$SD_SUITE-v$SD_VERSION"; }
+sd_ip() { echo "198.18.$LAB_ID.$((N + ${M:-0} + $1 + 1))"; }
+sd_machine() { echo "kwl${LAB_ID}s$1"; }
+sd_num() { case "$1" in sd[0-9]*) echo "${1#sd}" ;; *) return 1 ;; esac; }
+
+# The cached root: built once, under a lock (parallel labs wait for it), in a
+# temporary folder renamed when complete; `.ready` beside it marks it usable.
+sd_build_root() {
+  local root tmp
+  root=$(sd_root)
+  [ -f "$root.ready" ] && return 0
+  command -v systemd-nspawn >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 \
+    || die "systemd hosts need systemd-nspawn and debootstrap: apt-get install systemd-container debootstrap (scripts/setup.sh does)"
+  mkdir -p "$SD_CACHE"
+  exec 8>>"$SD_CACHE/.lock"
+  flock -w 900 8 || die "the lab root lock $SD_CACHE/.lock stayed busy for 15 min"
+  if [ ! -f "$root.ready" ]; then
+    tmp="$SD_CACHE/.build"
+    rm -rf "$tmp" "$root"
+    echo "lab.sh: building the systemd hosts' root $root (once per machine; ~1 min)" >&2
+    if ! timeout 900 debootstrap --variant=minbase --include="$SD_PACKAGES" "$SD_SUITE" "$tmp" "$SD_MIRROR" \
+      > "$SD_CACHE/build.log" 2>&1; then
+      rm -rf "$tmp"
+      die "debootstrap of $SD_SUITE from $SD_MIRROR failed (set KWINCTL_LAB_MIRROR for another mirror); last lines of $SD_CACHE/build.log: $(tail -3 "$SD_CACHE/build.log")"
+    fi
+    sd_customize "$tmp"
+    mv "$tmp" "$root"
+    touch "$root.ready"
+  fi
+  flock -u 8
+  exec 8>&-
+}
+
+sd_customize() { # ROOT: what every systemd host shares
+  local r=$1 u
+  # per host: host keys, machine id, hostname (written in its overlay)
+  rm -f "$r"/etc/ssh/ssh_host_*
+  : > "$r/etc/machine-id"
+  rm -f "$r/etc/hostname"
+  cat > "$r/etc/ssh/sshd_config.d/kwl-lab.conf" <<'EOF'
+# kwinctl lab (see lab/lab.sh): root logs in with the lab's key only
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+UsePAM no
+UseDNS no
+MaxStartups 100:30:200
+MaxSessions 100
+EOF
+  mkdir -p "$r/etc/kwl-lab"
+  cat > "$r/usr/local/sbin/kwl-net" <<'EOF'
+#!/bin/sh
+# kwinctl lab: this host's address on host0, set the way a distro's
+# networking service sets it. /etc/kwl-lab/late, when present, applies to
+# this boot only (nothing waits for the late part: network-online.target is
+# reached without it):
+#   address SECS  the address appears SECS s after this unit finished
+#   subnet SECS   the address is up now as a /32 with a route to the lab
+#                 machine only (SSH works; the other hosts are not on a
+#                 connected network) and its /24 appears SECS s later
+set -eu
+. /etc/kwl-lab/net   # KWL_ADDR=a.b.c.d/24 KWL_LAB=the lab machine's address
+ip link set lo up
+ip link set host0 up
+mode=none secs=0
+if [ -f /etc/kwl-lab/late ]; then
+  read -r mode secs < /etc/kwl-lab/late || :
+  rm -f /etc/kwl-lab/late
+fi
+case "$mode" in
+  address)
+    systemd-run --quiet --no-block --unit=kwl-net-late sh -c "sleep $secs && ip addr add $KWL_ADDR dev host0"
+    echo "kwl-net: $KWL_ADDR on host0 in $secs s" ;;
+  subnet)
+    ip addr add "${KWL_ADDR%/*}/32" dev host0
+    ip route add "$KWL_LAB" dev host0
+    systemd-run --quiet --no-block --unit=kwl-net-late sh -c "sleep $secs && ip addr add $KWL_ADDR dev host0"
+    echo "kwl-net: ${KWL_ADDR%/*}/32 on host0, its subnet in $secs s" ;;
+  *)
+    ip addr add "$KWL_ADDR" dev host0
+    echo "kwl-net: $KWL_ADDR on host0" ;;
+esac
+EOF
+  chmod 0755 "$r/usr/local/sbin/kwl-net"
+  # Ordered as ifupdown's networking.service (Debian 12): before network.target
+  # and network-online.target, wanted by network-online.target.
+  cat > "$r/etc/systemd/system/kwl-net.service" <<'EOF'
+[Unit]
+Description=kwinctl lab: the host's address (ordered as ifupdown's networking.service)
+DefaultDependencies=no
+Wants=network.target
+After=local-fs.target systemd-sysctl.service
+Before=network.target network-online.target shutdown.target
+Conflicts=shutdown.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/kwl-net
+
+[Install]
+WantedBy=multi-user.target network-online.target
+EOF
+  mkdir -p "$r/etc/systemd/system/multi-user.target.wants" "$r/etc/systemd/system/network-online.target.wants"
+  ln -sf ../kwl-net.service "$r/etc/systemd/system/multi-user.target.wants/kwl-net.service"
+  ln -sf ../kwl-net.service "$r/etc/systemd/system/network-online.target.wants/kwl-net.service"
+  # What a container does not need and would only slow its boot.
+  for u in getty@tty1.service console-getty.service apt-daily.timer apt-daily-upgrade.timer \
+    dpkg-db-backup.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer systemd-pstore.service; do
+    ln -sf /dev/null "$r/etc/systemd/system/$u"
+  done
+  mkdir -p "$r/root/.ssh"
+  chmod 0700 "$r/root/.ssh"
+}
+
+sd_prepare() { # DIR j: the host's overlay and its own files
+  local dir=$1 j=$2 hd m
+  hd="$dir/hosts/sd$j"
+  m="$hd/root"
+  mkdir -p "$hd/upper" "$hd/work" "$m"
+  mountpoint -q "$m" || mount -t overlay "kwl-$(sd_machine "$j")" \
+    -o "lowerdir=$(sd_root),upperdir=$hd/upper,workdir=$hd/work" "$m"
+  echo "sd$j" > "$m/etc/hostname"
+  od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$m/etc/machine-id"
+  echo >> "$m/etc/machine-id"
+  printf 'KWL_ADDR=%s/24\nKWL_LAB=198.18.%s.1\n' "$(sd_ip "$j")" "$LAB_ID" > "$m/etc/kwl-lab/net"
+  install -m 0600 "$dir/id_ed25519.pub" "$m/root/.ssh/authorized_keys"
+  rm -f "$hd/ssh_host_ed25519_key" "$hd/ssh_host_ed25519_key.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "sd$j" -f "$hd/ssh_host_ed25519_key"
+  install -m 0600 "$hd/ssh_host_ed25519_key" "$m/etc/ssh/ssh_host_ed25519_key"
+  install -m 0644 "$hd/ssh_host_ed25519_key.pub" "$m/etc/ssh/ssh_host_ed25519_key.pub"
+}
+
+# The host's cgroups: nspawn (--keep-unit) puts its "payload" and
+# "supervisor" groups under the cgroup it runs in, so each host gets its own
+# in the named systemd hierarchy and the unified one (the resource
+# controllers are left alone).
+sd_cgroups() { # machine
+  local h
+  for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do
+    [ -f "$h/cgroup.procs" ] && echo "$h/kwinctl-lab/$1"
+  done
+  [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ] || echo "/sys/fs/cgroup/kwinctl-lab/$1"
+}
+
+# Runs in the background for the host's life: boots the container, and boots
+# it again each time it exits for a reboot (133), until DIR/hosts/sdJ/stop.
+sd_supervise() { # hd machine bridge
+  local hd=$1 machine=$2 bridge=$3 cg rc
+  for cg in $(sd_cgroups "$machine"); do
+    mkdir -p "$cg" && echo "$BASHPID" > "$cg/cgroup.procs"
+  done
+  while :; do
+    systemd-nspawn -q -D "$hd/root" -b -M "$machine" --keep-unit --register=no \
+      --network-bridge="$bridge" --console=passive --link-journal=no \
+      </dev/null >>"$hd/console.log" 2>&1 &
+    echo $! > "$hd/nspawn.pid"
+    rc=0
+    wait $! || rc=$?
+    echo "$(date +%T) nspawn exited $rc" >> "$hd/supervisor.log"
+    [ "$rc" -eq 133 ] && [ ! -e "$hd/stop" ] || break
+  done
+  rm -f "$hd/nspawn.pid"
+}
+
+sd_start() { # DIR j
+  local hd="$1/hosts/sd$2"
+  rm -f "$hd/stop" "$hd/nspawn.pid"
+  setsid bash "$0" _sd-supervise "$hd" "$(sd_machine "$2")" "$BRIDGE" </dev/null >/dev/null 2>&1 &
+  echo $! > "$hd/supervisor.pid"
+}
+
+sd_leader() { # DIR j -> the container's PID 1, as seen from here
+  local p
+  p=$(cat "$1/hosts/sd$2/nspawn.pid" 2>/dev/null) || return 1
+  pgrep -P "$p" -x systemd | head -n 1
+}
+
+sd_exec() { # DIR j CMD...: inside the container (all its namespaces), a clean environment
+  local dir=$1 j=$2 leader
+  shift 2
+  leader=$(sd_leader "$dir" "$j") || true
+  [ -n "$leader" ] || die "sd$j is not running"
+  exec nsenter --target "$leader" --all -- env -i HOME=/root TERM=dumb \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
+}
+
+sd_wait_up() { # DIR j timeout-seconds: sshd answers on the host's address
+  wait_port "$(sd_ip "$2")" "$3" \
+    || die "sd$2 did not come up within $3 s: $(tail -3 "$1/hosts/sd$2/console.log" 2>/dev/null)"
+}
+
+# The processes of a host, found by their command lines (so that a host whose
+# folder or pid files are gone is still found): its supervisor and nspawn.
+sd_pids() { # hd machine
+  pgrep -f -- "_sd-supervise $1 $2 " || true
+  pgrep -f -- "-M $2 --keep-unit " || true
+}
+
+# Stop hosts: TERM to each container (a clean poweroff, ~1 s), then KILL
+# whatever is left after 5 s, then the overlays and cgroups. Takes
+# "hostdir machine" pairs, so that gc can call it without lab.env.
+sd_stop() { # hd machine [hd machine]...
+  local -a hds=() machines=() pids=()
+  local hd i p cg
+  while [ $# -ge 2 ]; do hds+=("$1"); machines+=("$2"); shift 2; done
+  for i in "${!hds[@]}"; do
+    touch "${hds[$i]}/stop" 2>/dev/null || true
+    # TERM to nspawn: it powers the container off
+    for p in $(pgrep -f -- "-M ${machines[$i]} --keep-unit " || true); do kill "$p" 2>/dev/null || true; done
+  done
+  for ((i = 0; i < 50; i++)); do
+    pids=()
+    for p in "${!hds[@]}"; do
+      # shellcheck disable=SC2207
+      pids+=($(sd_pids "${hds[$p]}" "${machines[$p]}"))
+    done
+    [ "${#pids[@]}" -gt 0 ] || break
+    sleep 0.1
+  done
+  if [ "${#pids[@]}" -gt 0 ]; then
+    # Killing a container's PID 1 ends its PID namespace, and all in it.
+    for p in "${pids[@]}"; do
+      # shellcheck disable=SC2046
+      kill -9 $(pgrep -P "$p" -x systemd || true) "$p" 2>/dev/null || true
+    done
+    sleep 0.2
+  fi
+  for i in "${!hds[@]}"; do
+    hd=${hds[$i]}
+    if grep -q " $hd/root overlay " /proc/mounts 2>/dev/null; then
+      umount "$hd/root" 2>/dev/null || umount -l "$hd/root" || true
+    fi
+    rm -f "$hd/supervisor.pid" "$hd/nspawn.pid"
+    for cg in $(sd_cgroups "${machines[$i]}"); do
+      [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
+  done
+}
+
+# Systemd hosts no lab in the registry owns (their lab was removed by a
+# lab.sh from before systemd hosts, or its registry entry was lost).
+sd_gc() {
+  local pid hd machine id
+  # shellcheck disable=SC2034
+  { pgrep -af -- "_sd-supervise " || true; } | while read -r pid _ _ _ hd machine _; do
+    [ -n "${machine:-}" ] || continue
+    id=${machine#kwl}; id=${id%%s*}
+    if [ -f "$REG/$id/sd" ] && grep -q "^$hd $machine\$" "$REG/$id/sd"; then continue; fi
+    echo "lab.sh gc: stopping systemd host $machine ($hd) of no lab" >&2
+    sd_stop "$hd" "$machine"
+  done
+}
+
+sd_up() { # DIR S: create, start and wait for the systemd hosts
+  local dir=$1 s=$2 j
+  [ "$s" -gt 0 ] || return 0
+  sd_build_root
+  for j in $(seq 1 "$s"); do
+    printf '%s %s\n' "$dir/hosts/sd$j" "$(sd_machine "$j")" >> "$REG/$LAB_ID/sd"
+    sd_prepare "$dir" "$j"
+    printf 'sd%s\t%s\t%s\n' "$j" "$(sd_ip "$j")" "$(sd_machine "$j")" >> "$dir/hosts.tsv"
+    echo "$(sd_ip "$j") $(cut -d' ' -f1,2 "$dir/hosts/sd$j/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
+    {
+      echo "  - name: sd$j"
+      echo "    os: linux"
+      [ "$N" -eq 0 ] && [ "$j" -eq 1 ] && echo "    role: control-plane"
+      echo "    address: $(sd_ip "$j")"
+    } >> "$dir/inventory.yaml"
+    sd_start "$dir" "$j"
+  done
+  for j in $(seq 1 "$s"); do sd_wait_up "$dir" "$j" 60; done
+}
+
+sd_down() { # DIR (lab.env loaded)
+  local j
+  local -a args=()
+  for j in $(seq 1 "${S:-0}"); do args+=("$1/hosts/sd$j" "$(sd_machine "$j")"); done
+  [ "${#args[@]}" -eq 0 ] || sd_stop "${args[@]}"
+}
+
+sd_reboot() { # DIR j [--late-address SECS | --late-subnet SECS]
+  local dir=$1 j=$2 opt=${3:-} secs=${4:-0} hd old i new
+  hd="$dir/hosts/sd$j"
+  case "$opt" in
+    "") ;;
+    --late-address) echo "address $secs" > "$hd/root/etc/kwl-lab/late" ;;
+    --late-subnet) echo "subnet $secs" > "$hd/root/etc/kwl-lab/late" ;;
+    *) die "usage: lab.sh reboot DIR sdJ [--late-address SECS | --late-subnet SECS]" ;;
+  esac
+  [[ "$secs" =~ ^[0-9]+$ ]] || die "SECS must be a whole number of seconds"
+  old=$(cat "$hd/nspawn.pid" 2>/dev/null) || die "sd$j is not running"
+  ( sd_exec "$dir" "$j" systemctl reboot ) 2>/dev/null || true
+  for ((i = 0; i < 600; i++)); do
+    new=$(cat "$hd/nspawn.pid" 2>/dev/null || true)
+    if [ -n "$new" ] && [ "$new" != "$old" ] && [ -n "$(sd_leader "$dir" "$j")" ]; then break; fi
+    sleep 0.05
+  done
+  [ -n "$new" ] && [ "$new" != "$old" ] || die "sd$j did not boot again within 30 s: $(tail -3 "$hd/supervisor.log" 2>/dev/null)"
+  if [ "$opt" = --late-address ]; then
+    sd_wait_up "$dir" "$j" $((secs + 60))
+  else
+    sd_wait_up "$dir" "$j" 60
+  fi
+}
+
 # ------------------------------------------------------------------ up
 cmd_up() {
-  local dir=$1 n=$2 m=${3:-0} id="" i j
-  [ "$n" -ge 0 ] && [ "$m" -ge 0 ] && [ $((n + m)) -ge 1 ] && [ $((n + m)) -le 200 ] \
-    || die "--linux N --windows M: 1 to 200 hosts in all"
+  local dir=$1 n=$2 m=${3:-0} s=${4:-0} id="" i j
+  [ "$n" -ge 0 ] && [ "$m" -ge 0 ] && [ "$s" -ge 0 ] && [ $((n + m + s)) -ge 1 ] && [ $((n + m + s)) -le 200 ] \
+    || die "--linux N --windows M --systemd S: 1 to 200 hosts in all"
+  [ "$s" -eq 0 ] || sd_build_root
   mkdir -p "$dir" "$REG" /run/sshd
   dir=$(cd "$dir" && pwd)
   [ ! -e "$dir/lab.env" ] || die "$dir already holds a lab: lab.sh down $dir first"
@@ -179,9 +511,10 @@ cmd_up() {
   [ -n "$id" ] || die "no free lab id in $REG"
   echo "$dir" > "$REG/$id/dir"
   echo "${KWINCTL_LAB_OWNER:-$PPID}" > "$REG/$id/pid"
-  LAB_ID=$id BRIDGE="kwl$id" SUBNET="198.18.$id.0/24" N=$n M=$m
-  printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\nM=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" "$M" > "$dir/lab.env"
-  trap 'echo "lab.sh: up failed; tearing down" >&2; cmd_down "$dir" >/dev/null 2>&1 || true' ERR
+  LAB_ID=$id BRIDGE="kwl$id" SUBNET="198.18.$id.0/24" N=$n M=$m S=$s
+  printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\nM=%s\nS=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" "$M" "$S" > "$dir/lab.env"
+  # Any failure from here on (a `die` too) takes down what was made.
+  trap 'rc=$?; if [ "$rc" -ne 0 ]; then echo "lab.sh: up failed; tearing down" >&2; cmd_down "$dir" >/dev/null 2>&1 || true; fi' EXIT
 
   # Every namespace shares the kernel's one ARP table (1024 entries by
   # default): a large lab overflows it and pings start failing. Raise it for
@@ -289,7 +622,8 @@ cmd_up() {
       wait_tcp "$(win_ip "$j")" 5986 20 || die "winsim of win$j (https) did not come up"
     done
   fi
-  trap - ERR
+  sd_up "$dir" "$s"
+  trap - EXIT
 }
 
 # ------------------------------------------------------------------ down
@@ -297,6 +631,7 @@ cmd_down() {
   local dir=$1 j
   [ -f "$dir/lab.env" ] || return 0
   load "$dir"
+  sd_down "$dir"
   local -a nss=()
   for j in $(seq 1 "$N"); do nss+=("$(ns_of "$j")"); done
   for j in $(seq 1 "${M:-0}"); do nss+=("$(wns_of "$j")"); done
@@ -333,6 +668,7 @@ restore_if_idle() {
     rm -f "$REG/neigh.orig"
   fi
   ip -4 route del unreachable "$GUARD" proto "$GUARD_PROTO" 2>/dev/null || true
+  rmdir /sys/fs/cgroup/systemd/kwinctl-lab /sys/fs/cgroup/unified/kwinctl-lab /sys/fs/cgroup/kwinctl-lab 2>/dev/null || true
   if [ "$mine" = 1 ]; then unlock_reg; fi
 }
 
@@ -351,6 +687,10 @@ cmd_gc() {
       local id n
       local -a nss=()
       id=$(basename "$d")
+      if [ -s "$d/sd" ]; then
+        # shellcheck disable=SC2046
+        sd_stop $(cat "$d/sd")
+      fi
       mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwz][0-9]+$" || true)
       kill_nss "${nss[@]}"
       for n in "${nss[@]}"; do
@@ -360,12 +700,14 @@ cmd_gc() {
       rm -rf "$d"
     fi
   done
+  sd_gc
   restore_if_idle
 }
 
 cmd_reboot() {
   local dir=$1 j ns
   load "$dir"
+  if j=$(sd_num "$2"); then sd_reboot "$dir" "$j" "${@:3}"; return; fi
   case "$2" in
     win[0-9]*)
       j=${2#win}
@@ -547,11 +889,25 @@ case "${1:-}" in
   hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
-    if [ $# -eq 4 ] && [ "$3" = "--linux" ]; then cmd_up "$2" "$4" 0
-    elif [ $# -eq 6 ] && [ "$3" = "--linux" ] && [ "$5" = "--windows" ]; then cmd_up "$2" "$4" "$6"
-    else die "usage: lab.sh up DIR --linux N [--windows M]"; fi ;;
+    [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
+    up_dir=$2 up_n="" up_m=0 up_s=0
+    shift 2
+    while [ $# -gt 0 ]; do
+      [[ "$2" =~ ^[0-9]+$ ]] || die "$1 takes a number of hosts"
+      case "$1" in
+        --linux) up_n=$2 ;; --windows) up_m=$2 ;; --systemd) up_s=$2 ;;
+        *) die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]" ;;
+      esac
+      shift 2
+    done
+    [ -n "$up_n" ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
+    cmd_up "$up_dir" "$up_n" "$up_m" "$up_s" ;;
+  build-root) sd_build_root; echo "$(sd_root)" ;;
+  _sd-supervise) sd_supervise "$2" "$3" "$4" ;;
   down) [ $# -eq 2 ] || die "usage: lab.sh down DIR"; cmd_down "$2" ;;
-  reboot) [ $# -eq 3 ] || [ $# -eq 4 ] || die "usage: lab.sh reboot DIR HOST [--drop-hns]"; cmd_reboot "$2" "$3" "${4:-}" ;;
+  reboot)
+    [ $# -ge 3 ] && [ $# -le 5 ] || die "usage: lab.sh reboot DIR HOST [--drop-hns | --late-address SECS | --late-subnet SECS]"
+    cmd_reboot "${@:2}" ;;
   rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
   user) [ $# -eq 5 ] || die "usage: lab.sh user DIR HOST USER nopasswd|password"; cmd_user "$2" "$3" "$4" "$5" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
@@ -566,7 +922,9 @@ case "${1:-}" in
     # Inside the host: its network namespace and, while its sshd runs, its
     # mount and UTS namespaces (its own /etc/kwinctl and hostname).
     [ $# -ge 4 ] || die "usage: lab.sh exec DIR HOST CMD..."
-    load "$2"; j=$(num_of "$3"); pidf="$2/hosts/h$j/sshd.pid"; shift 3
+    load "$2"
+    if j=$(sd_num "$3"); then d=$2; shift 3; sd_exec "$d" "$j" "$@"; fi
+    j=$(num_of "$3"); pidf="$2/hosts/h$j/sshd.pid"; shift 3
     if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
       exec nsenter --target "$(cat "$pidf")" --net --mount --uts -- "$@"
     fi

@@ -10,6 +10,9 @@ command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 # real sudo(8) for lab hosts with a non-root user (lab.sh user)
 command -v sudo >/dev/null 2>&1 || need+=(sudo)
+# The lab's systemd hosts (Debian containers booting systemd, lab/lab.sh).
+command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -20,3 +23,7 @@ mkdir -p /run/sshd
 # The simulated Windows hosts' Python environment (winsim/.venv), created once
 # here so that parallel lab tests do not race to create it.
 "$(dirname "$0")/../winsim/setup-venv.sh"
+# The lab's systemd hosts' Debian root, built once per machine (about a
+# minute, from Debian's mirror) and cached in /var/cache/kwinctl-lab, so that
+# tests only start it.
+"$(dirname "$0")/../lab/lab.sh" build-root >/dev/null

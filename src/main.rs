@@ -65,8 +65,8 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the JSON Schema of `--output json`'s lines (also in the
-    /// repository: schema/events.schema.json).
+    /// Print a JSON Schema: of `--output json`'s lines, or of the
+    /// inventory (also in the repository: schema/*.schema.json).
     Schema {
         #[arg(value_enum)]
         what: SchemaKind,
@@ -84,6 +84,8 @@ enum Command {
 enum SchemaKind {
     /// One line of `--output json`.
     Events,
+    /// The inventory file.
+    Inventory,
 }
 
 /// `completions` and `man`: what they print is generated from the command
@@ -105,6 +107,9 @@ fn generated(command: &Command) -> Option<std::io::Result<()>> {
         Command::Schema {
             what: SchemaKind::Events,
         } => out.extend_from_slice(kwinctl::events::schema().as_bytes()),
+        Command::Schema {
+            what: SchemaKind::Inventory,
+        } => out.extend_from_slice(kwinctl::inventory::schema().as_bytes()),
         Command::Man { dir: Some(dir) } => {
             return Some(
                 std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir)),

@@ -97,6 +97,46 @@ fn call_log(c: &Call) -> String {
     )
 }
 
+/// Who ran what, with which kwinctl and on which inventory: `run.json` in
+/// the run's folder (for an audit, and to tell runs of two versions apart).
+#[derive(Debug, Serialize)]
+struct RunMeta {
+    kwinctl: String,
+    command: String,
+    /// The command line, secrets masked.
+    args: Vec<String>,
+    /// `user@machine`, as the cluster lock names its holder.
+    user: String,
+    started: String,
+    inventory: PathBuf,
+    /// The inventory file's SHA-256, to tell which version of it ran.
+    inventory_sha256: Option<String>,
+    hosts: Vec<String>,
+}
+
+impl RunMeta {
+    fn now(inventory: &Path, command: &str, hosts: &[String]) -> RunMeta {
+        RunMeta {
+            kwinctl: format!(
+                "{} (git {})",
+                env!("CARGO_PKG_VERSION"),
+                env!("KWINCTL_GIT_COMMIT")
+            ),
+            command: command.to_string(),
+            args: std::env::args()
+                .map(|a| crate::secret::redact(&a).into_owned())
+                .collect(),
+            user: crate::lock::whoami(),
+            started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            inventory: fs::canonicalize(inventory).unwrap_or_else(|_| inventory.to_path_buf()),
+            inventory_sha256: fs::read(inventory)
+                .ok()
+                .map(|b| crate::hash::sha256_bytes(&b)),
+            hosts: hosts.to_vec(),
+        }
+    }
+}
+
 /// A run's folder, created before any host is contacted. Each remote call is
 /// appended to its host's log as soon as it returns (nothing of it is held in
 /// memory for the rest of the run); the summary and the last-run pointer are
@@ -127,6 +167,10 @@ impl RunRecord {
             .runs
             .join(format!("{stamp}-{command}-{}", std::process::id()));
         private_dir(&dir)?;
+        replace_json(
+            &dir.join("run.json"),
+            &RunMeta::now(inventory, command, hosts),
+        )?;
         let last = match command {
             "up" | "reset" => {
                 let path = sidecars.last_run(command);

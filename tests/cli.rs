@@ -45,14 +45,18 @@ fn render_gives_the_seed_routes_for_lin01() {
     let o = kwinctl(&["render", "-i", EXAMPLE, "--host", "lin01"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        out.contains("ip -4 route replace '192.168.1.0/24' via '10.0.0.11' proto 198"),
-        "{out}"
-    );
-    assert!(
-        out.contains("ip -4 route replace '192.168.2.0/24' via '10.0.0.12' proto 198"),
-        "{out}"
-    );
+    // set now (one `ip -batch`) and by boot.sh at boot (its list of
+    // destination and next hop)
+    for (dst, via) in [
+        ("192.168.1.0/24", "10.0.0.11"),
+        ("192.168.2.0/24", "10.0.0.12"),
+    ] {
+        assert!(
+            out.contains(&format!("\nroute replace {dst} via {via} proto 198\n")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("\n{dst} {via}\n")), "{out}");
+    }
     assert!(
         out.contains("echo 1 > /proc/sys/net/ipv4/ip_forward"),
         "{out}"

@@ -97,18 +97,54 @@ fn version_names_the_commit_and_help_the_exit_codes() {
     }
 }
 
-/// The published schema is the one the types generate: it cannot drift.
+/// The published schemas are the ones the types generate: they cannot drift.
 #[test]
-fn the_published_event_schema_is_current() {
-    let o = kwinctl(&["schema", "events"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let published = std::fs::read_to_string(concat!(
+fn the_published_schemas_are_current() {
+    for what in ["events", "inventory"] {
+        let o = kwinctl(&["schema", what]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let published = std::fs::read_to_string(format!(
+            "{}/schema/{what}.schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert!(
+            published == String::from_utf8_lossy(&o.stdout),
+            "schema/{what}.schema.json is stale: run `kwinctl schema {what} > schema/{what}.schema.json`"
+        );
+    }
+}
+
+/// An editor with the inventory schema accepts the example and flags a
+/// misspelt key or an unknown OS, as `check` does.
+#[test]
+fn the_inventory_schema_accepts_the_example_and_flags_typos() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schema/inventory.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/schema/events.schema.json"
+        "/inventories/example.yaml"
     ))
     .unwrap();
-    assert!(
-        published == String::from_utf8_lossy(&o.stdout),
-        "schema/events.schema.json is stale: run `kwinctl schema events > schema/events.schema.json`"
-    );
+    let as_json = |yaml: &str| -> serde_json::Value { serde_saphyr::from_str(yaml).unwrap() };
+    let errors: Vec<String> = v
+        .iter_errors(&as_json(&example))
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    for (from, to) in [
+        ("cluster_cidr:", "clustr_cidr:"),
+        ("os: windows", "os: windoze"),
+    ] {
+        let bad = example.replacen(from, to, 1);
+        assert_ne!(bad, example);
+        assert!(!v.is_valid(&as_json(&bad)), "accepted {to}");
+    }
 }

@@ -62,6 +62,34 @@ fn every_json_line_of_real_runs_matches_the_published_schema() {
     assert!(up.iter().any(|e| e == "phase"), "{up:?}");
     assert_eq!(up.iter().filter(|e| *e == "host").count(), 3, "{up:?}");
     run(&["verify"], 0);
+    // every run's folder says who ran what, with which kwinctl, on which
+    // version of the inventory
+    let runs = lab.dir().join("inventory.kwinctl-runs");
+    let mut dirs: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("-up-"))
+        .collect();
+    dirs.sort();
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dirs.last().unwrap().join("run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["command"], "up", "{meta}");
+    assert!(
+        meta["kwinctl"].as_str().unwrap().contains("(git "),
+        "{meta}"
+    );
+    assert!(
+        meta["args"].as_array().unwrap().iter().any(|a| a == "-v"),
+        "{meta}"
+    );
+    assert_eq!(
+        meta["inventory_sha256"].as_str().unwrap().len(),
+        64,
+        "{meta}"
+    );
+    assert!(meta["user"].as_str().unwrap().contains('@'), "{meta}");
     // a command that fails as a whole says so in JSON too
     assert_eq!(run(&["verify", "--limit", "nosuchhost"], 2), ["error"]);
     assert_eq!(

@@ -34,7 +34,7 @@ proptest! {
             prop_oneof![
                 Just("KWF probe linux 2".to_string()),
                 Just("KWF end".to_string()),
-                "KWF (hostname|ip_forward|pod_cidr|boot_sha|systemd|unit_sha|unit_enabled|routes|reach|node|nodes) \\PC{0,60}",
+                "KWF (hostname|ip_forward|pod_cidr|boot_sha|systemd|unit_sha|unit_enabled|unit_state|unit_journal|routes|reach|node|nodes) \\PC{0,60}",
                 "KWF routes \\[\\{\"dst\":\"\\PC{0,20}\"(,\"gateway\":\"\\PC{0,16}\")?(,\"protocol\":\\PC{0,8})?\\}\\]",
                 "\\PC{0,60}",
             ],

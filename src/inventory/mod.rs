@@ -7,6 +7,7 @@
 
 mod bastion;
 pub mod kubeconfig;
+mod linux;
 mod raw;
 mod validate;
 mod version;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{KubeVersion, Minor};
@@ -262,6 +264,7 @@ pub struct Host {
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
+    pub linux: LinuxSettings,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
 }
@@ -337,6 +340,8 @@ impl Inventory {
             pod_cidr: None,
             connection: self.default_connections.get(&os)?.clone(),
             windows: WindowsSettings::default(),
+            // (reset writes no boot.sh: how long it waits does not matter)
+            linux: LinuxSettings::default(),
             pos: Pos::default(),
         })
     }
@@ -445,6 +450,15 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
     }
     let p = PathBuf::from(s);
     if p.is_absolute() { p } else { base.join(p) }
+}
+
+/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
+/// published as schema/inventory.schema.json): editors validate and
+/// complete YAML with it. `check` stays the authority (it also checks
+/// addresses, CIDRs, overlaps and files, with positions).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(raw::RawInventory);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }
 
 #[cfg(test)]

@@ -4,30 +4,51 @@
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-#[derive(Debug, Deserialize)]
+use super::linux::RawLinux;
+
+/// A kwinctl inventory (see README, "Inventory").
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "kwinctl inventory")]
 pub(super) struct RawInventory {
     pub(super) cluster: RawCluster,
     #[serde(default)]
     pub(super) defaults: RawDefaults,
+    #[schemars(with = "Vec<RawHost>")]
     pub(super) hosts: Spanned<Vec<Spanned<RawHost>>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
+    /// The cluster's name (letters, digits, `.`, `_`, `-`).
+    #[schemars(with = "String")]
     pub(super) name: Spanned<String>,
+    /// The pod network, e.g. 192.168.0.0/16: one node_prefix-sized block per node.
+    #[schemars(with = "String")]
     pub(super) cluster_cidr: Spanned<String>,
     #[serde(default)]
+    /// The size of each node's block (default 24).
+    #[schemars(with = "Option<u8>")]
     pub(super) node_prefix: Option<Spanned<u8>>,
+    /// The service network; must not overlap cluster_cidr or node addresses.
+    #[schemars(with = "String")]
     pub(super) service_cidr: Spanned<String>,
     #[serde(default)]
+    /// What Windows nodes' kubelet and kube-proxy talk to (required with Windows hosts).
+    #[schemars(with = "Option<String>")]
     pub(super) api_server: Option<Spanned<String>>,
     #[serde(default)]
+    /// The release of the Windows nodes' kubelet.exe and kube-proxy.exe, e.g. "1.16.15" (required with Windows hosts).
+    #[schemars(with = "Option<String>")]
     pub(super) kubernetes_version: Option<Spanned<String>>,
     #[serde(default)]
+    /// A kubeconfig with embedded credentials for the Windows nodes (required with an https api_server).
+    #[schemars(with = "Option<String>")]
     pub(super) kubeconfig: Option<Spanned<String>>,
     #[serde(default)]
+    /// The pause image (default: by release and Windows build).
+    #[schemars(with = "Option<String>")]
     pub(super) pause_image: Option<Spanned<String>>,
 }
 
@@ -44,61 +65,93 @@ impl super::ClusterPos {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDefaults {
     #[serde(default)]
     pub(super) ssh: Option<RawSsh>,
     #[serde(default)]
     pub(super) winrm: Option<RawWinRm>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSsh {
     pub(super) user: Option<String>,
     pub(super) port: Option<u16>,
+    #[schemars(with = "Option<String>")]
     pub(super) identity: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) known_hosts: Option<Spanned<String>>,
+    /// An SSH jump host in front of the host (like `ssh -J`).
+    #[schemars(with = "Option<RawBastion>")]
     pub(super) bastion: Option<Spanned<RawBastion>>,
 }
 
 /// `ssh.bastion` / `winrm.bastion`: an SSH jump host in front of the host
 /// (k0sctl's form), with its own user, key and known_hosts.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBastion {
+    /// The jump host: an IPv4 address, or a name ssh_config (or DNS)
+    /// resolves.
+    #[schemars(with = "String")]
     pub(super) address: Spanned<String>,
+    /// Its login user (default: ssh_config's, else root).
     pub(super) user: Option<String>,
+    /// Its SSH port (default: ssh_config's, else 22).
+    #[schemars(with = "Option<u16>")]
     pub(super) port: Option<Spanned<u16>>,
+    /// Its key file (default: ssh-agent and ssh_config's IdentityFile).
+    #[schemars(with = "Option<String>")]
     pub(super) identity: Option<Spanned<String>>,
+    /// The known_hosts file its host key is checked against (default:
+    /// ssh_config's UserKnownHostsFile).
+    #[schemars(with = "Option<String>")]
     pub(super) known_hosts: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWinRm {
     pub(super) user: Option<String>,
+    #[schemars(with = "Option<String>")]
     pub(super) password_env: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) password_file: Option<Spanned<String>>,
     pub(super) port: Option<u16>,
     pub(super) tls: Option<bool>,
+    #[schemars(with = "Option<String>")]
     pub(super) auth: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) ca_file: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     pub(super) cert_sha256: Option<Spanned<String>>,
     pub(super) allow_basic_over_http: Option<bool>,
+    /// An SSH jump host in front of the host (like `ssh -J`).
+    #[schemars(with = "Option<RawBastion>")]
     pub(super) bastion: Option<Spanned<RawBastion>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHost {
+    #[schemars(with = "String")]
     pub(super) name: Spanned<String>,
+    /// `linux` or `windows`.
+    #[schemars(with = "super::Os")]
     pub(super) os: Spanned<String>,
     #[serde(default)]
+    #[schemars(with = "Option<super::Role>")]
     pub(super) role: Option<Spanned<String>>,
+    /// The node's routable IPv4 address: where kwinctl connects and the next hop of other nodes' routes to its pod CIDR.
+    #[schemars(with = "String")]
     pub(super) address: Spanned<String>,
     #[serde(default)]
+    /// Pin this node's block (default: what the node records, else allocated).
+    #[schemars(with = "Option<String>")]
     pub(super) pod_cidr: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) ssh: Option<RawSsh>,
@@ -106,22 +159,26 @@ pub(super) struct RawHost {
     pub(super) winrm: Option<RawWinRm>,
     #[serde(default)]
     pub(super) windows: Option<RawWindows>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWindows {
     #[serde(default)]
     pub(super) binaries: RawBinaries,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) adapter: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) network_name: Option<Spanned<String>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name
 /// is an unknown key, not a binary silently left out).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinaries {
     #[serde(default)]
@@ -139,10 +196,11 @@ impl RawBinaries {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinary {
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) url: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) path: Option<String>,

@@ -253,6 +253,7 @@ impl Validator {
                 ssh: None,
                 winrm: None,
                 windows: None,
+                linux: None,
             };
             let mut v = Validator {
                 base: self.base.clone(),
@@ -427,6 +428,7 @@ impl Validator {
             None => Some(None),
         };
         let connection = os.and_then(|os| self.connection(os, h, defaults, pos));
+        let linux = self.linux(os, h.linux.as_ref(), defaults.linux.as_ref());
         let windows = match &h.windows {
             Some(w) => match self.windows(w) {
                 Some(w) => w,
@@ -448,6 +450,7 @@ impl Validator {
             pod_cidr: pod_cidr?,
             connection: connection?,
             windows,
+            linux,
             pos,
         })
     }

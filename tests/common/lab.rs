@@ -66,12 +66,16 @@ fn run(cmd: &mut Command, limit: Duration) -> Output {
 }
 
 fn lab_sh(args: &[&str]) -> Output {
+    lab_sh_within(args, Duration::from_secs(120))
+}
+
+fn lab_sh_within(args: &[&str], limit: Duration) -> Output {
     run(
         Command::new("bash")
             .arg(SCRIPT)
             .args(args)
             .env("KWINCTL_LAB_OWNER", std::process::id().to_string()),
-        Duration::from_secs(120),
+        limit,
     )
 }
 
@@ -93,18 +97,29 @@ impl Lab {
     /// `linux` Linux hosts (h1..) and `windows` simulated Windows hosts
     /// (win1..: a WinRM server from winsim/ in its own namespace).
     pub fn up_mixed(linux: usize, windows: usize) -> Lab {
+        Lab::up_with(linux, windows, 0)
+    }
+
+    /// Also `systemd` Linux hosts (sd1..) that boot a real systemd: Debian
+    /// containers on the lab bridge (see "systemd hosts" in `lab/lab.sh`).
+    /// The first one builds the cached Debian root if `scripts/setup.sh` has
+    /// not (about a minute).
+    pub fn up_with(linux: usize, windows: usize, systemd: usize) -> Lab {
         let dir = tempfile::Builder::new()
             .prefix("kwinctl-lab-")
             .tempdir()
             .expect("temp dir")
             .keep();
         let dir_s = dir.to_string_lossy().into_owned();
-        let (l, w) = (linux.to_string(), windows.to_string());
+        let (l, w, s) = (linux.to_string(), windows.to_string(), systemd.to_string());
         let mut args = vec!["up", &dir_s, "--linux", &l];
         if windows > 0 {
             args.extend(["--windows", &w]);
         }
-        let o = lab_sh(&args);
+        if systemd > 0 {
+            args.extend(["--systemd", &s]);
+        }
+        let o = lab_sh_within(&args, Duration::from_secs(300));
         if !o.status.success() {
             let _ = std::fs::remove_dir_all(&dir);
             check(&o, "up");
@@ -225,6 +240,25 @@ impl Lab {
     pub fn reboot(&self, host: &str) {
         check(&lab_sh(&["reboot", &self.dir_s(), host]), "reboot");
     }
+    /// A real reboot of a systemd host (sdJ) whose network comes up late on
+    /// the next boot, with nothing waiting for it: `Late::Address(s)`, its
+    /// address appears `s` seconds after the network is "online";
+    /// `Late::Subnet(s)`, the lab machine reaches it (SSH works) but the
+    /// other hosts are on no connected network for `s` seconds.
+    pub fn reboot_late(&self, host: &str, late: Late) {
+        let (opt, secs) = match late {
+            Late::Address(s) => ("--late-address", s),
+            Late::Subnet(s) => ("--late-subnet", s),
+        };
+        let secs = secs.to_string();
+        check(
+            &lab_sh_within(
+                &["reboot", &self.dir_s(), host, opt, &secs],
+                Duration::from_secs(180),
+            ),
+            "reboot",
+        );
+    }
     /// A simulated Windows reboot; `drop_hns` also loses the HNS network.
     pub fn reboot_windows(&self, host: &str, drop_hns: bool) {
         let mut args = vec!["reboot", self.dir.to_str().unwrap(), host];
@@ -309,6 +343,13 @@ impl Lab {
         std::fs::read_to_string(self.dir.join("hosts").join(host).join("sshd.log"))
             .unwrap_or_default()
     }
+}
+
+/// How a systemd host's network comes up late on its next boot.
+#[derive(Debug, Clone, Copy)]
+pub enum Late {
+    Address(u32),
+    Subnet(u32),
 }
 
 /// Undoes [`Lab::blackhole`], also when the test fails.

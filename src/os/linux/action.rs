@@ -40,9 +40,16 @@ pub enum Action {
     WriteBootScript {
         content: String,
     },
-    /// The systemd unit that runs boot.sh at boot.
+    /// The systemd unit that runs boot.sh at boot; `found` says what is
+    /// wrong with the one on the host.
     InstallUnit {
         content: String,
+        found: String,
+    },
+    /// The unit failed at boot (or still tries): run it again, now that
+    /// the routes are in place, so that it ends active.
+    RerunBootUnit {
+        why: String,
     },
     /// `reset`: remove boot.sh, the pod CIDR record and the unit.
     RemoveNodeFiles,
@@ -75,6 +82,7 @@ impl Describe for Action {
             Action::InstallUnit { .. } => {
                 "install and enable kwinctl-boot.service (runs boot.sh at boot)".into()
             }
+            Action::RerunBootUnit { why } => format!("run kwinctl-boot.service again (it {why})"),
             Action::RemoveNodeFiles => {
                 "remove /etc/kwinctl/boot.sh, /etc/kwinctl/pod-cidr and kwinctl-boot.service".into()
             }
@@ -103,9 +111,8 @@ impl Describe for Action {
                 via.map(|v| format!(" via {v}")).unwrap_or_default()
             ),
             Action::WriteBootScript { .. } => "/etc/kwinctl/boot.sh missing or out of date".into(),
-            Action::InstallUnit { .. } => {
-                "kwinctl-boot.service missing, changed or disabled".into()
-            }
+            Action::InstallUnit { found, .. } => format!("kwinctl-boot.service {found}"),
+            Action::RerunBootUnit { why } => format!("kwinctl-boot.service {why}"),
             Action::RemoveNodeFiles => "kwinctl files present".into(),
         }
     }
@@ -141,6 +148,10 @@ pub fn examples() -> Vec<Action> {
         },
         Action::InstallUnit {
             content: "[Unit]\n".into(),
+            found: "is missing".into(),
+        },
+        Action::RerunBootUnit {
+            why: "failed at boot (exit-code)".into(),
         },
         Action::RemoveNodeFiles,
     ]
@@ -163,10 +174,11 @@ mod tests {
                 Action::DelRoute { .. } => "del_route",
                 Action::WriteBootScript { .. } => "write_boot_script",
                 Action::InstallUnit { .. } => "install_unit",
+                Action::RerunBootUnit { .. } => "rerun_boot_unit",
                 Action::RemoveNodeFiles => "remove_node_files",
             })
             .collect();
-        assert_eq!(kinds.len(), 8);
+        assert_eq!(kinds.len(), 9);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

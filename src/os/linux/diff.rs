@@ -122,12 +122,17 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
         let unit_sha = sha256_hex(&d.unit);
         items.push(Item {
             key: "boot unit".into(),
-            action: (f.unit_sha.as_deref() != Some(unit_sha.as_str()) || !f.unit_enabled).then(
-                || Action::InstallUnit {
-                    content: d.unit.clone(),
-                },
-            ),
+            action: unit_file_finding(f, &unit_sha).map(|found| Action::InstallUnit {
+                content: d.unit.clone(),
+                found,
+            }),
         });
+        if f.unit_sha.is_some() {
+            items.push(Item {
+                key: "boot unit run".into(),
+                action: unit_run_finding(f).map(|why| Action::RerunBootUnit { why }),
+            });
+        }
     } else {
         notes.push(
             "no systemd on this host: routes do not come back by themselves after a reboot; \
@@ -136,6 +141,54 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
         );
     }
     Ok(HostDiff { items, notes })
+}
+
+/// What is wrong with the unit file, if anything.
+fn unit_file_finding(f: &LinuxFacts, want_sha: &str) -> Option<String> {
+    let state = f.unit_file_state.as_str();
+    if state.starts_with("masked") {
+        return Some(format!(
+            "is masked ({state}): someone turned it off on purpose, so kwinctl will not; \
+             `systemctl unmask kwinctl-boot.service` on the host, then rerun `kwinctl up`"
+        ));
+    }
+    match f.unit_sha.as_deref() {
+        None => Some("is missing".into()),
+        Some(s) if s != want_sha => Some(
+            "differs from kwinctl's (edited by hand, or written by another kwinctl version)".into(),
+        ),
+        Some(_) if !f.unit_enabled => Some(format!(
+            "is not enabled ({})",
+            if state.is_empty() { "unknown" } else { state }
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Whether the unit's last run at boot went wrong: what systemd and boot.sh's
+/// journal say. A unit that has not run since it was installed passes.
+fn unit_run_finding(f: &LinuxFacts) -> Option<String> {
+    let s = f.unit_state.as_ref()?;
+    let n = s.restarts;
+    let what = match (s.load.as_str(), s.active.as_str(), s.sub.as_str()) {
+        (load, _, _) if !matches!(load, "loaded" | "masked" | "not-found") => format!(
+            "is not loaded by systemd ({load}; systemd before 245 refuses Restart=on-failure \
+             in a Type=oneshot unit)"
+        ),
+        (_, "failed", _) => format!("failed at boot ({}; {n} restarts)", s.result),
+        (_, "activating", "auto-restart") => format!(
+            "failed at boot ({}) and systemd runs it again soon ({n} restarts so far)",
+            s.result
+        ),
+        (_, "activating", _) => {
+            format!("is still waiting for the network at boot ({n} restarts so far)")
+        }
+        _ => return None,
+    };
+    Some(match f.unit_journal.as_deref() {
+        Some(j) if !j.is_empty() => format!("{what}: {j}"),
+        _ => format!("{what}; see `journalctl -b -u kwinctl-boot.service` on the host"),
+    })
 }
 
 /// kwinctl's routes on the host that this run must leave alone (frozen:
@@ -225,8 +278,22 @@ mod tests {
             boot_sha: Some(sha256_hex(BOOT)),
             unit_sha: Some(sha256_hex(UNIT)),
             unit_enabled: true,
+            unit_file_state: "enabled".into(),
+            unit_state: Some(unit_state("loaded active exited success 0")),
+            unit_journal: None,
             reach: Default::default(),
             k8s_nodes: None,
+        }
+    }
+
+    fn unit_state(s: &str) -> super::super::facts::UnitState {
+        let f: Vec<&str> = s.split(' ').collect();
+        super::super::facts::UnitState {
+            load: f[0].into(),
+            active: f[1].into(),
+            sub: f[2].into(),
+            result: f[3].into(),
+            restarts: f[4].parse().unwrap(),
         }
     }
 
@@ -265,7 +332,11 @@ mod tests {
     fn converged_host_has_nothing_to_do() {
         let d = run(&converged()).unwrap();
         assert_eq!(d.changes(), 0, "{:?}", actions(&d));
-        assert_eq!(d.items.len(), 6);
+        assert_eq!(d.items.len(), 7);
+        // installed, not run since: fine
+        let mut f = converged();
+        f.unit_state = Some(unit_state("loaded inactive dead success 0"));
+        assert_eq!(run(&f).unwrap().changes(), 0);
     }
 
     #[test]
@@ -381,6 +452,101 @@ mod tests {
         f.unit_enabled = false;
         let d = run(&f).unwrap();
         assert_eq!(d.changes(), 2, "{:?}", actions(&d));
+    }
+
+    /// verify names what is wrong with the unit file: masked (which `up`
+    /// leaves to the operator), edited, or disabled.
+    #[test]
+    fn unit_file_findings() {
+        let finding = |f: &LinuxFacts| {
+            let d = run(f).unwrap();
+            let i = d.items.iter().find(|i| i.key == "boot unit").unwrap();
+            i.action.as_ref().map(|a| a.finding())
+        };
+        let mut f = converged();
+        f.unit_sha = None;
+        f.unit_enabled = false;
+        f.unit_file_state = "masked".into();
+        let m = finding(&f).unwrap();
+        assert!(
+            m.contains("is masked (masked)") && m.contains("systemctl unmask"),
+            "{m}"
+        );
+        let mut f = converged();
+        f.unit_sha = Some(sha256_hex("[Unit]\nExecStart=/bin/evil\n"));
+        assert!(finding(&f).unwrap().contains("edited by hand"));
+        let mut f = converged();
+        f.unit_enabled = false;
+        f.unit_file_state = "disabled".into();
+        assert_eq!(
+            finding(&f).unwrap(),
+            "kwinctl-boot.service is not enabled (disabled)"
+        );
+        f.unit_sha = None;
+        f.unit_file_state = String::new();
+        assert_eq!(finding(&f).unwrap(), "kwinctl-boot.service is missing");
+    }
+
+    /// A unit that failed at boot, or is still trying, is a failed check
+    /// with boot.sh's journal line, and `up` runs it again (after the routes).
+    #[test]
+    fn a_failed_boot_unit_is_found_and_run_again() {
+        let journal =
+            "kwinctl-boot: gave up after 120 s; never reachable on any interface: 198.18.1.3";
+        for (state, want) in [
+            (
+                "loaded failed failed exit-code 4",
+                "failed at boot (exit-code; 4 restarts)",
+            ),
+            (
+                "loaded activating auto-restart exit-code 1",
+                "failed at boot (exit-code) and systemd runs it again soon (1 restarts so far)",
+            ),
+            (
+                "loaded activating start success 0",
+                "is still waiting for the network at boot (0 restarts so far)",
+            ),
+            (
+                "bad-setting inactive dead success 0",
+                "is not loaded by systemd (bad-setting;",
+            ),
+        ] {
+            let mut f = converged();
+            f.routes.truncate(1);
+            f.unit_state = Some(unit_state(state));
+            f.unit_journal = Some(journal.into());
+            let d = run(&f).unwrap();
+            let item = d.items.iter().find(|i| i.key == "boot unit run").unwrap();
+            let a = item.action.as_ref().expect(state);
+            let finding = a.finding();
+            assert!(
+                finding.starts_with(&format!("kwinctl-boot.service {want}")),
+                "{finding}"
+            );
+            assert!(finding.ends_with(&format!(": {journal}")), "{finding}");
+            // after the routes it restores
+            let acts = actions(&d);
+            assert!(
+                acts.last()
+                    .unwrap()
+                    .starts_with("run kwinctl-boot.service again"),
+                "{acts:?}"
+            );
+            assert!(acts[0].starts_with("add route"), "{acts:?}");
+        }
+        // no journal line: where to look
+        let mut f = converged();
+        f.unit_state = Some(unit_state("loaded failed failed timeout 3"));
+        let d = run(&f).unwrap();
+        let a = d.actions().next().unwrap();
+        assert!(
+            a.finding()
+                .ends_with("see `journalctl -b -u kwinctl-boot.service` on the host")
+        );
+        // no unit file: nothing to run (installing it is the finding)
+        f.unit_sha = None;
+        let d = run(&f).unwrap();
+        assert!(d.items.iter().all(|i| i.key != "boot unit run"));
     }
 
     #[test]

@@ -54,11 +54,62 @@ pub struct LinuxFacts {
     /// sha256 of the systemd unit, and whether it is enabled.
     pub unit_sha: Option<String>,
     pub unit_enabled: bool,
+    /// The unit file's state as systemd says it ("enabled", "disabled",
+    /// "masked", …; empty when there is none).
+    pub unit_file_state: String,
+    /// How the unit's last run went (systemd hosts).
+    pub unit_state: Option<UnitState>,
+    /// boot.sh's last error line in the journal of this boot, when the unit
+    /// failed or is still trying (control characters removed).
+    pub unit_journal: Option<String>,
     /// Reachability of other nodes' addresses, when the probe was asked.
     pub reach: BTreeMap<Ipv4Addr, Reach>,
     /// On the control plane when asked: the nodes kubectl sees (`None`: no
     /// kubectl, or not asked; `Some(Err)`: kubectl failed).
     pub k8s_nodes: Option<Result<Vec<K8sNode>, String>>,
+}
+
+/// `kwinctl-boot.service` as `systemctl show` describes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitState {
+    /// LoadState: "loaded", "not-found", "bad-setting", "masked", …
+    pub load: String,
+    /// ActiveState: "active", "inactive", "activating", "failed", …
+    pub active: String,
+    /// SubState: "exited", "dead", "start", "auto-restart", "failed", …
+    pub sub: String,
+    /// Result of the last run: "success", "exit-code", "timeout", …
+    pub result: String,
+    /// How many times systemd restarted it (Restart=on-failure).
+    pub restarts: u32,
+}
+
+impl UnitState {
+    /// `<load> <active> <sub> <result> <restarts>`, each a systemd word.
+    fn parse(s: &str) -> Result<UnitState, FactsError> {
+        let bad = || FactsError::Invalid(format!("unit_state is {:?}", clip(&printable(s), 80)));
+        let f: Vec<&str> = s.split_whitespace().collect();
+        let [load, active, sub, result, restarts] = f[..] else {
+            return Err(bad());
+        };
+        let word = |w: &str| -> Result<String, FactsError> {
+            if !w.is_empty()
+                && w.len() <= 40
+                && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                Ok(w.to_string())
+            } else {
+                Err(bad())
+            }
+        };
+        Ok(UnitState {
+            load: word(load)?,
+            active: word(active)?,
+            sub: word(sub)?,
+            result: word(result)?,
+            restarts: restarts.parse().map_err(|_| bad())?,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -123,7 +174,8 @@ impl<'a> Lines<'a> {
                 "node" => l.nodes.push(value),
                 "registered" => l.registered.push(value),
                 "hostname" | "ip_forward" | "pod_cidr" | "cluster" | "cluster_gen" | "boot_sha"
-                | "systemd" | "unit_sha" | "unit_enabled" | "routes" | "nodes" => {
+                | "systemd" | "unit_sha" | "unit_enabled" | "unit_state" | "unit_journal"
+                | "routes" | "nodes" => {
                     if l.scalars.insert(key, value).is_some() {
                         return Err(FactsError::Invalid(format!("{key} is given twice")));
                     }
@@ -318,6 +370,15 @@ impl LinuxFacts {
             boot_sha: sha(l.get("boot_sha")?),
             unit_sha: sha(l.opt("unit_sha")),
             unit_enabled: l.opt("unit_enabled") == "enabled",
+            unit_file_state: clip(&printable(l.opt("unit_enabled")), 40),
+            unit_state: match l.opt("unit_state") {
+                "" => None,
+                s => Some(UnitState::parse(s)?),
+            },
+            unit_journal: l
+                .scalars
+                .get("unit_journal")
+                .map(|j| clip(&printable(j.trim()), 400)),
             reach,
             k8s_nodes,
         })
@@ -404,6 +465,47 @@ mod tests {
                 .unwrap()
                 .is_err()
         );
+    }
+
+    /// The unit's state and boot.sh's journal line: parsed, and nothing the
+    /// host wrote reaches the report with its control characters.
+    #[test]
+    fn parses_the_units_run_and_journal_line() {
+        let out = sample().replace(
+            "KWF systemd false\n",
+            "KWF systemd true\nKWF unit_sha \nKWF unit_enabled masked\n\
+             KWF unit_state loaded failed failed exit-code 3\n\
+             KWF unit_journal kwinctl-boot: gave up \u{1b}[31mafter\u{7} 2 s\r\n",
+        );
+        let f = LinuxFacts::parse(&out, "").unwrap();
+        assert!(!f.unit_enabled);
+        assert_eq!(f.unit_file_state, "masked");
+        let s = f.unit_state.unwrap();
+        assert_eq!(
+            (
+                s.load.as_str(),
+                s.active.as_str(),
+                s.sub.as_str(),
+                s.result.as_str(),
+                s.restarts
+            ),
+            ("loaded", "failed", "failed", "exit-code", 3)
+        );
+        assert_eq!(
+            f.unit_journal.unwrap(),
+            "kwinctl-boot: gave up [31mafter 2 s"
+        );
+        // absent (no systemd, or not failed)
+        let f = LinuxFacts::parse(&sample(), "").unwrap();
+        assert_eq!((f.unit_state, f.unit_journal), (None, None));
+        for bad in [
+            "loaded failed failed exit-code",
+            "loaded failed failed exit-code x",
+            "loaded fa\u{1b}iled failed exit-code 1",
+        ] {
+            let out = sample().replace("KWF end", &format!("KWF unit_state {bad}\nKWF end"));
+            assert!(LinuxFacts::parse(&out, "").is_err(), "{bad}");
+        }
     }
 
     #[test]

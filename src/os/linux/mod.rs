@@ -19,7 +19,7 @@ pub use facts::{LinuxFacts, Route};
 use super::ops::NodeOps;
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Diff};
-use crate::inventory::{Host, Role};
+use crate::inventory::{Host, LinuxSettings, Role};
 use crate::probe::{FactsError, Reach};
 use crate::render::Renderer;
 use crate::transport::Output;
@@ -47,11 +47,17 @@ pub struct LinuxDesired {
 
 impl LinuxDesired {
     /// `kept`: kwinctl routes on the host that this run leaves alone (see
-    /// `alloc::Frozen`): boot.sh restores them too, as they are.
-    pub fn of(r: &Renderer, node: &Node, kept: &BTreeMap<Ipv4Net, Ipv4Addr>) -> LinuxDesired {
+    /// `alloc::Frozen`): boot.sh restores them too, as they are. `settings`:
+    /// the host's `linux:` block (how long boot.sh waits for its network).
+    pub fn of(
+        r: &Renderer,
+        node: &Node,
+        kept: &BTreeMap<Ipv4Net, Ipv4Addr>,
+        settings: &LinuxSettings,
+    ) -> LinuxDesired {
         LinuxDesired {
-            boot_script: script::boot_script(r, node, kept),
-            unit: script::unit(r),
+            boot_script: script::boot_script(r, node, kept, settings),
+            unit: script::unit(r, settings),
         }
     }
 }
@@ -60,6 +66,7 @@ pub struct LinuxOps<'a> {
     r: &'a Renderer,
     /// Control plane, checking: also list the nodes with kubectl.
     ask_nodes: bool,
+    settings: LinuxSettings,
 }
 
 impl<'a> LinuxOps<'a> {
@@ -67,6 +74,7 @@ impl<'a> LinuxOps<'a> {
         LinuxOps {
             r,
             ask_nodes: host.role == Role::ControlPlane,
+            settings: host.linux,
         }
     }
 }
@@ -96,7 +104,11 @@ impl NodeOps for LinuxOps<'_> {
     }
     fn diff(&self, node: &Node, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {
         let kept = diff::kept_routes(node, f);
-        diff::diff_linux(node, &LinuxDesired::of(self.r, node, &kept), f)
+        diff::diff_linux(
+            node,
+            &LinuxDesired::of(self.r, node, &kept, &self.settings),
+            f,
+        )
     }
     fn reset(&self, _node: &Node, f: &LinuxFacts) -> Diff<Action> {
         diff::diff_reset_linux(f)
@@ -138,7 +150,7 @@ impl NodeOps for LinuxOps<'_> {
             Action::WriteBootScript { content } => {
                 Some(("/etc/kwinctl/boot.sh".into(), content.clone()))
             }
-            Action::InstallUnit { content } => Some((
+            Action::InstallUnit { content, .. } => Some((
                 "/etc/systemd/system/kwinctl-boot.service".into(),
                 content.clone(),
             )),

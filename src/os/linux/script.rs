@@ -12,6 +12,7 @@ use super::action::Action;
 use crate::alloc::Node;
 use crate::diff::Describe;
 use crate::hash::sha256_hex;
+use crate::inventory::LinuxSettings;
 use crate::render::{Renderer, comment};
 use crate::verify::PING_WAIT_SECS;
 
@@ -26,8 +27,14 @@ pub fn probe(r: &Renderer, reach: &[Ipv4Addr], nodes: bool) -> String {
 }
 
 /// `/etc/kwinctl/boot.sh` for a node: its routes to the other nodes, and
-/// the kwinctl routes the run leaves alone (`kept`).
-pub fn boot_script(r: &Renderer, node: &Node, kept: &BTreeMap<Ipv4Net, Ipv4Addr>) -> String {
+/// the kwinctl routes the run leaves alone (`kept`); it waits for their next
+/// hops as the host's `linux:` settings say.
+pub fn boot_script(
+    r: &Renderer,
+    node: &Node,
+    kept: &BTreeMap<Ipv4Net, Ipv4Addr>,
+    s: &LinuxSettings,
+) -> String {
     let mut all = node.routes();
     for (dst, via) in kept {
         all.entry(*dst).or_insert(*via);
@@ -40,13 +47,26 @@ pub fn boot_script(r: &Renderer, node: &Node, kept: &BTreeMap<Ipv4Net, Ipv4Addr>
         "linux/boot.sh",
         context! {
             host => node.name, cluster => node.cluster.name,
-            pod_cidr => node.pod_cidr.to_string(), routes,
+            pod_cidr => node.pod_cidr.to_string(), routes, boot_wait => s.boot_wait,
         },
     )
 }
 
-pub fn unit(r: &Renderer) -> String {
-    r.render("linux/boot.service", context! {})
+/// How many times systemd runs boot.sh at boot, in all, when it fails.
+pub const BOOT_STARTS: u32 = 4;
+
+/// `kwinctl-boot.service`: after network-online.target, and run again when
+/// boot.sh gives up ([`BOOT_STARTS`] runs, a quarter of its wait apart, 1 to
+/// 30 s), within a start limit that covers all of them.
+pub fn unit(r: &Renderer, s: &LinuxSettings) -> String {
+    let restart_sec = (s.boot_wait / 4).clamp(1, 30);
+    let limit_interval = BOOT_STARTS * (s.boot_wait + restart_sec) + 60;
+    r.render(
+        "linux/boot.service",
+        context! {
+            boot_wait => s.boot_wait, restart_sec, starts => BOOT_STARTS, limit_interval,
+        },
+    )
 }
 
 /// How long a cluster lock lasts if its run dies without releasing it.
@@ -247,6 +267,49 @@ mod tests {
         assert!(s.contains("kw_run 4 kw_action_4\n"), "{s}");
         assert!(s.contains("kw_run 5 kw_action_5\n"), "{s}");
         assert_eq!(s.matches("ip -4 -batch").count(), 1, "{s}");
+    }
+
+    /// boot.sh waits for its routes' next hops as long as the inventory
+    /// says, and the unit runs it after network-online.target and again
+    /// when it gives up, within a start limit that covers every run.
+    #[test]
+    fn boot_script_and_unit_follow_boot_wait() {
+        let node = crate::alloc::test_node(
+            "a",
+            crate::inventory::Os::Linux,
+            "198.18.1.2",
+            "198.19.0.0/24",
+            "198.19.0.0/16",
+            &[("b'x", "198.18.1.3", "198.19.1.0/24")],
+        );
+        let s = LinuxSettings { boot_wait: 8 };
+        let b = boot_script(&r(), &node, &BTreeMap::new(), &s);
+        assert!(b.contains("kw_wait=8\n"), "{b}");
+        assert!(b.contains("\n198.19.1.0/24 198.18.1.3\n"), "{b}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("boot.sh");
+        std::fs::write(&f, &b).unwrap();
+        let st = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&f)
+            .status()
+            .unwrap();
+        assert!(st.success(), "sh -n rejected boot.sh");
+        let u = unit(&r(), &s);
+        for line in [
+            "Wants=network-online.target",
+            "After=network-online.target",
+            "Restart=on-failure",
+            "RestartSec=2",
+            "StartLimitBurst=4",
+            // 4 runs of 8 s, 2 s apart, and a minute to spare
+            "StartLimitIntervalSec=100",
+            "TimeoutStartSec=38",
+        ] {
+            assert!(u.lines().any(|l| l == line), "{line}: {u}");
+        }
+        let u = unit(&r(), &LinuxSettings { boot_wait: 600 });
+        assert!(u.lines().any(|l| l == "RestartSec=30"), "{u}");
     }
 
     /// The probe template and the facts parser agree: run the probe here,
