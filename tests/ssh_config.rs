@@ -472,3 +472,37 @@ fn corpus_resolves_as_ssh_g_says() {
         }
     }
 }
+
+/// A config file but no OpenSSH client to read it: exit 2 saying so (and
+/// how to go on without a config), not a guess at what the file means.
+#[test]
+fn a_config_without_an_ssh_binary_is_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let inv = d.path().join("inv.yaml");
+    common::write(
+        &inv,
+        &format!("{CLUSTER}hosts:\n  - name: h1\n    os: linux\n    address: 198.18.239.2\n"),
+    );
+    let cfg = d.path().join("config");
+    common::write(&cfg, "Host h1\n  HostName 198.18.239.2\n");
+    let mut cmd = Command::new(common::bin());
+    cmd.args([
+        "plan",
+        "-i",
+        inv.to_str().unwrap(),
+        "--timeout",
+        "1",
+        "--retries",
+        "0",
+    ])
+    .args(["--ssh-config", cfg.to_str().unwrap()])
+    .env("KWINCTL_SSH_BINARY", d.path().join("no-ssh-here"))
+    .env_remove("SSH_AUTH_SOCK");
+    let o = common::run_bounded(cmd, std::time::Duration::from_secs(60));
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("no `ssh` binary") && t.contains("--ssh-config none"),
+        "{t}"
+    );
+}
