@@ -80,7 +80,7 @@ impl Validator {
         });
     }
 
-    fn path(&self, s: &str) -> PathBuf {
+    pub(super) fn path(&self, s: &str) -> PathBuf {
         expand_path(&self.base, s)
     }
 
@@ -557,16 +557,14 @@ impl Validator {
             let d = defaults.ssh.clone().unwrap_or_default();
             let o = h.ssh.clone().unwrap_or_default();
             let identity = o.identity.or(d.identity).map(|s| self.path(&s.value));
-            let known_hosts = o
-                .known_hosts
-                .or(d.known_hosts)
-                .map(|s| self.path(&s.value))
-                .unwrap_or_else(|| self.path("~/.ssh/known_hosts"));
+            let known_hosts = o.known_hosts.or(d.known_hosts).map(|s| self.path(&s.value));
+            let bastion = o.bastion.or(d.bastion).and_then(|b| self.bastion(&b));
             return Some(Connection::Ssh(SshSettings {
                 user: o.user.or(d.user),
                 port: o.port.or(d.port),
                 identity,
                 known_hosts,
+                bastion,
             }));
         }
         let d = defaults.winrm.clone().unwrap_or_default();
@@ -643,6 +641,7 @@ impl Validator {
             ca_file: o.ca_file.or(d.ca_file).map(|s| self.path(&s.value)),
             cert_sha256,
             allow_basic_over_http,
+            bastion: o.bastion.or(d.bastion).and_then(|b| self.bastion(&b)),
         }))
     }
 }
