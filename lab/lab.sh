@@ -29,6 +29,19 @@
 #                                own namespace, a veth on the HNSTransparent
 #                                bridge, ADDR, default route via GATEWAY
 #   lab.sh gc                    remove labs whose owner process is gone
+#   lab.sh hidden DIR NAME VIA linux|windows
+#                                a host reachable only through VIA (a lab host
+#                                or another hidden host): its own veth pair
+#                                behind VIA, 198.18.(200+K).0/24, no route from
+#                                this namespace (for bastion / ProxyJump tests)
+#   lab.sh user DIR HOST USER nopasswd|password
+#                                a login user besides root on HOST, with real
+#                                sudo: passwordless for /bin/sh, or asking for
+#                                a password
+#   lab.sh sshd-port DIR HOST PORT [CA_KEY]
+#                                one more sshd in HOST on PORT with its own host
+#                                key, certified by CA_KEY (a host certificate)
+#                                when given
 #
 # Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.13.12, the newest
 # release Windows Server 2016 runs): fake kubelet.exe/kube-proxy.exe that
@@ -120,12 +133,12 @@ wait_port() { # ip timeout-seconds
   return 1
 }
 start_sshd() { # DIR j
-  local dir=$1 j=$2 name="h$2" ns hd
-  ns=$(ns_of "$j")
-  hd="$dir/hosts/$name"
+  start_sshd_in "$1/hosts/h$2" "$(ns_of "$2")" "h$2"
+}
+start_sshd_in() { # hostdir netns name: a lab host's sshd (hidden hosts too)
   # Own mount and UTS namespace: own hostname, own /root, own /etc/kwinctl,
   # own (empty) /usr/local/bin where a test can place tools such as kubectl.
-  ip netns exec "$ns" unshare --mount --uts --propagation private sh -c '
+  ip netns exec "$2" unshare --mount --uts --propagation private sh -c '
     set -e
     hostname "$1"
     mount --bind "$2/root" /root
@@ -133,8 +146,12 @@ start_sshd() { # DIR j
     mount --bind "$2/etc-kwinctl" /etc/kwinctl
     mkdir -p "$2/usr-local-bin"
     mount --bind "$2/usr-local-bin" /usr/local/bin
+    # files of its own over /etc/<name> (lab.sh user: passwd, sudoers, ...)
+    if [ -d "$2/etc-over" ]; then
+      for f in "$2"/etc-over/*; do mount --bind "$f" "/etc/${f##*/}"; done
+    fi
     exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"
-  ' sh "$name" "$hd" "$SSHD"
+  ' sh "$3" "$1" "$SSHD"
 }
 stop_sshd() { # DIR j
   local hd="$1/hosts/h$2"
@@ -555,24 +572,8 @@ cmd_up() {
       cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
       rm -f "$hd/ssh_host_ed25519_key" "$hd/ssh_host_ed25519_key.pub"
       ssh-keygen -q -t ed25519 -N '' -C "h$j" -f "$hd/ssh_host_ed25519_key"
-      cat > "$hd/sshd_config" <<EOF
-ListenAddress $(host_ip "$j")
-Port 22
-HostKey $hd/ssh_host_ed25519_key
-PidFile $hd/sshd.pid
-AuthorizedKeysFile $dir/id_ed25519.pub
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-UseDNS no
-PrintMotd no
-MaxStartups 100:30:200
-MaxSessions 100
-Subsystem sftp internal-sftp
-EOF
+      { sshd_config_text "$dir" "$hd" "$(host_ip "$j")" 22; echo "Subsystem sftp internal-sftp"; } \
+        > "$hd/sshd_config"
     ) &
     if (( j % 16 == 0 )); then wait; fi
   done
@@ -641,6 +642,7 @@ cmd_down() {
   for j in $(seq 1 "${M:-0}"); do
     if [ -e "/run/netns/$(wns_of "$j")p" ]; then nss+=("$(wns_of "$j")p"); fi
   done
+  mapfile -t -O "${#nss[@]}" nss < <(hidden_nss "$dir")
   kill_nss "${nss[@]}"
   # Deleting the namespaces first takes their veth pairs with them, in one
   # batch: much faster than deleting hundreds of veths one by one.
@@ -696,7 +698,7 @@ cmd_gc() {
         # shellcheck disable=SC2046
         sd_stop $(cat "$d/sd")
       fi
-      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hw][0-9]+p?$" || true)
+      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwz][0-9]+p?$" || true)
       kill_nss "${nss[@]}"
       for n in "${nss[@]}"; do
         ip netns del "$n" 2>/dev/null || true
@@ -749,6 +751,40 @@ cmd_pod() { # DIR winJ ADDR/PREFIX GATEWAY
   ip -n "$pns" route add default via "$4"
 }
 
+# A login user USER (uid 4242) on HOST besides root, with real sudo(8):
+# `nopasswd` lets USER run /bin/sh as root without a password, `password`
+# makes sudo ask for one (which kwinctl's `sudo -n` cannot give). The user
+# and the sudoers rule exist only in that host's mount namespace (its own
+# passwd, group, shadow, hosts and sudoers over /etc), so nothing on this
+# machine changes; its sshd is restarted to see them.
+cmd_user() { # DIR HOST USER nopasswd|password
+  local dir=$1 name=$2 user=$3 rule j o
+  case $4 in
+    nopasswd) rule="NOPASSWD: /bin/sh" ;;
+    password) rule="ALL" ;;
+    *) die "lab.sh user: nopasswd or password, not $4" ;;
+  esac
+  [ -f /etc/sudoers ] && command -v sudo >/dev/null || die "lab.sh user needs sudo (scripts/setup.sh installs it)"
+  load "$dir"
+  j=$(num_of "$name")
+  o="$dir/hosts/h$j/etc-over"
+  mkdir -p "$o" "$dir/hosts/h$j/home-$user"
+  chown 4242:4242 "$dir/hosts/h$j/home-$user"
+  { cat /etc/passwd; echo "$user:x:4242:4242::$dir/hosts/h$j/home-$user:/bin/sh"; } > "$o/passwd"
+  { cat /etc/group; echo "$user:x:4242:"; } > "$o/group"
+  # `*`: no password to log in with, but not locked (sudo's PAM account
+  # check and sshd both accept it)
+  { cat /etc/shadow; echo "$user:*:19000:0:99999:7:::"; } > "$o/shadow"
+  chmod 640 "$o/shadow"
+  # sudo resolves the host's own name
+  { cat /etc/hosts; echo "127.0.1.1 h$j"; } > "$o/hosts"
+  printf 'root ALL=(ALL:ALL) ALL\n%s ALL=(root) %s\n' "$user" "$rule" > "$o/sudoers"
+  chmod 440 "$o/sudoers"
+  stop_sshd "$dir" "$j"
+  start_sshd "$dir" "$j"
+  wait_port "$(host_ip "$j")" 20 || die "sshd of $name did not come back"
+}
+
 cmd_rekey() {
   local dir=$1 j hd
   load "$dir"
@@ -761,7 +797,121 @@ cmd_rekey() {
   wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
 }
 
+
+# ------------------------------------------------------------------ hidden hosts
+# Hosts behind another host (bastion tests): listed in DIR/hidden.tsv as
+# name, ip, netns, via, kind. Kept in this section so that other changes to
+# the lab merge easily.
+lab_tsv() { # DIR -> hosts.tsv and hidden.tsv lines
+  cat "$1/hosts.tsv"
+  if [ -f "$1/hidden.tsv" ]; then cat "$1/hidden.tsv"; fi
+}
+hidden_ns_of() { # DIR name -> netns of a lab host or hidden host
+  local f
+  f=$(lab_tsv "$1" | awk -v n="$2" '$1 == n { print $3 }' | head -1)
+  [ -n "$f" ] || die "no lab host $2"
+  echo "$f"
+}
+hidden_nss() { # DIR -> every hidden host's netns
+  [ -f "$1/hidden.tsv" ] || return 0
+  awk '{ print $3 }' "$1/hidden.tsv"
+}
+sshd_config_text() { # DIR hostdir ip port: a lab sshd's config
+  cat <<EOF
+ListenAddress $3
+Port $4
+HostKey $2/ssh_host_ed25519_key
+PidFile $2/sshd.pid
+AuthorizedKeysFile $1/id_ed25519.pub
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+MaxStartups 100:30:200
+MaxSessions 100
+EOF
+}
+cmd_hidden() { # DIR NAME VIA KIND
+  local dir=$1 name=$2 via=$3 kind=$4 k vns ns ip hd
+  load "$dir"
+  case "$name" in *[!a-z0-9]*|"") die "hidden host names are [a-z0-9]+" ;; esac
+  if [ -f "$dir/hidden.tsv" ] && awk -v n="$name" '$1 == n { f = 1 } END { exit !f }' "$dir/hidden.tsv"; then
+    die "$name already exists"
+  fi
+  vns=$(hidden_ns_of "$dir" "$via")
+  k=1
+  if [ -f "$dir/hidden.tsv" ]; then k=$(( $(wc -l < "$dir/hidden.tsv") + 1 )); fi
+  [ "$k" -le 39 ] || die "at most 39 hidden hosts"
+  ns="kwl${LAB_ID}z$k"
+  ip="198.18.$((200 + k)).2"
+  hd="$dir/hosts/$name"
+  mkdir -p "$hd/root" "$hd/etc-kwinctl"
+  ip netns add "$ns"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$ip" "$ns" "$via" "$kind" >> "$dir/hidden.tsv"
+  ip -n "$vns" link add "kwz$k" type veth peer name eth0 netns "$ns"
+  ip -n "$vns" addr add "198.18.$((200 + k)).1/24" dev "kwz$k"
+  ip -n "$vns" link set "kwz$k" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "$ip/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  case "$kind" in
+    linux)
+      cp -a /etc/skel/. "$hd/root/" 2>/dev/null || true
+      ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$hd/ssh_host_ed25519_key"
+      sshd_config_text "$dir" "$hd" "$ip" 22 > "$hd/sshd_config"
+      echo "$ip $(cut -d' ' -f1,2 "$hd/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
+      start_sshd_in "$hd" "$ns" "$name"
+      ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip 22 20" \
+        || die "sshd of $name did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
+      ;;
+    windows)
+      "$WINSIM/setup-venv.sh"
+      [ -f "$dir/winrm-password" ] || ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
+      echo "{\"hostname\": \"${name^^}\"}" > "$hd/state.json"
+      "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
+        --ca "$hd/ca.pem" --cn "$ip" > "$hd/cert.sha256"
+      ip netns exec "$ns" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
+        setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$ip" \
+        --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
+        --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
+        --allow-basic --log "$hd/winsim.log" </dev/null >>"$hd/winsim.out" 2>&1 &
+      ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip 5985 20" \
+        || die "winsim of $name did not come up: $(tail -3 "$hd/winsim.out" 2>/dev/null)"
+      ;;
+    *) die "kind is linux or windows" ;;
+  esac
+}
+cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
+  local dir=$1 host=$2 port=$3 ca=${4:-} ns ip hd
+  load "$dir"
+  ns=$(hidden_ns_of "$dir" "$host")
+  ip=$(lab_tsv "$dir" | awk -v n="$host" '$1 == n { print $2 }' | head -1)
+  hd="$dir/hosts/$host/sshd-$port"
+  mkdir -p "$hd"
+  ssh-keygen -q -t ed25519 -N '' -C "$host:$port" -f "$hd/ssh_host_ed25519_key"
+  sshd_config_text "$dir" "$hd" "$ip" "$port" > "$hd/sshd_config"
+  if [ -n "$ca" ]; then
+    ssh-keygen -q -s "$ca" -I "$host-$port" -h -n "$ip,$host" -V -1h:+1h "$hd/ssh_host_ed25519_key.pub"
+    echo "HostCertificate $hd/ssh_host_ed25519_key-cert.pub" >> "$hd/sshd_config"
+  fi
+  # inside the host's own mount and UTS namespaces when its sshd runs
+  local pidf="$dir/hosts/$host/sshd.pid"
+  if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
+    nsenter --target "$(cat "$pidf")" --net --mount --uts -- "$SSHD" -f "$hd/sshd_config" -E "$hd/sshd.log"
+  else
+    ip netns exec "$ns" "$SSHD" -f "$hd/sshd_config" -E "$hd/sshd.log"
+  fi
+  ip netns exec "$ns" bash -c "$(declare -f wait_tcp); wait_tcp $ip $port 20" \
+    || die "sshd on $host:$port did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
+}
+
 case "${1:-}" in
+  hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
+  sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
     [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
     up_dir=$2 up_n="" up_m=0 up_s=0
@@ -784,6 +934,7 @@ case "${1:-}" in
     cmd_reboot "${@:2}" ;;
   rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
   pod) [ $# -eq 5 ] || die "usage: lab.sh pod DIR winJ ADDR/PREFIX GATEWAY"; cmd_pod "$2" "$3" "$4" "$5" ;;
+  user) [ $# -eq 5 ] || die "usage: lab.sh user DIR HOST USER nopasswd|password"; cmd_user "$2" "$3" "$4" "$5" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)
     [ $# -eq 3 ] || die "usage: lab.sh start-sshd DIR HOST"
@@ -804,5 +955,5 @@ case "${1:-}" in
     fi
     exec ip netns exec "$(ns_of "$j")" "$@" ;;
   gc) cmd_gc ;;
-  *) sed -n '2,23p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
 esac

@@ -8,6 +8,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+# real sudo(8) for lab hosts with a non-root user (lab.sh user)
+command -v sudo >/dev/null 2>&1 || need+=(sudo)
 # The lab's systemd hosts (Debian containers booting systemd, lab/lab.sh).
 command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)

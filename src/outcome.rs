@@ -142,6 +142,7 @@ pub enum HostError {
         total: usize,
         exit: Option<u32>,
         stderr: String,
+        mode: Mode,
     },
     /// The probe after applying is not valid.
     Reprobe(FactsError),
@@ -189,9 +190,10 @@ impl fmt::Display for HostError {
                 total,
                 exit,
                 stderr,
+                mode,
             } => write!(
                 f,
-                "the script stopped after {done} of {total} actions (exit {exit:?}): {}",
+                "the script stopped after {done} of {total} actions (exit {exit:?}): {}; the host may be partly changed: rerun `kwinctl {mode}`",
                 clip(stderr.trim(), 300)
             ),
             HostError::Reprobe(e) => write!(f, "re-probe after apply: {e}"),
@@ -249,6 +251,9 @@ pub struct HostReport {
     pub address: Ipv4Addr,
     #[schemars(with = "String")]
     pub pod_cidr: Ipv4Net,
+    /// How the host was reached: `ssh user@address:port via ...`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
     pub status: HostStatus,
     pub actions: Vec<ActionReport>,
     pub checks: Vec<Check>,
@@ -279,6 +284,7 @@ impl HostReport {
             os,
             address,
             pod_cidr,
+            route: None,
             status: HostStatus::Ok,
             actions: Vec::new(),
             checks: Vec::new(),

@@ -298,6 +298,9 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
     if mode.previews() {
         s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
+        if let Some(route) = &r.route {
+            s.push_str(&format!("  connection: {route}\n"));
+        }
         if let Some(e) = &r.error {
             s.push_str(&format!("  ERROR: {e}\n"));
         } else if interesting.is_empty() {

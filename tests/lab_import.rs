@@ -29,6 +29,16 @@ fn complete(lab: &Lab, imported: &Path) {
     let start = s.find("\ncluster:").unwrap() + 1;
     let end = s.find("\ndefaults:").unwrap() + 1;
     let mut out = format!("{}{}{}", &s[..start], cluster, &s[end..]);
+    // the lab's own known_hosts file (Ansible's inventory has no such variable)
+    let ssh = out.find("\ndefaults:").unwrap();
+    let ssh = ssh + out[ssh..].find("\n  ssh:\n").unwrap() + "\n  ssh:\n".len();
+    out.insert_str(
+        ssh,
+        &format!(
+            "    known_hosts: {}\n",
+            lab.dir().join("known_hosts").display()
+        ),
+    );
     let win = out.find("  windows:  # Ansible group windows").unwrap();
     let eol = win + out[win..].find('\n').unwrap() + 1;
     out.insert_str(
@@ -64,15 +74,7 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
             key.display()
         ),
     );
-    // known_hosts where an imported inventory looks (~/.ssh/known_hosts)
-    let home = d.join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::copy(d.join("known_hosts"), home.join(".ssh/known_hosts")).unwrap();
-    let home_s = home.to_str().unwrap();
-    let env = [
-        ("HOME", home_s),
-        ("KWINCTL_WINRM_PASSWORD_WINDOWS", password.as_str()),
-    ];
+    let env = [("KWINCTL_WINRM_PASSWORD_WINDOWS", password.as_str())];
 
     let from_ini = d.join("from-ini").join("inventory.yaml");
     std::fs::create_dir_all(from_ini.parent().unwrap()).unwrap();

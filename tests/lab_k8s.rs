@@ -120,9 +120,8 @@ fn run_on_win1(lab: &Lab, script: &str) -> String {
         let opts = kwinctl::transport::ConnectOptions::new(
             std::time::Duration::from_secs(20),
             false,
-            None,
-        )
-        .unwrap();
+            kwinctl::transport::Routes::default(),
+        );
         let mut s =
             kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
                 .await

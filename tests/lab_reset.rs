@@ -18,7 +18,7 @@ fn on_a_terminal(args: &[&str], answer: &str) -> (Option<i32>, String) {
         .join(" ");
     let mut child = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
-        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .env("KWINCTL_SSH_CONFIG", "none")
         .env("TERM", "dumb")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

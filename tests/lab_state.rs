@@ -179,7 +179,7 @@ fn two_inventories_adding_hosts_at_once_never_share_a_block() {
     let spawn = |i: &str| {
         Command::new(common::bin())
             .args(["up", "-i", i])
-            .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+            .env("KWINCTL_SSH_CONFIG", "none")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -331,7 +331,7 @@ fn up_limited_to_a_new_host_never_leaves_its_peers_behind_silently() {
 fn spawn_up(i: &str) -> std::process::Child {
     Command::new(common::bin())
         .args(["up", "-i", i, "--parallel", "1"])
-        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .env("KWINCTL_SSH_CONFIG", "none")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -247,9 +247,8 @@ fn run_script(lab: &Lab, name: &str, script: &str) -> Result<kwinctl::transport:
         let opts = kwinctl::transport::ConnectOptions::new(
             std::time::Duration::from_secs(20),
             false,
-            None,
-        )
-        .unwrap();
+            kwinctl::transport::Routes::default(),
+        );
         let mut s =
             kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
                 .await
@@ -599,9 +598,8 @@ fn transport_reports_exit_code_and_stderr_of_a_failing_command() {
         let opts = kwinctl::transport::ConnectOptions::new(
             std::time::Duration::from_secs(20),
             false,
-            None,
-        )
-        .unwrap();
+            Default::default(),
+        );
         let mut s = kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts).await.expect("connect");
         let out = s
             .run("# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\n# kwinctl-sim: {\"kind\":\"fail\",\"code\":3,\"stderr\":\"boom: it broke\"}\nWrite-Output 'hello'\n")
@@ -648,9 +646,8 @@ fn a_lost_ntlm_session_is_retried_once_when_safe() {
         let opts = kwinctl::transport::ConnectOptions::new(
             std::time::Duration::from_secs(20),
             false,
-            None,
-        )
-        .unwrap();
+            Default::default(),
+        );
         // opening the shell: the first sealed request gets a 401
         lose(1);
         let mut s =

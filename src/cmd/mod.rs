@@ -47,8 +47,9 @@ pub struct Common {
     /// Trust and record host keys not yet in known_hosts (trust on first use).
     #[arg(long)]
     pub accept_new_host_keys: bool,
-    /// OpenSSH client config to honour (HostName, Port, User, IdentityFile).
-    #[arg(long, value_name = "FILE", env = "KWINCTL_SSH_CONFIG")]
+    /// OpenSSH client config, read as `ssh -F FILE` reads it (`none`: no
+    /// config). Default: ~/.ssh/config and /etc/ssh/ssh_config, as `ssh`.
+    #[arg(long, value_name = "FILE|none", env = "KWINCTL_SSH_CONFIG")]
     pub ssh_config: Option<PathBuf>,
     /// Reachability checks: `all` (every node pings every other), `none`, or
     /// N (each node pings its N ring neighbours in address order, and is

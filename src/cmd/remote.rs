@@ -3,7 +3,6 @@
 //! record, and changes the selected ones) → summary.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use crate::outcome::{HostError, HostStatus};
 use crate::record::{self, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
-use crate::transport::ConnectOptions;
+use crate::transport::{self, ConfigSource, ConnectOptions};
 use crate::verify::ReachMode;
 
 /// The hosts the run is about: `--limit`, or what the last run left to do
@@ -114,16 +113,15 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
     }
     let all: Vec<&crate::inventory::Host> = hosts.iter().map(|(h, _)| h).collect();
     l.inv.check_credentials(&all)?;
-    let ssh_config = c
-        .ssh_config
-        .clone()
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ssh").join("config")));
+    // Where and as whom each host is reached, as OpenSSH resolves it, before
+    // anything is contacted: a config kwinctl cannot follow is bad input.
+    let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))
+        .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
     let connect = ConnectOptions::new(
         Duration::from_secs(c.timeout),
         c.accept_new_host_keys,
-        ssh_config,
-    )
-    .map_err(CliError::bad)?;
+        routes,
+    );
     // Desired state is computed before anything is contacted: a bad binary
     // spec or an unreadable kubeconfig is bad input.
     let uploads = Uploads::default();
@@ -133,6 +131,7 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
             desired: Desired::of(&l.inv, &h, &uploads)?,
             selected: selected(&h.name),
             removed,
+            route: connect.routes.get(&h.name).map(|r| r.describe()),
             host: h,
         });
     }
@@ -142,6 +141,13 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         .map(|t| t.host.name.clone())
         .collect();
     let reporter = Arc::new(Reporter::new(c.output, mode, names.len(), c.verbose));
+    if c.verbose {
+        for t in targets.iter().filter(|t| t.selected) {
+            if let Some(r) = &t.route {
+                reporter.say(&format!("{}: {r}", t.host.name));
+            }
+        }
+    }
     let record = match RunRecord::start(&l.path, mode.name(), &names) {
         Ok(r) => Some(Arc::new(r)),
         Err(e) => {

@@ -258,9 +258,9 @@ pub(super) fn settings(
             | "ansible_scp_extra_args" | "ansible_sftp_extra_args" | "ansible_ssh_executable" => {
                 p.refuse(
                     v,
-                    "ssh command-line options: kwinctl speaks SSH itself and cannot honour them \
-                     (a ProxyJump, other known_hosts files)",
-                    "remove them; reach the host directly, with the key and known_hosts settings of the inventory",
+                    "ssh command-line options: kwinctl speaks SSH itself and cannot read them",
+                    "remove them: a jump host goes in ssh.bastion (or ProxyJump in ~/.ssh/config), \
+                     other files in the inventory's ssh settings",
                 )
             }
             "ansible_winrm_cert_pem" | "ansible_winrm_cert_key_pem" | "ansible_psrp_certificate_pem"

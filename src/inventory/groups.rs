@@ -17,8 +17,9 @@ use serde_saphyr::Spanned;
 
 use super::linux::RawLinux;
 use super::raw::{
-    Pairs, RawBinaries, RawBinary, RawDefaults, RawGroup, RawHost, RawSsh, RawWinRm, RawWindows,
+    Pairs, RawBinaries, RawDefaults, RawGroup, RawHost, RawSsh, RawWinRm, RawWindows,
 };
+use super::same::Same;
 use super::validate::Validator;
 use super::{Os, Pos, Role, valid_name};
 use crate::text::echo;
@@ -48,39 +49,6 @@ pub(super) struct Clash {
     pub first: (String, Pos),
     pub second: (String, Pos),
     pub host: String,
-}
-
-/// Equal as the inventory means it (positions aside).
-trait Same {
-    fn same(&self, o: &Self) -> bool;
-}
-
-impl Same for String {
-    fn same(&self, o: &Self) -> bool {
-        self == o
-    }
-}
-impl Same for u16 {
-    fn same(&self, o: &Self) -> bool {
-        self == o
-    }
-}
-impl Same for u32 {
-    fn same(&self, o: &Self) -> bool {
-        self == o
-    }
-}
-impl Same for bool {
-    fn same(&self, o: &Self) -> bool {
-        self == o
-    }
-}
-impl Same for RawBinary {
-    fn same(&self, o: &Self) -> bool {
-        self.url.as_ref().map(|u| &u.value) == o.url.as_ref().map(|u| &u.value)
-            && self.path == o.path
-            && self.sha256 == o.sha256
-    }
 }
 
 /// `winrm.password_env` and `winrm.password_file` of one layer.
@@ -166,6 +134,7 @@ pub(super) fn layered(
         port: _,
         identity: _,
         known_hosts: _,
+        bastion: _,
     } = RawSsh::default();
     let RawWinRm {
         user: _,
@@ -177,6 +146,7 @@ pub(super) fn layered(
         ca_file: _,
         cert_sha256: _,
         allow_basic_over_http: _,
+        bastion: _,
     } = RawWinRm::default();
     let RawWindows {
         binaries: RawBinaries {
@@ -204,7 +174,8 @@ pub(super) fn layered(
             user = "user",
             port = "port",
             identity = "identity",
-            known_hosts = "known_hosts"
+            known_hosts = "known_hosts",
+            bastion = "bastion"
         ]
     );
     let winrm: Vec<(&str, Option<&RawWinRm>)> =
@@ -224,7 +195,8 @@ pub(super) fn layered(
             auth = "auth",
             ca_file = "ca_file",
             cert_sha256 = "cert_sha256",
-            allow_basic_over_http = "allow_basic_over_http"
+            allow_basic_over_http = "allow_basic_over_http",
+            bastion = "bastion"
         ]
     );
     // password_env and password_file are one setting: the layer that gives

@@ -5,10 +5,12 @@
 //! rule can point at, so semantic errors (duplicates, overlaps) point at the
 //! offending value, not just at the file.
 
+mod bastion;
 mod groups;
 pub mod kubeconfig;
 mod linux;
 mod raw;
+mod same;
 mod validate;
 mod version;
 
@@ -164,15 +166,35 @@ pub struct ClusterPos {
     pub pause_image: Option<Pos>,
 }
 
+/// What the inventory says about an SSH connection. Each value set here is
+/// given to OpenSSH's resolution as on `ssh`'s command line (`-l`, `-p`,
+/// `-i`, `-o UserKnownHostsFile`): it wins over ssh_config.
 #[derive(Debug, Clone)]
 pub struct SshSettings {
-    /// `None`: from `~/.ssh/config`, else root.
+    /// `None`: from ssh_config, else root.
     pub user: Option<String>,
-    /// `None`: from `~/.ssh/config`, else 22.
+    /// `None`: from ssh_config, else 22.
     pub port: Option<u16>,
-    /// Explicit key file; `None` means ssh-agent and then `~/.ssh/config`.
+    /// A key file offered first (as `ssh -i`).
     pub identity: Option<PathBuf>,
-    pub known_hosts: PathBuf,
+    /// `None`: ssh_config's UserKnownHostsFile (OpenSSH's default
+    /// `~/.ssh/known_hosts`).
+    pub known_hosts: Option<PathBuf>,
+    /// A jump host in front of the host (as `ssh -J`).
+    pub bastion: Option<Bastion>,
+}
+
+/// An SSH jump host in front of a host (`ssh.bastion` / `winrm.bastion`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bastion {
+    /// An address or a name (resolved through ssh_config as `ssh` would).
+    pub address: String,
+    pub user: Option<String>,
+    pub port: Option<u16>,
+    pub identity: Option<PathBuf>,
+    pub known_hosts: Option<PathBuf>,
+    /// Where it is written in the inventory.
+    pub pos: Pos,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +239,8 @@ pub struct WinRmSettings {
     pub ca_file: Option<PathBuf>,
     pub cert_sha256: Option<String>,
     pub allow_basic_over_http: bool,
+    /// An SSH jump host in front of the host: WinRM goes through a tunnel.
+    pub bastion: Option<Bastion>,
 }
 
 #[derive(Debug, Clone)]
@@ -369,6 +393,24 @@ impl Inventory {
     pub fn check_credentials(&self, hosts: &[&Host]) -> Result<(), InventoryError> {
         let mut problems = Vec::new();
         for h in hosts {
+            let bastion = match &h.connection {
+                Connection::Ssh(s) => s.bastion.as_ref(),
+                Connection::WinRm(w) => w.bastion.as_ref(),
+            };
+            if let Some(b) = bastion
+                && let Some(id) = &b.identity
+                && let Err(e) = std::fs::File::open(id)
+            {
+                problems.push(Problem {
+                    pos: b.pos,
+                    message: format!(
+                        "host {}: bastion identity file {} cannot be read: {e}",
+                        h.name,
+                        id.display()
+                    ),
+                    hint: "point bastion.identity at a readable key, or remove it to use ssh-agent and ssh_config".into(),
+                });
+            }
             match &h.connection {
                 Connection::Ssh(s) => {
                     if let Some(id) = &s.identity
@@ -654,5 +696,44 @@ hosts:
         );
         let p = first(&s);
         assert!(p.message.contains("Basic"), "{p:?}");
+    }
+
+    #[test]
+    fn bastions_validated_with_positions() {
+        let with = |b: &str| {
+            GOOD.replace(
+                "    role: control-plane\n",
+                &format!("    role: control-plane\n    ssh:\n      bastion: {b}\n"),
+            )
+        };
+        let inv = parse(&with("{ address: 10.0.0.5, user: ops, port: 2222 }")).unwrap();
+        let Connection::Ssh(s) = &inv.hosts[0].connection else {
+            panic!("ssh")
+        };
+        let b = s.bastion.as_ref().expect("bastion");
+        assert_eq!(
+            (b.address.as_str(), b.port, b.user.as_deref()),
+            ("10.0.0.5", Some(2222), Some("ops"))
+        );
+        let bad = with("{ address: \"bad host!\" }");
+        let line = bad.lines().position(|l| l.contains("bastion:")).unwrap() + 1;
+        let p = first(&bad);
+        assert_eq!((p.pos.line, p.pos.column), (line, 27), "{p:?}");
+        assert!(p.message.contains("bastion address"), "{p:?}");
+        let p = first(&with("{ address: 10.0.0.5, port: 0 }"));
+        assert!(p.message.contains("port 0"), "{p:?}");
+        let p = first(&with("{ address: 10.0.0.5, proxy: x }"));
+        assert!(p.message.contains("unknown field"), "{p:?}");
+        assert_eq!(p.pos.line, line, "{p:?}");
+        // winrm hosts take one too
+        let s = GOOD.replace(
+            "    pod_cidr: 192.168.1.0/24\n",
+            "    pod_cidr: 192.168.1.0/24\n    winrm: { bastion: { address: jump.example } }\n",
+        );
+        let inv = parse(&s).unwrap();
+        let Connection::WinRm(w) = &inv.hosts[1].connection else {
+            panic!("winrm")
+        };
+        assert_eq!(w.bastion.as_ref().unwrap().address, "jump.example");
     }
 }

@@ -147,6 +147,32 @@ pub(super) struct RawSsh {
     pub(super) identity: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
     pub(super) known_hosts: Option<Spanned<String>>,
+    /// An SSH jump host in front of the host (like `ssh -J`).
+    #[schemars(with = "Option<RawBastion>")]
+    pub(super) bastion: Option<Spanned<RawBastion>>,
+}
+
+/// `ssh.bastion` / `winrm.bastion`: an SSH jump host in front of the host
+/// (k0sctl's form), with its own user, key and known_hosts.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBastion {
+    /// The jump host: an IPv4 address, or a name ssh_config (or DNS)
+    /// resolves.
+    #[schemars(with = "String")]
+    pub(super) address: Spanned<String>,
+    /// Its login user (default: ssh_config's, else root).
+    pub(super) user: Option<String>,
+    /// Its SSH port (default: ssh_config's, else 22).
+    #[schemars(with = "Option<u16>")]
+    pub(super) port: Option<Spanned<u16>>,
+    /// Its key file (default: ssh-agent and ssh_config's IdentityFile).
+    #[schemars(with = "Option<String>")]
+    pub(super) identity: Option<Spanned<String>>,
+    /// The known_hosts file its host key is checked against (default:
+    /// ssh_config's UserKnownHostsFile).
+    #[schemars(with = "Option<String>")]
+    pub(super) known_hosts: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
@@ -170,6 +196,9 @@ pub(super) struct RawWinRm {
     pub(super) cert_sha256: Option<Spanned<String>>,
     #[schemars(with = "Option<bool>")]
     pub(super) allow_basic_over_http: Option<Spanned<bool>>,
+    /// An SSH jump host in front of the host (like `ssh -J`).
+    #[schemars(with = "Option<RawBastion>")]
+    pub(super) bastion: Option<Spanned<RawBastion>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

@@ -81,7 +81,7 @@ impl Validator {
         });
     }
 
-    fn path(&self, s: &str) -> PathBuf {
+    pub(super) fn path(&self, s: &str) -> PathBuf {
         expand_path(&self.base, s)
     }
 
@@ -597,16 +597,14 @@ impl Validator {
         if os == Os::Linux || h.ssh.is_some() {
             let s = &lay.ssh;
             let identity = s.identity.as_ref().map(|s| self.path(&s.value));
-            let known_hosts = s
-                .known_hosts
-                .as_ref()
-                .map(|s| self.path(&s.value))
-                .unwrap_or_else(|| self.path("~/.ssh/known_hosts"));
+            let known_hosts = s.known_hosts.as_ref().map(|s| self.path(&s.value));
+            let bastion = s.bastion.as_ref().and_then(|b| self.bastion(b));
             return Some(Connection::Ssh(SshSettings {
                 user: s.user.as_ref().map(|u| u.value.clone()),
                 port: s.port.as_ref().map(|p| p.value),
                 identity,
                 known_hosts,
+                bastion,
             }));
         }
         let w = lay.winrm.clone();
@@ -682,6 +680,7 @@ impl Validator {
             ca_file: w.ca_file.map(|s| self.path(&s.value)),
             cert_sha256,
             allow_basic_over_http,
+            bastion: w.bastion.as_ref().and_then(|b| self.bastion(b)),
         }))
     }
 }

@@ -134,11 +134,16 @@ pub struct Target {
     pub selected: bool,
     /// A host removed from the inventory (reached by `reset` by name).
     pub removed: bool,
+    /// How the host is reached (`ssh user@address:port via ...`), shown by
+    /// `plan`, `-v` and the run record.
+    pub route: Option<String>,
 }
 
 impl Target {
     fn blank(&self, pod_cidr: ipnet::Ipv4Net) -> HostReport {
-        HostReport::new(&self.host.name, self.host.os, self.host.address, pod_cidr)
+        let mut r = HostReport::new(&self.host.name, self.host.os, self.host.address, pod_cidr);
+        r.route = self.route.clone();
+        r
     }
 }
 

@@ -229,6 +229,7 @@ pub(super) async fn apply<O: NodeOps>(
                 total: actions.len(),
                 exit: o.exit,
                 stderr: o.stderr,
+                mode: ctx.mode,
             });
         }
         out = Some(o);

@@ -358,6 +358,7 @@ impl Operator {
                 desired: Desired::of(&inv, h, &Default::default()).unwrap(),
                 selected: only.is_empty() || only.contains(&h.name.as_str()),
                 removed: false,
+                route: None,
             })
             .collect();
         let selected = targets.iter().filter(|t| t.selected).count();

@@ -1,16 +1,24 @@
 //! How kwinctl reaches a host: one [`Session`] per host per command, one
 //! remote call per script.
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 use crate::inventory::{Connection, Host};
 
+mod auth;
+mod jump;
+pub mod known_hosts;
+mod resolve;
+pub mod route;
 pub mod ssh;
+pub mod sshconf;
 pub mod winrm;
+
+pub use resolve::resolve;
+pub use route::{Route, Routes};
+pub use sshconf::ConfigSource;
 
 /// What runs the scripts a host is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,13 +79,29 @@ pub enum TransportError {
     },
     #[error(
         "unknown host key for {host} ({seen}): not in {file}. Verify the fingerprint, then add it \
-         (ssh-keyscan {host} >> {file}) or rerun with --accept-new-host-keys to trust it on first use"
+         ({scan}) or rerun with --accept-new-host-keys to trust it on first use"
     )]
     UnknownHostKey {
         host: String,
         seen: String,
         file: String,
+        /// The command that records it.
+        scan: String,
     },
+    #[error("host key of {host} refused: {msg}")]
+    HostCert { host: String, msg: String },
+    /// A jump host in front of the host failed.
+    #[error("bastion {jump}: {error}")]
+    Jump {
+        jump: String,
+        error: Box<TransportError>,
+    },
+    #[error(
+        "sudo on {host} needs a password for {user}: kwinctl runs `sudo -n /bin/sh -s` and never types one. \
+         Allow {user} passwordless sudo for /bin/sh (e.g. `{user} ALL=(root) NOPASSWD: /bin/sh` in /etc/sudoers.d/kwinctl), \
+         or connect as root (ssh.user: root)"
+    )]
+    SudoPassword { host: String, user: String },
     #[error("authentication failed for {user}@{host}: {msg}")]
     Auth {
         user: String,
@@ -94,7 +118,11 @@ impl TransportError {
     /// Whether trying again might help. Host-key and authentication failures
     /// never are.
     pub fn retriable(&self) -> bool {
-        matches!(self, TransportError::Connect { .. })
+        match self {
+            TransportError::Connect { .. } => true,
+            TransportError::Jump { error, .. } => error.retriable(),
+            _ => false,
+        }
     }
 }
 
@@ -111,38 +139,26 @@ pub trait Session: Send {
 pub struct ConnectOptions {
     pub connect_timeout: Duration,
     pub accept_new_host_keys: bool,
-    /// Parsed `~/.ssh/config` (or the file given with --ssh-config).
-    pub ssh_config: Option<Arc<ssh2_config::SshConfig>>,
-    pub key_cache: ssh::KeyCache,
+    /// How each host is reached, resolved before the run.
+    pub routes: std::sync::Arc<Routes>,
+    pub key_cache: auth::KeyCache,
+    /// One connection per jump host, shared by every host behind it.
+    pub(crate) jumps: jump::Pool,
 }
 
 impl ConnectOptions {
     pub fn new(
         connect_timeout: Duration,
         accept_new_host_keys: bool,
-        ssh_config: Option<PathBuf>,
-    ) -> Result<ConnectOptions, String> {
-        let ssh_config = match ssh_config {
-            None => None,
-            Some(p) if !p.exists() => None,
-            Some(p) => {
-                let f = std::fs::File::open(&p)
-                    .map_err(|e| format!("cannot read ssh config {}: {e}", p.display()))?;
-                let cfg = ssh2_config::SshConfig::default()
-                    .parse(
-                        &mut std::io::BufReader::new(f),
-                        ssh2_config::ParseRule::ALLOW_UNKNOWN_FIELDS,
-                    )
-                    .map_err(|e| format!("ssh config {}: {e}", p.display()))?;
-                Some(Arc::new(cfg))
-            }
-        };
-        Ok(ConnectOptions {
+        routes: Routes,
+    ) -> ConnectOptions {
+        ConnectOptions {
             connect_timeout,
             accept_new_host_keys,
-            ssh_config,
-            key_cache: ssh::KeyCache::default(),
-        })
+            routes: std::sync::Arc::new(routes),
+            key_cache: auth::KeyCache::default(),
+            jumps: jump::Pool::default(),
+        }
     }
 }
 
@@ -154,10 +170,26 @@ pub async fn connect(
     opts: &ConnectOptions,
 ) -> Result<Box<dyn Session>, TransportError> {
     match &host.connection {
-        Connection::Ssh(s) => Ok(Box::new(
-            ssh::SshSession::connect(host, s, interpreter, opts).await?,
-        )),
-        Connection::WinRm(w) => Ok(Box::new(winrm::WinRmSession::connect(host, w, opts).await?)),
+        Connection::Ssh(s) => {
+            let Some(Route::Ssh(ep)) = opts.routes.get(&host.name) else {
+                return Err(TransportError::Setup(format!(
+                    "internal: no SSH route was resolved for {}",
+                    host.name
+                )));
+            };
+            Ok(Box::new(
+                ssh::SshSession::connect(host, s, ep.clone(), interpreter, opts).await?,
+            ))
+        }
+        Connection::WinRm(w) => {
+            let via = match opts.routes.get(&host.name) {
+                Some(Route::WinRm { via, .. }) => via.clone(),
+                _ => None,
+            };
+            Ok(Box::new(
+                winrm::WinRmSession::connect(host, w, via, opts).await?,
+            ))
+        }
     }
 }
 

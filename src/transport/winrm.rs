@@ -21,6 +21,8 @@ const SEND_CHUNK: usize = 64 * 1024;
 pub struct WinRmSession {
     host: String,
     shell: Option<Shell<'static>>,
+    /// The SOCKS5 tunnel through a bastion, while the session lasts.
+    _tunnel: Option<super::jump::Tunnel>,
 }
 
 /// An error and all its causes, on one line.
@@ -137,8 +139,18 @@ impl WinRmSession {
     pub async fn connect(
         host: &Host,
         w: &WinRmSettings,
+        via: Option<std::sync::Arc<super::route::Endpoint>>,
         opts: &ConnectOptions,
     ) -> Result<WinRmSession, TransportError> {
+        // Through a bastion: its shared SSH connection, and a local SOCKS5
+        // proxy to this host's listener over it.
+        let tunnel = match &via {
+            Some(v) => {
+                let conn = opts.jumps.get(v, opts).await?;
+                Some(super::jump::socks(conn, host.address.to_string(), w.port).await?)
+            }
+            None => None,
+        };
         let source = w.password.clone();
         let password = tokio::task::spawn_blocking(move || source.read())
             .await
@@ -150,6 +162,9 @@ impl WinRmSession {
             WinrmConfig::http()
         };
         cfg.port = Some(w.port);
+        if let Some(t) = &tunnel {
+            cfg.proxy = Some(winrm_rs::SecretString::from(t.url.clone()));
+        }
         cfg.connect_timeout_secs = opts.connect_timeout.as_secs().max(1);
         cfg.auth_method = match w.auth {
             WinRmAuth::Ntlm => AuthMethod::Ntlm,
@@ -191,6 +206,7 @@ impl WinRmSession {
         Ok(WinRmSession {
             host: host.name.clone(),
             shell: Some(shell),
+            _tunnel: tunnel,
         })
     }
 

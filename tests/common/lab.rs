@@ -326,6 +326,56 @@ impl Lab {
     pub fn start_sshd(&self, host: &str) {
         check(&lab_sh(&["start-sshd", &self.dir_s(), host]), "start-sshd");
     }
+    /// A login user besides root on `host` (uid 4242, only in that host's
+    /// namespace) with real sudo: `nopasswd` for /bin/sh, or `password`.
+    pub fn user(&self, host: &str, user: &str, sudo: &str) {
+        check(&lab_sh(&["user", &self.dir_s(), host, user, sudo]), "user");
+    }
+}
+
+// ---- hosts behind other hosts (bastion tests) and extra sshds
+impl Lab {
+    /// A host reachable only through `via` (a lab host or another hidden
+    /// host): `kind` is "linux" (its own sshd, key in the lab's known_hosts)
+    /// or "windows" (winsim). Torn down with the lab.
+    pub fn hidden(&self, name: &str, via: &str, kind: &str) -> LabHost {
+        check(
+            &lab_sh(&["hidden", &self.dir_s(), name, via, kind]),
+            "hidden",
+        );
+        let tsv = std::fs::read_to_string(self.dir.join("hidden.tsv")).expect("hidden.tsv");
+        let f: Vec<&str> = tsv
+            .lines()
+            .find(|l| l.split('\t').next() == Some(name))
+            .expect("hidden host listed")
+            .split('\t')
+            .collect();
+        LabHost {
+            name: f[0].to_string(),
+            ip: f[1].parse().expect("ip"),
+            netns: f[2].to_string(),
+        }
+    }
+    /// One more sshd in `host` on `port` with its own host key, certified
+    /// by `ca` when given; returns its folder (host key, sshd.log).
+    pub fn sshd_port(&self, host: &str, port: u16, ca: Option<&Path>) -> PathBuf {
+        let port_s = port.to_string();
+        let mut args = vec!["sshd-port".to_string(), self.dir_s(), host.into(), port_s];
+        if let Some(ca) = ca {
+            args.push(ca.to_string_lossy().into_owned());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        check(&lab_sh(&args), "sshd-port");
+        self.dir
+            .join("hosts")
+            .join(host)
+            .join(format!("sshd-{port}"))
+    }
+    /// A host's sshd log (lab and hidden hosts).
+    pub fn sshd_log(&self, host: &str) -> String {
+        std::fs::read_to_string(self.dir.join("hosts").join(host).join("sshd.log"))
+            .unwrap_or_default()
+    }
 }
 
 /// How a systemd host's network comes up late on its next boot.

@@ -22,7 +22,7 @@ pub fn kwinctl(args: &[&str]) -> Output {
 pub fn kwinctl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(bin());
     cmd.args(args)
-        .env("KWINCTL_SSH_CONFIG", "/nonexistent")
+        .env("KWINCTL_SSH_CONFIG", "none")
         .env_remove("SSH_AUTH_SOCK");
     for (k, v) in env {
         cmd.env(k, v);
