@@ -59,6 +59,12 @@ enum Command {
         #[arg(short = 'y', long)]
         yes: bool,
     },
+    /// Write a kwinctl inventory from another tool's: `kwinctl import ansible
+    /// hosts.ini -o inventory.yaml` (INI, YAML, or `ansible-inventory --list`).
+    Import {
+        #[command(subcommand)]
+        from: ImportFrom,
+    },
     /// Print a shell completion script, e.g. `kwinctl completions bash >
     /// /etc/bash_completion.d/kwinctl` (see README, "Install").
     Completions {
@@ -77,6 +83,27 @@ enum Command {
         /// Write kwinctl.1 and kwinctl-COMMAND.1 into this folder.
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportFrom {
+    /// An Ansible inventory: INI, YAML, or the JSON of `ansible-inventory
+    /// --list`. Hosts, groups (children flattened) and connection variables
+    /// are mapped, each with a comment naming its line; what cannot be
+    /// mapped is refused (exit 2) with its position; passwords are never
+    /// copied; the cluster: section is left for you to fill in.
+    Ansible {
+        /// The Ansible inventory file.
+        inventory: std::path::PathBuf,
+        /// Write here (never over an existing file) instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        out: Option<std::path::PathBuf>,
+        /// Look up host names (ansible_host, or the host's name when it is
+        /// not an address) once, now, and write the address found (refused
+        /// when a name has no or several IPv4 addresses).
+        #[arg(long)]
+        resolve: bool,
     },
 }
 
@@ -196,6 +223,14 @@ fn main() -> ExitCode {
         Command::Up(c) => cmd::remote(&c, Mode::Up),
         Command::Verify(c) => cmd::remote(&c, Mode::Verify),
         Command::Reset { common, yes } => cmd::reset(&common, yes),
+        Command::Import {
+            from:
+                ImportFrom::Ansible {
+                    inventory,
+                    out,
+                    resolve,
+                },
+        } => kwinctl::import::ansible(&inventory, out.as_deref(), resolve),
         Command::Completions { .. } | Command::Man { .. } | Command::Schema { .. } => {
             unreachable!("generated above")
         }

@@ -58,7 +58,8 @@ pub enum HostStatus {
     Failed,
     /// `plan`: changes pending.
     Pending,
-    /// Not started, or stopped between steps, because of Ctrl-C / SIGTERM.
+    /// Not started, or stopped between steps, because of Ctrl-C / SIGTERM;
+    /// or not started because `--max-fail` hosts had failed.
     Interrupted,
 }
 
@@ -151,6 +152,9 @@ pub enum HostError {
     ResetIncomplete,
     /// Ctrl-C / SIGTERM: `probed` when the host was probed but not changed.
     Interrupted { probed: bool },
+    /// `--max-fail`: `failed` hosts had failed (`max` stops the run) before
+    /// this one's turn to change; nothing was changed on it.
+    NotStarted { failed: usize, max: usize },
     /// The cluster's allocation cannot be made: nothing was changed anywhere.
     Cluster(String),
     /// The changes were not made: the cluster lock was not this run's.
@@ -204,6 +208,11 @@ impl fmt::Display for HostError {
             HostError::Interrupted { probed: true } => {
                 f.write_str("interrupted after probing: nothing was changed")
             }
+            HostError::NotStarted { failed, max } => write!(
+                f,
+                "not started: {failed} host{} failed, and --max-fail stops at {max}; nothing was changed on it",
+                if *failed == 1 { "" } else { "s" }
+            ),
             HostError::Cluster(why) => write!(f, "{why}"),
             HostError::Refused(why) => write!(f, "nothing was changed: {why}"),
             HostError::PeerRoutes(missing) => write!(
@@ -297,6 +306,12 @@ impl HostReport {
     pub fn interrupted(mut self, probed: bool) -> HostReport {
         self.status = HostStatus::Interrupted;
         self.error = Some(HostError::Interrupted { probed });
+        self
+    }
+    /// This report, not started because `--max-fail` was reached.
+    pub fn not_started(mut self, failed: usize, max: usize) -> HostReport {
+        self.status = HostStatus::Interrupted;
+        self.error = Some(HostError::NotStarted { failed, max });
         self
     }
     pub fn count(&self, s: ActionStatus) -> usize {

@@ -6,7 +6,6 @@ mod remote;
 mod render;
 mod reset;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -28,8 +27,11 @@ pub struct Common {
     /// The inventory file.
     #[arg(short = 'i', long = "inventory", value_name = "INV")]
     pub inventory: PathBuf,
-    /// Only these hosts (comma-separated names).
-    #[arg(long, value_delimiter = ',', value_name = "HOST,..")]
+    /// Only these hosts, as Ansible's patterns: names, groups (declared, or
+    /// linux, windows, control-plane, worker), globs (web*), !exclusions,
+    /// &intersections, @FILE (one per line); separated by commas, or colons:
+    /// --limit 'web*:!web3'. A pattern that matches nothing is an error.
+    #[arg(long, value_name = "PATTERN,..")]
     pub limit: Vec<String>,
     /// How many hosts at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -58,6 +60,11 @@ pub struct Common {
     /// get done: failed, interrupted, or never finished.
     #[arg(long, conflicts_with = "limit")]
     pub only_failed: bool,
+    /// `up` and `reset`: once N selected hosts (or P% of them, rounded up)
+    /// have failed, no further host starts changing anything (a rolling
+    /// change with `--parallel 1`); those are reported not started.
+    #[arg(long, value_name = "N|P%", value_parser = parse_max_fail)]
+    pub max_fail: Option<MaxFail>,
     /// With `up --limit`: also make the route changes the other hosts need
     /// to reach a new or moved node (instead of failing them).
     #[arg(long)]
@@ -65,6 +72,51 @@ pub struct Common {
     /// More progress detail.
     #[arg(short, long)]
     pub verbose: bool,
+}
+
+/// `--max-fail`: a number of hosts, or a share of the selected ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxFail {
+    Hosts(usize),
+    Percent(u32),
+}
+
+impl MaxFail {
+    /// How many failed hosts stop the run, out of `selected` (a share is
+    /// rounded up, and is at least 1).
+    pub fn threshold(self, selected: usize) -> usize {
+        match self {
+            MaxFail::Hosts(n) => n,
+            MaxFail::Percent(p) => (selected * p as usize).div_ceil(100).max(1),
+        }
+    }
+}
+
+impl std::fmt::Display for MaxFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxFail::Hosts(n) => write!(f, "{n}"),
+            MaxFail::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+fn parse_max_fail(s: &str) -> Result<MaxFail, String> {
+    let bad = || format!("{s:?}: give a number of hosts (1 or more) or a percentage (1% to 100%)");
+    match s.strip_suffix('%') {
+        Some(p) => p
+            .parse::<u32>()
+            .ok()
+            .filter(|p| (1..=100).contains(p))
+            .map(MaxFail::Percent)
+            .ok_or_else(bad),
+        None => s
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(MaxFail::Hosts)
+            .ok_or_else(bad),
+    }
 }
 
 fn parse_reach(s: &str) -> Result<ReachMode, String> {
@@ -153,26 +205,35 @@ fn load(c: &Common) -> Result<Loaded, CliError> {
     })
 }
 
-/// The hosts selected by --limit (all when empty); unknown names are bad input.
+/// The hosts selected by --limit (all without it), in inventory order.
 fn selected<'a>(l: &'a Loaded, limit: &[String]) -> Result<Vec<(&'a Host, &'a Node)>, CliError> {
-    let want: HashSet<String> = limit
-        .iter()
-        .map(|s| s.trim().to_ascii_lowercase())
-        .collect();
-    for w in &want {
-        if l.inv.host(w).is_none() {
-            let names: Vec<&str> = l.inv.hosts.iter().map(|h| h.name.as_str()).collect();
-            return Err(CliError::bad(format!(
-                "--limit names {w:?}, which is not in {}; hosts are: {}",
-                l.inv.path.display(),
-                names.join(", ")
-            )));
-        }
-    }
+    let want = crate::select::resolve(&l.inv, &[], limit).map_err(CliError::bad)?;
     Ok(l.inv
         .hosts
         .iter()
         .zip(&l.nodes)
-        .filter(|(h, _)| want.is_empty() || want.contains(&h.name.to_ascii_lowercase()))
+        .filter(|(h, _)| {
+            want.as_ref()
+                .is_none_or(|w| w.contains(&h.name.to_ascii_lowercase()))
+        })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_fail_is_a_count_or_a_share_rounded_up() {
+        assert_eq!(parse_max_fail("2"), Ok(MaxFail::Hosts(2)));
+        assert_eq!(parse_max_fail("30%"), Ok(MaxFail::Percent(30)));
+        for bad in ["0", "0%", "101%", "-1", "x", "%"] {
+            assert!(parse_max_fail(bad).is_err(), "{bad}");
+        }
+        assert_eq!(MaxFail::Hosts(2).threshold(10), 2);
+        assert_eq!(MaxFail::Percent(30).threshold(10), 3);
+        assert_eq!(MaxFail::Percent(25).threshold(10), 3);
+        assert_eq!(MaxFail::Percent(1).threshold(10), 1);
+        assert_eq!(MaxFail::Percent(100).threshold(4), 4);
+    }
 }

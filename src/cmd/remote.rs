@@ -11,7 +11,7 @@ use crate::error::{CliError, Exit};
 use crate::lock::Lock;
 use crate::mode::Mode;
 use crate::os::{Desired, windows::Uploads};
-use crate::outcome::HostStatus;
+use crate::outcome::{HostError, HostStatus};
 use crate::record::{self, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
@@ -21,44 +21,45 @@ use crate::verify::ReachMode;
 /// The hosts the run is about: `--limit`, or what the last run left to do
 /// (`--only-failed`), or all. `None`: nothing to do.
 fn selection(c: &Common, mode: Mode, l: &Loaded) -> Result<Option<BTreeSet<String>>, CliError> {
-    let mut limit: Vec<String> = c.limit.iter().map(|s| s.trim().to_string()).collect();
-    if c.only_failed {
-        // `up`, `plan` and `verify` look at what the last `up` left; `reset`
-        // at the last `reset`.
-        let command = if mode.resets() { "reset" } else { "up" };
-        let last = record::load_last(&l.path, command).map_err(CliError::bad)?;
-        limit = last.to_redo();
-        if limit.is_empty() {
-            err_line(&format!(
-                "--only-failed: the last `kwinctl {command}` ({}) left nothing to do",
-                last.run_dir.display()
-            ));
-            return Ok(None);
-        }
-        err_line(&format!("--only-failed: {}", limit.join(", ")));
-    }
-    let mut want = BTreeSet::new();
-    for w in &limit {
-        let k = w.to_ascii_lowercase();
-        if l.inv.host(&k).is_some() {
-            want.insert(k);
-        } else if l.state.removed.contains_key(&k) {
-            if !mode.resets() {
-                return Err(CliError::bad(format!(
-                    "--limit names {w:?}, which was removed from {}: `kwinctl reset --limit {w}` \
-                     reaches it (its block stays reserved until then)",
-                    l.inv.path.display()
-                )));
-            }
-            want.insert(k);
-        } else if !c.only_failed {
-            let names: Vec<&str> = l.inv.hosts.iter().map(|h| h.name.as_str()).collect();
+    if !c.only_failed {
+        let removed: Vec<String> = l.state.removed.keys().cloned().collect();
+        let want = crate::select::resolve(&l.inv, &removed, &c.limit)
+            .map_err(CliError::bad)?
+            .unwrap_or_default();
+        if let Some(w) = want.iter().find(|w| l.state.removed.contains_key(*w))
+            && !mode.resets()
+        {
             return Err(CliError::bad(format!(
-                "--limit names {w:?}, which is not in {}; hosts are: {}",
-                l.inv.path.display(),
-                names.join(", ")
+                "--limit names {w:?}, which was removed from {}: `kwinctl reset --limit {w}` \
+                 reaches it (its block stays reserved until then)",
+                l.inv.path.display()
             )));
         }
+        return Ok(Some(want));
+    }
+    // `up`, `plan` and `verify` look at what the last `up` left; `reset`
+    // at the last `reset`.
+    let command = if mode.resets() { "reset" } else { "up" };
+    let last = record::load_last(&l.path, command).map_err(CliError::bad)?;
+    let limit = last.to_redo();
+    if limit.is_empty() {
+        err_line(&format!(
+            "--only-failed: the last `kwinctl {command}` ({}) left nothing to do",
+            last.run_dir.display()
+        ));
+        return Ok(None);
+    }
+    err_line(&format!("--only-failed: {}", limit.join(", ")));
+    // hosts no longer in the inventory (nor removed hosts for `reset`) are
+    // left out
+    let want: BTreeSet<String> = limit
+        .iter()
+        .map(|w| w.to_ascii_lowercase())
+        .filter(|k| l.inv.host(k).is_some() || (mode.resets() && l.state.removed.contains_key(k)))
+        .collect();
+    if want.is_empty() {
+        err_line("--only-failed: none of them is in the inventory any more: nothing to do");
+        return Ok(None);
     }
     Ok(Some(want))
 }
@@ -79,6 +80,11 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
     } else {
         None
     };
+    if c.max_fail.is_some() && matches!(mode, Mode::Plan | Mode::Verify) {
+        return Err(CliError::bad(format!(
+            "--max-fail stops a run from changing further hosts; `kwinctl {mode}` changes nothing: leave it out"
+        )));
+    }
     let l = load(c)?;
     super::register_secrets(&l.inv);
     let Some(want) = selection(c, mode, &l)? else {
@@ -164,6 +170,7 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         timeout: Duration::from_secs(c.timeout),
         retries: c.retries,
         with_peer_routes: c.with_peer_routes,
+        max_fail: c.max_fail.map(|m| m.threshold(names.len())),
     };
     let cluster = run::Cluster {
         inventory: Arc::new(l.inv.clone()),
@@ -206,6 +213,18 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         None => Err(std::io::Error::other("see the warning above")),
     };
     reporter.finish(reports, interrupted, &summary);
+    let stopped: Vec<&str> = reports
+        .iter()
+        .filter(|r| matches!(r.error, Some(HostError::NotStarted { .. })))
+        .map(|r| r.host.as_str())
+        .collect();
+    if let (Some(m), false) = (c.max_fail, stopped.is_empty()) {
+        err_line(&format!(
+            "--max-fail {m} reached: not started: {}; once the failed hosts are fixed, \
+             `kwinctl {mode} --only-failed` continues with the hosts left",
+            stopped.join(", ")
+        ));
+    }
     let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
     match run_dir {
         Ok(d) if failed || interrupted || c.verbose => err_line(&format!(

@@ -6,9 +6,11 @@
 //! offending value, not just at the file.
 
 mod bastion;
+mod groups;
 pub mod kubeconfig;
 mod linux;
 mod raw;
+mod same;
 mod validate;
 mod version;
 
@@ -20,10 +22,16 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+pub use groups::BUILT_IN as BUILT_IN_GROUPS;
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
+pub use raw::Pairs;
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{KubeVersion, Minor};
+
+/// What `kwinctl import` writes where only the operator knows the value
+/// (the `cluster:` section); `check` refuses it until it is replaced.
+pub const PLACEHOLDER: &str = "FILL-IN";
 
 /// A position in the inventory file (1-based line and column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -267,6 +275,9 @@ pub struct Host {
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
+    /// The declared groups it is in (not the built-in ones), in the order
+    /// `groups:` declares them.
+    pub groups: Vec<String>,
     pub linux: LinuxSettings,
     /// Where the host's entry starts in the inventory file.
     pub pos: Pos,
@@ -277,6 +288,8 @@ pub struct Inventory {
     pub path: PathBuf,
     pub cluster: Cluster,
     pub hosts: Vec<Host>,
+    /// The groups declared under `groups:` (built-in ones aside), in order.
+    pub groups: Vec<String>,
     /// How a host with no settings of its own is reached, per OS (`None`
     /// when the defaults do not make a valid connection): what `reset` uses
     /// for a host removed from the inventory.
@@ -343,10 +356,30 @@ impl Inventory {
             pod_cidr: None,
             connection: self.default_connections.get(&os)?.clone(),
             windows: WindowsSettings::default(),
+            groups: Vec::new(),
             // (reset writes no boot.sh: how long it waits does not matter)
             linux: LinuxSettings::default(),
             pos: Pos::default(),
         })
+    }
+
+    /// The hosts of a group, built-in (`all`, `linux`, `windows`,
+    /// `control-plane`, `worker`) or declared (names without case); `None`
+    /// when there is no such group.
+    pub fn group_members(&self, group: &str) -> Option<Vec<&Host>> {
+        let g = group.to_ascii_lowercase();
+        let member = |h: &Host| match g.as_str() {
+            "all" => true,
+            "linux" => h.os == Os::Linux,
+            "windows" => h.os == Os::Windows,
+            "control-plane" => h.role == Role::ControlPlane,
+            "worker" => h.role == Role::Worker,
+            _ => h.groups.iter().any(|x| x.eq_ignore_ascii_case(&g)),
+        };
+        let known = g == "all"
+            || BUILT_IN_GROUPS.contains(&g.as_str())
+            || self.groups.iter().any(|x| x.eq_ignore_ascii_case(&g));
+        known.then(|| self.hosts.iter().filter(|h| member(h)).collect())
     }
 
     pub fn host(&self, name: &str) -> Option<&Host> {

@@ -1,10 +1,48 @@
 //! The inventory as written: every value a validation rule can point at
 //! keeps its source position (serde-saphyr's `Spanned`).
 
+use std::marker::PhantomData;
+
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use super::linux::RawLinux;
+
+/// A YAML mapping in the file's order, keys with their positions (a map
+/// type would need `Ord`/`Hash` keys, and lose the order).
+#[derive(Debug, Clone)]
+pub struct Pairs<K, V>(pub Vec<(K, V)>);
+
+impl<K, V> Default for Pairs<K, V> {
+    fn default() -> Self {
+        Pairs(Vec::new())
+    }
+}
+
+impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Pairs<K, V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Pv<K, V>(PhantomData<(K, V)>);
+        impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for Pv<K, V> {
+            type Value = Pairs<K, V>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(p) = m.next_entry()? {
+                    v.push(p);
+                }
+                Ok(Pairs(v))
+            }
+            // `key:` with nothing after it
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Pairs(Vec::new()))
+            }
+        }
+        d.deserialize_map(Pv(PhantomData))
+    }
+}
 
 /// A kwinctl inventory (see README, "Inventory").
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -14,6 +52,12 @@ pub(super) struct RawInventory {
     pub(super) cluster: RawCluster,
     #[serde(default)]
     pub(super) defaults: RawDefaults,
+    /// Named groups and their settings; hosts name the groups they are in.
+    /// `linux`, `windows`, `control-plane` and `worker` are built in (by os
+    /// and role) and may have settings too.
+    #[serde(default)]
+    #[schemars(with = "std::collections::BTreeMap<String, Option<RawGroup>>")]
+    pub(super) groups: Pairs<Spanned<String>, Option<RawGroup>>,
     #[schemars(with = "Vec<RawHost>")]
     pub(super) hosts: Spanned<Vec<Spanned<RawHost>>>,
 }
@@ -74,13 +118,31 @@ pub(super) struct RawDefaults {
     pub(super) winrm: Option<RawWinRm>,
     #[serde(default)]
     pub(super) linux: Option<RawLinux>,
+    #[serde(default)]
+    pub(super) windows: Option<RawWindows>,
+}
+
+/// A group's settings: what its hosts get unless they set them themselves.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroup {
+    #[serde(default)]
+    pub(super) ssh: Option<RawSsh>,
+    #[serde(default)]
+    pub(super) winrm: Option<RawWinRm>,
+    #[serde(default)]
+    pub(super) windows: Option<RawWindows>,
+    #[serde(default)]
+    pub(super) linux: Option<RawLinux>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSsh {
-    pub(super) user: Option<String>,
-    pub(super) port: Option<u16>,
+    #[schemars(with = "Option<String>")]
+    pub(super) user: Option<Spanned<String>>,
+    #[schemars(with = "Option<u16>")]
+    pub(super) port: Option<Spanned<u16>>,
     #[schemars(with = "Option<String>")]
     pub(super) identity: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
@@ -116,20 +178,24 @@ pub(super) struct RawBastion {
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWinRm {
-    pub(super) user: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub(super) user: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
     pub(super) password_env: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
     pub(super) password_file: Option<Spanned<String>>,
-    pub(super) port: Option<u16>,
-    pub(super) tls: Option<bool>,
+    #[schemars(with = "Option<u16>")]
+    pub(super) port: Option<Spanned<u16>>,
+    #[schemars(with = "Option<bool>")]
+    pub(super) tls: Option<Spanned<bool>>,
     #[schemars(with = "Option<String>")]
     pub(super) auth: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
     pub(super) ca_file: Option<Spanned<String>>,
     #[schemars(with = "Option<String>")]
     pub(super) cert_sha256: Option<Spanned<String>>,
-    pub(super) allow_basic_over_http: Option<bool>,
+    #[schemars(with = "Option<bool>")]
+    pub(super) allow_basic_over_http: Option<Spanned<bool>>,
     /// An SSH jump host in front of the host (like `ssh -J`).
     #[schemars(with = "Option<RawBastion>")]
     pub(super) bastion: Option<Spanned<RawBastion>>,
@@ -149,6 +215,10 @@ pub(super) struct RawHost {
     /// The node's routable IPv4 address: where kwinctl connects and the next hop of other nodes' routes to its pod CIDR.
     #[schemars(with = "String")]
     pub(super) address: Spanned<String>,
+    /// The groups it is in (declared under `groups:`).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub(super) groups: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     /// Pin this node's block (default: what the node records, else allocated).
     #[schemars(with = "Option<String>")]
@@ -188,9 +258,11 @@ pub(super) struct RawWindows {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBinaries {
     #[serde(default)]
-    pub(super) kubelet: Option<RawBinary>,
+    #[schemars(with = "Option<RawBinary>")]
+    pub(super) kubelet: Option<Spanned<RawBinary>>,
     #[serde(default, rename = "kube-proxy")]
-    pub(super) kube_proxy: Option<RawBinary>,
+    #[schemars(with = "Option<RawBinary>")]
+    pub(super) kube_proxy: Option<Spanned<RawBinary>>,
 }
 
 impl RawBinaries {
@@ -198,7 +270,7 @@ impl RawBinaries {
     pub(super) fn iter(&self) -> impl Iterator<Item = (&'static str, &RawBinary)> {
         [("kubelet", &self.kubelet), ("kube-proxy", &self.kube_proxy)]
             .into_iter()
-            .filter_map(|(n, b)| b.as_ref().map(|b| (n, b)))
+            .filter_map(|(n, b)| b.as_ref().map(|b| (n, &b.value)))
     }
 }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
+use super::groups::{Clash, Declared, Layered, layered};
 use super::raw::{RawCluster, RawDefaults, RawHost, RawInventory};
 use super::*;
 use crate::text::echo;
@@ -109,6 +110,8 @@ impl Validator {
     pub(super) fn inventory(&mut self, path: &Path, raw: RawInventory) -> Option<Inventory> {
         let cluster = self.cluster(&raw.cluster);
         let defaults = raw.defaults;
+        let declared = self.declared(&raw.groups, &raw.hosts.value);
+        let mut clashes = Vec::new();
         let mut hosts = Vec::new();
         if raw.hosts.value.is_empty() {
             self.problem(
@@ -120,7 +123,7 @@ impl Validator {
         let mut names: HashMap<String, Pos> = HashMap::new();
         let mut addrs: HashMap<Ipv4Addr, (String, Pos)> = HashMap::new();
         for h in &raw.hosts.value {
-            let Some(host) = self.host(h, &defaults) else {
+            let Some(host) = self.host(h, &defaults, &declared, &mut clashes) else {
                 continue;
             };
             let lname = host.name.to_ascii_lowercase();
@@ -153,6 +156,7 @@ impl Validator {
             }
             hosts.push((host, h));
         }
+        self.clashes(clashes);
         let cluster = cluster?;
         // Cross-checks against the cluster networks.
         let mut pins: Vec<(Ipv4Net, String, Pos)> = Vec::new();
@@ -249,6 +253,7 @@ impl Validator {
                 os: spanned(&os.to_string()),
                 role: None,
                 address: spanned("0.0.0.0"),
+                groups: None,
                 pod_cidr: None,
                 ssh: None,
                 winrm: None,
@@ -259,7 +264,9 @@ impl Validator {
                 base: self.base.clone(),
                 problems: Vec::new(),
             };
-            if let Some(c) = v.connection(os, &bare, &defaults, Pos::default())
+            let (_, settings) = v.membership(&bare, Some(os), Role::Worker, &declared);
+            let lay = layered(&bare, &settings, &defaults, &mut Vec::new());
+            if let Some(c) = v.connection(os, &bare, &lay, Pos::default())
                 && v.problems.is_empty()
             {
                 default_connections.insert(os, c);
@@ -269,11 +276,38 @@ impl Validator {
             path: path.to_path_buf(),
             cluster,
             hosts: hosts.into_iter().map(|(h, _)| h).collect(),
+            groups: super::groups::in_order(&declared),
             default_connections,
         })
     }
 
     fn cluster(&mut self, c: &RawCluster) -> Option<Cluster> {
+        // `kwinctl import` leaves these for the operator
+        let keys = [
+            ("name", Some(&c.name)),
+            ("cluster_cidr", Some(&c.cluster_cidr)),
+            ("service_cidr", Some(&c.service_cidr)),
+            ("api_server", c.api_server.as_ref()),
+            ("kubernetes_version", c.kubernetes_version.as_ref()),
+            ("kubeconfig", c.kubeconfig.as_ref()),
+            ("pause_image", c.pause_image.as_ref()),
+        ];
+        let mut unfilled = false;
+        for (key, v) in keys {
+            if let Some(v) = v
+                && v.value.trim() == PLACEHOLDER
+            {
+                self.problem(
+                    v.into(),
+                    format!("cluster.{key} is still {PLACEHOLDER}, the placeholder `kwinctl import` wrote"),
+                    format!("replace it with the cluster's {key} (the comment beside it says what it is)"),
+                );
+                unfilled = true;
+            }
+        }
+        if unfilled {
+            return None;
+        }
         let name_ok = valid_name(&c.name.value);
         if !name_ok {
             self.problem(
@@ -358,7 +392,13 @@ impl Validator {
         })
     }
 
-    fn host(&mut self, sh: &Spanned<RawHost>, defaults: &RawDefaults) -> Option<Host> {
+    fn host(
+        &mut self,
+        sh: &Spanned<RawHost>,
+        defaults: &RawDefaults,
+        declared: &BTreeMap<String, Declared>,
+        clashes: &mut Vec<Clash>,
+    ) -> Option<Host> {
         let h = &sh.value;
         let pos = Pos::from(sh);
         let mut ok = true;
@@ -427,17 +467,22 @@ impl Validator {
             Some(p) => self.net(p, "pod_cidr").map(Some),
             None => Some(None),
         };
-        let connection = os.and_then(|os| self.connection(os, h, defaults, pos));
-        let linux = self.linux(os, h.linux.as_ref(), defaults.linux.as_ref());
-        let windows = match &h.windows {
-            Some(w) => match self.windows(w) {
-                Some(w) => w,
-                None => {
-                    ok = false;
-                    WindowsSettings::default()
-                }
-            },
-            None => WindowsSettings::default(),
+        let (groups, settings) = self.membership(h, os, role, declared);
+        let lay = layered(h, &settings, defaults, clashes);
+        let connection = os.and_then(|os| self.connection(os, h, &lay, pos));
+        // a Windows host's own linux: block is a mistake; for a Linux host,
+        // the layered one (defaults < groups < host)
+        let linux = if os == Some(Os::Windows) {
+            self.linux(os, h.linux.as_ref(), None)
+        } else {
+            self.linux(os, Some(&lay.linux), None)
+        };
+        let windows = match self.windows(&lay.windows) {
+            Some(w) => w,
+            None => {
+                ok = false;
+                WindowsSettings::default()
+            }
         };
         if !ok {
             return None;
@@ -450,6 +495,7 @@ impl Validator {
             pod_cidr: pod_cidr?,
             connection: connection?,
             windows,
+            groups,
             linux,
             pos,
         })
@@ -545,32 +591,25 @@ impl Validator {
         })
     }
 
-    fn connection(
-        &mut self,
-        os: Os,
-        h: &RawHost,
-        defaults: &RawDefaults,
-        pos: Pos,
-    ) -> Option<Connection> {
-        // Linux always uses SSH; Windows uses WinRM unless an ssh block is given.
+    fn connection(&mut self, os: Os, h: &RawHost, lay: &Layered, pos: Pos) -> Option<Connection> {
+        // Linux always uses SSH; Windows uses WinRM unless the host has an
+        // ssh block of its own (a group's ssh settings do not switch it).
         if os == Os::Linux || h.ssh.is_some() {
-            let d = defaults.ssh.clone().unwrap_or_default();
-            let o = h.ssh.clone().unwrap_or_default();
-            let identity = o.identity.or(d.identity).map(|s| self.path(&s.value));
-            let known_hosts = o.known_hosts.or(d.known_hosts).map(|s| self.path(&s.value));
-            let bastion = o.bastion.or(d.bastion).and_then(|b| self.bastion(&b));
+            let s = &lay.ssh;
+            let identity = s.identity.as_ref().map(|s| self.path(&s.value));
+            let known_hosts = s.known_hosts.as_ref().map(|s| self.path(&s.value));
+            let bastion = s.bastion.as_ref().and_then(|b| self.bastion(b));
             return Some(Connection::Ssh(SshSettings {
-                user: o.user.or(d.user),
-                port: o.port.or(d.port),
+                user: s.user.as_ref().map(|u| u.value.clone()),
+                port: s.port.as_ref().map(|p| p.value),
                 identity,
                 known_hosts,
                 bastion,
             }));
         }
-        let d = defaults.winrm.clone().unwrap_or_default();
-        let o = h.winrm.clone().unwrap_or_default();
-        let tls = o.tls.or(d.tls).unwrap_or(true);
-        let auth_s = o.auth.or(d.auth);
+        let w = lay.winrm.clone();
+        let tls = w.tls.map(|t| t.value).unwrap_or(true);
+        let auth_s = w.auth;
         let auth = match auth_s.as_ref().map(|a| a.value.to_ascii_lowercase()) {
             None => WinRmAuth::Ntlm,
             Some(a) if a == "ntlm" => WinRmAuth::Ntlm,
@@ -585,10 +624,7 @@ impl Validator {
                 return None;
             }
         };
-        let allow_basic_over_http = o
-            .allow_basic_over_http
-            .or(d.allow_basic_over_http)
-            .unwrap_or(false);
+        let allow_basic_over_http = w.allow_basic_over_http.map(|a| a.value).unwrap_or(false);
         if auth == WinRmAuth::Basic && !tls && !allow_basic_over_http {
             self.problem(
                 pos,
@@ -600,10 +636,7 @@ impl Validator {
             );
             return None;
         }
-        let password = match (
-            o.password_env.or(d.password_env),
-            o.password_file.or(d.password_file),
-        ) {
+        let password = match (w.password_env, w.password_file) {
             (Some(_), Some(f)) => {
                 self.problem(
                     (&f).into(),
@@ -616,7 +649,7 @@ impl Validator {
             (None, Some(f)) => PasswordSource::File(self.path(&f.value)),
             (None, None) => PasswordSource::Env("KWINCTL_WINRM_PASSWORD".into()),
         };
-        let cert_sha256 = o.cert_sha256.or(d.cert_sha256).map(|s| {
+        let cert_sha256 = w.cert_sha256.map(|s| {
             let clean: String = s
                 .value
                 .chars()
@@ -633,15 +666,21 @@ impl Validator {
             clean
         });
         Some(Connection::WinRm(WinRmSettings {
-            user: o.user.or(d.user).unwrap_or_else(|| "Administrator".into()),
+            user: w
+                .user
+                .map(|u| u.value)
+                .unwrap_or_else(|| "Administrator".into()),
             password,
-            port: o.port.or(d.port).unwrap_or(if tls { 5986 } else { 5985 }),
+            port: w
+                .port
+                .map(|p| p.value)
+                .unwrap_or(if tls { 5986 } else { 5985 }),
             tls,
             auth,
-            ca_file: o.ca_file.or(d.ca_file).map(|s| self.path(&s.value)),
+            ca_file: w.ca_file.map(|s| self.path(&s.value)),
             cert_sha256,
             allow_basic_over_http,
-            bastion: o.bastion.or(d.bastion).and_then(|b| self.bastion(&b)),
+            bastion: w.bastion.as_ref().and_then(|b| self.bastion(b)),
         }))
     }
 }

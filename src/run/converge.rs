@@ -44,6 +44,10 @@ pub(super) async fn converge<O: NodeOps>(
         r.actions = step::reports_of(&d, ActionStatus::Skipped);
         return r.failed(e);
     }
+    if let Some((failed, max)) = ctx.max_fail_reached() {
+        r.actions = step::reports_of(&d, ActionStatus::Skipped);
+        return r.not_started(failed, max);
+    }
     let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
     let after = match step::apply(ctx, s, node, ops, &d, &reach, &mut r).await {
         Ok(f) => f,

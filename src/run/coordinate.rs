@@ -219,12 +219,12 @@ impl Drop for Ticket<'_> {
 }
 
 impl Coordinator {
-    /// `targets`: each target's name and whether it is a removed host.
+    /// `targets`: each one's name, whether it is removed, and selected.
     pub(super) async fn run(
         mut self,
         ctx: Arc<Ctx>,
         lock_at: Option<usize>,
-        targets: Vec<(String, bool)>,
+        targets: Vec<(String, bool, bool)>,
     ) -> Outcome {
         let mut records = BTreeMap::new();
         let mut probed = 0;
@@ -233,6 +233,10 @@ impl Coordinator {
             let Some((i, a)) = self.arrive.recv().await else {
                 break;
             };
+            // counts for --max-fail before any host changes
+            if matches!(a, Arrival::Failed) && targets[i].2 && !ctx.interrupt.is_set() {
+                ctx.failed();
+            }
             if let Arrival::Probed(rec, gen_) = a {
                 probed += 1;
                 if lock_at == Some(i) {
@@ -334,7 +338,7 @@ impl Coordinator {
 async fn lock(
     ctx: &Ctx,
     lock_at: Option<usize>,
-    targets: &[(String, bool)],
+    targets: &[(String, bool, bool)],
     generation: Option<u64>,
     registry: &[String],
 ) -> Result<(), (String, bool)> {

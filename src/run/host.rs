@@ -9,12 +9,18 @@ use super::{Ctx, Target, step};
 use crate::diff::{Conflict, Diff, Item};
 use crate::mode::Mode;
 use crate::os::{NodeOps, WithOps, interpreter};
-use crate::outcome::{HostError, HostReport};
+use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::Session;
 use crate::verify::{Pinged, reach_peers};
 
 /// A host's run; `None` when a host outside `--limit` has nothing to say.
-pub(super) async fn run(ctx: &Ctx, t: &Target, i: usize, lock_here: bool) -> Option<HostReport> {
+pub(super) async fn run(
+    ctx: &Ctx,
+    t: &Target,
+    i: usize,
+    lock_here: bool,
+    slot: tokio::sync::oneshot::Receiver<tokio::sync::OwnedSemaphorePermit>,
+) -> Option<HostReport> {
     let ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
     let r = t.blank(guess_pod_cidr(ctx, t));
     if ctx.interrupt.is_set() {
@@ -24,12 +30,8 @@ pub(super) async fn run(ctx: &Ctx, t: &Target, i: usize, lock_here: bool) -> Opt
     // interrupt ends them at once (Ctrl-C is answered within a second even
     // while connections hang until --timeout).
     let connecting = async {
-        let permit = ctx
-            .sem
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("semaphore open");
+        // (the dispatcher sends every slot: the semaphore is never closed)
+        let permit = slot.await.expect("connect slot");
         ctx.reporter.phase(&t.host.name, "connecting");
         let session = step::connect(ctx, &t.host, interpreter(t.host.os)).await;
         (permit, session)
@@ -259,6 +261,14 @@ impl<'a> Flow<'a> {
             }
             (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => None,
         };
+        // counted while this host still holds its turn: the next host sees it
+        if selected
+            && report
+                .as_ref()
+                .is_some_and(|r| r.status == HostStatus::Failed)
+        {
+            ctx.failed();
+        }
         (report, Some(session))
     }
 
@@ -272,6 +282,10 @@ impl<'a> Flow<'a> {
     /// End early with `r` (for a selected host): still say "no changes" at
     /// the second barrier.
     async fn finish(mut self, r: HostReport) -> Done {
+        // counted before the hosts are let go (no turn is handed out before)
+        if self.t.selected && r.status == HostStatus::Failed {
+            self.ctx.failed();
+        }
         let _ = self.ticket.ready(false).await;
         self.take_back().await;
         (self.t.selected.then_some(r), self.session.take())

@@ -30,13 +30,13 @@ mod tests;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::alloc::Allocation;
 use crate::inventory::{Host, Inventory, Role};
@@ -62,6 +62,9 @@ pub struct RunOptions {
     /// `up --limit`: also make the route changes the hosts outside the
     /// limit need (instead of failing them).
     pub with_peer_routes: bool,
+    /// `--max-fail`: once this many selected hosts have failed, no host
+    /// starts changing anything.
+    pub max_fail: Option<usize>,
 }
 
 /// Set by the signal handler: no new host starts; hosts still waiting for a
@@ -192,6 +195,38 @@ struct Ctx {
     barrier: coordinate::Barrier,
     /// The inventory's hosts by address, for reachability: (name, address).
     everyone: Vec<crate::verify::Pinged>,
+    /// How many selected hosts have failed so far (for `--max-fail`).
+    failures: AtomicUsize,
+}
+
+impl Ctx {
+    /// A selected host failed.
+    fn failed(&self) {
+        self.failures.fetch_add(1, Ordering::SeqCst);
+    }
+    /// `--max-fail` is reached: (hosts failed, the limit). No host starts
+    /// changing anything after that.
+    fn max_fail_reached(&self) -> Option<(usize, usize)> {
+        let max = self.opts.max_fail?;
+        let failed = self.failures.load(Ordering::SeqCst);
+        (failed >= max).then_some((failed, max))
+    }
+}
+
+/// Slots to connect, handed out in input order, `--parallel` at a time
+/// (`--parallel 1` probes the hosts one by one in inventory order; a host
+/// that is gone hands its slot to the next).
+fn connect_slots(sem: Arc<Semaphore>, n: usize) -> Vec<oneshot::Receiver<OwnedSemaphorePermit>> {
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| oneshot::channel()).unzip();
+    tokio::spawn(async move {
+        for tx in txs {
+            let Ok(permit) = sem.clone().acquire_owned().await else {
+                break;
+            };
+            let _ = tx.send(permit);
+        }
+    });
+    rxs
 }
 
 /// The host the cluster lock and registry live on: the Linux control-plane
@@ -246,12 +281,13 @@ pub async fn run_all(
         record,
         barrier,
         everyone,
+        failures: AtomicUsize::new(0),
     });
     let lock_at = lock_host(&targets);
     let coordination = tokio::spawn(coordinator.run(ctx.clone(), lock_at, {
         targets
             .iter()
-            .map(|t| (t.host.name.clone(), t.removed))
+            .map(|t| (t.host.name.clone(), t.removed, t.selected))
             .collect()
     }));
     let control_planes = targets
@@ -263,14 +299,15 @@ pub async fn run_all(
     let mut blanks = Vec::new();
     let mut running = FuturesUnordered::new();
     let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
-    for (i, t) in targets.iter().enumerate() {
+    let slots = connect_slots(ctx.sem.clone(), targets.len());
+    for ((i, t), slot) in targets.iter().enumerate().zip(slots) {
         blanks.push(t.blank(ctx.cluster.inventory.cluster.cluster_cidr));
         let ctx = ctx.clone();
         let t = t.clone();
         let lock_here = lock_at == Some(i);
         let task = tokio::spawn(async move {
             let start = Instant::now();
-            let report = host::run(&ctx, &t, i, lock_here).await;
+            let report = host::run(&ctx, &t, i, lock_here, slot).await;
             report.map(|mut r| {
                 r.seconds = start.elapsed().as_secs_f64();
                 r

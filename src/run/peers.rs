@@ -47,6 +47,10 @@ pub(super) async fn peers<O: NodeOps>(
         r.actions = step::reports_of(&d, ActionStatus::Skipped);
         return Some(r.failed(e));
     }
+    if let Some((failed, max)) = ctx.max_fail_reached() {
+        r.actions = step::reports_of(&d, ActionStatus::Skipped);
+        return Some(r.not_started(failed, max));
+    }
     if let Err(e) = step::apply(ctx, s, node, ops, &d, &[], &mut r).await {
         return Some(r.failed(e));
     }

@@ -35,6 +35,10 @@ pub(super) async fn reset<O: NodeOps>(
         r.actions = step::reports_of(&d, ActionStatus::Skipped);
         return r.failed(e);
     }
+    if let Some((failed, max)) = ctx.max_fail_reached() {
+        r.actions = step::reports_of(&d, ActionStatus::Skipped);
+        return r.not_started(failed, max);
+    }
     let after = match step::apply(ctx, s, node, ops, &d, &[], &mut r).await {
         Ok(f) => f,
         Err(e) => return r.failed(e),

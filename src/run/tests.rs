@@ -377,11 +377,12 @@ impl Operator {
             run_id: format!("run-{}", fakes.calls.lock().unwrap().len()),
         };
         let run_opts = RunOptions {
-            parallel: 8,
+            parallel: opts.parallel.unwrap_or(8),
             reach: ReachMode::Auto,
             timeout: Duration::from_secs(5),
             retries: 0,
             with_peer_routes: opts.with_peer_routes,
+            max_fail: opts.max_fail,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -407,6 +408,8 @@ impl Operator {
 struct Opts {
     interrupt: Interrupt,
     with_peer_routes: bool,
+    parallel: Option<usize>,
+    max_fail: Option<usize>,
 }
 
 const LINUX_ONLY: &str = "\
@@ -1165,4 +1168,124 @@ fn a_windows_hosts_event_agrees_with_the_summary() {
         "{:?}",
         report(&ran, "w1")
     );
+}
+
+/// Hosts whose order in the inventory is neither their names' nor their
+/// addresses'.
+const SHUFFLED: &str = "\
+cluster:
+  name: t
+  cluster_cidr: 198.19.0.0/16
+  service_cidr: 198.18.240.0/20
+hosts:
+  - { name: z, os: linux, address: 198.18.1.5 }
+  - { name: cp, os: linux, role: control-plane, address: 198.18.1.2 }
+  - { name: b, os: linux, address: 198.18.1.9 }
+  - { name: a, os: linux, address: 198.18.1.3 }
+";
+
+/// The hosts that were sent changes, in the order they were.
+fn applied(fakes: &Fakes) -> Vec<String> {
+    fakes
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        // an apply script (the lock scripts use kw_run too)
+        .filter(|(_, s)| s.contains("kw_run") && !s.contains("KWL"))
+        .map(|(h, _)| h.clone())
+        .collect()
+}
+
+#[test]
+fn parallel_1_changes_the_hosts_one_by_one_in_inventory_order() {
+    let fakes = Fakes::default();
+    let op = Operator::new(SHUFFLED);
+    linux_hosts(&fakes, &["z", "cp", "b", "a"]);
+    let opts = Opts {
+        parallel: Some(1),
+        ..Opts::default()
+    };
+    let (ran, events) = op.run(Mode::Up, &[], &fakes, opts);
+    assert!(
+        ran.reports.iter().all(|r| r.status == HostStatus::Changed),
+        "{:?}",
+        ran.reports
+    );
+    assert_eq!(applied(&fakes), ["z", "cp", "b", "a"]);
+    // probed in that order too, and announced in it
+    let probed: Vec<String> = fakes
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .take(4)
+        .map(|(h, _)| h.clone())
+        .collect();
+    assert_eq!(probed, ["z", "cp", "b", "a"]);
+    let announced: Vec<String> = events
+        .lines()
+        .iter()
+        .filter(|e| e["event"] == "host")
+        .map(|e| e["report"]["host"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(announced, ["z", "cp", "b", "a"]);
+}
+
+#[test]
+fn max_fail_stops_starting_hosts_after_that_many_failures() {
+    let fakes = Fakes::default();
+    let op = Operator::new(SHUFFLED);
+    let h = linux_hosts(&fakes, &["z", "cp", "b", "a"]);
+    h[1].lock().unwrap().fail_on = Some("ip_forward".into());
+    let opts = Opts {
+        parallel: Some(1),
+        max_fail: Some(1),
+        ..Opts::default()
+    };
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, opts);
+    assert_eq!(status(&ran, "z"), HostStatus::Changed);
+    assert_eq!(status(&ran, "cp"), HostStatus::Failed);
+    for later in ["b", "a"] {
+        let r = report(&ran, later);
+        assert_eq!(r.status, HostStatus::Interrupted, "{r:?}");
+        assert_eq!(
+            r.error.as_ref().unwrap().to_string(),
+            "not started: 1 host failed, and --max-fail stops at 1; nothing was changed on it"
+        );
+        assert!(r.count(ActionStatus::Skipped) > 0, "{r:?}");
+    }
+    // nothing was sent to the hosts after the failure
+    assert_eq!(applied(&fakes), ["z", "cp"]);
+    assert!(h[2].lock().unwrap().routes.is_empty());
+    assert!(h[3].lock().unwrap().routes.is_empty());
+}
+
+#[test]
+fn a_host_that_cannot_be_reached_counts_before_any_host_changes() {
+    let fakes = Fakes::default();
+    let op = Operator::new(SHUFFLED);
+    let h = linux_hosts(&fakes, &["z", "cp", "b", "a"]);
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert!(ran.reports.iter().all(|r| r.status == HostStatus::Changed));
+    // z and a drift; b stops answering
+    h[0].lock().unwrap().routes.clear();
+    h[3].lock().unwrap().routes.clear();
+    fakes.hosts.lock().unwrap().remove("b");
+    fakes.calls.lock().unwrap().clear();
+    let opts = Opts {
+        max_fail: Some(1),
+        ..Opts::default()
+    };
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, opts);
+    assert_eq!(status(&ran, "b"), HostStatus::Failed);
+    assert_eq!(status(&ran, "cp"), HostStatus::Ok);
+    for h in ["z", "a"] {
+        let r = report(&ran, h);
+        assert_eq!(r.status, HostStatus::Interrupted, "{h}: {r:?}");
+    }
+    assert!(applied(&fakes).is_empty());
+    // without --max-fail the others go on
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert_eq!(status(&ran, "z"), HostStatus::Changed);
 }

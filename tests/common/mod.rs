@@ -125,3 +125,18 @@ pub fn failed_checks(h: &serde_json::Value) -> Vec<String> {
 pub fn write(path: &Path, s: &str) {
     std::fs::write(path, s).expect("write");
 }
+
+/// The hosts `render -i INV --limit ...` printed a script for, in order.
+pub fn rendered(inv: &str, limits: &[&str]) -> Vec<String> {
+    let mut args = vec!["render", "-i", inv];
+    for l in limits {
+        args.extend(["--limit", l]);
+    }
+    let o = kwinctl(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("# ===== "))
+        .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+        .collect()
+}

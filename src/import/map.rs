@@ -1,0 +1,314 @@
+//! The plan of the kwinctl inventory: per host its OS, role, address,
+//! groups and settings, per group and for `defaults` theirs (each variable
+//! mapped by `vars.rs`). What kwinctl cannot honour is refused with the
+//! variable's position (never dropped); what does not concern connecting is
+//! listed on the host as not used.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use super::vars::{Problems, address, at, kind_of, settings, text, unused};
+use super::{AHost, Layer, Model, Val, Var};
+use crate::inventory::{Os, Pos, Problem, Role};
+
+/// A setting's value, written as YAML.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Scalar {
+    Str(String),
+    Int(u16),
+    Bool(bool),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Setting {
+    /// `ssh.user`, `winrm.tls`, ...
+    pub key: &'static str,
+    pub value: Scalar,
+    /// Where it came from, for the comment beside it.
+    pub why: String,
+}
+
+/// How a host is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Kinds {
+    pub ssh: bool,
+    pub winrm: bool,
+}
+
+pub(super) struct GroupPlan {
+    /// Its name in the kwinctl inventory.
+    pub name: String,
+    pub ansible: String,
+    pub line: usize,
+    /// Holds the hosts of a kwinctl built-in group (`windows`, ...).
+    pub built_in: bool,
+    pub settings: Vec<Setting>,
+}
+
+pub(super) struct HostPlan {
+    pub name: String,
+    pub lines: Vec<usize>,
+    pub os: Os,
+    /// A Windows host reached over SSH (`ansible_shell_type=powershell`).
+    pub windows_ssh: bool,
+    pub role: Option<(Role, String)>,
+    pub address: (Ipv4Addr, String),
+    pub groups: Vec<String>,
+    pub settings: Vec<Setting>,
+    /// Variables that do not concern connecting: `name (where)`.
+    pub unused: Vec<String>,
+}
+
+pub(super) struct Plan {
+    pub defaults: Vec<Setting>,
+    pub groups: Vec<GroupPlan>,
+    pub hosts: Vec<HostPlan>,
+    /// Variables the operator must export: (name, where the password was).
+    pub passwords: Vec<(String, String)>,
+}
+
+/// Ansible groups whose hosts are Kubernetes control-plane nodes: kubespray's
+/// (`kube_control_plane`, formerly `kube-master`/`kube_master`), k0s-ansible's
+/// (`initial_controller`, `controller`), and the plain names.
+const CONTROL_PLANE_GROUPS: [&str; 7] = [
+    "kube_control_plane",
+    "kube-master",
+    "kube_master",
+    "initial_controller",
+    "controller",
+    "control_plane",
+    "control-plane",
+];
+
+/// Map the whole inventory, or every problem found.
+pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Problem>> {
+    let mut p = Problems::default();
+    let mut passwords = Vec::new();
+    let effective: Vec<BTreeMap<String, (Var, Layer)>> =
+        m.hosts.iter().map(|h| m.effective(h)).collect();
+    let kinds: Vec<(Os, Kinds)> = effective.iter().map(|e| kind_of(e, &mut p)).collect();
+    let kinds_of = |hosts: &[&AHost]| -> Kinds {
+        let mut k = Kinds::default();
+        for h in hosts {
+            let i = m.hosts.iter().position(|x| x.name == h.name).unwrap();
+            k.ssh |= kinds[i].1.ssh;
+            k.winrm |= kinds[i].1.winrm;
+        }
+        k
+    };
+    let roles: Vec<Option<(Role, String)>> = m
+        .hosts
+        .iter()
+        .zip(&effective)
+        .map(|(h, eff)| {
+            eff.get("kwinctl_role")
+                .and_then(|(v, _)| match text(v, &mut p) {
+                    Some("control-plane") => Some((Role::ControlPlane, at(v))),
+                    Some("worker") => Some((Role::Worker, at(v))),
+                    Some(o) => {
+                        p.refuse(
+                            v,
+                            format!("{o:?} is not a role"),
+                            "use control-plane or worker",
+                        );
+                        None
+                    }
+                    None => None,
+                })
+                .or_else(|| {
+                    m.groups_of(&h.name)
+                        .into_iter()
+                        .find(|g| CONTROL_PLANE_GROUPS.contains(&g.as_str()))
+                        .map(|g| (Role::ControlPlane, format!("in Ansible group {g}")))
+                })
+        })
+        .collect();
+    // in a built-in group of kwinctl: by OS, or by role
+    let in_built_in = |g: &str, i: usize| match g {
+        "linux" => kinds[i].0 == Os::Linux,
+        "windows" => kinds[i].0 == Os::Windows,
+        "control-plane" => roles[i].as_ref().is_some_and(|r| r.0 == Role::ControlPlane),
+        _ => !roles[i].as_ref().is_some_and(|r| r.0 == Role::ControlPlane),
+    };
+    let all_vars: Vec<&Var> = m
+        .groups
+        .iter()
+        .filter(|g| g.name == "all")
+        .flat_map(|g| g.vars.iter())
+        .collect();
+    let all_hosts: Vec<&AHost> = m.hosts.iter().collect();
+    let defaults = settings(
+        &all_vars,
+        &Layer::All,
+        kinds_of(&all_hosts),
+        base,
+        &mut p,
+        &mut passwords,
+    );
+    let mut groups = Vec::new();
+    for g in m
+        .groups
+        .iter()
+        .filter(|g| g.name != "all" && g.name != "ungrouped")
+    {
+        let members = m.members(&g.name);
+        let lower = g.name.to_ascii_lowercase();
+        let built_in = crate::inventory::BUILT_IN_GROUPS.contains(&lower.as_str());
+        let (name, built_in) = if built_in {
+            let same =
+                m.hosts.iter().enumerate().all(|(i, h)| {
+                    members.iter().any(|x| x.name == h.name) == in_built_in(&lower, i)
+                });
+            if same {
+                (lower.clone(), true)
+            } else {
+                (format!("{lower}-ansible"), false)
+            }
+        } else {
+            (g.name.clone(), false)
+        };
+        if !crate::inventory::valid_name(&name) {
+            p.refuse(
+                &Var {
+                    key: "group".into(),
+                    value: Val::Null,
+                    pos: Pos {
+                        line: g.line,
+                        column: 1,
+                    },
+                    what: format!("group {}", g.name),
+                },
+                format!("{:?} is not a name kwinctl takes", g.name),
+                "rename the group: letters, digits, '-', '_' and '.', at most 63",
+            );
+            continue;
+        }
+        let vars: Vec<&Var> = g.vars.iter().collect();
+        let s = settings(
+            &vars,
+            &Layer::Group(g.name.clone()),
+            kinds_of(&members),
+            base,
+            &mut p,
+            &mut passwords,
+        );
+        groups.push(GroupPlan {
+            name,
+            ansible: g.name.clone(),
+            line: g.line,
+            built_in,
+            settings: s,
+        });
+    }
+    let mut hosts = Vec::new();
+    for (i, h) in m.hosts.iter().enumerate() {
+        let eff = &effective[i];
+        let (os, kind) = kinds[i];
+        let layer = Layer::Host(h.name.clone());
+        let own: Vec<&Var> = h.vars.iter().collect();
+        let mut mine = settings(&own, &layer, kind, base, &mut p, &mut passwords);
+        // what Ansible would use, and what kwinctl's layers would give
+        let mut truth = Vec::new();
+        for (v, l) in eff.values() {
+            let one = settings(
+                &[v],
+                l,
+                kind,
+                base,
+                &mut Problems::default(),
+                &mut Vec::new(),
+            );
+            truth.extend(one);
+        }
+        let member_of: Vec<&GroupPlan> = {
+            let in_ = m.groups_of(&h.name);
+            groups
+                .iter()
+                .filter(|g| in_.contains(&g.ansible) || (g.built_in && in_built_in(&g.name, i)))
+                .collect()
+        };
+        for t in &truth {
+            if mine.iter().any(|s| s.key == t.key) {
+                continue;
+            }
+            let from_groups: Vec<(&str, &Setting)> = member_of
+                .iter()
+                .flat_map(|g| {
+                    g.settings
+                        .iter()
+                        .filter(|s| s.key == t.key)
+                        .map(|s| (g.name.as_str(), s))
+                })
+                .collect();
+            let kw = match from_groups.split_first() {
+                Some((first, rest)) if rest.iter().all(|s| s.1.value == first.1.value) => {
+                    Some(&first.1.value)
+                }
+                Some(_) => None,
+                None => defaults.iter().find(|s| s.key == t.key).map(|s| &s.value),
+            };
+            if kw != Some(&t.value) {
+                let names: Vec<&str> = from_groups.iter().map(|g| g.0).collect();
+                mine.push(Setting {
+                    key: t.key,
+                    value: t.value.clone(),
+                    why: format!(
+                        "{}: groups {} set it differently, and Ansible takes this one (the deeper group; \
+                         at equal depth, the later name)",
+                        t.why,
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
+        let role = roles[i].clone();
+        let Some(addr) = address(h, eff, resolve, &mut p) else {
+            continue;
+        };
+        let in_groups = m.groups_of(&h.name);
+        let unused: Vec<String> = eff
+            .values()
+            .filter(|(v, _)| unused(v))
+            .map(|(v, _)| format!("{} (line {})", v.key, v.pos.line))
+            .collect();
+        hosts.push(HostPlan {
+            name: h.name.clone(),
+            lines: h.lines.clone(),
+            os,
+            windows_ssh: os == Os::Windows && kind.ssh,
+            role,
+            address: addr,
+            groups: groups
+                .iter()
+                .filter(|g| !g.built_in && in_groups.contains(&g.ansible))
+                .map(|g| g.name.clone())
+                .collect(),
+            settings: mine,
+            unused,
+        });
+    }
+    for h in &m.hosts {
+        if !crate::inventory::valid_name(&h.name) {
+            p.refuse(
+                &Var {
+                    key: "host".into(),
+                    value: Val::Null,
+                    pos: Pos { line: h.lines.first().copied().unwrap_or(0), column: 1 },
+                    what: format!("host {}", h.name),
+                },
+                format!("{:?} is not a name kwinctl takes", h.name),
+                "kwinctl names are letters, digits, '-', '_' and '.', at most 63: rename the host and keep its address in ansible_host",
+            );
+        }
+    }
+    if !p.0.is_empty() {
+        return Err(p.0.into_values().collect());
+    }
+    Ok(Plan {
+        defaults,
+        groups,
+        hosts,
+        passwords,
+    })
+}

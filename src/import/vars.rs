@@ -1,0 +1,407 @@
+//! One variable at a time: what each of Ansible's connection variables
+//! becomes in kwinctl, or why it is refused. Sources: the variables of
+//! Ansible's `ssh`, `winrm` and `psrp` connection plugins (their
+//! documentation pages list each `ansible_*` variable and its values).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use super::map::{Kinds, Scalar, Setting};
+use super::{AHost, Layer, Val, Var, problem};
+use crate::inventory::{Os, Pos, Problem};
+
+pub(super) fn at(v: &Var) -> String {
+    format!("{}, line {}", v.key, v.pos.line)
+}
+
+pub(super) fn env_name(layer: &Layer) -> String {
+    let tail = match layer {
+        Layer::All => return "KWINCTL_WINRM_PASSWORD".into(),
+        Layer::Group(g) | Layer::Host(g) => g,
+    };
+    let clean: String = tail
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("KWINCTL_WINRM_PASSWORD_{clean}")
+}
+
+/// Collects problems once per position (a variable is mapped for each
+/// layer that sees it).
+#[derive(Default)]
+pub(super) struct Problems(pub(super) BTreeMap<(usize, usize, String), Problem>);
+
+impl Problems {
+    pub(super) fn refuse(&mut self, v: &Var, why: impl Into<String>, hint: impl Into<String>) {
+        let p = problem(
+            v.pos,
+            format!("{} ({}): {}", v.key, v.what, why.into()),
+            hint,
+        );
+        self.0
+            .entry((v.pos.line, v.pos.column, v.key.clone()))
+            .or_insert(p);
+    }
+}
+
+/// The text of a variable, or why it is not usable (refused).
+pub(super) fn text<'a>(v: &'a Var, p: &mut Problems) -> Option<&'a str> {
+    match &v.value {
+        Val::Text(t) if t.contains("{{") || t.contains("{%") => {
+            p.refuse(
+                v,
+                "a Jinja template: kwinctl does not evaluate templates",
+                "write the value itself",
+            );
+            None
+        }
+        Val::Text(t) => Some(t.as_str()),
+        Val::Vault => {
+            p.refuse(
+                v,
+                "a vault-encrypted value: kwinctl cannot read it",
+                "write the value itself (only passwords may stay encrypted)",
+            );
+            None
+        }
+        Val::Structured => {
+            p.refuse(v, "a list or mapping, not a value", "write a single value");
+            None
+        }
+        Val::Null => None,
+    }
+}
+
+/// How a host with these variables is reached, and its OS.
+pub(super) fn kind_of(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -> (Os, Kinds) {
+    let get = |k: &str| vars.get(k).map(|(v, _)| v);
+    let conn = get("ansible_connection").and_then(|v| text(v, p).map(|t| (v, t)));
+    let winrm = match conn {
+        None | Some((_, "ssh" | "smart" | "paramiko" | "paramiko_ssh")) => false,
+        Some((_, "winrm" | "psrp")) => true,
+        Some((v, other)) => {
+            p.refuse(
+                v,
+                format!("connection {other:?}: kwinctl reaches hosts over SSH or WinRM only"),
+                "use ssh, winrm or psrp, or leave the host out of the import",
+            );
+            false
+        }
+    };
+    let shell = get("ansible_shell_type").and_then(|v| text(v, p));
+    let mut os = if winrm || matches!(shell, Some("powershell" | "cmd")) {
+        Os::Windows
+    } else {
+        Os::Linux
+    };
+    if let Some(v) = get("kwinctl_os") {
+        match text(v, p) {
+            Some("linux") => os = Os::Linux,
+            Some("windows") => os = Os::Windows,
+            Some(o) => p.refuse(
+                v,
+                format!("{o:?} is not an OS kwinctl knows"),
+                "use linux or windows",
+            ),
+            None => {}
+        }
+    }
+    if os == Os::Linux
+        && winrm
+        && let Some((v, _)) = conn
+    {
+        p.refuse(
+            v,
+            "a Linux host reached over WinRM",
+            "kwinctl reaches Linux hosts over SSH: remove ansible_connection or kwinctl_os",
+        );
+    }
+    (os, Kinds { ssh: !winrm, winrm })
+}
+
+/// One layer's variables as kwinctl settings, for hosts reached as `kinds`.
+pub(super) fn settings(
+    vars: &[&Var],
+    layer: &Layer,
+    kinds: Kinds,
+    base: &Path,
+    p: &mut Problems,
+    passwords: &mut Vec<(String, String)>,
+) -> Vec<Setting> {
+    let mut out: Vec<Setting> = Vec::new();
+    fn put(out: &mut Vec<Setting>, key: &'static str, value: Scalar, why: String) {
+        out.retain(|s| s.key != key);
+        out.push(Setting { key, value, why });
+    }
+    let host_only = matches!(layer, Layer::Host(_));
+    for v in vars {
+        let k = v.key.as_str();
+        match k {
+            "ansible_user" | "ansible_ssh_user" | "ansible_winrm_user" => {
+                let Some(t) = text(v, p) else { continue };
+                if kinds.ssh {
+                    put(&mut out, "ssh.user", Scalar::Str(t.into()), at(v));
+                }
+                if kinds.winrm {
+                    put(&mut out, "winrm.user", Scalar::Str(t.into()), at(v));
+                }
+            }
+            "ansible_port" | "ansible_ssh_port" => {
+                let Some(t) = text(v, p) else { continue };
+                let Ok(port) = t.parse::<u16>() else {
+                    p.refuse(v, format!("{t:?} is not a port"), "give a number from 1 to 65535");
+                    continue;
+                };
+                if kinds.ssh {
+                    put(&mut out, "ssh.port", Scalar::Int(port), at(v));
+                }
+                if kinds.winrm {
+                    put(&mut out, "winrm.port", Scalar::Int(port), at(v));
+                }
+            }
+            "ansible_ssh_private_key_file" | "ansible_private_key_file" => {
+                let Some(t) = text(v, p) else { continue };
+                // ssh -i takes it relative to where Ansible runs
+                let path = if t.starts_with('/') || t.starts_with("~/") {
+                    t.to_string()
+                } else {
+                    base.join(t).display().to_string()
+                };
+                if kinds.ssh {
+                    put(&mut out, "ssh.identity", Scalar::Str(path), at(v));
+                }
+            }
+            "ansible_password" | "ansible_ssh_pass" | "ansible_ssh_password"
+            | "ansible_winrm_password" => {
+                if kinds.ssh {
+                    p.refuse(
+                        v,
+                        "an SSH password: kwinctl logs in over SSH with keys (a key file or ssh-agent) only",
+                        "give the hosts a key (ansible_ssh_private_key_file) and remove the password, \
+                         or set it only for WinRM hosts",
+                    );
+                }
+                if kinds.winrm {
+                    let name = env_name(layer);
+                    let why = format!("{} is not copied: export {name}", at(v));
+                    if !passwords.iter().any(|(n, _)| *n == name) {
+                        passwords.push((name.clone(), format!("{} line {}", v.what, v.pos.line)));
+                    }
+                    put(&mut out, "winrm.password_env", Scalar::Str(name), why);
+                }
+            }
+            "ansible_winrm_transport" | "ansible_psrp_auth" => {
+                let Some(t) = text(v, p) else { continue };
+                match t.to_ascii_lowercase().as_str() {
+                    "ntlm" | "negotiate" => put(&mut out, "winrm.auth", Scalar::Str("ntlm".into()), at(v)),
+                    "basic" => put(&mut out, "winrm.auth", Scalar::Str("basic".into()), at(v)),
+                    other => p.refuse(
+                        v,
+                        format!("{other:?} authentication is not built into kwinctl (NTLM and Basic are)"),
+                        "use ntlm (over https)",
+                    ),
+                }
+            }
+            "ansible_winrm_scheme" | "ansible_psrp_protocol" => match text(v, p) {
+                Some("https") => put(&mut out, "winrm.tls", Scalar::Bool(true), at(v)),
+                Some("http") => put(&mut out, "winrm.tls", Scalar::Bool(false), at(v)),
+                Some(o) => p.refuse(v, format!("{o:?} is not http or https"), "use http or https"),
+                None => {}
+            },
+            "ansible_winrm_server_cert_validation" | "ansible_psrp_cert_validation" => {
+                match text(v, p) {
+                    Some("validate") | None => {}
+                    Some(_) => p.refuse(
+                        v,
+                        "kwinctl always checks the WinRM listener's certificate",
+                        "pin it with winrm.cert_sha256 or give its CA with winrm.ca_file \
+                         (ansible_winrm_ca_trust_path), then remove this variable",
+                    ),
+                }
+            }
+            "ansible_winrm_ca_trust_path" | "ansible_psrp_ca_path" => {
+                let Some(t) = text(v, p) else { continue };
+                put(&mut out, "winrm.ca_file", Scalar::Str(t.into()), at(v));
+            }
+            "ansible_host" | "ansible_ssh_host" | "kwinctl_os" | "kwinctl_role" if host_only => {}
+            "ansible_host" | "ansible_ssh_host" => p.refuse(
+                v,
+                "an address for a whole group",
+                "give each host its own ansible_host",
+            ),
+            "kwinctl_role" | "kwinctl_os" | "ansible_connection" | "ansible_shell_type"
+            | "ansible_group_priority" => {}
+            "ansible_become_method" | "ansible_become_user" => {
+                let ok = if k == "ansible_become_method" { "sudo" } else { "root" };
+                if text(v, p).is_some_and(|t| t != ok) {
+                    p.refuse(
+                        v,
+                        format!("kwinctl runs scripts as root (through `sudo -n` when the user is not root): {k} must be {ok}"),
+                        "remove it, or become root with sudo",
+                    );
+                }
+            }
+            "ansible_become_password" | "ansible_become_pass" | "ansible_sudo_pass"
+            | "ansible_sudo_password" => p.refuse(
+                v,
+                "kwinctl runs `sudo -n`: it never types a sudo password",
+                "give the user passwordless sudo (NOPASSWD), or log in as root",
+            ),
+            "ansible_ssh_common_args" | "ansible_ssh_extra_args" | "ansible_ssh_args"
+            | "ansible_scp_extra_args" | "ansible_sftp_extra_args" | "ansible_ssh_executable" => {
+                p.refuse(
+                    v,
+                    "ssh command-line options: kwinctl speaks SSH itself and cannot read them",
+                    "remove them: a jump host goes in ssh.bastion (or ProxyJump in ~/.ssh/config), \
+                     other files in the inventory's ssh settings",
+                )
+            }
+            "ansible_winrm_cert_pem" | "ansible_winrm_cert_key_pem" | "ansible_psrp_certificate_pem"
+            | "ansible_psrp_certificate_key_pem" => p.refuse(
+                v,
+                "client-certificate authentication is not built into kwinctl",
+                "use ntlm with a password",
+            ),
+            "ansible_winrm_path" | "ansible_psrp_path"
+                if text(v, p).is_some_and(|t| t != "/wsman" && t != "wsman") =>
+            {
+                p.refuse(v, "kwinctl uses the standard /wsman path", "remove it");
+            }
+            "ansible_winrm_path" | "ansible_psrp_path" => {}
+            "ansible_become" | "ansible_python_interpreter" | "ansible_pipelining"
+            | "ansible_ssh_pipelining" | "ansible_ssh_retries" | "ansible_timeout"
+            | "ansible_ssh_timeout" | "ansible_host_key_checking"
+            | "ansible_winrm_message_encryption" | "ansible_winrm_operation_timeout_sec"
+            | "ansible_winrm_read_timeout_sec" | "ansible_psrp_message_encryption"
+            | "ansible_psrp_operation_timeout" | "ansible_psrp_read_timeout"
+            | "ansible_winrm_kinit_mode" | "ansible_winrm_kinit_cmd" | "ansible_shell_executable" => {}
+            k if k.starts_with("ansible_") => p.refuse(
+                v,
+                "kwinctl does not know this Ansible variable, so it cannot tell what it would change",
+                "remove it if it does not change how the host is reached, then import again",
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether `kwinctl import` leaves this variable aside (listed as not used).
+pub(super) fn unused(v: &Var) -> bool {
+    !v.key.starts_with("ansible_") && !v.key.starts_with("kwinctl_")
+        || matches!(
+            v.key.as_str(),
+            "ansible_become"
+                | "ansible_python_interpreter"
+                | "ansible_pipelining"
+                | "ansible_ssh_pipelining"
+                | "ansible_ssh_retries"
+                | "ansible_timeout"
+                | "ansible_ssh_timeout"
+                | "ansible_host_key_checking"
+                | "ansible_winrm_message_encryption"
+                | "ansible_winrm_operation_timeout_sec"
+                | "ansible_winrm_read_timeout_sec"
+                | "ansible_psrp_message_encryption"
+                | "ansible_psrp_operation_timeout"
+                | "ansible_psrp_read_timeout"
+                | "ansible_winrm_kinit_mode"
+                | "ansible_winrm_kinit_cmd"
+                | "ansible_shell_executable"
+        )
+}
+
+/// The host's address: `ansible_host`, else its name; an IPv4 address, or
+/// (with `--resolve`) the one address its name resolves to here.
+pub(super) fn address(
+    h: &AHost,
+    vars: &BTreeMap<String, (Var, Layer)>,
+    resolve: bool,
+    p: &mut Problems,
+) -> Option<(Ipv4Addr, String)> {
+    let var = vars
+        .get("ansible_host")
+        .or_else(|| vars.get("ansible_ssh_host"))
+        .map(|(v, _)| v);
+    let (name, why, pos) = match var {
+        Some(v) => (text(v, p)?.to_string(), at(v), v.pos),
+        None => (
+            h.name.clone(),
+            "the host's name".to_string(),
+            Pos {
+                line: h.lines.first().copied().unwrap_or(0),
+                column: 1,
+            },
+        ),
+    };
+    if let Ok(a) = name.parse::<Ipv4Addr>() {
+        return Some((a, why));
+    }
+    let refuse = |p: &mut Problems, msg: String| {
+        let v = match var {
+            Some(v) => v.clone(),
+            None => Var {
+                key: format!("host {}", h.name),
+                value: Val::Null,
+                pos,
+                what: "no ansible_host".into(),
+            },
+        };
+        p.refuse(
+            &v,
+            msg,
+            "give the host's IPv4 address as ansible_host, or import with --resolve to look the name up once now",
+        );
+    };
+    if !resolve {
+        refuse(
+            p,
+            format!(
+                "{name:?} is a name: a kwinctl address is the IPv4 address every other node routes \
+                 this node's pod CIDR through, so it is written as an address"
+            ),
+        );
+        return None;
+    }
+    use std::net::ToSocketAddrs;
+    let found: Vec<Ipv4Addr> = match (name.as_str(), 0).to_socket_addrs() {
+        Ok(a) => a
+            .filter_map(|s| match s.ip() {
+                std::net::IpAddr::V4(v4) => Some(v4),
+                _ => None,
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        Err(e) => {
+            refuse(p, format!("{name:?} does not resolve here: {e}"));
+            return None;
+        }
+    };
+    match found.as_slice() {
+        [one] => Some((*one, format!("{why}: {name} resolved here at import"))),
+        [] => {
+            refuse(p, format!("{name:?} has no IPv4 address here"));
+            None
+        }
+        many => {
+            let list: Vec<String> = many.iter().map(|a| a.to_string()).collect();
+            refuse(
+                p,
+                format!(
+                    "{name:?} resolves to {} IPv4 addresses here ({}): which one the nodes route through is not for kwinctl to guess",
+                    many.len(),
+                    list.join(", ")
+                ),
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Ansible's YAML inventory (`all: {hosts: {NAME: VARS}, vars: ..., children:
+//! {GROUP: ...}}`), and the JSON `ansible-inventory --list` prints (groups
+//! with lists of `hosts` and `children`, host variables under
+//! `_meta.hostvars`). One reader takes both: JSON is YAML, and a group's
+//! `hosts` and `children` are read as a mapping or a list.
+
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+
+use super::{Model, Val, Var, problem};
+use crate::inventory::{Pairs, Pos, Problem};
+
+type Vars = Pairs<Spanned<String>, Spanned<serde_json::Value>>;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Group {
+    #[serde(default)]
+    hosts: Either<Option<Vars>>,
+    #[serde(default)]
+    vars: Vars,
+    #[serde(default)]
+    children: Either<Option<Group>>,
+    /// Only under `_meta` (`ansible-inventory --list`).
+    #[serde(default)]
+    hostvars: Pairs<Spanned<String>, Vars>,
+    /// Only under `_meta`: ansible-core 2.19 says which output profile it
+    /// used (`inventory_legacy`).
+    #[serde(default)]
+    #[allow(dead_code)]
+    profile: Option<String>,
+}
+
+/// A mapping of names to `T`, or a list of names (`T` left out).
+#[derive(Debug)]
+struct Either<T>(Vec<(Spanned<String>, Option<T>)>);
+
+impl<T> Default for Either<T> {
+    fn default() -> Self {
+        Either(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Either<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Either<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping or a list of names")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, t)) = m.next_entry::<Spanned<String>, T>()? {
+                    v.push((k, Some(t)));
+                }
+                Ok(Either(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(k) = s.next_element::<Spanned<String>>()? {
+                    v.push((k, None));
+                }
+                Ok(Either(v))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Either(Vec::new()))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+fn pos<T>(s: &Spanned<T>) -> Pos {
+    Pos::from(s)
+}
+
+fn vars(vs: &Vars, what: &str) -> Vec<Var> {
+    vs.0.iter()
+        .map(|(k, v)| Var {
+            key: k.value.clone(),
+            value: Val::of_json(&v.value),
+            pos: pos(k),
+            what: what.to_string(),
+        })
+        .collect()
+}
+
+fn group(m: &mut Model, name: &Spanned<String>, g: &Group) {
+    let line = pos(name).line;
+    let vs = vars(&g.vars, &format!("vars of group {}", name.value));
+    m.group(&name.value, line).vars.extend(vs);
+    for (h, hv) in &g.hosts.0 {
+        m.member(&name.value, &h.value, pos(h).line);
+        if let Some(Some(hv)) = hv {
+            let vs = vars(hv, &format!("host {}", h.value));
+            m.host(&h.value, pos(h).line).vars.extend(vs);
+        }
+    }
+    for (c, body) in &g.children.0 {
+        m.group(&c.value, pos(c).line)
+            .parents
+            .insert(name.value.clone());
+        if let Some(Some(body)) = body {
+            group(m, c, body);
+        }
+    }
+}
+
+pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
+    let top: Pairs<Spanned<String>, Option<Group>> = serde_saphyr::from_str(text).map_err(|e| {
+        let at = e
+            .location()
+            .map(|l| Pos {
+                line: l.line() as usize,
+                column: l.column() as usize,
+            })
+            .unwrap_or_default();
+        let msg = e.to_string();
+        let first = msg.lines().next().unwrap_or("invalid YAML").to_string();
+        vec![problem(
+            at,
+            format!("not an Ansible YAML/JSON inventory: {first}"),
+            "a YAML inventory has groups at the top (all: hosts:, vars:, children:); \
+             JSON is what `ansible-inventory -i INV --list` prints",
+        )]
+    })?;
+    let mut m = Model::default();
+    for (name, g) in &top.0 {
+        let Some(g) = g else {
+            m.group(&name.value, pos(name).line);
+            continue;
+        };
+        if name.value == "_meta" {
+            for (h, hv) in &g.hostvars.0 {
+                let vs = vars(hv, &format!("_meta.hostvars of {}", h.value));
+                m.host(&h.value, pos(h).line).vars.extend(vs);
+            }
+            continue;
+        }
+        group(&mut m, name, g);
+    }
+    // `--list` names hosts under _meta that no group lists only when they
+    // are ungrouped
+    let listed: Vec<String> = m
+        .groups
+        .iter()
+        .flat_map(|g| g.hosts.iter().cloned())
+        .collect();
+    let loose: Vec<(String, usize)> = m
+        .hosts
+        .iter()
+        .filter(|h| !listed.contains(&h.name))
+        .map(|h| (h.name.clone(), h.lines.first().copied().unwrap_or(0)))
+        .collect();
+    for (h, line) in loose {
+        m.member("ungrouped", &h, line);
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_groups_children_and_vault() {
+        let m = read(
+            "\
+all:
+  vars:
+    ansible_user: root
+  hosts:
+    lone:
+  children:
+    windows:
+      vars:
+        ansible_password: !vault |
+          $ANSIBLE_VAULT;1.1;AES256
+          6162
+      hosts:
+        w1: { ansible_host: 10.0.0.4 }
+    prod:
+      children:
+        windows:
+",
+        )
+        .unwrap();
+        let w1 = m.hosts.iter().find(|h| h.name == "w1").unwrap();
+        assert_eq!((w1.vars[0].pos.line, w1.vars[0].pos.column), (13, 15));
+        let g = m.groups.iter().find(|g| g.name == "windows").unwrap();
+        assert_eq!(g.vars[0].value, Val::Vault);
+        assert!(m.groups_of("w1").contains("prod"));
+        assert!(m.groups.iter().find(|g| g.name == "all").unwrap().hosts == ["lone"]);
+    }
+
+    #[test]
+    fn ansible_inventory_list_json() {
+        let m = read(
+            r#"{
+    "_meta": {
+        "hostvars": {
+            "h1": {"ansible_host": "10.0.0.1", "ansible_port": 22, "p": {"__ansible_vault": "x"}},
+            "h9": {}
+        }
+    },
+    "all": {"children": ["ungrouped", "web"]},
+    "web": {"hosts": ["h1"], "vars": {"ansible_user": "ops"}}
+}"#,
+        )
+        .unwrap();
+        let h1 = m.hosts.iter().find(|h| h.name == "h1").unwrap();
+        assert_eq!(h1.vars[1].value, Val::Text("22".into()));
+        assert_eq!(h1.vars[2].value, Val::Vault);
+        assert_eq!(h1.vars[0].pos.line, 4);
+        assert!(m.groups_of("h1").contains("web"));
+        assert!(m.groups_of("h9").contains("ungrouped"));
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_with_its_position() {
+        let e = read("all:\n  hosts:\n    a:\n  hostz: {}\n").unwrap_err();
+        assert_eq!(e[0].pos.line, 4, "{e:?}");
+        assert!(e[0].message.contains("hostz"), "{e:?}");
+    }
+}
