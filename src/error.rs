@@ -44,7 +44,8 @@ impl Exit {
 }
 
 /// The exit codes, for `--help`.
-pub const EXIT_CODES: &str = "Exit codes: 0 all good; 1 a host failed or verify found a problem; \
+pub const EXIT_CODES: &str = "Exit codes: 0 all good; 1 a host failed, verify found a problem, \
+or reset's question was declined; \
 2 bad input (command line, inventory, state file), nothing contacted; \
 3 another kwinctl run holds the lock, nothing contacted; \
 4 kwinctl could not do its own work on this machine (state file, runtime); \
