@@ -109,20 +109,12 @@ impl super::ClusterPos {
     }
 }
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDefaults {
-    #[serde(default)]
-    pub(super) ssh: Option<RawSsh>,
-    #[serde(default)]
-    pub(super) winrm: Option<RawWinRm>,
-    #[serde(default)]
-    pub(super) linux: Option<RawLinux>,
-    #[serde(default)]
-    pub(super) windows: Option<RawWindows>,
-}
+/// `defaults:`: the same blocks as a group's, for every host.
+pub(super) type RawDefaults = RawGroup;
 
-/// A group's settings: what its hosts get unless they set them themselves.
+/// A block of settings, a group's (what its hosts get unless they set them
+/// themselves) or `defaults:` (what every host gets unless a group or the
+/// host sets it).
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawGroup {
