@@ -4,15 +4,14 @@
 //! kwinctl's); snapshots pin the rendered text. There is no PowerShell on
 //! this machine: this is the only check the PowerShell itself gets here.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use kwinctl::alloc;
 use kwinctl::inventory::Inventory;
-use kwinctl::os::fresh_script;
 use kwinctl::os::windows::script::{self, ScriptHost, WinProbe};
 use kwinctl::os::windows::{WinAction, action::examples};
-use kwinctl::state::State;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
 
@@ -146,22 +145,10 @@ fn load(text: &str) -> Inventory {
     Inventory::parse(Path::new(EXAMPLE), text).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn scripts_for(inv: &Inventory) -> Vec<(String, String)> {
-    let alloc = alloc::allocate(inv, &State::default(), &None).unwrap();
-    let nodes = alloc::nodes(inv, &alloc);
-    let r = kwinctl::os::renderer();
-    inv.hosts
-        .iter()
-        .zip(&nodes)
-        .filter(|(h, _)| h.os == kwinctl::inventory::Os::Windows)
-        .map(|(h, n)| (h.name.clone(), fresh_script(&r, inv, h, n).unwrap()))
-        .collect()
-}
-
 #[test]
 fn example_inventory_scripts_parse_and_are_pinned() {
     let inv = load(&std::fs::read_to_string(EXAMPLE).unwrap());
-    let scripts = scripts_for(&inv);
+    let scripts = common::windows_scripts(&inv);
     assert_eq!(scripts.len(), 2);
     for (host, s) in &scripts {
         let cmds = parse(host, s);
@@ -451,7 +438,7 @@ fn native_stderr_redirections_run_under_continue() {
             script::start_script(&r, &kwinctl::os::windows::desired::example_task()),
         ),
     ];
-    scripts.extend(scripts_for(&load(
+    scripts.extend(common::windows_scripts(&load(
         &std::fs::read_to_string(EXAMPLE).unwrap(),
     )));
     let mut found = 0;
@@ -492,8 +479,8 @@ fn hostile_values_stay_inside_strings() {
     let hostile =
         "x'; Remove-Item -Recurse C:\\ ; \u{2018}$(Stop-Computer)\u{2019} \" `n; Stop-Computer #";
     let benign = "SAFE";
-    let bad = scripts_for(&load(&with_values(hostile)));
-    let good = scripts_for(&load(&with_values(benign)));
+    let bad = common::windows_scripts(&load(&with_values(hostile)));
+    let good = common::windows_scripts(&load(&with_values(benign)));
     assert_eq!(bad.len(), 2);
     for ((host, b), (_, g)) in bad.iter().zip(&good) {
         let cmds = parse(host, b);
@@ -544,7 +531,7 @@ fn many_routes_parse() {
         );
     }
     let inv = load(&text);
-    let scripts = scripts_for(&inv);
+    let scripts = common::windows_scripts(&inv);
     assert_eq!(scripts.len(), 40);
     for (host, s) in scripts.iter().take(3) {
         assert_eq!(

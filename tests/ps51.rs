@@ -12,15 +12,14 @@
 //! parameters must be spelt out (PowerShell would also take an unambiguous
 //! prefix or an alias; kwinctl's scripts never rely on either).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use kwinctl::alloc;
-use kwinctl::inventory::{Inventory, Os};
-use kwinctl::os::fresh_script;
+use kwinctl::inventory::Inventory;
 use kwinctl::os::windows::action::examples;
 use kwinctl::os::windows::script::{self, ScriptHost, WinProbe};
-use kwinctl::state::State;
 
 const DATA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -294,19 +293,6 @@ fn load(text: &str) -> Inventory {
     Inventory::parse(Path::new(EXAMPLE), text).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `render`'s whole script for each Windows host of `inv`.
-fn rendered(inv: &Inventory) -> Vec<(String, String)> {
-    let alloc = alloc::allocate(inv, &State::default(), &None).unwrap();
-    let nodes = alloc::nodes(inv, &alloc);
-    let r = kwinctl::os::renderer();
-    inv.hosts
-        .iter()
-        .zip(&nodes)
-        .filter(|(h, _)| h.os == Os::Windows)
-        .map(|(h, n)| (h.name.clone(), fresh_script(&r, inv, h, n).unwrap()))
-        .collect()
-}
-
 /// Every PowerShell text kwinctl sends to Windows, labelled.
 fn every_script() -> Vec<(String, String)> {
     let r = kwinctl::os::renderer();
@@ -363,7 +349,7 @@ fn every_script() -> Vec<(String, String)> {
                 .collect(),
         ),
     ] {
-        for (h, s) in rendered(&load(&text)) {
+        for (h, s) in common::windows_scripts(&load(&text)) {
             out.push((format!("{h} ({label})"), s));
         }
     }

@@ -140,3 +140,21 @@ pub fn rendered(inv: &str, limits: &[&str]) -> Vec<String> {
         .map(|l| l.split(' ').next().unwrap_or_default().to_string())
         .collect()
 }
+
+/// `render`'s whole script (what a fresh host gets) for each Windows host of
+/// `inv`, with the host's name.
+pub fn windows_scripts(inv: &kwinctl::inventory::Inventory) -> Vec<(String, String)> {
+    use kwinctl::alloc;
+    let alloc = alloc::allocate(inv, &kwinctl::state::State::default(), &None).unwrap();
+    let nodes = alloc::nodes(inv, &alloc);
+    let r = kwinctl::os::renderer();
+    inv.hosts
+        .iter()
+        .zip(&nodes)
+        .filter(|(h, _)| h.os == kwinctl::inventory::Os::Windows)
+        .map(|(h, n)| {
+            let s = kwinctl::os::fresh_script(&r, inv, h, n).unwrap();
+            (h.name.clone(), s)
+        })
+        .collect()
+}
