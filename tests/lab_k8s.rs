@@ -113,23 +113,7 @@ fn script_with_kubelet_args(lab: &Lab, args: &str, only: bool) -> (String, u64) 
 
 /// Run a script on win1 over WinRM, as `up` does; its stdout.
 fn run_on_win1(lab: &Lab, script: &str) -> String {
-    let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
-    let h = inv.host("win1").unwrap().clone();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let opts = kwinctl::transport::ConnectOptions::new(
-            std::time::Duration::from_secs(20),
-            false,
-            kwinctl::transport::Routes::default(),
-        );
-        let mut s =
-            kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
-                .await
-                .expect("connect");
-        let out = s.run(script).await.expect("run");
-        s.close().await;
-        out.stdout
-    })
+    lab.run_windows("win1", script).expect("run").stdout
 }
 
 /// The `KWE` lines of the failed action, after checking that the one that

@@ -238,27 +238,6 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }
 
-/// Run `script` on a simulated Windows host over WinRM, as `up` does.
-fn run_script(lab: &Lab, name: &str, script: &str) -> Result<kwinctl::transport::Output, String> {
-    let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
-    let h = inv.host(name).unwrap().clone();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let opts = kwinctl::transport::ConnectOptions::new(
-            std::time::Duration::from_secs(20),
-            false,
-            kwinctl::transport::Routes::default(),
-        );
-        let mut s =
-            kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
-                .await
-                .map_err(|e| e.to_string())?;
-        let out = s.run(script).await.map_err(|e| e.to_string());
-        s.close().await;
-        out
-    })
-}
-
 fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
     let sp = lab.win_state(name);
     let mut ws: serde_json::Value =
@@ -311,7 +290,9 @@ fn the_transparent_network_never_takes_the_routable_card() {
          # kwinctl-sim: {{\"kind\":\"create_network\",\"id\":0,\"name\":\"kwinctl\",\"subnet\":\"198.19.9.0/24\",\"gateway\":\"198.19.9.1\",\"replace\":false}}\n\
          Invoke-KwNative 'docker' @('network', 'create', '-d', 'transparent', '--gateway', '198.19.9.1', '--subnet', '198.19.9.0/24', 'kwinctl')\n"
     );
-    let e = run_script(&lab, "win2", &old).expect_err("the connection survived");
+    let e = lab
+        .run_windows("win2", &old)
+        .expect_err("the connection survived");
     assert!(e.contains("connection"), "{e}");
     let ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(lab.win_state("win2")).unwrap()).unwrap();
@@ -336,7 +317,7 @@ fn the_transparent_network_never_takes_the_routable_card() {
         "# kwinctl-sim: {{\"kind\":\"prelude\",\"address\":\"{addr}\",\"adapter\":null}}\n\
          # kwinctl-sim: {{\"kind\":\"set_gateway_address\",\"id\":0,\"adapter\":\"vEthernet (HNSTransparent)\",\"gateway\":\"198.19.9.1\",\"prefix\":24,\"node_address\":\"{addr}\"}}\n"
     );
-    let out = run_script(&lab, "win2", &gw).expect("the connection stays");
+    let out = lab.run_windows("win2", &gw).expect("the connection stays");
     assert!(
         out.stdout.contains("KWX 0 failed") && out.stdout.contains("holds the node address"),
         "{out:?}"

@@ -237,6 +237,32 @@ impl Lab {
         assert!(st.success());
     }
 
+    /// Run `script` on a simulated Windows host over WinRM, as `up` does
+    /// (one connection, closed after); an error in words.
+    pub fn run_windows(
+        &self,
+        host: &str,
+        script: &str,
+    ) -> Result<kwinctl::transport::Output, String> {
+        let inv = kwinctl::inventory::Inventory::load(&self.inventory).unwrap();
+        let h = inv.host(host).unwrap().clone();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let opts = kwinctl::transport::ConnectOptions::new(
+                Duration::from_secs(20),
+                false,
+                kwinctl::transport::Routes::default(),
+            );
+            let mut s =
+                kwinctl::transport::connect(&h, kwinctl::transport::Interpreter::PowerShell, &opts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let out = s.run(script).await.map_err(|e| e.to_string());
+            s.close().await;
+            out
+        })
+    }
+
     pub fn reboot(&self, host: &str) {
         check(&lab_sh(&["reboot", &self.dir_s(), host]), "reboot");
     }
