@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 
+import wan
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(ROOT, "lab", "lab.sh")
 VENV = os.path.join(ROOT, "bench", ".venv", "bin")
@@ -749,7 +751,7 @@ def report(results, args, meta, extra):
       "wall times include its effect, the cgroup CPU does not."
       % (statistics.median(meta["bg"]) if meta["bg"] else 0, max(meta["bg"]) if meta["bg"] else 0))
     w("")
-    w("## Results (medians of %d runs, cold connections every run)\n" % meta["runs"])
+    w("## Results (medians of %s runs, cold connections every run)\n" % meta["runs"])
     w("| N | task | tool | wall s (min–max) | CPU s/host | of which the tool's side | machine CPU s/host | kwinctl peak RSS MiB | kwinctl/tool wall | kwinctl/tool CPU |")
     w("|---:|---|---|---|---:|---:|---:|---:|---:|---:|")
     order = {"verify": 0, "setup-first": 1, "setup-noop": 2}
@@ -926,11 +928,30 @@ def main():
                     help="before each timed run, wait up to this long for the rest of the machine to go quiet")
     ap.add_argument("--winrm", action="store_true",
                     help="also: verify over 20 simulated Windows hosts vs 20 Linux hosts, and a 5 MiB upload")
+    ap.add_argument("--wan", default="",
+                    help="RTT list in ms, e.g. 0,50,100: every tool through bench/delayproxy.py (see bench/wan.py); "
+                         "sizes default to 20,50,200, Ansible to 20,50")
+    ap.add_argument("--target-runs", type=int, default=3,
+                    help="WAN mode: runs at the target cell N=20, 100 ms (--runs elsewhere)")
+    ap.add_argument("--winrm-hosts", type=int, default=4, help="WAN mode with --winrm: simulated Windows hosts")
     ap.add_argument("--kwinctl", help="the kwinctl binary (release build)")
     ap.add_argument("--work", help="a scratch folder for the labs")
     ap.add_argument("--report-from", help="re-render the report from a RESULTS.json of an earlier run; measure nothing")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     args = ap.parse_args()
+    wan.B = sys.modules[__name__]
+    if args.wan:
+        args.wan = [int(x) for x in args.wan.split(",") if x]
+        args.target_cell = (20, 100)
+        dflt = {a.dest: a.default for a in ap._actions}
+        if args.sizes == dflt["sizes"]:
+            args.sizes = "20,50,200"
+        if args.ansible_sizes == dflt["ansible_sizes"]:
+            args.ansible_sizes = "20,50"
+        if args.quiet_wait == dflt["quiet_wait"]:
+            args.quiet_wait = 1.0  # many short runs: a shorter wait keeps the run within ~25 min
+        if args.tools == dflt["tools"]:
+            args.tools = "kwinctl,ssh,pyinfra,ansible,ansible-command"
     if not args.report_from and not (args.kwinctl and args.work):
         ap.error("--kwinctl and --work are required (bench/run.sh passes them)")
     KW = os.path.abspath(args.kwinctl or "kwinctl")
@@ -968,11 +989,20 @@ def main():
         save_raw(raw, results, meta, extra)
 
     done = False
+    if args.wan:
+        meta["wan"] = args.wan
+        meta["ansible_sizes"] = sorted(args.ansible_sizes)
+        meta["winrm_hosts"] = args.winrm_hosts
+        meta["wan_runs"] = "%d at N=%d, %d ms; %d elsewhere (WinRM: %d)" % (
+            args.target_runs, args.target_cell[0], args.target_cell[1], args.runs, max(args.runs, 3))
     try:
         for n in args.sizes:
-            run_size(n, args, args.work, results, meta)
+            (wan.run_size if args.wan else run_size)(n, args, args.work, results, meta)
             save(False)
-        extra = winrm(args.work, args.runs, args.quiet_wait) if args.winrm else []
+        if args.wan and args.winrm:
+            wan.winrm(args.work, args, results)
+        else:
+            extra = winrm(args.work, args.runs, args.quiet_wait) if args.winrm else []
         done = True
     finally:
         CPU.close()
@@ -980,10 +1010,28 @@ def main():
             save(done)
             write_report(results, args, meta, extra)
             log("raw measurements: %s (bench/run.sh --report-from %s re-renders the report)" % (raw, raw))
+    if args.wan and any(getattr(m, "failed", None) for ms in results.values() if isinstance(ms, list) for m in ms):
+        log("WAN: some runs failed (see 'Failed runs' in the report)")
+        sys.exit(1)
 
 
 def write_report(results, args, meta, extra):
-    text = report(results, args, meta, extra)
+    if meta.get("wan"):
+        # the CPU table: the cells at the lowest RTT, in the usual report
+        low = min(meta["wan"])
+        flat = {(k[0], k[2], k[3]): v for k, v in results.items() if len(k) == 4 and k[1] == low
+                and k[2] in ("verify", "setup-first", "setup-noop")}
+        text = report(flat, args, dict(meta, runs=meta["wan_runs"]), extra)
+        lines = []
+        wan.report({k: v for k, v in results.items() if len(k) == 4}, meta, lines.append)
+        marker = "## Targets\n"
+        head, _, tail = text.partition(marker)
+        # the direct mode's N=100 targets do not apply; failed runs: in the WAN section
+        tail = "".join("\n## " + sec for sec in tail.split("\n## ")[1:] if not sec.startswith("Failed runs"))[1:]
+        text = (head + "The table above: the WAN run's cells at %d ms RTT (through the proxy), for CPU per host.\n\n"
+                % low + "\n".join(lines) + "\n" + tail)
+    else:
+        text = report(results, args, meta, extra)
     text += "\nTotal benchmark time: %.0f s.\n" % meta["total"]
     with open(args.out, "w") as f:
         f.write(text)
@@ -993,11 +1041,12 @@ def write_report(results, args, meta, extra):
 
 def save_raw(path, results, meta, extra):
     rows = []
-    for (n, task, tool), v in results.items():
+    for key, v in results.items():
         if isinstance(v, list):
-            v = [{k: getattr(m, k) for k in ("wall", "cpu", "tool", "machine", "bg", "bg_before", "rc", "rss", "failed")
+            v = [{k: getattr(m, k) for k in ("wall", "cpu", "tool", "machine", "bg", "bg_before", "rc", "rss", "failed",
+                                              "conns")
                   if hasattr(m, k)} for m in v]
-        rows.append([n, task, tool, v])
+        rows.append(list(key) + [v])
     meta = dict(meta, commands={str(n): c for n, c in meta["commands"].items()},
                 lab_up={str(n): t for n, t in meta["lab_up"].items()})
     with open(path, "w") as f:
@@ -1007,7 +1056,8 @@ def save_raw(path, results, meta, extra):
 def load_raw(path):
     d = json.load(open(path))
     results = {}
-    for n, task, tool, v in d["results"]:
+    for row in d["results"]:
+        key, v = tuple(row[:-1]), row[-1]
         if isinstance(v, list):
             ms = []
             for x in v:
@@ -1015,7 +1065,7 @@ def load_raw(path):
                 m.__dict__.update(x)
                 ms.append(m)
             v = ms
-        results[(n, task, tool)] = v
+        results[key] = v
     meta = d["meta"]
     meta["commands"] = {int(n): c for n, c in meta["commands"].items()}
     meta["lab_up"] = {int(n): t for n, t in meta["lab_up"].items()}

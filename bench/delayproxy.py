@@ -7,7 +7,11 @@ round-trip time later, in both directions, keeping order. The TCP handshake
 between the client and this proxy is local and not delayed (the same for
 every tool measured).
 
-    bench/delayproxy.py --rtt-ms 100 LISTEN_HOST:PORT=TARGET_HOST:PORT [...]
+    bench/delayproxy.py --rtt-ms 100 [--count-file F] LISTEN_HOST:PORT=TARGET_HOST:PORT [...]
+
+With --count-file, the number of connections accepted so far (all
+mappings) is written to F after each one: the benchmark reads it before and
+after a run to check that a tool really went through the proxy.
 
 One process can serve many mappings (one per lab host). A client reaches a
 host through an ssh_config `Host nK / HostName LISTEN_HOST / Port PORT`
@@ -16,6 +20,7 @@ entry, which OpenSSH, kwinctl, pyinfra and Ansible all honour.
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 
@@ -57,10 +62,24 @@ async def pump(reader, writer, delay):
         pass
 
 
-async def serve(listen, target, delay):
+ACCEPTED = 0
+
+
+def count(path):
+    global ACCEPTED
+    ACCEPTED += 1
+    if path:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % ACCEPTED)
+        os.replace(tmp, path)
+
+
+async def serve(listen, target, delay, count_file=None):
     thost, tport = target
 
     async def handle(creader, cwriter):
+        count(count_file)
         try:
             sreader, swriter = await asyncio.open_connection(thost, tport)
         except OSError as e:
@@ -84,13 +103,17 @@ def hostport(text):
 async def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rtt-ms", type=float, required=True)
+    ap.add_argument("--count-file", help="keep the number of accepted connections in this file")
     ap.add_argument("mappings", nargs="+", help="LISTEN_HOST:PORT=TARGET_HOST:PORT")
     args = ap.parse_args()
     delay = args.rtt_ms / 2000.0
     servers = []
+    if args.count_file:
+        with open(args.count_file, "w") as f:
+            f.write("0\n")
     for m in args.mappings:
         listen, _, target = m.partition("=")
-        servers.append(await serve(hostport(listen), hostport(target), delay))
+        servers.append(await serve(hostport(listen), hostport(target), delay, args.count_file))
     print("delayproxy: ready", flush=True)
     await asyncio.gather(*(s.serve_forever() for s in servers))
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Check bench/delayproxy.py: one request/reply through it at RTT 100 ms
 takes one round trip (>= 100 ms), at RTT 0 much less, and the bytes arrive
-unchanged. Local only (127.0.0.1); run: python3 bench/delayproxy_check.py"""
+unchanged; --count-file counts the connection. Local only (127.0.0.1); run: python3 bench/delayproxy_check.py"""
 
 import asyncio
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,9 +49,10 @@ async def main():
     eport = server.sockets[0].getsockname()[1]
     for rtt, low, high in ((100, 0.100, 0.400), (0, 0.0, 0.050)):
         pport = free_port()
+        counted = os.path.join(tempfile.mkdtemp(), "count")
         proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "delayproxy.py"), "--rtt-ms", str(rtt),
-             f"127.0.0.1:{pport}=127.0.0.1:{eport}"],
+             "--count-file", counted, f"127.0.0.1:{pport}=127.0.0.1:{eport}"],
             stdout=subprocess.PIPE,
         )
         try:
@@ -58,6 +60,8 @@ async def main():
             took = await one_rtt(pport)
             print(f"rtt {rtt} ms: one request/reply took {took * 1000:.1f} ms")
             assert low <= took <= high, (rtt, took)
+            # the count file says how many connections went through
+            assert open(counted).read() == "1\n", open(counted).read()
         finally:
             proc.kill()
             proc.wait()

@@ -6,10 +6,26 @@
 #   sudo bench/run.sh [--sizes 10,50,100,200] [--runs 3] [--ansible-sizes 10,50,100]
 #                     [--tools kwinctl,ssh,pyinfra,ansible[,ansible-command]]
 #                     [--profile 100] [--quiet-wait 3] [--winrm] [--out FILE]
+#                     [--wan RTT_MS_LIST [--target-runs 3] [--winrm-hosts 4]]
 #   bench/run.sh --report-from bench/RESULTS.json [--out FILE]   (re-render only)
 #
 # The default (sizes 10,50,100,200, 3 runs, Ansible up to 100) takes about
 # 15-20 minutes on 2 cores. A quick look: bench/run.sh --sizes 10,50 --runs 1
+#
+# WAN mode (issue 16): every tool through bench/delayproxy.py (see bench/wan.py)
+#
+#   sudo bench/run.sh --wan 0,50,100 --winrm      # the documented full WAN run
+#
+# N = 20, 50, 200 at each RTT; kwinctl verify, first up, no-op up and reset
+# beside pyinfra, Ansible (-m raw and the default module; N <= 50) and plain
+# OpenSSH; 3 runs at the target cell (N=20, 100 ms), 1 elsewhere
+# (--target-runs, --runs); --winrm: kwinctl verify of 4 simulated Windows
+# hosts through the proxy at each RTT. About 20-25 minutes on 2 cores.
+# Writes bench/RESULTS.md: the WAN table (wall, wall/RTT, kwinctl/pyinfra)
+# and, from the lowest RTT's cells, the CPU-per-host table.
+# Smoke check of the plumbing (about 1 minute; exits 1 if a tool's run took
+# under 2 RTT or fewer than N connections went through the proxy):
+#   sudo bench/run.sh --wan 100 --sizes 2 --runs 1 --target-runs 1 --tools kwinctl,ssh,pyinfra,ansible --ansible-sizes 2 --out /tmp/wan-smoke.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
