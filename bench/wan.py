@@ -49,17 +49,21 @@ class Proxy:
         self.ports = {}
         maps = []
         for j, (name, ip, _) in enumerate(lab.hosts):
-            port = 40000 + 1000 * index + j + 1
+            # below the ephemeral range (32768-60999 here): the tools'
+            # own connections to the bridge address take local ports from
+            # that range, and a listener cannot bind a port one of them holds
+            port = 20000 + 1000 * index + j + 1
             self.ports[ip] = port
             target = 5985 if name.startswith("win") else 22
             maps.append("%s:%d=%s:%d" % (self.listen[ip], port, ip, target))
         self.count_file = os.path.join(lab.dir, "proxy-%d.count" % rtt)
+        errf = os.path.join(lab.dir, "proxy-%d.err" % rtt)
         self.proc = subprocess.Popen([sys.executable, PROXY, "--rtt-ms", str(rtt), "--count-file",
-                                      self.count_file] + maps, stdout=subprocess.PIPE)
+                                      self.count_file] + maps, stdout=subprocess.PIPE, stderr=open(errf, "w"))
         line = self.proc.stdout.readline()
         if line != b"delayproxy: ready\n":
             self.proc.kill()
-            raise RuntimeError("delayproxy at %d ms did not start: %r" % (rtt, line))
+            raise RuntimeError("delayproxy at %d ms did not start: %r %s" % (rtt, line, open(errf).read()[-800:]))
         # Its CPU is the emulated network's, not a tool's: out of the
         # benchmark's cgroup (it still shares the 2 cores).
         if B.CPU and B.CPU.base:
