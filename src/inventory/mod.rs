@@ -27,7 +27,7 @@ pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;
 use validate::{Validator, first_line, yaml_hint};
-pub use version::{KubeVersion, Minor};
+pub use version::{ContainerdVersion, KubeVersion, Minor, WindowsProfile};
 
 /// What `kwinctl import` writes where only the operator knows the value
 /// (the `cluster:` section); `check` refuses it until it is replaced.
@@ -151,6 +151,10 @@ pub struct Cluster {
     pub kubeconfig: Option<PathBuf>,
     /// `None`: chosen by Kubernetes version and the host's Windows build.
     pub pause_image: Option<String>,
+    /// As the inventory names it; [`Cluster::windows_profile`] is the one used.
+    pub windows_profile_given: Option<WindowsProfile>,
+    /// The containerd release the l2bridge profile installs.
+    pub containerd_version: Option<ContainerdVersion>,
     /// Where keys that later checks point at are in the inventory.
     pub pos: ClusterPos,
 }
@@ -164,6 +168,19 @@ pub struct ClusterPos {
     pub kubernetes_version: Option<Pos>,
     pub kubeconfig: Option<Pos>,
     pub pause_image: Option<Pos>,
+    pub windows_profile: Option<Pos>,
+    pub containerd_version: Option<Pos>,
+}
+
+impl Cluster {
+    /// The Windows profile: as named, else by release (`None` without a
+    /// release).
+    pub fn windows_profile(&self) -> Option<WindowsProfile> {
+        self.windows_profile_given.or_else(|| {
+            self.kubernetes_version
+                .map(|v| WindowsProfile::default_for(v.minor))
+        })
+    }
 }
 
 /// What the inventory says about an SSH connection. Each value set here is

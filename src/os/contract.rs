@@ -24,6 +24,7 @@ const NOT_ACTIONS: &[&str] = &[
     "windows/start_script.ps1",
     "windows/boot_script.ps1",
     "windows/read_files.ps1",
+    "windows/hns.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

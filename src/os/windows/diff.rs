@@ -7,7 +7,7 @@ use ipnet::Ipv4Net;
 
 use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
-use super::desired::WindowsDesired;
+use super::desired::{WinService, WindowsDesired};
 use super::facts::{WinRoute, WindowsFacts};
 use super::firewall;
 use super::k8s::Hosting;
@@ -63,42 +63,8 @@ pub fn diff_windows(
         hosting_word(d, "kube-proxy"),
     )];
     notes.extend(d.notes.iter().cloned());
+    common_items(node, d, f, &mut items);
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
-
-    // First: other nodes ping this one when they verify, maybe while this
-    // script still runs.
-    let exes: Vec<(&str, String)> = d
-        .services
-        .iter()
-        .map(|s| (s.name.as_str(), s.exe.clone()))
-        .collect();
-    let rules = firewall::rules(node, &exes);
-    let have: BTreeSet<(String, String)> = f
-        .firewall
-        .iter()
-        .filter(|r| r.enabled)
-        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
-        .collect();
-    let want: BTreeSet<(String, String)> = rules
-        .iter()
-        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
-        .collect();
-    item(
-        "firewall".into(),
-        (have != want || f.firewall.len() != rules.len())
-            .then_some(WinAction::SetFirewall { rules }),
-    );
-    let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
-    item(
-        format!("pod-cidr {}", node.pod_cidr),
-        (f.pod_cidr.is_none() || f.recorded_cluster().as_ref() != Some(&cluster)).then_some(
-            WinAction::RecordPodCidr {
-                pod_cidr: node.pod_cidr,
-                cluster: cluster.0,
-                cluster_id: cluster.1,
-            },
-        ),
-    );
     let forwarding = f
         .adapters
         .iter()
@@ -165,6 +131,109 @@ pub fn diff_windows(
         }),
     );
 
+    route_items(node, f, index, false, &mut items, &mut notes);
+    let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
+    let desired = node.routes();
+    let images: BTreeSet<String> = f.images.iter().map(|i| normalise_image(i)).collect();
+    item(
+        format!("image {}", d.pause_image),
+        (!images.contains(&normalise_image(&d.pause_image))).then(|| WinAction::PullImage {
+            image: d.pause_image.clone(),
+        }),
+    );
+    file_items(&d.files, f, &mut items);
+    let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
+    let boot = boot_spec(node, d, &nics);
+    let boot_ok = f.tasks.iter().any(|t| {
+        t.name.eq_ignore_ascii_case(BOOT_TASK)
+            && t.description == boot.description()
+            && !t.state.eq_ignore_ascii_case("disabled")
+    });
+    item(
+        format!("boot task {BOOT_TASK}"),
+        (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
+    );
+    service_items(&d.services, f, &mut items);
+    if f.routes
+        .iter()
+        .any(|r| r.index == index && !r.persistent && desired.contains_key(&r.dst))
+    {
+        notes.push(
+            "some routes were not persistent: they are re-added (New-NetRoute writes the persistent store too)"
+                .into(),
+        );
+    }
+    if f.routes
+        .iter()
+        .any(|r| r.index == index && !r.active && node.cluster_cidr().contains(&r.dst))
+    {
+        notes.push(
+            "some routes are only in the persistent store (they would come back at the next reboot): replaced or removed in both stores"
+                .into(),
+        );
+    }
+    Ok(Diff { items, notes })
+}
+
+type Items = Vec<Item<WinAction>>;
+
+fn push(items: &mut Items, key: String, action: Option<WinAction>) {
+    items.push(Item { key, action });
+}
+
+/// Both profiles: kwinctl's firewall rules, then the node's pod CIDR record.
+pub(super) fn common_items(node: &Node, d: &WindowsDesired, f: &WindowsFacts, items: &mut Items) {
+    let mut item = |key: String, action: Option<WinAction>| push(items, key, action);
+    // First: other nodes ping this one when they verify, maybe while this
+    // script still runs.
+    let exes: Vec<(&str, String)> = d
+        .services
+        .iter()
+        .filter(|s| s.name != "containerd")
+        .map(|s| (s.name.as_str(), s.exe.clone()))
+        .collect();
+    let rules = firewall::rules(node, &exes);
+    let have: BTreeSet<(String, String)> = f
+        .firewall
+        .iter()
+        .filter(|r| r.enabled)
+        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
+        .collect();
+    let want: BTreeSet<(String, String)> = rules
+        .iter()
+        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
+        .collect();
+    item(
+        "firewall".into(),
+        (have != want || f.firewall.len() != rules.len())
+            .then_some(WinAction::SetFirewall { rules }),
+    );
+    let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
+    item(
+        format!("pod-cidr {}", node.pod_cidr),
+        (f.pod_cidr.is_none() || f.recorded_cluster().as_ref() != Some(&cluster)).then_some(
+            WinAction::RecordPodCidr {
+                pod_cidr: node.pod_cidr,
+                cluster: cluster.0,
+                cluster_id: cluster.1,
+            },
+        ),
+    );
+}
+
+/// Both profiles: a persistent route to every other node's pod CIDR via
+/// its address on the adapter of interface index `index`, stale cluster
+/// routes there removed. `force`: the routes there now are about to be lost
+/// (the l2bridge vSwitch is being created): every one is added again.
+pub(super) fn route_items(
+    node: &Node,
+    f: &WindowsFacts,
+    index: u32,
+    force: bool,
+    items: &mut Items,
+    notes: &mut Vec<String>,
+) {
+    let mut item = |key: String, action: Option<WinAction>| push(items, key, action);
     let desired = node.routes();
     // Every route on the routable adapter, from both stores, by destination.
     let mut have: BTreeMap<Ipv4Net, Vec<&WinRoute>> = BTreeMap::new();
@@ -202,6 +271,11 @@ pub fn diff_windows(
             .any(|r| r.via == Some(*via) && r.active && r.persistent)
             && rs.iter().all(|r| r.via == Some(*via));
         let action = match rs {
+            _ if force => Some(WinAction::AddRoute {
+                dst: *dst,
+                via: *via,
+                replace: true,
+            }),
             _ if ok => None,
             [] => Some(WinAction::AddRoute {
                 dst: *dst,
@@ -216,35 +290,28 @@ pub fn diff_windows(
         };
         item(format!("route {dst}"), action);
     }
+}
 
-    let images: BTreeSet<String> = f.images.iter().map(|i| normalise_image(i)).collect();
-    item(
-        format!("image {}", d.pause_image),
-        (!images.contains(&normalise_image(&d.pause_image))).then(|| WinAction::PullImage {
-            image: d.pause_image.clone(),
-        }),
-    );
-    for file in &d.files {
+/// Both profiles: files kwinctl places, each with its SHA-256.
+pub(super) fn file_items(files: &[super::WinFile], f: &WindowsFacts, items: &mut Items) {
+    for file in files {
         let ok = f.files.iter().any(|x| {
             x.path.eq_ignore_ascii_case(&file.path) && x.sha256.eq_ignore_ascii_case(&file.sha256)
         });
-        item(
+        push(
+            items,
             format!("file {}", file.path),
             (!ok).then(|| WinAction::PlaceFile { file: file.clone() }),
         );
     }
-    let boot = boot_spec(node, d, &nics);
-    let boot_ok = f.tasks.iter().any(|t| {
-        t.name.eq_ignore_ascii_case(BOOT_TASK)
-            && t.description == boot.description()
-            && !t.state.eq_ignore_ascii_case("disabled")
-    });
-    item(
-        format!("boot task {BOOT_TASK}"),
-        (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
-    );
+}
+
+/// Both profiles: kubelet and kube-proxy (and containerd) as services or
+/// tasks, installed, then running.
+pub(super) fn service_items(services: &[WinService], f: &WindowsFacts, items: &mut Items) {
+    let mut item = |key: String, action: Option<WinAction>| push(items, key, action);
     let mut changed_services: BTreeSet<String> = BTreeSet::new();
-    for s in &d.services {
+    for s in services {
         let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
         let service = f.services.iter().find(|x| name(&x.name));
         let task = f.tasks.iter().find(|x| name(&x.name));
@@ -263,7 +330,7 @@ pub fn diff_windows(
                     h.binpath == s.binpath
                         && set(&h.env) == set(&s.env)
                         && set(&h.depends) == set(&s.depends)
-                        && h.start.eq_ignore_ascii_case("manual")
+                        && h.start.eq_ignore_ascii_case(&s.start_mode)
                         && h.restart
                 });
                 if !ok {
@@ -303,7 +370,7 @@ pub fn diff_windows(
             }
         }
     }
-    for s in &d.services {
+    for s in services {
         // A service or task being (re)installed is (re)started by its own action.
         if changed_services.contains(&s.name) {
             continue;
@@ -328,25 +395,6 @@ pub fn diff_windows(
         };
         item(format!("running {}", s.name), action);
     }
-    if f.routes
-        .iter()
-        .any(|r| r.index == index && !r.persistent && desired.contains_key(&r.dst))
-    {
-        notes.push(
-            "some routes were not persistent: they are re-added (New-NetRoute writes the persistent store too)"
-                .into(),
-        );
-    }
-    if f.routes
-        .iter()
-        .any(|r| r.index == index && !r.active && node.cluster_cidr().contains(&r.dst))
-    {
-        notes.push(
-            "some routes are only in the persistent store (they would come back at the next reboot): replaced or removed in both stores"
-                .into(),
-        );
-    }
-    Ok(Diff { items, notes })
 }
 
 /// What the boot task restores and starts on this node.
@@ -530,6 +578,8 @@ mod tests {
                 svc("kube-proxy", "kubelet", Hosting::Service),
             ],
             notes: vec![],
+            profile: crate::os::windows::k8s::Profile::Transparent,
+            l2: None,
         }
     }
 

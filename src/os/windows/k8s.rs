@@ -13,7 +13,9 @@ use std::sync::LazyLock;
 
 use serde::Deserialize;
 
-use crate::inventory::{Inventory, KubeVersion, Minor, Os, Problem};
+use crate::inventory::{ContainerdVersion, Inventory, KubeVersion, Minor, Os, Problem};
+
+pub use crate::inventory::WindowsProfile as Profile;
 
 /// The table, parsed once; a malformed table is a bug the unit tests catch.
 pub static TABLE: LazyLock<Table> = LazyLock::new(|| {
@@ -36,21 +38,6 @@ impl Component {
         }
     }
 }
-
-/// A way of running Windows nodes. Rows name the profiles they belong to;
-/// a row that names none is shared by all (the flags every Windows kubelet
-/// and kube-proxy take). Only the 1.5 guide's profile exists today; a
-/// containerd + l2bridge profile for 1.24+ (research/modern-profile.md) adds
-/// its rows and a variant here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Profile {
-    /// Docker `transparent` network (CONTAINER_NETWORK), userspace kube-proxy.
-    DockerTransparent,
-}
-
-/// The profile kwinctl builds Windows nodes with.
-pub const PROFILE: Profile = Profile::DockerTransparent;
 
 /// When a row's flag is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -100,6 +87,9 @@ pub struct FlagRow {
 pub struct BuildRow {
     pub build: u32,
     pub name: String,
+    /// The profiles the row belongs to; empty: every profile.
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
     pub since: String,
     pub since_source: String,
     #[serde(default)]
@@ -113,9 +103,9 @@ pub struct BuildRow {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DefaultFor {
-    pub build: u32,
+    pub builds: Vec<u32>,
     pub since: String,
-    pub until: String,
+    pub until: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -128,19 +118,69 @@ pub struct PauseRow {
     pub default_source: String,
 }
 
+/// The containerd releases the l2bridge profile takes for a range of
+/// Kubernetes releases: the oldest patch release of each release line.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerdRow {
+    pub since: String,
+    pub until: String,
+    pub minimum: Vec<String>,
+    pub source: String,
+}
+
+/// A profile's own range of releases.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileRow {
+    pub name: Profile,
+    pub since: String,
+    pub until: Option<String>,
+    pub source: String,
+    #[serde(default)]
+    pub since_reason: Option<String>,
+    #[serde(default)]
+    pub until_reason: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
     pub flags: Vec<FlagRow>,
     pub windows_builds: Vec<BuildRow>,
     pub pause_images: Vec<PauseRow>,
+    pub containerd: Vec<ContainerdRow>,
+    pub profiles: Vec<ProfileRow>,
 }
 
-/// The rows of `c` in kwinctl's profile, in table order.
-fn rows(c: Component) -> impl Iterator<Item = &'static FlagRow> + Clone {
-    TABLE.flags.iter().filter(move |r| {
-        r.component == c && (r.profiles.is_empty() || r.profiles.contains(&PROFILE))
-    })
+fn in_profile(profiles: &[Profile], p: Profile) -> bool {
+    profiles.is_empty() || profiles.contains(&p)
+}
+
+/// The rows of `c` in profile `p`, in table order.
+fn rows(c: Component, p: Profile) -> impl Iterator<Item = &'static FlagRow> + Clone {
+    TABLE
+        .flags
+        .iter()
+        .filter(move |r| r.component == c && in_profile(&r.profiles, p))
+}
+
+fn profile_row(p: Profile) -> &'static ProfileRow {
+    TABLE
+        .profiles
+        .iter()
+        .find(|r| r.name == p)
+        .expect("k8s.yaml: every profile has a row")
+}
+
+/// What the profile is, in words.
+pub fn profile_words(p: Profile) -> &'static str {
+    match p {
+        Profile::Transparent => "Docker transparent network, userspace kube-proxy",
+        Profile::L2Bridge => {
+            "containerd, HNS L2Bridge network with win-bridge, kernelspace kube-proxy"
+        }
+    }
 }
 
 fn minor(s: &str) -> Minor {
@@ -195,7 +235,10 @@ pub enum Hosting {
 
 /// Whether `c` of release `m` can be a native service.
 pub fn hosting(c: Component, m: Minor) -> Hosting {
-    let native = rows(c).any(|r| r.when == When::Native && r.exists_in(m));
+    let native = TABLE
+        .flags
+        .iter()
+        .any(|r| r.component == c && r.when == When::Native && r.exists_in(m));
     if native {
         Hosting::Service
     } else {
@@ -214,6 +257,8 @@ pub struct Values<'a> {
     pub log_dir: &'a str,
     pub network: &'a str,
     pub proxy_adapter: &'a str,
+    /// The host endpoint's name (l2bridge).
+    pub host_endpoint: &'a str,
 }
 
 impl Values<'_> {
@@ -226,6 +271,7 @@ impl Values<'_> {
             .replace("{log_dir}", self.log_dir)
             .replace("{network}", self.network)
             .replace("{proxy_adapter}", self.proxy_adapter)
+            .replace("{host_endpoint}", self.host_endpoint)
     }
 }
 
@@ -249,14 +295,14 @@ fn applies(w: When, kubeconfig: bool, hosting: Hosting) -> bool {
 
 /// The command line of `c` in release `m`, from the table's rows in order;
 /// an error (why, in words) when a row the profile needs is missing in `m`.
-pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, String> {
+pub fn invocation(c: Component, m: Minor, p: Profile, v: &Values) -> Result<Invocation, String> {
     let hosting = hosting(c, m);
     let mut inv = Invocation {
         args: Vec::new(),
         env: Vec::new(),
         hosting,
     };
-    for r in rows(c) {
+    for r in rows(c, p) {
         if !applies(r.when, v.kubeconfig.is_some(), hosting) {
             continue;
         }
@@ -280,36 +326,54 @@ pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, Stri
     Ok(inv)
 }
 
-/// The releases the profile runs in (whatever the kubeconfig): the
-/// intersection of the `refuse` rows that always apply.
-pub fn profile_range() -> (Minor, Option<Minor>) {
-    let refusing = rows(Component::Kubelet)
-        .chain(rows(Component::KubeProxy))
+/// The releases profile `p` runs in (whatever the kubeconfig): its own
+/// range intersected with the `refuse` rows that always apply.
+pub fn profile_range(p: Profile) -> (Minor, Option<Minor>) {
+    let own = profile_row(p);
+    let refusing = rows(Component::Kubelet, p)
+        .chain(rows(Component::KubeProxy, p))
         .filter(|r| r.missing == Missing::Refuse && r.when == When::Always);
     let lo = refusing
         .clone()
         .map(|r| minor(&r.since))
+        .chain([minor(&own.since)])
         .max()
         .expect("rows");
-    let hi = refusing.filter_map(|r| r.until.as_deref().map(minor)).min();
+    let hi = refusing
+        .filter_map(|r| r.until.as_deref().map(minor))
+        .chain(own.until.as_deref().map(minor))
+        .min();
     (lo, hi)
 }
 
-fn range_text() -> String {
-    match profile_range() {
+fn range_text(p: Profile) -> String {
+    match profile_range(p) {
         (lo, Some(hi)) => format!("{lo} to {hi}"),
         (lo, None) => format!("{lo} and later"),
     }
 }
 
-/// Why release `m` cannot run the profile with this kubeconfig choice, if it
+/// Why release `m` cannot run profile `p` with this kubeconfig choice, if it
 /// cannot: the reasons of every row that refuses.
-pub fn refusal(m: Minor, kubeconfig: bool) -> Option<String> {
+pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     // (reason, whether the row words it itself): the worded ones say it best
     let mut reasons: Vec<(String, bool)> = Vec::new();
+    let own = profile_row(p);
+    if !covers(&own.since, own.until.as_deref(), m) {
+        let why = if m < minor(&own.since) {
+            own.since_reason.clone()
+        } else {
+            own.until_reason.clone()
+        };
+        let worded = why.is_some();
+        reasons.push((
+            why.unwrap_or_else(|| format!("the {} profile runs {}", p.name(), range_text(p))),
+            worded,
+        ));
+    }
     for c in [Component::Kubelet, Component::KubeProxy] {
         let hosting = hosting(c, m);
-        for r in rows(c) {
+        for r in rows(c, p) {
             if applies(r.when, kubeconfig, hosting)
                 && r.missing == Missing::Refuse
                 && !r.exists_in(m)
@@ -332,24 +396,59 @@ pub fn refusal(m: Minor, kubeconfig: bool) -> Option<String> {
     let reasons: Vec<String> = reasons.into_iter().map(|(w, _)| w).collect();
     (!reasons.is_empty()).then(|| {
         format!(
-            "Kubernetes {m} cannot run kwinctl's Windows profile (Docker transparent network, userspace kube-proxy): {}; the profile supports Kubernetes {}",
+            "Kubernetes {m} cannot run kwinctl's {} Windows profile ({}): {}; the profile supports Kubernetes {}",
+            p.name(),
+            profile_words(p),
             reasons.join("; "),
-            range_text()
+            range_text(p)
+        )
+    })
+}
+
+/// Why containerd `cv` does not go with Kubernetes `m`, if it does not
+/// (containerd's own support table, `containerd:` in k8s.yaml).
+pub fn containerd_refusal(m: Minor, cv: ContainerdVersion) -> Option<String> {
+    let Some(row) = TABLE
+        .containerd
+        .iter()
+        .find(|r| covers(&r.since, Some(&r.until), m))
+    else {
+        return Some(format!(
+            "kwinctl's containerd table has no row for Kubernetes {m}"
+        ));
+    };
+    let mins: Vec<ContainerdVersion> = row
+        .minimum
+        .iter()
+        .map(|s| ContainerdVersion::parse(s).expect("k8s.yaml: containerd minimum"))
+        .collect();
+    let fits = mins.iter().any(|min| min.line() == cv.line() && cv >= *min);
+    (!fits).then(|| {
+        let list: Vec<String> = mins.iter().map(|v| format!("{v}+")).collect();
+        format!(
+            "containerd {cv} is not among the releases containerd supports for Kubernetes {m} ({}; containerd RELEASES.md)",
+            list.join(", ")
         )
     })
 }
 
 /// Why a host of Windows `build` cannot run release `m`, if it cannot.
-pub fn build_refusal(m: Minor, build: u32) -> Option<String> {
-    let known: Vec<String> = TABLE
-        .windows_builds
-        .iter()
+pub fn build_refusal(m: Minor, p: Profile, build: u32) -> Option<String> {
+    let builds = || {
+        TABLE
+            .windows_builds
+            .iter()
+            .filter(move |b| in_profile(&b.profiles, p))
+    };
+    let mut known: Vec<String> = builds()
         .map(|b| format!("{} ({})", b.name, b.build))
         .collect();
-    let Some(b) = TABLE.windows_builds.iter().find(|b| b.build == build) else {
+    known.dedup();
+    let Some(b) = builds().find(|b| b.build == build) else {
         return Some(format!(
-            "Windows build {build} is not in kwinctl's table, which covers {}",
-            known.join(" and ")
+            "Windows build {build} is not in kwinctl's table for the {} profile, which covers {}",
+            p.name(),
+            known.join(", ")
         ));
     };
     if covers(&b.since, b.until.as_deref(), m) {
@@ -360,9 +459,7 @@ pub fn build_refusal(m: Minor, build: u32) -> Option<String> {
     } else {
         b.until_reason.clone()
     };
-    let fits: Vec<String> = TABLE
-        .windows_builds
-        .iter()
+    let fits: Vec<String> = builds()
         .filter(|o| covers(&o.since, o.until.as_deref(), m))
         .map(|o| format!("{} ({})", o.name, o.build))
         .collect();
@@ -384,8 +481,8 @@ pub fn default_pause(m: Minor, build: u32) -> Option<&'static str> {
         .pause_images
         .iter()
         .find(|p| {
-            p.default_for.build == build
-                && covers(&p.default_for.since, Some(&p.default_for.until), m)
+            p.default_for.builds.contains(&build)
+                && covers(&p.default_for.since, p.default_for.until.as_deref(), m)
         })
         .map(|p| p.image.as_str())
 }
@@ -410,11 +507,11 @@ pub fn pause_builds(image: &str) -> Option<&'static [u32]> {
 
 /// The Windows build kwinctl assumes for `render` (a fresh host of the first
 /// build that runs `m`).
-pub fn fresh_build(m: Minor) -> u32 {
+pub fn fresh_build(m: Minor, p: Profile) -> u32 {
     TABLE
         .windows_builds
         .iter()
-        .find(|b| covers(&b.since, b.until.as_deref(), m))
+        .find(|b| in_profile(&b.profiles, p) && covers(&b.since, b.until.as_deref(), m))
         .map(|b| b.build)
         .unwrap_or(TABLE.windows_builds[0].build)
 }
@@ -429,31 +526,73 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
     let Some(v) = inv.cluster.kubernetes_version else {
         return Vec::new(); // the inventory's own rules require it
     };
-    let kc = inv.cluster.kubeconfig.is_some();
-    let Some(why) = refusal(v.minor, kc) else {
+    let Some(p) = inv.cluster.windows_profile() else {
         return Vec::new();
     };
-    // A release that works with a kubeconfig but not without one: point at
-    // the api_server line and say to add one.
-    let pos = if !kc && refusal(v.minor, true).is_none() {
-        inv.cluster.pos.api_server.unwrap_or(inv.cluster.pos.name)
-    } else {
-        inv.cluster.pos.kubernetes_version.unwrap_or_default()
-    };
-    let hint = if !kc && refusal(v.minor, true).is_none() {
-        "set cluster.kubeconfig (a kubeconfig with embedded credentials naming the API server)"
-            .to_string()
-    } else {
-        format!(
-            "use Kubernetes {} on the Windows nodes (a release of kubelet.exe and kube-proxy.exe in that range), or a profile for newer releases (not in kwinctl yet)",
-            range_text()
-        )
-    };
-    vec![Problem {
-        pos,
-        message: why,
-        hint,
-    }]
+    let pos = &inv.cluster.pos;
+    let mut problems = Vec::new();
+    let kc = inv.cluster.kubeconfig.is_some();
+    if let Some(why) = refusal(v.minor, p, kc) {
+        // A release that works with a kubeconfig but not without one: point
+        // at the api_server line and say to add one.
+        let needs_kc = !kc && refusal(v.minor, p, true).is_none();
+        let at = if needs_kc {
+            pos.api_server.unwrap_or(pos.name)
+        } else if inv.cluster.windows_profile_given.is_some() {
+            pos.windows_profile.unwrap_or_default()
+        } else {
+            pos.kubernetes_version.unwrap_or_default()
+        };
+        let other = match p {
+            Profile::Transparent => Profile::L2Bridge,
+            Profile::L2Bridge => Profile::Transparent,
+        };
+        let hint = if needs_kc {
+            "set cluster.kubeconfig (a kubeconfig with embedded credentials naming the API server)"
+                .to_string()
+        } else if refusal(v.minor, other, kc).is_none() {
+            format!(
+                "Kubernetes {} runs the {} profile: set cluster.windows_profile: {} (or leave it out to choose by release)",
+                v.minor,
+                other.name(),
+                other.name()
+            )
+        } else {
+            format!(
+                "use Kubernetes {} on the Windows nodes with the {} profile, or {} with the {} profile",
+                range_text(p),
+                p.name(),
+                range_text(other),
+                other.name()
+            )
+        };
+        problems.push(Problem {
+            pos: at,
+            message: why,
+            hint,
+        });
+    }
+    if p == Profile::L2Bridge && problems.is_empty() {
+        match inv.cluster.containerd_version {
+            None => problems.push(Problem {
+                pos: pos.kubernetes_version.unwrap_or(pos.name),
+                message: format!(
+                    "cluster.containerd_version is required for the l2bridge Windows profile (Kubernetes {v})"
+                ),
+                hint: "write the release of the containerd archive the Windows nodes run, e.g. containerd_version: \"1.7.20\" (its config file's format and the releases it supports depend on it)".into(),
+            }),
+            Some(cv) => {
+                if let Some(why) = containerd_refusal(v.minor, cv) {
+                    problems.push(Problem {
+                        pos: pos.containerd_version.unwrap_or_default(),
+                        message: why,
+                        hint: "use a containerd release containerd supports for this Kubernetes release (github.com/containerd/containerd RELEASES.md, \"Kubernetes Support\")".into(),
+                    });
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// A note for every Windows host's plan: the one kubelet identity they share.
