@@ -295,7 +295,9 @@ pub async fn run_all(
         .enumerate()
         .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
         .map(|(i, _)| i);
-    let mut kube = cluster::Readiness::new(mode, control_planes);
+    let build_label = ctx.cluster.inventory.cluster.windows_profile()
+        == Some(crate::inventory::WindowsProfile::L2Bridge);
+    let mut kube = cluster::Readiness::new(mode, control_planes, build_label);
     let mut blanks = Vec::new();
     let mut running = FuturesUnordered::new();
     let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
