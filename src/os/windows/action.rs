@@ -214,6 +214,9 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartTask { name } => format!("start scheduled task {name}"),
+            WinAction::InstallBootTask { boot } if boot.l2bridge.is_some() => format!(
+                "install the startup task {BOOT_TASK} (puts the HNS network, host endpoint, forwarding and routes back, starts kubelet and kube-proxy, keeps them in place)"
+            ),
             WinAction::InstallBootTask { .. } => format!(
                 "install the startup task {BOOT_TASK} (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)"
             ),

@@ -1,0 +1,154 @@
+//! The l2bridge profile end to end on a mixed lab (issue 17): a Linux
+//! control plane, a simulated Windows Server 2019 and a Windows Server 2022
+//! host, Kubernetes 1.30 with containerd 1.7. `up` installs the Containers
+//! feature and what does not need it, then says the hosts must restart;
+//! after the (simulated) restart `up` builds the rest; `up` again changes
+//! nothing; a reboot loses the host endpoint (HNS keeps networks, not
+//! endpoints) and the boot task puts it back; `verify` passes; `reset`
+//! removes kwinctl's objects.
+
+mod common;
+
+use common::lab::{Lab, require_root};
+use common::{count, host, kwinctl, summary, text, write};
+
+const K8S: &str = "1.30.4";
+const CONTAINERD: &str = "1.7.20";
+
+fn sha256(b: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// The lab's inventory switched to Kubernetes `K8S` on the l2bridge profile
+/// (the default from 1.24): the lab's fake kubelet.exe and kube-proxy.exe of
+/// that release, and its fake containerd and CNI plugins archives.
+fn use_l2bridge(lab: &Lab) {
+    let dl = lab.dir().join("dl");
+    let vdir = dl.join(format!("v{K8S}"));
+    std::fs::create_dir_all(&vdir).unwrap();
+    let mut shas = std::collections::BTreeMap::new();
+    for b in ["kubelet", "kube-proxy"] {
+        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{K8S}\n");
+        std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
+        shas.insert(b, sha256(content.as_bytes()));
+    }
+    let archive = |name: &str| sha256(&std::fs::read(dl.join(name)).unwrap());
+    let containerd = format!("containerd-{CONTAINERD}-windows-amd64.tar.gz");
+    let cni = "cni-plugins-windows-amd64-v1.6.2.tgz";
+    let mut out = String::new();
+    for line in std::fs::read_to_string(lab.inventory()).unwrap().lines() {
+        let t = line.trim_start();
+        if t.starts_with("kubernetes_version:") {
+            out += &format!(
+                "  kubernetes_version: \"{K8S}\"\n  containerd_version: \"{CONTAINERD}\"\n"
+            );
+        } else if t.starts_with("kubelet: {") || t.starts_with("kube-proxy: {") {
+            let b = if t.starts_with("kubelet") {
+                "kubelet"
+            } else {
+                "kube-proxy"
+            };
+            out += &format!(
+                "        {b}: {{ url: \"https://dl.lab.invalid/v{K8S}/{b}.exe\", sha256: {} }}\n",
+                shas[b]
+            );
+            if b == "kube-proxy" {
+                out += &format!(
+                    "        containerd: {{ url: \"https://dl.lab.invalid/{containerd}\", sha256: {} }}\n        cni-plugins: {{ url: \"https://dl.lab.invalid/{cni}\", sha256: {} }}\n",
+                    archive(&containerd),
+                    archive(cni)
+                );
+            }
+        } else {
+            out += line;
+            out.push('\n');
+        }
+    }
+    write(lab.inventory(), &out);
+}
+
+fn win_state(lab: &Lab, h: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(lab.win_state(h)).unwrap()).unwrap()
+}
+
+#[test]
+fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2019", "2022"], None);
+    use_l2bridge(&lab);
+    let i = lab.inv();
+    let o = kwinctl(&["check", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // 1. The Containers feature needs a restart: what does not need it is
+    // done, then each Windows host fails with what to do.
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(
+        s["failed_hosts"],
+        serde_json::json!(["win1", "win2"]),
+        "{s}"
+    );
+    for h in ["win1", "win2"] {
+        let r = host(&s, h);
+        assert_eq!(count(r, "failed"), 0, "{r}");
+        assert!(r.to_string().contains("reboot required"), "{r}");
+        assert_eq!(
+            win_state(&lab, h)["features"]["Containers"],
+            "InstallPending"
+        );
+    }
+
+    // 2. After the restart: the rest.
+    for h in ["win1", "win2"] {
+        lab.reboot_windows(h, false);
+    }
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for h in ["win1", "win2"] {
+        let r = host(&s, h);
+        assert_eq!(count(r, "failed"), 0, "{r}");
+        let st = win_state(&lab, h);
+        let names: Vec<String> = st
+            .to_string()
+            .matches("cbr0_ep")
+            .map(str::to_string)
+            .collect();
+        assert!(!names.is_empty(), "{h}: no host endpoint in {st}");
+    }
+    // the Linux node routes each Windows pod CIDR via that node's address
+    let routes = lab.routes("h1");
+    for h in ["win1", "win2"] {
+        assert!(routes.contains(&format!("via {}", lab.ip(h))), "{routes}");
+    }
+
+    // 3. Again: nothing to do.
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+
+    // 4. A reboot loses the host endpoint; the boot task puts it back.
+    lab.reboot_windows("win1", false);
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+
+    // 5. reset removes the services, the pod network and the files, and
+    // leaves the placeholder network (the vSwitch).
+    let o = kwinctl(&["reset", "-i", &i, "--yes", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for h in ["win1", "win2"] {
+        let st = win_state(&lab, h).to_string();
+        assert!(!st.contains("cbr0"), "{h}: {st}");
+        assert!(st.contains("\"External\""), "{h}: {st}");
+    }
+}
