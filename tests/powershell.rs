@@ -58,6 +58,7 @@ const ALLOWED: &[&str] = &[
     "ConvertFrom-Json",
     "Test-Path",
     "sc.exe",
+    "shutdown.exe",
     "Get-ItemProperty",
     "Get-Content",
     "Test-Connection",
@@ -479,6 +480,7 @@ fn native_stderr_redirections_run_under_continue() {
             "boot script".into(),
             script::boot_script(&r, &kwinctl::os::windows::boot::example()),
         ),
+        ("restart".into(), script::restart(&r)),
         (
             "l2bridge boot script".into(),
             script::boot_script(&r, &kwinctl::os::windows::boot::example_l2bridge()),

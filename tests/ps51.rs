@@ -325,6 +325,7 @@ fn every_script() -> Vec<(String, String)> {
         ..probe
     };
     out.push(("l2bridge probe".into(), script::probe(&r, &l2probe)));
+    out.push(("restart".into(), script::restart(&r)));
     out.push((
         "l2bridge boot script".into(),
         script::boot_script(&r, &kwinctl::os::windows::boot::example_l2bridge()),

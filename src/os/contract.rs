@@ -25,6 +25,7 @@ const NOT_ACTIONS: &[&str] = &[
     "windows/boot_script.ps1",
     "windows/read_files.ps1",
     "windows/hns.ps1",
+    "windows/restart_computer.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

@@ -228,6 +228,7 @@ impl<'a> Flow<'a> {
             (Mode::Up, true) => {
                 let r = super::converge::converge(
                     ctx,
+                    &t.host,
                     &mut session,
                     &node,
                     &ops,

@@ -62,6 +62,8 @@ pub struct RunOptions {
     /// `up --limit`: also make the route changes the hosts outside the
     /// limit need (instead of failing them).
     pub with_peer_routes: bool,
+    /// `up --reboot`: restart a host that needs it and go on.
+    pub reboot: bool,
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,

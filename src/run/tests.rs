@@ -382,6 +382,7 @@ impl Operator {
             timeout: Duration::from_secs(5),
             retries: 0,
             with_peer_routes: opts.with_peer_routes,
+            reboot: false,
             max_fail: opts.max_fail,
         };
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -284,6 +284,9 @@ pub struct WindowsFacts {
     pub containerd_pipe: bool,
     #[serde(default, deserialize_with = "nullable")]
     pub health: Vec<Health>,
+    /// When the host last started (Win32_OperatingSystem.LastBootUpTime).
+    #[serde(default)]
+    pub boot_time: String,
     /// Reachability of other nodes' addresses (`Test-Connection`), when asked.
     #[serde(skip)]
     pub reach: BTreeMap<Ipv4Addr, Reach>,
@@ -420,6 +423,7 @@ impl WindowsFacts {
             sandbox_images: vec![],
             containerd_pipe: false,
             health: vec![],
+            boot_time: String::new(),
             reach: BTreeMap::new(),
         }
     }

@@ -236,6 +236,12 @@ impl NodeOps for WindowsOps<'_> {
             _ => None,
         }
     }
+    fn boot_id(&self, f: &WindowsFacts) -> Option<String> {
+        (!f.boot_time.is_empty()).then(|| f.boot_time.clone())
+    }
+    fn reboot_script(&self) -> Option<String> {
+        Some(script::restart(self.r))
+    }
     fn read_files(&self, paths: &[String]) -> String {
         script::read_files(self.r, paths)
     }

@@ -109,6 +109,12 @@ pub fn boot_script(r: &Renderer, boot: &super::boot::BootSpec) -> String {
 }
 
 /// `plan`: a read-only script printing `paths` as `KWC` lines.
+/// `up --reboot`: restart the host a few seconds after this call returns.
+pub fn restart(r: &Renderer) -> String {
+    sim_header(&serde_json::json!({"kind": "restart_computer"}))
+        + &r.render("windows/restart_computer.ps1", context! {})
+}
+
 pub fn read_files(r: &Renderer, paths: &[String]) -> String {
     sim_header(&serde_json::json!({"kind": "read_files", "paths": paths}))
         + &r.render("windows/read_files.ps1", context! { paths })
