@@ -746,6 +746,7 @@ def record_file(d, dest, sha, line):
     if old:
         d["files"].pop(old)
         d["file_versions"].pop(old, None)
+        d.get("file_contents", {}).pop(old, None)
     d["files"][dest] = sha
     d["file_versions"][dest] = line
 
@@ -1381,13 +1382,24 @@ def health(d, port):
 CNI_DIR = "c:\\etc\\cni\\net.d\\"
 
 
+def transparent_hns(d):
+    """Docker's transparent network is an HNS network too (type
+    Transparent, named as in Docker: B), listed with the others."""
+    if not link_exists(HNS_DEV):
+        return []
+    b = d.get("bound") or {}
+    return [{"name": n["name"], "id": str(uuid.uuid5(uuid.NAMESPACE_OID, "winsim:" + n["name"])).upper(),
+             "type": "Transparent", "subnets": [{"prefix": n["subnet"], "gateway": n["gateway"]}],
+             "management_ip": None, "adapter": b.get("nic")} for n in d["networks"]]
+
+
 def l2bridge_facts(d, probe):
     def attached(e):
         return bool(e.get("dev")) and link_exists(e["dev"]) and e["ip"] in ipv4_of(e["dev"])
     return {
         "containers_feature": d["features"].get("Containers", "Available"),
         "hns_networks": [{k: n[k] for k in ("name", "id", "type", "subnets", "management_ip", "adapter")}
-                         for n in d["hns_networks"]],
+                         for n in d["hns_networks"]] + transparent_hns(d),
         "hns_endpoints": [{"name": e["name"], "id": e["id"], "network_id": e["network_id"], "ip": e["ip"],
                            "attached": attached(e)} for e in d["hns_endpoints"]],
         # containerd reads the conf dir sorted by name and loads the first
@@ -1496,10 +1508,13 @@ def execute(script, state_path):
                 err.append(h.get("stderr", "") + "\n")
                 return "".join(out), "".join(err), int(h.get("code", 1))
             if kind == "read_files":
-                # The simulator keeps no file contents: every file reads as
-                # absent (plan then says it would be created).
-                for i, _ in enumerate(h.get("paths", [])):
-                    out.append("KWC %d -\n" % i)
+                # The simulator keeps no file contents, apart from the
+                # archive markers (install_archive): every other file reads
+                # as absent (plan then says it would be created).
+                kept = {k.lower(): v for k, v in d.get("file_contents", {}).items()}
+                for i, p in enumerate(h.get("paths", [])):
+                    c = kept.get(p.lower()) if file_of(d, p) else None
+                    out.append("KWC %d %s\n" % (i, base64.b64encode(c.encode()).decode() if c is not None else "-"))
                 continue
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")

@@ -105,6 +105,24 @@ impl Lab {
     /// The first one builds the cached Debian root if `scripts/setup.sh` has
     /// not (about a minute).
     pub fn up_with(linux: usize, windows: usize, systemd: usize) -> Lab {
+        Lab::up_env(linux, windows, systemd, &[])
+    }
+
+    /// `linux` Linux hosts and one simulated Windows host per entry of
+    /// `builds` ("2019", "2022", "2025" or "10.0.NNNNN": win1 the first),
+    /// their Containers feature `containers` ("Available", "InstallPending"
+    /// or "Installed"; None: winsim's default, Available). Passed to
+    /// lab.sh as KWINCTL_LAB_WIN_BUILDS and KWINCTL_LAB_CONTAINERS.
+    pub fn up_windows_builds(linux: usize, builds: &[&str], containers: Option<&str>) -> Lab {
+        let b = builds.join(",");
+        let mut env = vec![("KWINCTL_LAB_WIN_BUILDS", b.as_str())];
+        if let Some(c) = containers {
+            env.push(("KWINCTL_LAB_CONTAINERS", c));
+        }
+        Lab::up_env(linux, builds.len(), 0, &env)
+    }
+
+    fn up_env(linux: usize, windows: usize, systemd: usize, env: &[(&str, &str)]) -> Lab {
         let dir = tempfile::Builder::new()
             .prefix("kwinctl-lab-")
             .tempdir()
@@ -119,7 +137,14 @@ impl Lab {
         if systemd > 0 {
             args.extend(["--systemd", &s]);
         }
-        let o = lab_sh_within(&args, Duration::from_secs(300));
+        let mut cmd = Command::new("bash");
+        cmd.arg(SCRIPT)
+            .args(&args)
+            .env("KWINCTL_LAB_OWNER", std::process::id().to_string());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = run(&mut cmd, Duration::from_secs(300));
         if !o.status.success() {
             let _ = std::fs::remove_dir_all(&dir);
             check(&o, "up");
