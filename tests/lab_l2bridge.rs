@@ -152,3 +152,33 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
         assert!(st.contains("\"External\""), "{h}: {st}");
     }
 }
+
+/// `up --reboot`: one run installs the Containers feature, restarts the host
+/// (the simulated shutdown.exe restarts it with a new boot time), waits for
+/// it and builds the rest.
+#[test]
+fn up_reboot_restarts_the_host_and_goes_on() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2022"], None);
+    use_l2bridge(&lab);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let r = host(&s, "win1");
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("restarted by `up --reboot`"),
+        "{r}"
+    );
+    assert_eq!(count(r, "failed"), 0, "{r}");
+    let st = win_state(&lab, "win1");
+    assert_eq!(st["features"]["Containers"], "Installed", "{st}");
+    assert_eq!(st["boot_count"], 1, "{st}");
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}

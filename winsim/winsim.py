@@ -415,6 +415,7 @@ def facts(d, probe):
         "pod_cidr": d["pod_cidr"],
         "cluster": d.get("cluster"),
         "reach": reach,
+        "boot_time": "2026-01-01T00:00:00.0000000+00:00#%d" % d.get("boot_count", 0),
     })
 
 
@@ -1484,8 +1485,9 @@ def execute(script, state_path):
         headers[-1]["_block"] = "\n".join(block)
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
-    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files"}
+    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files", "restart_computer"}
     host = {}
+    restart = False
     with State(state_path) as d:
         ensure_nics(d)
         apply_firewall(d)
@@ -1519,6 +1521,12 @@ def execute(script, state_path):
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
+            if kind == "restart_computer":
+                # `shutdown.exe /r /t 5`: the call returns, the host restarts
+                # a moment later (here: `reboot`, with a new boot time)
+                restart = True
+                out.append("KWINCTL-RESTART scheduled\n")
+                continue
             h["_host"] = host
             # WinRM's connection lives on the node's address: when an action
             # moves it to another adapter, or removes it, the connection
@@ -1547,11 +1555,15 @@ def execute(script, state_path):
                 for line in str(e).splitlines() or ["failed"]:
                     out.append("KWE %s\n" % line)
                 return "".join(out), "".join(err), 0
+    if restart:
+        threading.Timer(1.0, reboot, (state_path, False)).start()
     return "".join(out), "".join(err), 0
 
 
 def reboot(state_path, drop_hns):
     with State(state_path) as d:
+        # Win32_OperatingSystem.LastBootUpTime changes with every start
+        d["boot_count"] = d.get("boot_count", 0) + 1
         ensure_nics(d)
         apply_firewall(d)
         # a role install waiting for the restart is done

@@ -26,6 +26,7 @@ pub use groups::BUILT_IN as BUILT_IN_GROUPS;
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;
+pub use raw::schema;
 use validate::{Validator, first_line, yaml_hint};
 pub use version::{ContainerdVersion, KubeVersion, Minor, WindowsProfile};
 
@@ -170,17 +171,6 @@ pub struct ClusterPos {
     pub pause_image: Option<Pos>,
     pub windows_profile: Option<Pos>,
     pub containerd_version: Option<Pos>,
-}
-
-impl Cluster {
-    /// The Windows profile: as named, else by release (`None` without a
-    /// release).
-    pub fn windows_profile(&self) -> Option<WindowsProfile> {
-        self.windows_profile_given.or_else(|| {
-            self.kubernetes_version
-                .map(|v| WindowsProfile::default_for(v.minor))
-        })
-    }
 }
 
 /// What the inventory says about an SSH connection. Each value set here is
@@ -503,15 +493,6 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
     }
     let p = PathBuf::from(s);
     if p.is_absolute() { p } else { base.join(p) }
-}
-
-/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
-/// published as schema/inventory.schema.json): editors validate and
-/// complete YAML with it. `check` stays the authority (it also checks
-/// addresses, CIDRs, overlaps and files, with positions).
-pub fn schema() -> String {
-    let s = schemars::schema_for!(raw::RawInventory);
-    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }
 
 #[cfg(test)]

@@ -300,3 +300,12 @@ pub(super) struct RawBinary {
     #[serde(default)]
     pub(super) sha256: Option<String>,
 }
+
+/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
+/// published as schema/inventory.schema.json): editors validate and
+/// complete YAML with it. `check` stays the authority (it also checks
+/// addresses, CIDRs, overlaps and files, with positions).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(RawInventory);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
+}

@@ -169,6 +169,17 @@ impl WindowsProfile {
     }
 }
 
+impl super::Cluster {
+    /// The Windows profile: as named, else by release (`None` without a
+    /// release).
+    pub fn windows_profile(&self) -> Option<WindowsProfile> {
+        self.windows_profile_given.or_else(|| {
+            self.kubernetes_version
+                .map(|v| WindowsProfile::default_for(v.minor))
+        })
+    }
+}
+
 /// A containerd release (`1.7.20`): the runtime of the l2bridge profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContainerdVersion {

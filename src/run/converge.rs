@@ -6,9 +6,9 @@ use std::time::Duration;
 use super::{Ctx, step};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff};
+use crate::inventory::Host;
 use crate::os::NodeOps;
 use crate::outcome::{ActionStatus, HostError, HostReport, HostStatus};
-use crate::inventory::Host;
 use crate::transport::Session;
 use crate::verify::Pinged;
 
@@ -101,7 +101,9 @@ async fn restart_and_go_on<O: NodeOps>(
     let deadline = tokio::time::Instant::now() + REBOOT_WAIT;
     let facts = loop {
         if ctx.interrupt.is_set() {
-            return Err(HostError::Internal("interrupted while waiting for the restarted host".into()));
+            return Err(HostError::Internal(
+                "interrupted while waiting for the restarted host".into(),
+            ));
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(HostError::Internal(format!(
@@ -110,8 +112,13 @@ async fn restart_and_go_on<O: NodeOps>(
             )));
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
-        ctx.reporter.phase(&node.name, "waiting for the host to come back from its restart");
-        let Ok(mut fresh) = step::connect(ctx, host, crate::transport::Interpreter::PowerShell).await else {
+        ctx.reporter.phase(
+            &node.name,
+            "waiting for the host to come back from its restart",
+        );
+        let Ok(mut fresh) =
+            step::connect(ctx, host, crate::transport::Interpreter::PowerShell).await
+        else {
             continue;
         };
         match step::probe(ctx, &mut fresh, &node.name, ops, &[]).await {

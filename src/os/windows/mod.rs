@@ -11,6 +11,7 @@ pub mod desired;
 pub mod diff;
 pub mod facts;
 pub mod firewall;
+mod items;
 pub mod k8s;
 pub mod l2bridge;
 pub mod l2diff;
