@@ -135,10 +135,45 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 
-    // 4. A reboot loses the host endpoint; the boot task puts it back.
+    // 4. A reboot loses the host endpoint; the boot task puts it back. The
+    // control plane's kubectl (a stand-in printing what the probe's
+    // jsonpath asks for) sees both nodes Ready, with their build label and
+    // kwinctl's pod CIDRs.
     lab.reboot_windows("win1", false);
+    let line =
+        |h: &str, build: &str, cidr: &str| format!("{}|True|windows|{build}|{cidr}", lab.ip(h));
+    let cidr = |h: &str| host(&s, h)["pod_cidr"].as_str().unwrap().to_string();
+    let kubectl = |win2_cidr: &str| {
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' '{}|True|linux||' '{}' '{}'\n",
+            lab.ip("h1"),
+            line("win1", "10.0.17763", &cidr("win1")),
+            line("win2", "10.0.20348", win2_cidr)
+        )
+    };
+    lab.fake_command("h1", "kubectl", &kubectl(&cidr("win2")));
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let node_check = |o: &std::process::Output, h: &str| {
+        host(&summary(o), h)["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "kubernetes node Ready")
+            .cloned()
+            .unwrap_or_else(|| panic!("{h}: no node check in {}", text(o)))
+    };
+    assert_eq!(node_check(&o, "win1")["pass"], true);
+    // a controller manager that allocated win2 another block: refused
+    lab.fake_command("h1", "kubectl", &kubectl("198.19.77.0/24"));
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let c = node_check(&o, "win2");
+    assert!(
+        c["detail"].as_str().unwrap().contains("kwinctl allocated"),
+        "{c}"
+    );
+    lab.fake_command("h1", "kubectl", &kubectl(&cidr("win2")));
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 

@@ -59,6 +59,7 @@ const ALLOWED: &[&str] = &[
     "Test-Path",
     "sc.exe",
     "shutdown.exe",
+    "Restart-Service",
     "Get-ItemProperty",
     "Get-Content",
     "Test-Connection",

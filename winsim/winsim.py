@@ -864,6 +864,14 @@ def act_start_service(d, h):
     scm_start(d, h["name"])
 
 
+def act_restart_service(d, h):
+    """Restart-Service -Force: stopped (its dependents with it) and started."""
+    if h["name"] not in d["services"]:
+        raise ActionError("Restart-Service : Cannot find any service with service name '%s'." % h["name"])
+    scm_stop(d, h["name"])
+    scm_start(d, h["name"])
+
+
 def act_install_task(d, h):
     s = h["service"]
     d["tasks"][s["name"]] = {

@@ -147,6 +147,12 @@ pub enum WinAction {
     RemoveHnsNetwork {
         name: String,
     },
+    /// l2bridge: a running service whose health endpoint does not answer
+    /// is restarted.
+    RestartService {
+        name: String,
+        port: u16,
+    },
 }
 
 impl Describe for WinAction {
@@ -289,6 +295,7 @@ impl Describe for WinAction {
             WinAction::RemoveHnsNetwork { name } => {
                 format!("remove HNS network {name} and its endpoints")
             }
+            WinAction::RestartService { name, .. } => format!("restart service {name}"),
         }
     }
 
@@ -326,6 +333,9 @@ impl Describe for WinAction {
             WinAction::InstallService { exists: false, .. } => "service not installed".into(),
             WinAction::InstallService { .. } => "service configuration differs (command line, environment, dependencies, start mode or recovery)".into(),
             WinAction::StartService { .. } => "service not running".into(),
+            WinAction::RestartService { port, .. } => {
+                format!("running, but http://127.0.0.1:{port}/healthz does not answer ok")
+            }
             WinAction::InstallTask { exists: false, .. } => "no scheduled task".into(),
             WinAction::InstallTask { .. } => {
                 "the scheduled task runs another command line, environment or start script".into()
@@ -518,9 +528,10 @@ mod tests {
                 WinAction::SetForwarding { .. } => "set_forwarding",
                 WinAction::PullSandbox { .. } => "pull_sandbox",
                 WinAction::RemoveHnsNetwork { .. } => "remove_hns_network",
+                WinAction::RestartService { .. } => "restart_service",
             })
             .collect();
-        assert_eq!(kinds.len(), 28);
+        assert_eq!(kinds.len(), 29);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

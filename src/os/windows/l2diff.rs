@@ -312,7 +312,34 @@ pub fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff
         key: format!("boot task {BOOT_TASK}"),
         action: (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
     });
+    let before = items.len();
     service_items(&kube, f, &mut items);
+    // kubelet's and kube-proxy's health endpoints (spec §7), for services
+    // that run and are not being (re)installed or started now
+    let touched: Vec<String> = items[before..]
+        .iter()
+        .filter_map(|i| match &i.action {
+            Some(WinAction::InstallService { service, .. }) => Some(service.name.clone()),
+            Some(WinAction::StartService { name }) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    for (name, port) in [
+        ("kubelet", l2::KUBELET_HEALTHZ),
+        ("kube-proxy", l2::KUBE_PROXY_HEALTHZ),
+    ] {
+        let Some(h) = f.health.iter().find(|h| h.port == port) else {
+            continue;
+        };
+        let ok = h.ok || touched.iter().any(|t| t == name);
+        items.push(Item {
+            key: format!("healthy {name} :{port}"),
+            action: (!ok).then(|| WinAction::RestartService {
+                name: name.into(),
+                port,
+            }),
+        });
+    }
     Ok(WinDiff { items, notes })
 }
 
@@ -475,6 +502,10 @@ pub fn examples() -> Vec<WinAction> {
         },
         WinAction::RemoveHnsNetwork {
             name: "cbr0".into(),
+        },
+        WinAction::RestartService {
+            name: "kube-proxy".into(),
+            port: l2::KUBE_PROXY_HEALTHZ,
         },
     ]
 }

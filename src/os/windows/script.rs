@@ -47,7 +47,11 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
                 binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),
                 l2bridge => p.l2bridge,
-                health => if p.l2bridge { "10248, 10256" } else { "" },
+                health => if p.l2bridge {
+                    format!("{}, {}", super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ)
+                } else {
+                    String::new()
+                },
             },
         )
 }
