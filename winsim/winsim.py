@@ -228,6 +228,14 @@ def fwd(dev):
         return False
 
 
+def strong_arp(dev):
+    """Answer ARP only for the adapter's own addresses (Linux arp_ignore=1),
+    as Windows' strong host model does, so a pod's gateway P+2 is the host
+    endpoint's vNIC and no other adapter (B: Windows' ARP behaviour)."""
+    with open("/proc/sys/net/ipv4/conf/%s/arp_ignore" % dev, "w") as f:
+        f.write("1\n")
+
+
 def set_fwd(dev, on):
     with open("/proc/sys/net/ipv4/conf/%s/forwarding" % dev, "w") as f:
         f.write("1\n" if on else "0\n")
@@ -1089,6 +1097,7 @@ def vswitch_create(d, nic):
     mac = json.loads(sh("ip", "-j", "link", "show", "dev", dev))[0]["address"]
     sh("ip", "link", "set", VSW_DEV, "address", mac)
     set_fwd(VSW_DEV, False)
+    strong_arp(VSW_DEV)
     sh("ip", "link", "set", dev, "master", VSW_DEV)
     sh("ip", "link", "set", VSW_DEV, "up")
     for a in addrs:
@@ -1258,6 +1267,7 @@ def act_ensure_host_endpoint(d, h):
     sh("ip", "link", "set", dev + "b", "master", VSW_DEV)
     sh("ip", "link", "set", dev + "b", "up")
     set_fwd(dev, False)
+    strong_arp(dev)
     sh("ip", "addr", "add", "%s/%d" % (h["ip"], h["prefix"]), "dev", dev)
     sh("ip", "link", "set", dev, "up")
     ep["dev"], ep["index"] = dev, i
