@@ -68,10 +68,38 @@ def sh(*a, **kw):
     return subprocess.run(list(a), capture_output=True, text=True, timeout=30, check=kw.get("check", True))
 
 
+# ------------------------------------------------------------------ k8sbin's table (no root needed)
+
+
+def flag_table():
+    """The release edges of the flags kwinctl must not pass (spec §5/§6)."""
+    sys.path.insert(0, HERE)
+    import k8sbin
+
+    def starts(component, version, *args):
+        return k8sbin.check_args(component, "Kubernetes v%s" % version, list(args)) is None
+    ok = "--cgroups-per-qos=false", "--enforce-node-allocatable="
+    for flag, last in (("--container-runtime=remote", "1.26.0"), ("--pod-infra-container-image=p", "1.34.0"),
+                       ("--log-dir=C:\\k\\logs", "1.25.0"), ("--logtostderr=false", "1.25.0"),
+                       ("--network-plugin=cni", "1.23.0")):
+        nxt = "1.%d.0" % (int(last.split(".")[1]) + 1)
+        check("kubelet %s: on %s, not on %s" % (flag.split("=")[0], last, nxt),
+              starts("kubelet", last, flag, *ok) and not starts("kubelet", nxt, flag, *ok))
+    kp = ("--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true")
+    check("kube-proxy --enable-dsr: needs WinDSR=true on 1.32, default on 1.33, locked true on 1.34",
+          not starts("kube-proxy", "1.32.0", *kp) and starts("kube-proxy", "1.32.0", *kp, "--feature-gates=WinDSR=true")
+          and starts("kube-proxy", "1.33.0", *kp) and not starts("kube-proxy", "1.34.0", *kp, "--feature-gates=WinDSR=false"))
+    check("kube-proxy: no userspace on 1.26; kernelspace is the default there (needs a network name)",
+          starts("kube-proxy", "1.25.0", "--proxy-mode=userspace") and not starts("kube-proxy", "1.26.0", "--proxy-mode=userspace")
+          and not starts("kube-proxy", "1.26.0") and starts("kube-proxy", "1.26.0", "--network-name=cbr0"))
+    check("kubelet cgroups: fatal on 1.29, not on 1.30", not starts("kubelet", "1.29.0") and starts("kubelet", "1.30.0"))
+
+
 # ------------------------------------------------------------------ outer
 
 
 def outer():
+    flag_table()
     if os.geteuid() != 0:
         sys.exit("selftest_l2bridge: needs root (network namespaces)")
     try:
@@ -84,7 +112,7 @@ def outer():
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
         r = subprocess.run(["ip", "netns", "exec", HOSTNS, sys.executable, os.path.abspath(__file__), "inner"],
                            timeout=120)
-        return r.returncode
+        return r.returncode or (1 if FAILED else 0)
     finally:
         for ns in (HOSTNS, PEERNS, PODNS):
             pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()

@@ -1534,6 +1534,7 @@ def execute(script, state_path):
             # moves it to another adapter, or removes it, the connection
             # drops mid-call and the client gets no answer.
             where = dev_holding(host.get("address"))
+            d.pop("_address_move_ok", None)
             try:
                 act(d, h)
                 # (the first external vSwitch moves the address and keeps
@@ -1601,7 +1602,8 @@ def reboot(state_path, drop_hns):
         for t in d["tasks"].values():
             t["running"] = False
         # tasks at startup: kwinctl's boot task first (it starts the
-        # others), then any wrapper task with its own trigger
+        # others), then any wrapper task with its own trigger (no WinRM
+        # call to keep at boot: the vSwitch's note is dropped)
         if BOOT_TASK in d["tasks"] and d["tasks"][BOOT_TASK].get("startup", True):
             boot_run(d, d["tasks"][BOOT_TASK]["boot"])
         for name, t in d["tasks"].items():
@@ -1610,6 +1612,7 @@ def reboot(state_path, drop_hns):
                     task_start(d, name)
                 except ActionError:
                     pass
+        d.pop("_address_move_ok", None)
 
 
 # ------------------------------------------------------------------ WinRS
