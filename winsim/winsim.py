@@ -13,6 +13,10 @@ equivalent inside its own network namespace:
   persistent routes            -> real routes via eth0, remembered in the state
   RRAS                         -> IPv4 forwarding
   images, files, services      -> records in the state file
+  l2bridge: the external vSwitch -> the bridge HNSVSwitch (the card enslaved,
+                                  the node address on it); a host endpoint
+                                  -> a veth pair on it; HNS networks,
+                                  containerd's images -> records
 
 Unknown headers are errors. `reboot` drops what a reboot drops (routes not
 persistent, the HNS network when asked to) and restarts auto-start services.
