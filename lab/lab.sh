@@ -27,7 +27,9 @@
 #   lab.sh pod DIR winJ ADDR/PREFIX GATEWAY
 #                                a "pod" on winJ's transparent network: its
 #                                own namespace, a veth on the HNSTransparent
-#                                bridge, ADDR, default route via GATEWAY
+#                                bridge (l2bridge: on the vSwitch HNSVSwitch,
+#                                GATEWAY the host endpoint P+2), ADDR,
+#                                default route via GATEWAY
 #   lab.sh gc                    remove labs whose owner process is gone
 #   lab.sh hidden DIR NAME VIA linux|windows
 #                                a host reachable only through VIA (a lab host
@@ -806,7 +808,11 @@ cmd_pod() { # DIR winJ ADDR/PREFIX GATEWAY
   ip -n "$ns" link del kwpod 2>/dev/null || true
   ip netns add "$pns"
   ip -n "$ns" link add kwpod type veth peer name eth0 netns "$pns"
-  ip -n "$ns" link set kwpod master HNSTransparent up
+  # the transparent network's bridge, or (l2bridge) the external vSwitch:
+  # the pod's gateway is then the host endpoint, P+2
+  local sw=HNSTransparent
+  ip -n "$ns" link show HNSTransparent >/dev/null 2>&1 || sw=HNSVSwitch
+  ip -n "$ns" link set kwpod master "$sw" up
   ip -n "$pns" link set lo up
   ip -n "$pns" addr add "$3" dev eth0
   ip -n "$pns" link set eth0 up

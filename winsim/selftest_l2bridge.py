@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Self-test of winsim's l2bridge handlers, without kwinctl.
 
-Run as root: `python3 winsim/selftest_l2bridge.py` (about 5 s). It makes two
-network namespaces of its own (a simulated Windows host "Ethernet" =
-198.18.248.2 and a Linux peer 198.18.248.10, on a veth pair; nothing in the
-machine's own namespace), feeds hand-written scripts with the contract's
+Run as root: `python3 winsim/selftest_l2bridge.py` (5-10 s). It makes three
+network namespaces of its own (a simulated Windows host, its card
+"Ethernet" = 198.18.248.2, and a Linux peer 198.18.248.10 on a veth pair;
+later a pod behind the host's vSwitch; nothing in the machine's own
+namespace), feeds hand-written scripts with the contract's
 `# kwinctl-sim:` headers (/work/wt/L2BRIDGE-CONTRACT.md) to winsim's
 `execute(script, state_path)` inside the host's namespace — and, for the
 vSwitch step, to a real `winsim.py serve` over WinRM (Basic over HTTP) from
@@ -20,7 +21,9 @@ the peer's namespace — and checks what the contract and the spec
   gone from both stores (F1, G1), the WinRM call in flight is answered and
   the server keeps answering new connections on the address;
 - host endpoint: attached vNIC; 0x1392 for a duplicate IP and for the
-  gateway (k8s #74766); forwarding per adapter;
+  gateway (k8s #74766); forwarding per adapter: a pod on the vSwitch
+  (its own namespace, gateway P+2) reaches the peer only once both vNICs
+  forward (§8.4);
 - routes on the vNIC's ifIndex; endpoints lost at a reboot (G1) and
   restored by the boot task (boot_run);
 - pull_sandbox: containerd's pipe needed; a build without an image entry
@@ -51,7 +54,7 @@ NODE, PEER = "198.18.248.2", "198.18.248.10"
 P = "10.244.3"
 # the namespaces' names, set by the outer process for the inner one
 _ID = os.environ.setdefault("WINSIM_SELFTEST_ID", str(os.getpid()))
-HOSTNS, PEERNS = "kwst%sh" % _ID, "kwst%sp" % _ID
+HOSTNS, PEERNS, PODNS = "kwst%sh" % _ID, "kwst%sp" % _ID, "kwst%sq" % _ID
 FAILED = []
 
 
@@ -65,10 +68,38 @@ def sh(*a, **kw):
     return subprocess.run(list(a), capture_output=True, text=True, timeout=30, check=kw.get("check", True))
 
 
+# ------------------------------------------------------------------ k8sbin's table (no root needed)
+
+
+def flag_table():
+    """The release edges of the flags kwinctl must not pass (spec §5/§6)."""
+    sys.path.insert(0, HERE)
+    import k8sbin
+
+    def starts(component, version, *args):
+        return k8sbin.check_args(component, "Kubernetes v%s" % version, list(args)) is None
+    ok = "--cgroups-per-qos=false", "--enforce-node-allocatable="
+    for flag, last in (("--container-runtime=remote", "1.26.0"), ("--pod-infra-container-image=p", "1.34.0"),
+                       ("--log-dir=C:\\k\\logs", "1.25.0"), ("--logtostderr=false", "1.25.0"),
+                       ("--network-plugin=cni", "1.23.0")):
+        nxt = "1.%d.0" % (int(last.split(".")[1]) + 1)
+        check("kubelet %s: on %s, not on %s" % (flag.split("=")[0], last, nxt),
+              starts("kubelet", last, flag, *ok) and not starts("kubelet", nxt, flag, *ok))
+    kp = ("--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true")
+    check("kube-proxy --enable-dsr: needs WinDSR=true on 1.32, default on 1.33, locked true on 1.34",
+          not starts("kube-proxy", "1.32.0", *kp) and starts("kube-proxy", "1.32.0", *kp, "--feature-gates=WinDSR=true")
+          and starts("kube-proxy", "1.33.0", *kp) and not starts("kube-proxy", "1.34.0", *kp, "--feature-gates=WinDSR=false"))
+    check("kube-proxy: no userspace on 1.26; kernelspace is the default there (needs a network name)",
+          starts("kube-proxy", "1.25.0", "--proxy-mode=userspace") and not starts("kube-proxy", "1.26.0", "--proxy-mode=userspace")
+          and not starts("kube-proxy", "1.26.0") and starts("kube-proxy", "1.26.0", "--network-name=cbr0"))
+    check("kubelet cgroups: fatal on 1.29, not on 1.30", not starts("kubelet", "1.29.0") and starts("kubelet", "1.30.0"))
+
+
 # ------------------------------------------------------------------ outer
 
 
 def outer():
+    flag_table()
     if os.geteuid() != 0:
         sys.exit("selftest_l2bridge: needs root (network namespaces)")
     try:
@@ -81,9 +112,9 @@ def outer():
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
         r = subprocess.run(["ip", "netns", "exec", HOSTNS, sys.executable, os.path.abspath(__file__), "inner"],
                            timeout=120)
-        return r.returncode
+        return r.returncode or (1 if FAILED else 0)
     finally:
-        for ns in (HOSTNS, PEERNS):
+        for ns in (HOSTNS, PEERNS, PODNS):
             pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
             for p in pids:
                 try:
@@ -392,6 +423,22 @@ def scenario(winsim, state, containerd, tmp):
     out, _ = run(winsim, state, Script().act("ensure_host_endpoint", network="cbr0", name="gw_ep",
                                              ip=P + ".1", prefix=24))
     check("an endpoint on the gateway P+1: 0x1392", "(0x1392)" in out, out)
+    # a pod on the vSwitch (its own namespace), its gateway P+2; the peer
+    # routes P/24 via the node: no way through until both vNICs forward
+    sh("ip", "netns", "add", PODNS)
+    sh("ip", "link", "add", "kwpod", "type", "veth", "peer", "name", "eth0", "netns", PODNS)
+    sh("ip", "link", "set", "kwpod", "master", "HNSVSwitch", "up")
+    for c in (["link", "set", "lo", "up"], ["addr", "add", P + ".5/24", "dev", "eth0"],
+              ["link", "set", "eth0", "up"], ["route", "add", "default", "via", P + ".2"]):
+        sh("ip", "-n", PODNS, *c)
+    sh("ip", "netns", "exec", PEERNS, "ip", "route", "add", P + ".0/24", "via", NODE)
+
+    def pod_reaches_peer():
+        return subprocess.run(["ip", "netns", "exec", PODNS, "ping", "-n", "-c", "1", "-W", "1", PEER],
+                              capture_output=True, timeout=10).returncode == 0
+    check("a pod does not reach the peer before forwarding (§8.4)", not pod_reaches_peer())
+    out, _ = run(winsim, state, Script().act("set_forwarding", addresses=[P + ".2"]))
+    check("nor with forwarding on the host endpoint's vNIC only", not pod_reaches_peer())
     out, f = run(winsim, state, Script().act("set_forwarding", addresses=[NODE, P + ".2"]).act(
         "add_route", dst="10.244.0.0/24", via=PEER, replace=False).probe())
     v, ep = adapter(f, "vEthernet (Ethernet)"), adapter(f, "vEthernet (cbr0_ep)")
@@ -401,7 +448,7 @@ def scenario(winsim, state, containerd, tmp):
           and r[0]["index"] == v["index"] and r[0]["persistent"] and r[0]["active"], (out, r))
     out, _ = run(winsim, state, Script().act("set_forwarding", addresses=["10.9.9.9"]))
     check("set_forwarding on an address nobody holds", "No MSFT_NetIPAddress objects found" in out, out)
-    sh("ip", "netns", "exec", PEERNS, "ip", "route", "add", P + ".0/24", "via", NODE)
+    check("the pod reaches the peer once both vNICs forward", pod_reaches_peer())
     res = subprocess.run(["ip", "netns", "exec", PEERNS, "ping", "-n", "-c", "1", "-W", "2", P + ".2"],
                          capture_output=True, timeout=10)
     check("the peer reaches the host endpoint P+2 through the node address (firewall off)", res.returncode == 0,

@@ -13,6 +13,10 @@ equivalent inside its own network namespace:
   persistent routes            -> real routes via eth0, remembered in the state
   RRAS                         -> IPv4 forwarding
   images, files, services      -> records in the state file
+  l2bridge: the external vSwitch -> the bridge HNSVSwitch (the card enslaved,
+                                  the node address on it); a host endpoint
+                                  -> a veth pair on it; HNS networks,
+                                  containerd's images -> records
 
 Unknown headers are errors. `reboot` drops what a reboot drops (routes not
 persistent, the HNS network when asked to) and restarts auto-start services.
@@ -226,6 +230,14 @@ def fwd(dev):
             return f.read().strip() == "1"
     except OSError:
         return False
+
+
+def strong_arp(dev):
+    """Answer ARP only for the adapter's own addresses (Linux arp_ignore=1),
+    as Windows' strong host model does, so a pod's gateway P+2 is the host
+    endpoint's vNIC and no other adapter (B: Windows' ARP behaviour)."""
+    with open("/proc/sys/net/ipv4/conf/%s/arp_ignore" % dev, "w") as f:
+        f.write("1\n")
 
 
 def set_fwd(dev, on):
@@ -1098,6 +1110,7 @@ def vswitch_create(d, nic):
     mac = json.loads(sh("ip", "-j", "link", "show", "dev", dev))[0]["address"]
     sh("ip", "link", "set", VSW_DEV, "address", mac)
     set_fwd(VSW_DEV, False)
+    strong_arp(VSW_DEV)
     sh("ip", "link", "set", dev, "master", VSW_DEV)
     sh("ip", "link", "set", VSW_DEV, "up")
     for a in addrs:
@@ -1267,6 +1280,7 @@ def act_ensure_host_endpoint(d, h):
     sh("ip", "link", "set", dev + "b", "master", VSW_DEV)
     sh("ip", "link", "set", dev + "b", "up")
     set_fwd(dev, False)
+    strong_arp(dev)
     sh("ip", "addr", "add", "%s/%d" % (h["ip"], h["prefix"]), "dev", dev)
     sh("ip", "link", "set", dev, "up")
     ep["dev"], ep["index"] = dev, i
@@ -1540,6 +1554,7 @@ def execute(script, state_path):
             # moves it to another adapter, or removes it, the connection
             # drops mid-call and the client gets no answer.
             where = dev_holding(host.get("address"))
+            d.pop("_address_move_ok", None)
             try:
                 act(d, h)
                 # (the first external vSwitch moves the address and keeps
@@ -1611,7 +1626,8 @@ def reboot(state_path, drop_hns):
         for t in d["tasks"].values():
             t["running"] = False
         # tasks at startup: kwinctl's boot task first (it starts the
-        # others), then any wrapper task with its own trigger
+        # others), then any wrapper task with its own trigger (no WinRM
+        # call to keep at boot: the vSwitch's note is dropped)
         if BOOT_TASK in d["tasks"] and d["tasks"][BOOT_TASK].get("startup", True):
             boot_run(d, d["tasks"][BOOT_TASK]["boot"])
         for name, t in d["tasks"].items():
@@ -1620,6 +1636,7 @@ def reboot(state_path, drop_hns):
                     task_start(d, name)
                 except ActionError:
                     pass
+        d.pop("_address_move_ok", None)
 
 
 # ------------------------------------------------------------------ WinRS

@@ -355,6 +355,22 @@ impl Lab {
     pub fn win_state(&self, host: &str) -> PathBuf {
         self.dir.join("hosts").join(host).join("state.json")
     }
+    /// A download the lab serves to its simulated Windows hosts (a file
+    /// in DIR/dl listed in DIR/dl/SHA256SUMS, e.g.
+    /// "containerd-1.7.20-windows-amd64.tar.gz",
+    /// "cni-plugins-windows-amd64-v1.6.2.tgz"): its URL and SHA-256.
+    pub fn download(&self, name: &str) -> (String, String) {
+        let sums = std::fs::read_to_string(self.dir.join("dl").join("SHA256SUMS"))
+            .expect("DIR/dl/SHA256SUMS (a lab with Windows hosts)");
+        let sha = sums
+            .lines()
+            .find_map(|l| {
+                let (sha, file) = l.split_once("  ")?;
+                (file == name).then(|| sha.to_string())
+            })
+            .unwrap_or_else(|| panic!("{name} is not in DIR/dl/SHA256SUMS:\n{sums}"));
+        (format!("https://dl.lab.invalid/{name}"), sha)
+    }
     /// SHA-256 of the simulated Windows host's HTTPS certificate.
     pub fn cert_sha256(&self, host: &str) -> String {
         std::fs::read_to_string(self.dir.join("hosts").join(host).join("cert.sha256"))
