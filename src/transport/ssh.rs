@@ -12,6 +12,7 @@ use russh::client::{self, Handle};
 
 use super::known_hosts::{self, Presented};
 use super::route::Endpoint;
+use super::trace::Trace;
 use super::{
     ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap,
 };
@@ -72,10 +73,13 @@ impl client::Handler for Checker {
 pub type Conn = Handle<Checker>;
 
 /// Open and log in to `ep`, through its jump hosts (whose connections are
-/// shared through `opts`' pool).
+/// shared through `opts`' pool); each step is marked in `trace`, its name
+/// after `who` (empty for the host itself, `bastion NAME ` for a jump).
 pub fn open<'a>(
     ep: &'a Arc<Endpoint>,
     opts: &'a ConnectOptions,
+    trace: &'a Trace,
+    who: &'a str,
 ) -> BoxFuture<'a, Result<Conn, TransportError>> {
     Box::pin(async move {
         let addr = format!("{}:{}", ep.host, ep.port);
@@ -134,12 +138,15 @@ pub fn open<'a>(
                         .await
                         .map_err(|e| connect_err(e.to_string()))?;
                     let _ = tcp.set_nodelay(true);
+                    // SYN, SYN-ACK: one exchange on a real link (through a
+                    // local delay proxy it is local).
+                    trace.mark(&format!("{who}tcp connected"), ep.host_port(), 1);
                     client::connect_stream(config, tcp, checker)
                         .await
                         .map_err(handshake)
                 }
                 Some(v) => {
-                    let jump = opts.jumps.get(v, opts).await?;
+                    let jump = opts.jumps.get(v, opts, trace).await?;
                     let ch = jump
                         .channel_open_direct_tcpip(ep.host.as_str(), ep.port as u32, "127.0.0.1", 0)
                         .await
@@ -149,6 +156,13 @@ pub fn open<'a>(
                                 "the jump host could not open a channel to it: {e}"
                             ))),
                         })?;
+                    // CHANNEL_OPEN direct-tcpip, then its confirmation; the
+                    // jump host's own TCP connect happens in between.
+                    trace.mark(
+                        &format!("{who}direct-tcpip channel open"),
+                        format!("{} via {}", ep.host_port(), v.name),
+                        1,
+                    );
                     client::connect_stream(config, ch.into_stream(), checker)
                         .await
                         .map_err(handshake)
@@ -159,9 +173,17 @@ pub fn open<'a>(
             Ok(r) => r?,
             Err(_) => return Err(connect_err(format!("no answer within {bound:?}"))),
         };
+        // russh 0.65 client::connect_stream sends its identification, reads
+        // the server's, then sends KEXINIT; OpenSSH's sshd sends its KEXINIT
+        // only after reading the client's identification
+        // (kex_exchange_identification, then do_ssh2_kex): one exchange.
+        // ECDH_INIT, then ECDH_REPLY + NEWKEYS: one more. connect_stream
+        // returns when the key exchange is done (its kex_done signal), the
+        // host key checked by `Checker`.
+        trace.mark(&format!("{who}key exchange done"), "host key checked", 2);
         tokio::time::timeout(
             opts.connect_timeout,
-            super::auth::login(&mut handle, ep, &opts.key_cache),
+            super::auth::login(&mut handle, ep, &opts.key_cache, trace, who),
         )
         .await
         .map_err(|_| TransportError::Auth {
@@ -175,6 +197,7 @@ pub fn open<'a>(
 
 pub struct SshSession {
     handle: Conn,
+    trace: Trace,
     host: String,
     user: String,
     /// What runs the script that is written to stdin.
@@ -215,10 +238,12 @@ impl SshSession {
         ep: Arc<Endpoint>,
         interpreter: Interpreter,
         opts: &ConnectOptions,
+        trace: &Trace,
     ) -> Result<SshSession, TransportError> {
-        let handle = open(&ep, opts).await?;
+        let handle = open(&ep, opts, trace, "").await?;
         Ok(SshSession {
             handle,
+            trace: trace.clone(),
             host: host.name.clone(),
             user: ep.user.clone(),
             command: remote_command(interpreter, &ep.user),
@@ -230,15 +255,45 @@ impl SshSession {
             host: self.host.clone(),
             msg: e.to_string(),
         };
+        let trace = &self.trace;
+        // CHANNEL_OPEN, then OPEN_CONFIRMATION: russh's Channel exists only
+        // once it is confirmed (client::Handle::channel_open_session).
         let mut ch = self.handle.channel_open_session().await.map_err(lost)?;
+        trace.mark("channel open", "", 1);
+        // exec (its reply is not waited for: russh Channel::exec only
+        // sends), stdin and EOF go out back to back.
         ch.exec(true, self.command.as_str()).await.map_err(lost)?;
         ch.data(script.as_bytes()).await.map_err(lost)?;
         ch.eof().await.map_err(lost)?;
+        trace.mark(
+            "exec sent",
+            format!("command, {} bytes of script, EOF", script.len()),
+            0,
+        );
+        // The reply to what was just sent: the first output, or the exit
+        // status of a script that printed nothing.
+        let mut answered = false;
+        let mut answer = |what: &str, detail: String| {
+            trace.mark(what, detail, if answered { 0 } else { 1 });
+            answered = true;
+        };
         let mut out = Output::default();
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
         let mut signal = None;
         while let Some(msg) = ch.wait().await {
+            match &msg {
+                ChannelMsg::Data { .. } | ChannelMsg::ExtendedData { .. }
+                    if stdout.is_empty() && stderr.is_empty() && out.dropped == 0 =>
+                {
+                    answer("first output", String::new());
+                }
+                ChannelMsg::ExitStatus { exit_status } => {
+                    answer("exit status", exit_status.to_string());
+                }
+                ChannelMsg::ExitSignal { .. } => answer("exit signal", String::new()),
+                _ => {}
+            }
             match msg {
                 ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
                     stdout.extend_from_slice(&data);
@@ -256,6 +311,11 @@ impl SshSession {
                 _ => {}
             }
         }
+        trace.mark(
+            "channel closed",
+            format!("{} bytes out, {} bytes err", stdout.len(), stderr.len()),
+            0,
+        );
         out.stdout = String::from_utf8_lossy(&stdout).into_owned();
         out.stderr = String::from_utf8_lossy(&stderr).into_owned();
         if let Some(sig) = signal {
@@ -284,12 +344,19 @@ impl Session for SshSession {
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         async move {
+            // russh's Handle::disconnect queues the message; nothing waits
+            // for the server.
             let _ = self
                 .handle
                 .disconnect(russh::Disconnect::ByApplication, "", "en")
                 .await;
+            self.trace.mark("disconnect sent", "", 0);
         }
         .boxed()
+    }
+
+    fn trace(&self) -> Option<&Trace> {
+        Some(&self.trace)
     }
 }
 

@@ -1,0 +1,136 @@
+//! The per-host protocol trace (issue 16): `verify -v` prints each step of
+//! a host's connection, its time and the request/reply exchanges it waited
+//! for; `run.json` keeps the same. One lab with an SSH host and a simulated
+//! Windows host. The exchange counts are bounded, so a round trip added back
+//! to the SSH or WinRM path fails here. At fbe0578 there was no trace.
+//! Needs root; the lab is torn down on drop, also when a test fails.
+
+mod common;
+
+use std::path::Path;
+
+use common::lab::{Lab, require_root};
+use common::{kwinctl, text};
+
+/// Most request/reply exchanges a converged-or-not `verify` may cost one
+/// host (TCP handshake included); bench/ROUNDTRIPS.md says where each goes.
+const SSH_MAX: u64 = 8;
+const WINRM_MAX: u64 = 7;
+
+/// `(ms, step)` of one host's trace in run.json.
+fn steps(run: &serde_json::Value, host: &str) -> (Vec<(f64, String)>, u64) {
+    let t = &run["traces"][host];
+    let steps = t["steps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no trace for {host} in run.json: {run}"))
+        .iter()
+        .map(|s| {
+            (
+                s["ms"].as_f64().unwrap(),
+                s["step"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (steps, t["exchanges"].as_u64().unwrap())
+}
+
+/// Each of `want` appears in `got`, in this order (others may come between).
+fn in_order(got: &[(f64, String)], want: &[&str]) {
+    let mut at = 0;
+    for w in want {
+        match got[at..].iter().position(|(_, s)| s == w) {
+            Some(i) => at += i + 1,
+            None => panic!("step {w:?} missing or out of order in {got:?}"),
+        }
+    }
+    for pair in got.windows(2) {
+        assert!(pair[0].0 <= pair[1].0, "times go back: {got:?}");
+    }
+}
+
+#[test]
+fn verify_traces_each_protocol_step_of_ssh_and_winrm() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    let inv = lab.inv();
+    let o = kwinctl(&["verify", "-v", "-i", &inv]);
+    // (the hosts are not set up: verify fails its checks, exit 3)
+    let err = String::from_utf8_lossy(&o.stderr);
+    let record = err
+        .lines()
+        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
+        .unwrap_or_else(|| panic!("-v names the run record: {}", text(&o)));
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(record).join("run.json")).unwrap())
+            .unwrap();
+
+    let (ssh, ssh_n) = steps(&run, "h1");
+    in_order(
+        &ssh,
+        &[
+            "connecting",
+            "tcp connected",
+            "key exchange done",
+            "auth done",
+            "call probe",
+            "channel open",
+            "exec sent",
+            "first output",
+            "exit status",
+            "channel closed",
+        ],
+    );
+    assert!(
+        ssh_n <= SSH_MAX,
+        "ssh verify: {ssh_n} exchanges > {SSH_MAX}: {ssh:?}"
+    );
+    let (win, win_n) = steps(&run, "win1");
+    in_order(
+        &win,
+        &[
+            "connecting",
+            "request Create sent",
+            "shell Create answered",
+            "call probe",
+            "request Command sent",
+            "Command answered",
+            "request SendInput sent",
+            "Send (stdin) answered",
+            "request Receive sent",
+            "Receive answered",
+            "request Delete sent",
+        ],
+    );
+    assert!(
+        win_n <= WINRM_MAX,
+        "winrm verify: {win_n} exchanges > {WINRM_MAX}: {win:?}"
+    );
+
+    // -v: the same steps, one line each, and the count.
+    for (host, transport, n, st) in [("h1", "ssh", ssh_n, &ssh), ("win1", "winrm", win_n, &win)] {
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("{host}: trace ")))
+            .collect();
+        assert_eq!(lines.len(), st.len() + 1, "{host}: {lines:?}");
+        for (l, (_, s)) in lines.iter().zip(st.iter()) {
+            assert!(l.contains(&format!(" ms {s}")), "{l} / {s}");
+        }
+        assert_eq!(
+            *lines.last().unwrap(),
+            format!("{host}: trace {transport}: {n} request/reply exchanges")
+        );
+    }
+
+    // WinRM keep-alive: every request of the run went over one TCP
+    // connection (the simulator logs each request with its client port).
+    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
+    let ports: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"POST /wsman"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(ports.len(), 1, "one TCP connection for the host: {log}");
+}
