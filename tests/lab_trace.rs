@@ -134,3 +134,66 @@ fn verify_traces_each_protocol_step_of_ssh_and_winrm() {
         .collect();
     assert_eq!(ports.len(), 1, "one TCP connection for the host: {log}");
 }
+
+/// One `-v` trace line: (ms, step, exchanges).
+fn parse_line(l: &str) -> Option<(f64, String, u64)> {
+    let rest = l.split_once(": trace ")?.1.trim_start();
+    let (ms, rest) = rest.split_once(" ms ")?;
+    let ms = ms.trim().parse().ok()?;
+    let (body, waits) = match rest.rsplit_once(" [") {
+        Some((b, w)) => (b, w.split(' ').next()?.parse().ok()?),
+        None => (rest, 0),
+    };
+    let step = body.split(':').next()?.to_string();
+    Some((ms, step, waits))
+}
+
+/// Through a 200 ms link (bench/delayproxy.py in front of the host's sshd,
+/// bench/rtt_trace.sh), each step of a verify takes no more round trips
+/// than the trace says it waited for: no hidden round trip. The script
+/// travels in the exec request: before, stdin waited a round trip for the
+/// window OpenSSH opens only after the exec (channel open to first output
+/// took 2 RTT); now it takes one.
+#[test]
+fn through_a_slow_link_each_step_costs_what_the_trace_says() {
+    if !require_root() {
+        return;
+    }
+    const RTT: f64 = 200.0;
+    let lab = Lab::up(1);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/rtt_trace.sh");
+    let dir = lab.dir().to_string_lossy().into_owned();
+    let bin = common::bin();
+    let mut cmd = std::process::Command::new(script);
+    cmd.args([dir.as_str(), "200", "verify", bin.as_str()]);
+    let o = common::run_bounded(cmd, std::time::Duration::from_secs(60));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let steps: Vec<(f64, String, u64)> = out
+        .lines()
+        .filter(|l| l.starts_with("h1: trace ") && !l.contains("request/reply"))
+        .filter_map(parse_line)
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| s.1.as_str()).collect();
+    assert!(
+        names.contains(&"channel closed") && names.contains(&"auth done"),
+        "{}",
+        text(&o)
+    );
+    for w in steps.windows(2) {
+        let (gap, waits) = (w[1].0 - w[0].0, w[1].2 as f64);
+        assert!(
+            gap <= (waits + 0.5) * RTT,
+            "{} took {gap:.0} ms after {}, more than its {waits} exchanges at {RTT} ms: {out}",
+            w[1].1,
+            w[0].1
+        );
+    }
+    let at = |s: &str| steps.iter().find(|x| x.1 == s).unwrap().0;
+    let exec = at("first output") - at("channel open");
+    assert!(
+        exec < 1.5 * RTT,
+        "exec to first output: {exec:.0} ms, more than one round trip: {out}"
+    );
+    let n: u64 = steps.iter().map(|s| s.2).sum();
+    assert!(n <= SSH_MAX, "{n} exchanges: {out}");
+}

@@ -218,6 +218,29 @@ pub fn remote_command(interpreter: Interpreter, user: &str) -> String {
     }
 }
 
+/// The longest script sent inside the exec request itself. RFC 4253 6.1:
+/// every implementation must process packets with a payload of 32768 bytes;
+/// the command, its quoting and the request's fields stay below that.
+pub const INLINE_MAX: usize = 30 * 1024;
+
+/// The command that runs `script` with no stdin, when it may travel in the
+/// exec request: as root, POSIX sh, a script of at most [`INLINE_MAX`]
+/// bytes. OpenSSH's sshd opens a session channel with a window of 0 and
+/// opens it only once the exec request is handled (serverloop.c
+/// server_request_session: "window size 0" for the larval channel;
+/// session.c session_set_fds then sets CHAN_SES_WINDOW_DEFAULT and a
+/// WINDOW_ADJUST goes out), so a script on stdin waits a round trip for
+/// the window; in the command it does not. Not under sudo: sudo logs each
+/// command line (its I/O log and syslog's COMMAND=), which would fill the
+/// host's auth log with whole scripts. Linux scripts hold no secret (the
+/// only secrets, the Windows kubeconfig and passwords, never go to a Linux
+/// host), so the command line, visible in the host's process list while
+/// the script runs, shows nothing that the run record does not.
+pub fn inline_command(command: &str, script: &str) -> Option<String> {
+    (command == "/bin/sh -s" && script.len() <= INLINE_MAX && !script.contains('\0'))
+        .then(|| format!("/bin/sh -c '{}'", script.replace('\'', r"'\''")))
+}
+
 /// sudo(8) with `-n` prints this and exits 1 when it would have to ask for
 /// a password (sudo 1.9.13, Debian 12: seen by the lab test
 /// `a_sudo_that_needs_a_password_is_named_with_the_fix`, real sudo on a lab
@@ -261,15 +284,34 @@ impl SshSession {
         let mut ch = self.handle.channel_open_session().await.map_err(lost)?;
         trace.mark("channel open", "", 1);
         // exec (its reply is not waited for: russh Channel::exec only
-        // sends), stdin and EOF go out back to back.
-        ch.exec(true, self.command.as_str()).await.map_err(lost)?;
-        ch.data(script.as_bytes()).await.map_err(lost)?;
-        ch.eof().await.map_err(lost)?;
-        trace.mark(
-            "exec sent",
-            format!("command, {} bytes of script, EOF", script.len()),
-            0,
-        );
+        // sends), then EOF; a script that cannot travel in the command goes
+        // on stdin once the server opens the channel's window (see
+        // `inline_command`).
+        match inline_command(&self.command, script) {
+            Some(cmd) => {
+                ch.exec(true, cmd).await.map_err(lost)?;
+                ch.eof().await.map_err(lost)?;
+                trace.mark(
+                    "exec sent",
+                    format!("script in the command ({} bytes), EOF", script.len()),
+                    0,
+                );
+            }
+            None => {
+                ch.exec(true, self.command.as_str()).await.map_err(lost)?;
+                trace.mark("exec sent", "", 0);
+                ch.data(script.as_bytes()).await.map_err(lost)?;
+                ch.eof().await.map_err(lost)?;
+                trace.mark(
+                    "stdin sent",
+                    format!(
+                        "{} bytes of script, EOF, once the window opened",
+                        script.len()
+                    ),
+                    1,
+                );
+            }
+        }
         // The reply to what was just sent: the first output, or the exit
         // status of a script that printed nothing.
         let mut answered = false;
@@ -363,6 +405,30 @@ impl Session for SshSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_scripts_as_root_travel_in_the_command() {
+        let c = remote_command(Interpreter::Sh, "root");
+        let cmd = inline_command(&c, "echo 'it''s'\nexit 3\n").unwrap();
+        assert_eq!(
+            cmd,
+            r"/bin/sh -c 'echo '\''it'\'''\''s'\''
+exit 3
+'"
+        );
+        // the quoting survives a POSIX shell: the script comes back whole
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &format!("printf %s {}", &cmd["/bin/sh -c ".len()..])])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "echo 'it''s'\nexit 3\n"
+        );
+        assert!(inline_command(&c, &"x".repeat(INLINE_MAX + 1)).is_none());
+        assert!(inline_command(&remote_command(Interpreter::Sh, "ops"), "true").is_none());
+        assert!(inline_command(&remote_command(Interpreter::PowerShell, "a"), "1").is_none());
+    }
 
     #[test]
     fn remote_commands() {
