@@ -53,7 +53,7 @@ pub(super) async fn run(
                     t.host.name
                 ));
             }
-            emit(ctx, t, &trace);
+            emit(ctx, &t.host.name, transport(t), &trace);
             return t.selected.then(|| r.failed(HostError::Connect(e)));
         }
     };
@@ -69,26 +69,40 @@ pub(super) async fn run(
     let (report, session) = t.desired.ops(&ctx.renderer, &t.host, flow).await;
     if let Some(s) = session {
         if lock_here {
-            // The lock is released on this connection when every host is done.
+            // The lock is released on this connection when every host is
+            // done; its trace goes out then (coordinate::release).
             *ctx.barrier.lock_session.lock().await = Some(s);
-        } else {
-            s.close().await;
+            return report;
         }
+        s.close().await;
     }
-    emit(ctx, t, &trace);
+    emit(ctx, &t.host.name, transport(t), &trace);
     report
 }
 
-/// The host's protocol steps: to `-v` and the run record.
-fn emit(ctx: &Ctx, t: &Target, trace: &Trace) {
-    let steps = trace.steps();
-    let transport = match t.host.connection {
+fn transport(t: &Target) -> &'static str {
+    match t.host.connection {
         Connection::Ssh(_) => "ssh",
         Connection::WinRm(_) => "winrm",
-    };
-    ctx.reporter.trace(&t.host.name, transport, &steps);
+    }
+}
+
+/// Close the lock host's connection (a Linux host, reached over SSH) and
+/// send its trace, which this connection's close ends.
+pub(super) async fn close_traced(ctx: &Ctx, host: &str, s: Box<dyn Session>) {
+    let trace = s.trace().cloned();
+    s.close().await;
+    if let Some(t) = trace {
+        emit(ctx, host, "ssh", &t);
+    }
+}
+
+/// A host's protocol steps: to `-v` and the run record.
+fn emit(ctx: &Ctx, host: &str, transport: &str, trace: &Trace) {
+    let steps = trace.steps();
+    ctx.reporter.trace(host, transport, &steps);
     if let Some(r) = &ctx.record {
-        r.trace(&t.host.name, transport, steps);
+        r.trace(host, transport, steps);
     }
 }
 

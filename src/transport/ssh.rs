@@ -195,8 +195,16 @@ pub fn open<'a>(
     })
 }
 
+/// A session channel being opened ahead of the call that will use it.
+type Spare = tokio::task::JoinHandle<Result<russh::Channel<client::Msg>, russh::Error>>;
+
 pub struct SshSession {
-    handle: Conn,
+    handle: Arc<Conn>,
+    /// The next call's channel, asked for while this call's script runs:
+    /// a call after the first does not wait a round trip for its channel
+    /// (OpenSSH's sshd allows MaxSessions 10 channels per connection by
+    /// default; this keeps at most two open).
+    spare: Option<Spare>,
     trace: Trace,
     host: String,
     user: String,
@@ -265,7 +273,8 @@ impl SshSession {
     ) -> Result<SshSession, TransportError> {
         let handle = open(&ep, opts, trace, "").await?;
         Ok(SshSession {
-            handle,
+            handle: Arc::new(handle),
+            spare: None,
             trace: trace.clone(),
             host: host.name.clone(),
             user: ep.user.clone(),
@@ -280,9 +289,32 @@ impl SshSession {
         };
         let trace = &self.trace;
         // CHANNEL_OPEN, then OPEN_CONFIRMATION: russh's Channel exists only
-        // once it is confirmed (client::Handle::channel_open_session).
-        let mut ch = self.handle.channel_open_session().await.map_err(lost)?;
-        trace.mark("channel open", "", 1);
+        // once it is confirmed (client::Handle::channel_open_session). A
+        // channel asked for during the previous call is usually there.
+        let mut ch = match self.spare.take() {
+            Some(spare) => {
+                let ready = spare.is_finished();
+                let ch = spare
+                    .await
+                    .map_err(|e| TransportError::Lost {
+                        host: self.host.clone(),
+                        msg: format!("opening a channel failed: {e}"),
+                    })?
+                    .map_err(lost)?;
+                let (detail, waits) = if ready {
+                    ("opened during the previous call", 0)
+                } else {
+                    ("asked for during the previous call, waited for", 1)
+                };
+                trace.mark("channel open", detail, waits);
+                ch
+            }
+            None => {
+                let ch = self.handle.channel_open_session().await.map_err(lost)?;
+                trace.mark("channel open", "", 1);
+                ch
+            }
+        };
         // exec (its reply is not waited for: russh Channel::exec only
         // sends), then EOF; a script that cannot travel in the command goes
         // on stdin once the server opens the channel's window (see
@@ -314,6 +346,10 @@ impl SshSession {
         }
         // The reply to what was just sent: the first output, or the exit
         // status of a script that printed nothing.
+        let next = self.handle.clone();
+        self.spare = Some(tokio::spawn(
+            async move { next.channel_open_session().await },
+        ));
         let mut answered = false;
         let mut answer = |what: &str, detail: String| {
             trace.mark(what, detail, if answered { 0 } else { 1 });
@@ -386,6 +422,9 @@ impl Session for SshSession {
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         async move {
+            if let Some(spare) = &self.spare {
+                spare.abort();
+            }
             // russh's Handle::disconnect queues the message; nothing waits
             // for the server.
             let _ = self
