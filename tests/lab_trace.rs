@@ -243,3 +243,91 @@ fn winrm_through_a_slow_link_each_request_costs_what_the_trace_says() {
         .collect();
     assert_eq!(ports.len(), 1, "one TCP connection for the host: {log}");
 }
+
+/// Two hosts behind one bastion share one connection to it, as their
+/// traces show: the first to get there logs in to the bastion, the other
+/// finds its connection up; each then opens its own direct-tcpip channel.
+#[test]
+fn hosts_behind_one_bastion_share_its_connection_in_the_trace() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(1);
+    let p1 = lab.hidden("p1", "h1", "linux");
+    let p2 = lab.hidden("p2", "h1", "linux");
+    let cfg = lab.dir().join("ssh_config");
+    let key = lab.dir().join("id_ed25519");
+    let kh = lab.dir().join("known_hosts");
+    common::write(
+        &cfg,
+        &format!(
+            "Host jump\n  HostName {}\nHost p1\n  HostName {}\n  ProxyJump jump\n\
+             Host p2\n  HostName {}\n  ProxyJump jump\n\
+             Host *\n  IdentityFile {}\n  UserKnownHostsFile {}\n",
+            lab.ip("h1"),
+            p1.ip,
+            p2.ip,
+            key.display(),
+            kh.display()
+        ),
+    );
+    // the lab's cluster block, and the two hidden hosts
+    let base = std::fs::read_to_string(lab.inventory()).unwrap();
+    let cluster: String = base
+        .split("defaults:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
+        .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let inv = lab.dir().join("bastion.yaml");
+    common::write(
+        &inv,
+        &format!(
+            "{cluster}hosts:\n  - name: p1\n    os: linux\n    address: {}\n  - name: p2\n    os: linux\n    address: {}\n",
+            p1.ip, p2.ip
+        ),
+    );
+    let o = kwinctl(&[
+        "verify",
+        "-v",
+        "--reach",
+        "none",
+        "-i",
+        inv.to_str().unwrap(),
+        "--ssh-config",
+        cfg.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let record = err
+        .lines()
+        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
+        .unwrap_or_else(|| panic!("{}", text(&o)));
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(Path::new(record).join("run.json")).unwrap())
+            .unwrap();
+    let (a, _) = steps(&run, "p1");
+    let (b, _) = steps(&run, "p2");
+    let has = |s: &[(f64, String)], w: &str| s.iter().any(|x| x.1 == w);
+    let opened = [&a, &b]
+        .iter()
+        .filter(|s| has(s, "bastion jump auth done"))
+        .count();
+    let shared = [&a, &b]
+        .iter()
+        .filter(|s| has(s, "bastion connection shared"))
+        .count();
+    assert_eq!((opened, shared), (1, 1), "p1: {a:?}\np2: {b:?}");
+    for s in [&a, &b] {
+        in_order(
+            s,
+            &[
+                "direct-tcpip channel open",
+                "key exchange done",
+                "auth done",
+            ],
+        );
+    }
+}
