@@ -42,7 +42,17 @@ awk '{print} !/^\[/ {k=$1; $1="[" k "]:2222"; print}' "$lab/known_hosts" >"$work
 sed -e "s#known_hosts: $lab/known_hosts#known_hosts: $work/known_hosts#" \
     -e 's/port: 22,/port: 2222,/' -e 's/port: 5985,/port: 15985,/' \
     "$lab/inventory.yaml" >"$work/inventory.yaml"
-sleep 0.5
+# every proxy listening before the clock starts (bounded: 20 s)
+for name in $(cut -f1 "$lab/hosts.tsv"); do
+    for _ in $(seq 200); do
+        grep -q 'delayproxy: ready' "$work/proxy-$name.log" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q 'delayproxy: ready' "$work/proxy-$name.log" || {
+        echo "the delay proxy for $name did not start: $(cat "$work/proxy-$name.log")" >&2
+        exit 1
+    }
+done
 
 start=$(date +%s.%N)
 set +e
