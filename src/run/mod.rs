@@ -113,6 +113,7 @@ pub trait Connector: Send + Sync {
         &'a self,
         host: &'a Host,
         interpreter: Interpreter,
+        trace: &'a transport::Trace,
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>>;
 }
 
@@ -121,8 +122,9 @@ impl Connector for ConnectOptions {
         &'a self,
         host: &'a Host,
         interpreter: Interpreter,
+        trace: &'a transport::Trace,
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>> {
-        Box::pin(transport::connect(host, interpreter, self))
+        Box::pin(transport::connect_traced(host, interpreter, self, trace))
     }
 }
 

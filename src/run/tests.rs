@@ -272,6 +272,7 @@ impl Connector for Fakes {
         &'a self,
         host: &'a Host,
         _: Interpreter,
+        _: &'a crate::transport::Trace,
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>> {
         let answer = self.hosts.lock().unwrap().get(&host.name).cloned();
         let calls = self.calls.clone();
