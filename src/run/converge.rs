@@ -116,8 +116,10 @@ async fn restart_and_go_on<O: NodeOps>(
             &node.name,
             "waiting for the host to come back from its restart",
         );
+        // (the reconnections show in the host's trace)
+        let trace = s.trace().cloned().unwrap_or_default();
         let Ok(mut fresh) =
-            step::connect(ctx, host, crate::transport::Interpreter::PowerShell).await
+            step::connect(ctx, host, crate::transport::Interpreter::PowerShell, &trace).await
         else {
             continue;
         };
