@@ -148,6 +148,29 @@ pub fn preflight(
     if let Some(b) = build {
         pause_image(d, f, b, &mut problems);
     }
+    // What the transparent profile built is still there (an inventory moved
+    // to 1.24+): its switch and network hold the cards and addresses the
+    // vSwitch needs, and its kubelet runs on Docker.
+    let transparent: Vec<String> = f
+        .switches
+        .iter()
+        .filter(|s| s.name == super::KUBE_PROXY_SWITCH)
+        .map(|s| format!("the Hyper-V switch {}", s.name))
+        .chain(
+            f.networks
+                .iter()
+                .filter(|n| n.driver == "transparent")
+                .map(|n| format!("the Docker transparent network {}", n.name)),
+        )
+        .collect();
+    if !transparent.is_empty() {
+        problems.push(format!(
+            "{} of the transparent profile {} still here: run `kwinctl reset --limit {}` with the inventory of that profile (windows_profile: transparent, its kubernetes_version) first",
+            transparent.join(" and "),
+            if transparent.len() > 1 { "are" } else { "is" },
+            node.name
+        ));
+    }
     // containerd loads only the first file of its conf dir (D2).
     if let Some(first) = f
         .cni_conf_files

@@ -324,6 +324,17 @@ fn preflight_refuses_an_old_build_a_cni_config_sorting_first_and_a_missing_card(
     let mut f = converged(&d);
     f.build = "10.0.20348".into();
     assert!(diff(&node(), &d, &f).is_ok());
+    // the transparent profile's switch and network: reset with it first
+    f.switches.push(crate::os::windows::facts::Switch {
+        name: "KubeProxySwitch".into(),
+        kind: "Internal".into(),
+    });
+    let e = diff(&node(), &d, &f).unwrap_err().to_string();
+    assert!(
+        e.contains("the Hyper-V switch KubeProxySwitch of the transparent profile is still here")
+            && e.contains("kwinctl reset --limit win01"),
+        "{e}"
+    );
 }
 
 #[test]
