@@ -135,6 +135,32 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 
+    // Pods: one at P+3 behind each host's vSwitch, its gateway the host
+    // endpoint P+2, answer from the Linux host and from each other (routes,
+    // the endpoint and forwarding on both vNICs all in place).
+    let nth = |h: &str, n: u32| {
+        let net: ipnet::Ipv4Net = host(&s, h)["pod_cidr"].as_str().unwrap().parse().unwrap();
+        std::net::Ipv4Addr::from(u32::from(net.network()) + n).to_string()
+    };
+    for h in ["win1", "win2"] {
+        lab.pod(h, &format!("{}/24", nth(h, 3)), &nth(h, 2));
+    }
+    let ping = |from: &str, ip: &str| {
+        lab.exec(from, &format!("ping -n -c 1 -W 2 {ip} >/dev/null"))
+            .status
+            .success()
+    };
+    assert!(ping("h1", &nth("win1", 3)), "h1 -> a pod on win1");
+    assert!(ping("h1", &nth("win2", 3)), "h1 -> a pod on win2");
+    assert!(
+        lab.ping_from_pod("win1", &nth("win2", 3)),
+        "pod on win1 -> pod on win2"
+    );
+    assert!(
+        lab.ping_from_pod("win2", &lab.ip("h1")),
+        "pod on win2 -> h1"
+    );
+
     // 4. A reboot loses the host endpoint; the boot task puts it back. The
     // control plane's kubectl (a stand-in printing what the probe's
     // jsonpath asks for) sees both nodes Ready, with their build label and
@@ -152,6 +178,14 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
         )
     };
     lab.fake_command("h1", "kubectl", &kubectl(&cidr("win2")));
+    // pods do not survive a reboot either (their endpoints go with the
+    // host's); one started again on the rebooted host reaches the other:
+    // its gateway, the host endpoint, is back
+    lab.pod("win1", &format!("{}/24", nth("win1", 3)), &nth("win1", 2));
+    assert!(
+        lab.ping_from_pod("win1", &nth("win2", 3)),
+        "after the reboot"
+    );
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let node_check = |o: &std::process::Output, h: &str| {
