@@ -13,7 +13,10 @@ use crate::os::windows::facts::{
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: t\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n";
 
 fn desired() -> WindowsDesired {
-    let dir = std::env::temp_dir().join(format!("kwinctl-l2diff-{}", std::process::id()));
+    // (one folder per call: the tests run in parallel)
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("kwinctl-l2diff-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("kc"), KUBECONFIG).unwrap();
     let text = format!(
@@ -24,7 +27,9 @@ fn desired() -> WindowsDesired {
     );
     let inv = Inventory::parse(&dir.join("inv.yaml"), &text).unwrap();
     let host = inv.hosts.iter().find(|h| h.name == "win01").unwrap();
-    WindowsDesired::of(&inv, host, &Uploads::default()).unwrap()
+    let d = WindowsDesired::of(&inv, host, &Uploads::default()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    d
 }
 
 fn node() -> Node {
