@@ -272,16 +272,7 @@ fn hosts_behind_one_bastion_share_its_connection_in_the_trace() {
         ),
     );
     // the lab's cluster block, and the two hidden hosts
-    let base = std::fs::read_to_string(lab.inventory()).unwrap();
-    let cluster: String = base
-        .split("defaults:")
-        .next()
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
-        .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let cluster = lab.linux_cluster_block();
     let inv = lab.dir().join("bastion.yaml");
     common::write(
         &inv,

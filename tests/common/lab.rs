@@ -178,6 +178,21 @@ impl Lab {
         &self.hosts
     }
     /// The inventory path as a string, for command lines.
+    /// The lab inventory's cluster block without the Windows-only keys
+    /// (kubernetes_version, kubeconfig): what a Linux-only inventory of
+    /// the lab's hosts starts with (an old kwinctl, which knew neither,
+    /// reads it too: `KWINCTL_TEST_BIN`).
+    pub fn linux_cluster_block(&self) -> String {
+        let base = std::fs::read_to_string(&self.inventory).unwrap();
+        base.split("defaults:")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
+            .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
     pub fn inv(&self) -> String {
         self.inventory.to_string_lossy().into_owned()
     }

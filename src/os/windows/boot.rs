@@ -146,14 +146,7 @@ pub fn example() -> BootSpec {
 #[doc(hidden)]
 pub fn example_l2bridge() -> BootSpec {
     use super::l2bridge::{BootRoute, HnsNet, HostEp, L2Boot};
-    let node = crate::alloc::test_node(
-        "win01",
-        crate::inventory::Os::Windows,
-        "10.0.0.11",
-        "192.168.1.0/24",
-        "192.168.0.0/16",
-        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
-    );
+    let node = super::l2bridge::example_node();
     let ep = HostEp::of(&node, "cbr0");
     BootSpec::l2bridge(
         L2Boot {

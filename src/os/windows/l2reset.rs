@@ -98,14 +98,7 @@ pub fn reset(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> WinDiff {
 /// One of each l2bridge action, for the contract and grammar tests.
 #[doc(hidden)]
 pub fn examples() -> Vec<WinAction> {
-    let node = crate::alloc::test_node(
-        "win01",
-        crate::inventory::Os::Windows,
-        "10.0.0.11",
-        "192.168.1.0/24",
-        "192.168.0.0/16",
-        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
-    );
+    let node = l2::example_node();
     let archive = l2::Archive {
         name: "containerd".into(),
         archive: WinFile {
