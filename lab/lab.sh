@@ -27,7 +27,9 @@
 #   lab.sh pod DIR winJ ADDR/PREFIX GATEWAY
 #                                a "pod" on winJ's transparent network: its
 #                                own namespace, a veth on the HNSTransparent
-#                                bridge, ADDR, default route via GATEWAY
+#                                bridge (l2bridge: on the vSwitch HNSVSwitch,
+#                                GATEWAY the host endpoint P+2), ADDR,
+#                                default route via GATEWAY
 #   lab.sh gc                    remove labs whose owner process is gone
 #   lab.sh hidden DIR NAME VIA linux|windows
 #                                a host reachable only through VIA (a lab host
@@ -46,6 +48,15 @@
 # Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.13.12, the newest
 # release Windows Server 2016 runs): fake kubelet.exe/kube-proxy.exe that
 # report it (see fake_binaries), downloaded from DIR/dl by winsim.
+# For the l2bridge profile DIR/dl also holds a fake containerd
+# ($KWINCTL_LAB_CONTAINERD, default 1.7.20) and CNI plugins tarball (see
+# fake_binaries; their SHA-256 in DIR/dl/SHA256SUMS).
+#   KWINCTL_LAB_WIN_BUILDS=2019,2022,...  win1's build, win2's, ... (2016,
+#       2019, 2022, 2025 or 10.0.NNNNN; the last one given goes on for the
+#       hosts after it); unset: winsim's default (10.0.14393, 2016)
+#   KWINCTL_LAB_CONTAINERS=Available|InstallPending|Installed
+#       every Windows host's Containers feature when the lab comes up
+#       (unset: winsim's default, Available)
 set -euo pipefail
 
 REG=/run/kwinctl-lab
@@ -96,6 +107,59 @@ fake_binaries() { # DIR version
   for b in kubelet kube-proxy; do
     printf 'MZ kwinctl lab fake %s.exe\nKubernetes v%s\n' "$b" "$2" > "$1/dl/v$2/$b.exe"
   done
+  fake_archives "$1"
+}
+# The l2bridge profile's downloads, as their projects publish them: a
+# containerd release tarball (bin/*.exe, D4; the first line of each fake
+# binary is its `--version` line) and the CNI plugins' Windows tgz (./*.exe,
+# C6). Byte-for-byte the same on every run (sorted, mtime 0, gzip -n).
+fake_archives() { # DIR
+  local dl=$1/dl v=${KWINCTL_LAB_CONTAINERD:-1.7.20} t b
+  t=$(mktemp -d)
+  mkdir -p "$t/c/bin" "$t/n"
+  for b in containerd containerd-shim-runhcs-v1 ctr; do
+    printf '%s github.com/containerd/containerd v%s 0123456789abcdef\nMZ kwinctl lab fake %s.exe\n' \
+      "$b" "$v" "$b" > "$t/c/bin/$b.exe"
+  done
+  for b in win-bridge host-local win-overlay; do
+    printf 'MZ kwinctl lab fake %s.exe (CNI plugins v1.6.2)\n' "$b" > "$t/n/$b.exe"
+  done
+  tar -C "$t/c" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - bin \
+    | gzip -n > "$dl/containerd-$v-windows-amd64.tar.gz"
+  tar -C "$t/n" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . \
+    | gzip -n > "$dl/cni-plugins-windows-amd64-v1.6.2.tgz"
+  rm -rf "$t"
+  ( cd "$dl" && sha256sum "containerd-$v-windows-amd64.tar.gz" cni-plugins-windows-amd64-v1.6.2.tgz > SHA256SUMS )
+}
+# Windows Server builds by name (W1, K7: 2019 = 10.0.17763; 2022 =
+# 10.0.20348 and 2025 = 10.0.26100: spec §1, B)
+win_build() { # 2016|2019|2022|2025|10.0.N
+  case "$1" in
+    2016) echo 10.0.14393 ;; 2019) echo 10.0.17763 ;; 2022) echo 10.0.20348 ;; 2025) echo 10.0.26100 ;;
+    10.0.[0-9]*) echo "$1" ;;
+    *) die "KWINCTL_LAB_WIN_BUILDS: $1 is not 2016, 2019, 2022, 2025 or 10.0.NNNNN" ;;
+  esac
+}
+win_state_json() { # DIR j: the host's first state file
+  local -a builds=()
+  local extra="" b
+  if [ -n "${KWINCTL_LAB_WIN_BUILDS:-}" ]; then
+    IFS=, read -r -a builds <<< "$KWINCTL_LAB_WIN_BUILDS"
+    b=${builds[$(( $2 <= ${#builds[@]} ? $2 - 1 : ${#builds[@]} - 1 ))]}
+    extra="$extra, \"build\": \"$(win_build "$b")\""
+  fi
+  case "${KWINCTL_LAB_CONTAINERS:-}" in
+    "") ;;
+    Available|InstallPending|Installed) extra="$extra, \"features\": {\"Containers\": \"$KWINCTL_LAB_CONTAINERS\"}" ;;
+    *) die "KWINCTL_LAB_CONTAINERS: Available, InstallPending or Installed, not $KWINCTL_LAB_CONTAINERS" ;;
+  esac
+  # Kubernetes 1.24+ (no dockershim: the l2bridge profile, containerd) on a
+  # host without Docker, so without Docker's NAT adapter
+  case "${KWINCTL_LAB_K8S:-1.13.12}" in
+    1.[0-9].*|1.1[0-9].*|1.2[0-3].*) ;;
+    *) extra="$extra, \"docker_version\": null" ;;
+  esac
+  echo "{\"hostname\": \"WIN$2\", \"downloads\": \"$1/dl\"$extra}"
 }
 
 wait_tcp() { # ip port timeout-seconds
@@ -604,7 +668,7 @@ cmd_up() {
       mkdir -p "$hd"
       ns=$(wns_of "$j")
       add_host_ns "$ns" "kwl${id}x$j" "$(win_ip "$j")"
-      echo "{\"hostname\": \"WIN$j\", \"downloads\": \"$dir/dl\"}" > "$hd/state.json"
+      win_state_json "$dir" "$j" > "$hd/state.json"
       "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --ca "$hd/ca.pem" --cn "$(win_ip "$j")" > "$hd/cert.sha256"
       printf 'win%s\t%s\t%s\n' "$j" "$(win_ip "$j")" "$ns" >> "$dir/hosts.tsv"
@@ -744,7 +808,11 @@ cmd_pod() { # DIR winJ ADDR/PREFIX GATEWAY
   ip -n "$ns" link del kwpod 2>/dev/null || true
   ip netns add "$pns"
   ip -n "$ns" link add kwpod type veth peer name eth0 netns "$pns"
-  ip -n "$ns" link set kwpod master HNSTransparent up
+  # the transparent network's bridge, or (l2bridge) the external vSwitch:
+  # the pod's gateway is then the host endpoint, P+2
+  local sw=HNSTransparent
+  ip -n "$ns" link show HNSTransparent >/dev/null 2>&1 || sw=HNSVSwitch
+  ip -n "$ns" link set kwpod master "$sw" up
   ip -n "$pns" link set lo up
   ip -n "$pns" addr add "$3" dev eth0
   ip -n "$pns" link set eth0 up

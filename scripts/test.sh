@@ -10,5 +10,7 @@ fi
 scripts/setup.sh
 # Labs left behind by a crashed earlier run.
 lab/lab.sh gc || true
+# winsim's l2bridge handlers on their own (5-10 s, namespaces of its own)
+timeout 120 python3 winsim/selftest_l2bridge.py
 cargo build --ignore-rust-version --all-targets --locked
 cargo test --ignore-rust-version --locked -- --test-threads="${KWINCTL_TEST_THREADS:-4}"

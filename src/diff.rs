@@ -62,6 +62,9 @@ pub enum Conflict {
     Preflight(Vec<String>),
     /// The host's pod CIDR cannot be decided (see `alloc`): why.
     Allocation(String),
+    /// The host must restart before kwinctl can go on (a Windows feature
+    /// installed and waiting for it): what waits, and how to go on.
+    Reboot(String),
 }
 
 impl Conflict {
@@ -70,6 +73,7 @@ impl Conflict {
         match self {
             Conflict::PodCidr { .. } | Conflict::Allocation(_) => "pod-cidr",
             Conflict::Preflight(_) => "preflight",
+            Conflict::Reboot(_) => "reboot",
         }
     }
 }
@@ -94,6 +98,7 @@ impl fmt::Display for Conflict {
                 problems.join("; ")
             ),
             Conflict::Allocation(why) => write!(f, "{why}"),
+            Conflict::Reboot(why) => write!(f, "reboot required: {why}"),
         }
     }
 }

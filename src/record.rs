@@ -97,8 +97,18 @@ fn call_log(c: &Call) -> String {
     )
 }
 
+/// One host's protocol steps (see `transport::trace`), in `run.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostTrace {
+    pub transport: String,
+    /// Request/reply exchanges with the host, in all.
+    pub exchanges: u32,
+    pub steps: Vec<crate::transport::trace::Step>,
+}
+
 /// Who ran what, with which kwinctl and on which inventory: `run.json` in
-/// the run's folder (for an audit, and to tell runs of two versions apart).
+/// the run's folder (for an audit, and to tell runs of two versions apart);
+/// at the end, each host's protocol steps.
 #[derive(Debug, Serialize)]
 struct RunMeta {
     kwinctl: String,
@@ -112,6 +122,9 @@ struct RunMeta {
     /// The inventory file's SHA-256, to tell which version of it ran.
     inventory_sha256: Option<String>,
     hosts: Vec<String>,
+    /// By host (written when the run ends).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    traces: std::collections::BTreeMap<String, HostTrace>,
 }
 
 impl RunMeta {
@@ -133,6 +146,7 @@ impl RunMeta {
                 .ok()
                 .map(|b| crate::hash::sha256_bytes(&b)),
             hosts: hosts.to_vec(),
+            traces: Default::default(),
         }
     }
 }
@@ -146,6 +160,8 @@ pub struct RunRecord {
     dir: PathBuf,
     /// `up` and `reset` keep what is left to do (see [`LastRun`]).
     last: Option<(PathBuf, std::sync::Mutex<LastRun>)>,
+    /// `run.json`, written again with the hosts' traces at the end.
+    meta: std::sync::Mutex<RunMeta>,
 }
 
 /// Write a small JSON file atomically (temp file + rename), owner-only.
@@ -167,10 +183,8 @@ impl RunRecord {
             .runs
             .join(format!("{stamp}-{command}-{}", std::process::id()));
         private_dir(&dir)?;
-        replace_json(
-            &dir.join("run.json"),
-            &RunMeta::now(inventory, command, hosts),
-        )?;
+        let meta = RunMeta::now(inventory, command, hosts);
+        replace_json(&dir.join("run.json"), &meta)?;
         let last = match command {
             "up" | "reset" => {
                 let path = sidecars.last_run(command);
@@ -185,7 +199,11 @@ impl RunRecord {
             }
             _ => None,
         };
-        Ok(RunRecord { dir, last })
+        Ok(RunRecord {
+            dir,
+            last,
+            meta: std::sync::Mutex::new(meta),
+        })
     }
 
     /// A host is done: what is left to do is written again at once.
@@ -201,6 +219,16 @@ impl RunRecord {
             _ => last.done.push(r.host.clone()),
         }
         let _ = replace_json(path, &*last);
+    }
+
+    /// A host's protocol steps, kept for `run.json` (no I/O).
+    pub fn trace(&self, host: &str, transport: &str, steps: Vec<crate::transport::trace::Step>) {
+        let t = HostTrace {
+            transport: transport.to_string(),
+            exchanges: crate::transport::trace::exchanges(&steps),
+            steps,
+        };
+        self.meta.lock().unwrap().traces.insert(host.to_string(), t);
     }
 
     pub fn dir(&self) -> &Path {
@@ -224,6 +252,12 @@ impl RunRecord {
     /// folders are pruned.
     pub fn finish(&self, inventory: &Path, summary: &str) -> std::io::Result<()> {
         private_file(&self.dir.join("summary.json"), summary)?;
+        {
+            let meta = self.meta.lock().unwrap();
+            if !meta.traces.is_empty() {
+                replace_json(&self.dir.join("run.json"), &*meta)?;
+            }
+        }
         let sidecars = Sidecars::of(inventory);
         prune(&sidecars.runs);
         Ok(())

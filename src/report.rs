@@ -118,6 +118,16 @@ impl Reporter {
         }
     }
 
+    /// With `-v` (text): a host's protocol steps, one line each, and the
+    /// request/reply exchanges they add up to.
+    pub fn trace(&self, host: &str, transport: &str, steps: &[crate::transport::trace::Step]) {
+        if self.verbose && self.format == Format::Text {
+            for l in crate::transport::trace::lines(host, transport, steps) {
+                self.say(&l);
+            }
+        }
+    }
+
     pub fn host_done(&self, r: &HostReport) {
         let n = {
             let mut d = self.done.lock().unwrap();

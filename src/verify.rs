@@ -19,6 +19,10 @@ pub struct K8sNode {
     pub name: String,
     pub ready: bool,
     pub os: String,
+    /// `node.kubernetes.io/windows-build` (`None`: not read).
+    pub windows_build: Option<String>,
+    /// `.spec.podCIDR` (`None`: not read).
+    pub pod_cidr: Option<String>,
 }
 
 /// What the control plane's kubectl said about the nodes.

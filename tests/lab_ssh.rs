@@ -22,16 +22,7 @@ use common::{kwinctl_env, text, write};
 /// them fbe0578, which knew neither, reads the file too
 /// (`KWINCTL_TEST_BIN`).
 fn inventory(lab: &Lab, defaults: &str, hosts: &str) -> PathBuf {
-    let base = std::fs::read_to_string(lab.inventory()).unwrap();
-    let cluster: String = base
-        .split("defaults:")
-        .next()
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
-        .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let cluster = lab.linux_cluster_block();
     let p = lab.dir().join("ssh-test.yaml");
     write(&p, &format!("{cluster}{defaults}hosts:\n{hosts}"));
     p

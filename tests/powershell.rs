@@ -58,6 +58,8 @@ const ALLOWED: &[&str] = &[
     "ConvertFrom-Json",
     "Test-Path",
     "sc.exe",
+    "shutdown.exe",
+    "Restart-Service",
     "Get-ItemProperty",
     "Get-Content",
     "Test-Connection",
@@ -91,6 +93,17 @@ const ALLOWED: &[&str] = &[
     "Invoke-KwStep",
     "Add-Content",
     "Get-Date",
+    // the l2bridge profile
+    "Copy-Item",
+    "Get-ChildItem",
+    "Join-Path",
+    "Add-Type",
+    "Invoke-KwHns",
+    "Sort-Object",
+    "Confirm-KwNetwork",
+    "Confirm-KwEndpoint",
+    "Confirm-KwForwarding",
+    "Confirm-KwRoutes",
 ];
 
 fn parse(label: &str, script: &str) -> BTreeSet<String> {
@@ -143,6 +156,39 @@ fn only_ours(label: &str, commands: &BTreeSet<String>) {
 
 fn load(text: &str) -> Inventory {
     Inventory::parse(Path::new(EXAMPLE), text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const L2BRIDGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/l2bridge.yaml");
+
+/// The l2bridge profile's scripts: they parse, use only known commands,
+/// carry the spec's steps, and are pinned.
+#[test]
+fn l2bridge_inventory_scripts_parse_and_are_pinned() {
+    let inv = Inventory::parse(
+        Path::new(L2BRIDGE),
+        &std::fs::read_to_string(L2BRIDGE).unwrap(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let scripts = common::windows_scripts(&inv);
+    assert_eq!(scripts.len(), 2);
+    for (host, s) in &scripts {
+        only_ours(host, &parse(host, s));
+        for step in [
+            "[KwHns]::HNSCall($Method, $Path, $body, [ref]$raw)",
+            "Name = 'cbr0'; Type = 'L2Bridge'; NetworkAdapterName = 'Ethernet'",
+            "Name = 'External'; Type = 'L2Bridge'",
+            "SystemType = 'Host'; CompartmentId = 1",
+            "'-n', 'k8s.io', 'images', 'pull', 'registry.k8s.io/pause:3.10.2'",
+            "--container-runtime-endpoint=npipe:////./pipe/containerd-containerd",
+            "--proxy-mode=kernelspace --network-name=cbr0 --root-hnsendpoint-name=cbr0_ep --enable-dsr=true --feature-gates=WinDSR=true",
+            "-StartupType 'Automatic'",
+        ] {
+            assert!(s.contains(step), "{host}: no {step:?}");
+        }
+        assert!(!s.contains("--pod-infra-container-image"), "{host}");
+        assert!(!s.contains("docker"), "{host}");
+        insta::assert_snapshot!(format!("l2bridge_{}", host.to_lowercase()), s);
+    }
 }
 
 #[test]
@@ -203,6 +249,7 @@ fn every_action_and_the_probe_parse() {
         binaries: &files,
         images: &images,
         reach: &reach,
+        l2bridge: true,
     };
     let host = ScriptHost {
         adapter: Some("Ethernet 2"),
@@ -423,6 +470,7 @@ fn native_stderr_redirections_run_under_continue() {
         binaries: &names,
         images: &names,
         reach: &[],
+        l2bridge: true,
     };
     let mut scripts = vec![
         (
@@ -432,6 +480,11 @@ fn native_stderr_redirections_run_under_continue() {
         (
             "boot script".into(),
             script::boot_script(&r, &kwinctl::os::windows::boot::example()),
+        ),
+        ("restart".into(), script::restart(&r)),
+        (
+            "l2bridge boot script".into(),
+            script::boot_script(&r, &kwinctl::os::windows::boot::example_l2bridge()),
         ),
         (
             "start script".into(),

@@ -317,8 +317,19 @@ fn every_script() -> Vec<(String, String)> {
         binaries: &files,
         images: &images,
         reach: &reach,
+        l2bridge: false,
     };
     out.push(("probe".into(), script::probe(&r, &probe)));
+    let l2probe = WinProbe {
+        l2bridge: true,
+        ..probe
+    };
+    out.push(("l2bridge probe".into(), script::probe(&r, &l2probe)));
+    out.push(("restart".into(), script::restart(&r)));
+    out.push((
+        "l2bridge boot script".into(),
+        script::boot_script(&r, &kwinctl::os::windows::boot::example_l2bridge()),
+    ));
     for task in [
         kwinctl::os::windows::desired::example_task(),
         kwinctl::os::windows::desired::example_service(),

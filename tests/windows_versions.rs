@@ -161,18 +161,39 @@ fn render_emits_only_flags_the_release_has() {
 #[test]
 fn releases_the_profile_cannot_run_are_refused_at_check() {
     let dir = tempfile::tempdir().unwrap();
-    for (version, want) in [
-        ("1.24.17", vec!["dockershim"]),
-        ("1.26.0", vec!["dockershim", "userspace mode"]),
-        ("1.4.12", vec!["Windows nodes arrived in Kubernetes 1.5"]),
+    // (1.24 and later are the l2bridge profile's unless the inventory names
+    // the transparent one: then the refusal points at that line)
+    let transparent = |inv: &str| {
+        let text = std::fs::read_to_string(inv).unwrap().replace(
+            "  kubernetes_version:",
+            "  windows_profile: transparent\n  kubernetes_version:",
+        );
+        std::fs::write(inv, text).unwrap();
+    };
+    for (version, want, at) in [
+        ("1.24.17", vec!["dockershim"], ".yaml:7:20: Kubernetes "),
+        (
+            "1.26.0",
+            vec!["dockershim", "userspace mode"],
+            ".yaml:7:20: Kubernetes ",
+        ),
+        (
+            "1.4.12",
+            vec!["Windows nodes arrived in Kubernetes 1.5"],
+            ".yaml:7:23: Kubernetes ",
+        ),
     ] {
         let inv = inventory(dir.path(), version, true);
+        if at.contains(":20:") {
+            transparent(&inv);
+        }
         for cmd in ["check", "render", "plan"] {
             let o = kwinctl(&[cmd, "-i", &inv]);
             assert_eq!(o.status.code(), Some(2), "{cmd} {version}: {}", text(&o));
             let err = String::from_utf8_lossy(&o.stderr);
-            // pointed at the kubernetes_version line (line 7, column 23)
-            assert!(err.contains(".yaml:7:23: Kubernetes "), "{err}");
+            // pointed at windows_profile (line 7, column 20) or at
+            // kubernetes_version (line 7, column 23)
+            assert!(err.contains(at), "{err}");
             for w in &want {
                 assert!(err.contains(w), "{version}: {w}: {err}");
             }
@@ -182,6 +203,48 @@ fn releases_the_profile_cannot_run_are_refused_at_check() {
             );
         }
     }
+    // the transparent profile's refusal says which profile the release runs
+    let inv = inventory(dir.path(), "1.24.17", true);
+    transparent(&inv);
+    let err = String::from_utf8_lossy(&kwinctl(&["check", "-i", &inv]).stderr).into_owned();
+    assert!(
+        err.contains("set cluster.windows_profile: l2bridge"),
+        "{err}"
+    );
+    // without the name, 1.24 is the l2bridge profile's, which needs the
+    // containerd release; the l2bridge profile refuses 1.23
+    let inv = inventory(dir.path(), "1.24.17", true);
+    let o = kwinctl(&["check", "-i", &inv]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cluster.containerd_version is required"));
+    let text_of = std::fs::read_to_string(&inv).unwrap();
+    std::fs::write(
+        &inv,
+        text_of.replace(
+            "  kubernetes_version:",
+            "  containerd_version: \"1.6.4\"\n  kubernetes_version:",
+        ),
+    )
+    .unwrap();
+    assert_eq!(kwinctl(&["check", "-i", &inv]).status.code(), Some(0));
+    let inv = inventory(dir.path(), "1.23.17", true);
+    let text_of = std::fs::read_to_string(&inv).unwrap();
+    std::fs::write(
+        &inv,
+        text_of.replace(
+            "  kubernetes_version:",
+            "  windows_profile: l2bridge\n  kubernetes_version:",
+        ),
+    )
+    .unwrap();
+    let o = kwinctl(&["check", "-i", &inv]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("l2bridge profile starts at Kubernetes 1.24")
+            && err.contains("set cluster.windows_profile: transparent"),
+        "{err}"
+    );
     // 1.8 has no --api-servers: without a kubeconfig it cannot work
     let inv = inventory(dir.path(), "1.8.15", false);
     let o = kwinctl(&["check", "-i", &inv]);

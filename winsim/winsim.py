@@ -13,6 +13,10 @@ equivalent inside its own network namespace:
   persistent routes            -> real routes via eth0, remembered in the state
   RRAS                         -> IPv4 forwarding
   images, files, services      -> records in the state file
+  l2bridge: the external vSwitch -> the bridge HNSVSwitch (the card enslaved,
+                                  the node address on it); a host endpoint
+                                  -> a veth pair on it; HNS networks,
+                                  containerd's images -> records
 
 Unknown headers are errors. `reboot` drops what a reboot drops (routes not
 persistent, the HNS network when asked to) and restarts auto-start services.
@@ -123,6 +127,15 @@ class State:
         # icmp_type, program, remote, enabled}); on unless the knob says not
         d.setdefault("firewall", {})
         d.setdefault("firewall_on", True)
+        # l2bridge (see "l2bridge" below): Get-WindowsFeature states, HNS
+        # networks and endpoints, the external vSwitch, containerd's images
+        d.setdefault("features", {})
+        d["features"].setdefault("Containers", "Available")
+        d.setdefault("hns_networks", [])
+        d.setdefault("hns_endpoints", [])
+        d.setdefault("vswitch", None)
+        d.setdefault("sandbox_images", [])
+        d.setdefault("next_ifindex", 10)
         return d
 
     def __exit__(self, exc_type, exc, tb):
@@ -219,6 +232,14 @@ def fwd(dev):
         return False
 
 
+def strong_arp(dev):
+    """Answer ARP only for the adapter's own addresses (Linux arp_ignore=1),
+    as Windows' strong host model does, so a pod's gateway P+2 is the host
+    endpoint's vNIC and no other adapter (B: Windows' ARP behaviour)."""
+    with open("/proc/sys/net/ipv4/conf/%s/arp_ignore" % dev, "w") as f:
+        f.write("1\n")
+
+
 def set_fwd(dev, on):
     with open("/proc/sys/net/ipv4/conf/%s/forwarding" % dev, "w") as f:
         f.write("1\n" if on else "0\n")
@@ -238,6 +259,14 @@ def adapters(d):
     if link_exists(HNS_DEV) and d.get("bound"):
         out.append({"name": d["bound"]["adapter"], "index": HNS_INDEX, "dev": HNS_DEV, "physical": False,
                     "status": "Up"})
+    # l2bridge: the external vSwitch's host vNIC and the attached host endpoints
+    if d.get("vswitch") and link_exists(VSW_DEV):
+        out.append({"name": d["vswitch"]["adapter"], "index": d["vswitch"]["index"], "dev": VSW_DEV,
+                    "physical": False, "status": "Up"})
+    for e in d.get("hns_endpoints", []):
+        if e.get("dev") and link_exists(e["dev"]):
+            out.append({"name": "vEthernet (%s)" % e["name"], "index": e["index"], "dev": e["dev"],
+                        "physical": False, "status": "Up"})
     return out
 
 
@@ -372,7 +401,7 @@ def facts(d, probe):
     for ip in probe.get("reach", []):
         ok = subprocess.run(["ping", "-n", "-c", "1", "-W", "2", ip], capture_output=True).returncode == 0
         reach.append("%s %s" % (ip, "ok" if ok else "fail"))
-    return {
+    return dict(l2bridge_facts(d, probe), **{
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
         "build": d["build"], "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"],
         "adapters": listed,
@@ -398,7 +427,8 @@ def facts(d, probe):
         "pod_cidr": d["pod_cidr"],
         "cluster": d.get("cluster"),
         "reach": reach,
-    }
+        "boot_time": "2026-01-01T00:00:00.0000000+00:00#%d" % d.get("boot_count", 0),
+    })
 
 
 def failure_actions_blob(restart):
@@ -445,9 +475,10 @@ def file_version(d, path):
 # ------------------------------------------------------------------ binaries
 
 
-def start_binary(d, exe, args):
+def start_binary(d, exe, args, env=None):
     """Start `exe` with the arguments `args` (a list) as Windows would;
-    returns what it printed before exiting, or None if it keeps running."""
+    returns what it printed before exiting, or None if it keeps running.
+    What a release that starts prints as warnings goes to the logs."""
     p = file_of(d, exe)
     if p is None:
         return "The system cannot find the file specified"
@@ -455,7 +486,16 @@ def start_binary(d, exe, args):
     component = os.path.basename(exe.replace("\\", "/")).lower()
     if component.endswith(".exe"):
         component = component[:-4]
-    return k8sbin.check_args(component, line, args)
+    if component == "containerd":
+        return containerd_start(d, line, args)
+    why = k8sbin.check_args(component, line, args, env)
+    if why is None and component == "kubelet":
+        why = kubelet_needs_runtime(d, line, args)
+    if why is None:
+        notes = k8sbin.warnings(component, line, args)
+        if notes:
+            d["logs"]["warnings:" + component] = "\n".join(notes)
+    return why
 
 
 def scm_start(d, name):
@@ -472,8 +512,12 @@ def scm_start(d, name):
         if dep in d["services"] and d["services"][dep]["status"] != "Running":
             scm_start(d, dep)
     argv = k8sbin.split_command_line(s["binpath"]) or [""]
-    why = start_binary(d, argv[0], argv[1:])
-    if why is None and "--windows-service" not in argv[1:]:
+    why = start_binary(d, argv[0], argv[1:], s.get("env"))
+    # the flag that makes the program talk to SCM: kubelet and kube-proxy's
+    # --windows-service (K4); containerd's --run-service, which
+    # --register-service stores with the other arguments (D6)
+    scm_flag = "--run-service" if is_containerd(argv[0]) else "--windows-service"
+    if why is None and scm_flag not in argv[1:]:
         why = "The service did not respond to the start or control request in a timely fashion (1053)"
     d["logs"]["scm:" + name] = why or ""
     if why is None:
@@ -493,7 +537,7 @@ def task_start(d, name):
         boot_run(d, t["boot"])
         return
     svc = t["service"]
-    why = start_binary(d, svc["exe"], k8sbin.split_command_line(svc["args"]))
+    why = start_binary(d, svc["exe"], k8sbin.split_command_line(svc["args"]), svc.get("env"))
     err_log = "C:\\k\\logs\\%s.err.log" % name
     d["logs"][err_log] = why or ""
     t["state"] = "Running"
@@ -695,6 +739,57 @@ def act_pull_image(d, h):
 def act_place_file(d, h):
     f = h["file"]
     dest = f["path"]
+    content = fetched(d, h, f)
+    sha = hashlib.sha256(content).hexdigest()
+    line = k8sbin.version_line(content)
+    if f.get("version_regex"):
+        if line is None:
+            tmp = re.sub(r"(\.[^.\\]*)?$", lambda m: ".kwinctl-%d-tmp%s" % (os.getpid(), m.group(1) or ""), dest, count=1)
+            raise ActionError("Program '%s' failed to run: The specified executable is not a valid application "
+                              "for this OS platform." % os.path.basename(tmp.replace("\\", "/")))
+        if not re.match(f["version_regex"], line):
+            raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
+                              % (dest, line, f.get("version")))
+    record_file(d, dest, sha, line)
+    swap_restart(d, h, [dest])
+
+
+def record_file(d, dest, sha, line):
+    old = file_of(d, dest)
+    if old:
+        d["files"].pop(old)
+        d["file_versions"].pop(old, None)
+        d.get("file_contents", {}).pop(old, None)
+    d["files"][dest] = sha
+    d["file_versions"][dest] = line
+
+
+def swap_restart(d, h, paths):
+    """Services running one of these binaries were stopped for the swap and
+    are started again; a start script restarts its binary from the new file."""
+    low = [p.lower() for p in paths]
+    holding = [n for n, x in d["services"].items()
+               if x["status"] == "Running" and any(p in x["binpath"].lower() for p in low)]
+    dependents = [o for n in holding for o in running_dependents(d, n)]
+    for name in holding:
+        scm_stop(d, name)
+    for name in holding:
+        scm_start(d, name)
+    if block_has(h, r"DependentServices"):
+        for name in dependents:
+            scm_start(d, name)
+    for name, t in d["tasks"].items():
+        if t.get("service") and t["service"]["exe"].lower() in low:
+            try:
+                task_start(d, name)
+            except ActionError:
+                pass
+
+
+def fetched(d, h, f):
+    """The bytes of a WinFile: downloaded (as Invoke-WebRequest) or
+    uploaded (base64 in the block), SHA-256 checked."""
+    dest = f["path"]
     src = f.get("source") or {}
     if "url" in src:
         # Invoke-WebRequest over TLS: on .NET 4.6 (build 14393) only SSL 3
@@ -714,39 +809,7 @@ def act_place_file(d, h):
     sha = hashlib.sha256(content).hexdigest()
     if sha != f["sha256"].lower():
         raise ActionError("%s: SHA-256 is %s, expected %s" % (dest, sha, f["sha256"].lower()))
-    line = k8sbin.version_line(content)
-    if f.get("version_regex"):
-        if line is None:
-            tmp = re.sub(r"(\.[^.\\]*)?$", lambda m: ".kwinctl-%d-tmp%s" % (os.getpid(), m.group(1) or ""), dest, count=1)
-            raise ActionError("Program '%s' failed to run: The specified executable is not a valid application "
-                              "for this OS platform." % os.path.basename(tmp.replace("\\", "/")))
-        if not re.match(f["version_regex"], line):
-            raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
-                              % (dest, line, f.get("version")))
-    old = file_of(d, dest)
-    if old:
-        d["files"].pop(old)
-        d["file_versions"].pop(old, None)
-    d["files"][dest] = sha
-    d["file_versions"][dest] = line
-    # Services running this binary were stopped for the swap and are started
-    # again; a start script restarts its binary from the new file.
-    holding = [n for n, x in d["services"].items()
-                if x["status"] == "Running" and dest.lower() in x["binpath"].lower()]
-    dependents = [o for n in holding for o in running_dependents(d, n)]
-    for name in holding:
-        scm_stop(d, name)
-    for name in holding:
-        scm_start(d, name)
-    if block_has(h, r"DependentServices"):
-        for name in dependents:
-            scm_start(d, name)
-    for name, t in d["tasks"].items():
-        if t.get("service") and t["service"]["exe"].lower() == dest.lower():
-            try:
-                task_start(d, name)
-            except ActionError:
-                pass
+    return content
 
 
 def download(d, url):
@@ -813,6 +876,14 @@ def act_start_service(d, h):
     scm_start(d, h["name"])
 
 
+def act_restart_service(d, h):
+    """Restart-Service -Force: stopped (its dependents with it) and started."""
+    if h["name"] not in d["services"]:
+        raise ActionError("Restart-Service : Cannot find any service with service name '%s'." % h["name"])
+    scm_stop(d, h["name"])
+    scm_start(d, h["name"])
+
+
 def act_install_task(d, h):
     s = h["service"]
     d["tasks"][s["name"]] = {
@@ -870,9 +941,12 @@ def boot_run(d, b):
         if dev:
             set_fwd(dev, True)
 
-    step("network", network)
-    step("gateway address", gateway)
-    step("forwarding", forwarding)
+    if b.get("profile") == "l2bridge":
+        l2bridge_boot(d, b, step)
+    else:
+        step("network", network)
+        step("gateway address", gateway)
+        step("forwarding", forwarding)
     for name in b["services"]:
         step("start " + name, lambda n=name: scm_start(d, n))
     for name in b["tasks"]:
@@ -940,6 +1014,462 @@ def act_fail(d, h):
     raise ActionError(h.get("stderr", "failed"))
 
 
+# ------------------------------------------------------------------ l2bridge
+#
+# The l2bridge profile (containerd + HNS L2Bridge + win-bridge + kernelspace
+# kube-proxy, Kubernetes 1.24+). Sources: shared/research/modern-profile.md
+# (its keys: F1 flannel hostgw_windows.go, G1 GCE k8s-node-setup.psm1, K1
+# winkernel proxier.go, D2/D6 containerd, W1 website intro.md, ...), listed
+# per behaviour in winsim/README.md "l2bridge". Linux stands-ins:
+#   the external vSwitch      the bridge VSW_DEV, the card enslaved, the
+#                             card's MAC, the node address moved to it: its
+#                             host vNIC "vEthernet (<card>)" with a new ifIndex
+#   an HNS network            a record (L2Bridge networks share the vSwitch)
+#   a host endpoint attached  a veth pair: hepN (in the host, holding the
+#                             endpoint's IP: "vEthernet (<name>)") and hepNb,
+#                             a port of the vSwitch
+#   containerd's images       records (sandbox_images)
+
+VSW_DEV = "HNSVSwitch"
+CONTAINERD_PIPE = "\\\\.\\pipe\\containerd-containerd"
+HNS_MISSING = ("HNS failed with error : The specified service does not exist as an installed service. "
+               "(the Containers feature is not installed, or waits for a restart)")
+DUP = "hnsCall failed in Win32: The object already exists. (0x1392)"
+
+# registry.k8s.io/pause tags -> the Windows builds their manifest lists hold
+# (kubernetes build/pause/CHANGELOG.md: 3.4 adds 1809, 1903, 1909, 2004;
+# 3.4.1 adds 20H2; 3.6 adds 2022; 3.7 removes 1903, 1909, 2004; 3.9 removes
+# 20H2; D8: 3.10.2 adds ltsc2025; that 3.10.2 keeps 1809: B).
+_P34 = [17763, 18362, 18363, 19041]
+_P341 = _P34 + [19042]
+_P36 = _P341 + [20348]
+_P37 = [17763, 19042, 20348]
+_P39 = [17763, 20348]
+PAUSE_BUILDS = {"3.4": _P34, "3.4.1": _P341, "3.5": _P341, "3.6": _P36, "3.7": _P37, "3.8": _P37,
+                "3.9": _P39, "3.10": _P39, "3.10.1": _P39, "3.10.2": _P39 + [26100]}
+IMAGE_BUILDS = {}
+for _repo in ("registry.k8s.io/pause", "k8s.gcr.io/pause"):  # k8s.gcr.io: the same images (B)
+    for _tag, _b in PAUSE_BUILDS.items():
+        IMAGE_BUILDS["%s:%s" % (_repo, _tag)] = _b
+# Microsoft's signed copy (W1; its builds: B) and the v2 one used for 2025
+# (B: image-builder PR #1985)
+IMAGE_BUILDS["mcr.microsoft.com/oss/kubernetes/pause:3.6"] = [17763, 20348]
+IMAGE_BUILDS["mcr.microsoft.com/oss/v2/kubernetes/pause:3.10.1-3"] = [17763, 20348, 26100]
+
+
+def new_ifindex(d):
+    """Windows gives every new adapter a new ifIndex."""
+    i = d["next_ifindex"]
+    d["next_ifindex"] = i + 1
+    return i
+
+
+def hns_ready(d):
+    """HNS (and so containerd) works only once the Containers feature is
+    installed and the host restarted (spec §8.1; S2 "Please reboot and
+    re-run this script"; dockerd without it: "failed to open service hns:
+    The specified service does not exist as an installed service",
+    MicrosoftDocs/Virtualization-Documentation #1270)."""
+    if d["features"].get("Containers") != "Installed":
+        raise ActionError(HNS_MISSING)
+
+
+def hns_network(d, name):
+    return next((n for n in d["hns_networks"] if n["name"].lower() == (name or "").lower()), None)
+
+
+def hns_endpoint(d, name):
+    return next((e for e in d["hns_endpoints"] if e["name"].lower() == (name or "").lower()), None)
+
+
+def card_named(d, name, host):
+    if name:
+        return next((n for n in nics(d) if n["name"].lower() == name.lower()), None)
+    # no card named: the one holding the node's address, else the first Up
+    dev = dev_holding(host.get("address"))
+    return next((n for n in nics(d) if n["dev"] == dev), None) or \
+        next((n for n in nics(d) if n["status"] == "Up"), None)
+
+
+def vswitch_create(d, nic):
+    """The first L2Bridge network on a card makes the external vSwitch: the
+    card becomes its port, its address moves to the vSwitch's host vNIC
+    "vEthernet (<card>)" with a NEW ifIndex (F1 "the interface is modified,
+    esp the name, index"; G1, M1), which starts without forwarding (§8.4);
+    routes bound to the card's old ifIndex are gone from both stores (G1:
+    routes vanish; F1); its default gateway moves with the address (B)."""
+    dev = nic["dev"]
+    addrs = addrs_of(dev)
+    defaults = [r for r in gateway_routes(dev) if r["dst"] == "default"]
+    old = [(dst, via) for dst, via, v in active_routes() if v == dev]
+    for dst, via in old:
+        sh("ip", "route", "del", dst, "via", via, "dev", dev, check=False)
+    d["persistent_routes"] = [r for r in d["persistent_routes"] if r.get("dev") != dev]
+    sh("ip", "link", "add", VSW_DEV, "type", "bridge")
+    # the host vNIC takes the card's MAC, so the neighbours' ARP entries stay right (B)
+    mac = json.loads(sh("ip", "-j", "link", "show", "dev", dev))[0]["address"]
+    sh("ip", "link", "set", VSW_DEV, "address", mac)
+    set_fwd(VSW_DEV, False)
+    strong_arp(VSW_DEV)
+    sh("ip", "link", "set", dev, "master", VSW_DEV)
+    sh("ip", "link", "set", VSW_DEV, "up")
+    for a in addrs:
+        sh("ip", "addr", "del", a, "dev", dev, check=False)
+        sh("ip", "addr", "add", a, "dev", VSW_DEV, check=False)
+    for r in defaults:
+        sh("ip", "route", "replace", "default", "via", r["gateway"], "dev", VSW_DEV, check=False)
+    name = "vEthernet (%s)" % nic["name"]
+    d["vswitch"] = {"nic": nic["name"], "dev": dev, "addrs": addrs, "adapter": name, "index": new_ifindex(d)}
+    d["dhcp"][name] = d["dhcp"].get(nic["name"], False)
+    # WinRM keeps answering on the address (its socket is bound to the
+    # address, not the card); the call in flight survives the blip unless
+    # the knob says the connection dies (spec §8.2 "multi-second
+    # connectivity loss"; whether a WinRM call survives it: B)
+    if not d.get("vswitch_drops_connection"):
+        d["_address_move_ok"] = True
+
+
+def management_ip(d):
+    if not d.get("vswitch"):
+        return None
+    ips = ipv4_of(VSW_DEV)
+    return ips[0] if ips else None
+
+
+def endpoint_detach(d, ep):
+    if ep.get("dev") and link_exists(ep["dev"]):
+        sh("ip", "link", "del", ep["dev"], check=False)
+    ep["dev"], ep["index"] = None, None
+
+
+def network_remove(d, net):
+    """Removing a network destroys its endpoints (host vNICs too) (§8.3)."""
+    for ep in [e for e in d["hns_endpoints"] if e["network_id"] == net["id"]]:
+        endpoint_detach(d, ep)
+        d["hns_endpoints"].remove(ep)
+    d["hns_networks"].remove(net)
+
+
+def network_create(d, name, subnet, gateway, nic, host):
+    if d.get("vswitch") and d["vswitch"]["nic"].lower() != nic["name"].lower():
+        raise ActionError("winsim: a second external vSwitch (on %s; the first is on %s) is not simulated"
+                          % (nic["name"], d["vswitch"]["nic"]))
+    if not d.get("vswitch"):
+        vswitch_create(d, nic)
+    # ManagementIP: HNS publishes it on the network asynchronously (F1
+    # polls for it); the simulator sets it at once
+    net = {"name": name, "id": str(uuid.uuid4()).upper(), "type": "L2Bridge",
+           "subnets": [{"prefix": subnet, "gateway": gateway}], "management_ip": management_ip(d),
+           "adapter": nic["name"]}
+    d["hns_networks"].append(net)
+    return net
+
+
+def act_install_feature(d, h):
+    """Install-WindowsFeature: Installed stays; otherwise InstallPending
+    until the restart (S2 "Please reboot and re-run this script"; G1
+    "computer must be restarted")."""
+    name = h["name"]
+    if d["features"].get(name, "Available") == "Installed":
+        return
+    slow(d, "install_feature")
+    d["features"][name] = "InstallPending"
+
+
+def act_install_archive(d, h):
+    """Download/upload and SHA-256 as place_file; tar.exe (bsdtar) opens it;
+    each member path gets the archive's file of the same base name; the
+    version binary's `--version` (its first line) must match; then the
+    marker (content: the archive's SHA-256). Services running a member are
+    stopped for the swap and started again, as place_file."""
+    import io
+    import tarfile
+    a = h["archive"]
+    content = fetched(d, h, a)
+    sha = hashlib.sha256(content).hexdigest()
+    try:
+        tf = tarfile.open(fileobj=io.BytesIO(content), mode="r:*")
+        files = {}
+        for m in tf.getmembers():
+            if m.isfile():
+                files.setdefault(os.path.basename(m.name).lower(), tf.extractfile(m).read())
+    except (tarfile.TarError, OSError, EOFError):
+        raise ActionError("tar.exe: Error opening archive: Unrecognized archive format")
+    record_file(d, a["path"], sha, None)
+    members = {}
+    for path in h["members"]:
+        base = path.replace("\\", "/").rsplit("/", 1)[-1]
+        if base.lower() not in files:
+            raise ActionError("%s: %s is not in the archive" % (h["name"], base))
+        members[path] = files[base.lower()]
+
+    def first_line(b):
+        lines = b.decode("utf-8", "replace").splitlines()
+        return lines[0].strip() if lines else None
+
+    vb = h.get("version_binary")
+    if vb and a.get("version_regex"):
+        got = next((first_line(c) for p, c in members.items() if p.lower() == vb.lower()), None)
+        if got is None or not re.match(a["version_regex"], got):
+            raise ActionError("%s: --version says %s, but the inventory declares %s version %s"
+                              % (vb, got, h["name"], a.get("version")))
+    for path, c in members.items():
+        record_file(d, path, hashlib.sha256(c).hexdigest(), first_line(c))
+    record_file(d, h["marker"], hashlib.sha256(sha.encode("ascii")).hexdigest(), None)
+    d.setdefault("file_contents", {})[h["marker"]] = sha
+    swap_restart(d, h, list(members))
+
+
+def act_ensure_hns_network(d, h):
+    """The placeholder network, then the pod network (§3). A network's
+    subnet and gateway cannot change: delete and create (replace), which
+    destroys its endpoints and gives a new id (§8.3)."""
+    hns_ready(d)
+    nic = card_named(d, h.get("adapter"), h.get("_host", {}))
+    if nic is None:
+        raise ActionError("New-HnsNetwork : HNS failed with error : The network adapter '%s' was not found."
+                          % h.get("adapter"))
+    host = h.get("_host", {})
+    if h.get("placeholder") and hns_network(d, h["placeholder"]) is None:
+        network_create(d, h["placeholder"], h["placeholder_subnet"], h["placeholder_gateway"], nic, host)
+    net = hns_network(d, h["name"])
+    want = [{"prefix": h["subnet"], "gateway": h["gateway"]}]
+    if net is not None and (h.get("replace") or net["subnets"] != want):
+        if not h.get("replace"):
+            s0 = net["subnets"][0] if net["subnets"] else {}
+            raise ActionError("HNS network %s has subnet %s and gateway %s; a network's subnet and gateway "
+                              "cannot be changed: it must be deleted and created again (its endpoints go with it)"
+                              % (net["name"], s0.get("prefix"), s0.get("gateway")))
+        network_remove(d, net)
+        net = None
+    if net is None:
+        network_create(d, h["name"], h["subnet"], h["gateway"], nic, host)
+    for n in d["hns_networks"]:
+        n["management_ip"] = n["management_ip"] or management_ip(d)
+
+
+def act_ensure_host_endpoint(d, h):
+    """The host endpoint (F1 "Ensure a 1.2 endpoint ... in the host
+    compartment", HostAttach(1)): an endpoint of that name with another IP
+    goes first; an IP another endpoint holds, or the network's gateway,
+    is 0x1392 (k8s #74766); attaching makes the host vNIC "vEthernet
+    (<name>)" with the IP, no forwarding; already attached is fine (F1,
+    flannel #1391)."""
+    hns_ready(d)
+    net = hns_network(d, h["network"])
+    if net is None:
+        raise ActionError("New-HnsEndpoint : Cannot bind argument to parameter 'NetworkId' because it is null. "
+                          "(there is no HNS network named '%s')" % h["network"])
+    ep = hns_endpoint(d, h["name"])
+    if ep is not None and (ep["ip"] != h["ip"] or ep["network_id"] != net["id"]):
+        endpoint_detach(d, ep)
+        d["hns_endpoints"].remove(ep)
+        ep = None
+    if ep is None:
+        gateways = [s["gateway"] for s in net["subnets"]]
+        if h["ip"] in gateways or any(e["ip"] == h["ip"] for e in d["hns_endpoints"]):
+            raise ActionError("New-HnsEndpoint : " + DUP)
+        ep = {"name": h["name"], "id": str(uuid.uuid4()).upper(), "network_id": net["id"], "ip": h["ip"],
+              "prefix": h["prefix"], "dev": None, "index": None}
+        d["hns_endpoints"].append(ep)
+    if ep.get("dev") and link_exists(ep["dev"]):
+        return  # "This endpoint is already attached to the switch." (F1: success)
+    i = new_ifindex(d)
+    dev = "hep%d" % i
+    sh("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "b")
+    sh("ip", "link", "set", dev + "b", "master", VSW_DEV)
+    sh("ip", "link", "set", dev + "b", "up")
+    set_fwd(dev, False)
+    strong_arp(dev)
+    sh("ip", "addr", "add", "%s/%d" % (h["ip"], h["prefix"]), "dev", dev)
+    sh("ip", "link", "set", dev, "up")
+    ep["dev"], ep["index"] = dev, i
+
+
+def act_set_forwarding(d, h):
+    """Set-NetIPInterface -Forwarding Enabled on the adapter holding each
+    address (F2; G1 uses netsh for "vEthernet (cbr0)")."""
+    for addr in h["addresses"]:
+        dev = dev_holding(addr)
+        if dev is None:
+            raise ActionError("Get-NetIPAddress : No MSFT_NetIPAddress objects found with property 'IPAddress' "
+                              "equal to '%s'.  Verify the value of the property and retry." % addr)
+        set_fwd(dev, True)
+
+
+def image_builds(d, image):
+    ref = norm_image(image)
+    knob = {norm_image(k): v for k, v in d.get("image_builds", {}).items()}
+    if ref in knob:
+        return [int(str(b).split(".")[-1]) if "." in str(b) else int(b) for b in knob[ref]]
+    return IMAGE_BUILDS.get(ref)
+
+
+def act_pull_sandbox(d, h):
+    """ctr -n k8s.io pull: needs containerd's pipe; process isolation needs
+    a windows/amd64 entry of the host's build (W1)."""
+    if not containerd_running(d):
+        raise ActionError('ctr: failed to dial "%s": context deadline exceeded: connection error: desc = '
+                          '"transport: Error while dialing: open %s: The system cannot find the file specified."'
+                          % (CONTAINERD_PIPE, CONTAINERD_PIPE))
+    builds = image_builds(d, h["image"])
+    if builds is None:
+        raise ActionError('ctr: failed to resolve reference "%s": %s: not found (winsim knows no such image; '
+                          'the state knob image_builds declares one)' % (h["image"], h["image"]))
+    if build_no(d) not in builds:
+        raise ActionError("ctr: no match for platform in manifest: not found")
+    slow(d, "pull_sandbox")
+    ref = norm_image(h["image"])
+    if ref not in d["sandbox_images"]:
+        d["sandbox_images"].append(ref)
+
+
+def act_remove_hns_network(d, h):
+    """Reset: the network and its endpoints go; the placeholder and the
+    vSwitch stay (so no second blip; G1 quoting daschott, M1)."""
+    net = hns_network(d, h["name"])
+    if net is not None:
+        network_remove(d, net)
+
+
+def is_containerd(exe):
+    return os.path.basename(exe.replace("\\", "/")).lower() in ("containerd", "containerd.exe")
+
+
+def containerd_running(d):
+    s = d["services"].get("containerd")
+    return bool(s) and s["status"] == "Running"
+
+
+def containerd_start(d, line, args):
+    """containerd.exe as a service: a binary whose --version line is
+    containerd's; it needs the Containers feature (HCS and HNS) installed
+    and the host restarted (spec §8.1; the message: B)."""
+    if not line or not re.match(r"^containerd github\.com/containerd/containerd v\d", line):
+        return "not a valid Win32 application"
+    if d["features"].get("Containers") != "Installed":
+        return ('containerd: failed to load plugin io.containerd.grpc.v1.cri: hcs: The specified service does '
+                'not exist as an installed service. (the Containers feature is not installed, or waits for a restart)')
+    return None
+
+
+def kubelet_needs_runtime(d, line, args):
+    """A 1.24+ kubelet dials its CRI endpoint at start and exits when nothing
+    answers ("validate service connection", kubelet remote_runtime.go: B
+    for the exact text); the l2bridge endpoint is containerd's pipe (D3)."""
+    v = k8sbin.minor_of(line)
+    if not v or v < (1, 24):
+        return None
+    seen, _ = k8sbin.parse_flags(args)
+    ep = (seen or {}).get("--container-runtime-endpoint", "npipe:////./pipe/containerd-containerd")
+    if "containerd-containerd" in ep and containerd_running(d):
+        return None
+    return ('E0101 00:00:00.000000    4242 run.go:74] "command failed" err="failed to run Kubelet: validate '
+            'service connection: validate CRI v1 runtime API for endpoint \\"%s\\": rpc error: code = '
+            'Unavailable desc = connection error: desc = \\"transport: Error while dialing: open %s: The system '
+            'cannot find the file specified.\\""' % (ep, CONTAINERD_PIPE))
+
+
+def component_running(d, name):
+    s = d["services"].get(name)
+    t = d["tasks"].get(name)
+    return bool(s and s["status"] == "Running") or bool(t and t.get("running"))
+
+
+def kube_proxy_network(d):
+    """The HNS network kube-proxy looks for: --network-name, else
+    $env:KUBE_NETWORK (K1)."""
+    s = d["services"].get("kube-proxy")
+    if s:
+        argv, env = k8sbin.split_command_line(s["binpath"]), s.get("env")
+    elif d["tasks"].get("kube-proxy", {}).get("service"):
+        t = d["tasks"]["kube-proxy"]["service"]
+        argv, env = [t["exe"]] + k8sbin.split_command_line(t["args"]), t.get("env")
+    else:
+        return None
+    seen, _ = k8sbin.parse_flags(argv[1:])
+    return (seen or {}).get("--network-name") or k8sbin.env_value(env, "KUBE_NETWORK")
+
+
+def health(d, port):
+    """curl http://127.0.0.1:PORT/healthz: 10248 the kubelet's, 10256
+    kube-proxy's, which stays unhealthy while it loops on "Unable to find
+    HNS Network specified" (K1)."""
+    if port == 10248:
+        return component_running(d, "kubelet")
+    if port == 10256:
+        return component_running(d, "kube-proxy") and hns_network(d, kube_proxy_network(d)) is not None
+    return False
+
+
+CNI_DIR = "c:\\etc\\cni\\net.d\\"
+
+
+def transparent_hns(d):
+    """Docker's transparent network is an HNS network too (type
+    Transparent, named as in Docker: B), listed with the others."""
+    if not link_exists(HNS_DEV):
+        return []
+    b = d.get("bound") or {}
+    return [{"name": n["name"], "id": str(uuid.uuid5(uuid.NAMESPACE_OID, "winsim:" + n["name"])).upper(),
+             "type": "Transparent", "subnets": [{"prefix": n["subnet"], "gateway": n["gateway"]}],
+             "management_ip": None, "adapter": b.get("nic")} for n in d["networks"]]
+
+
+def l2bridge_facts(d, probe):
+    def attached(e):
+        return bool(e.get("dev")) and link_exists(e["dev"]) and e["ip"] in ipv4_of(e["dev"])
+    return {
+        "containers_feature": d["features"].get("Containers", "Available"),
+        "hns_networks": [{k: n[k] for k in ("name", "id", "type", "subnets", "management_ip", "adapter")}
+                         for n in d["hns_networks"]] + transparent_hns(d),
+        "hns_endpoints": [{"name": e["name"], "id": e["id"], "network_id": e["network_id"], "ip": e["ip"],
+                           "attached": attached(e)} for e in d["hns_endpoints"]],
+        # containerd reads the conf dir sorted by name and loads the first
+        # (max_conf_num=1, D2)
+        "cni_conf_files": sorted(p[len(CNI_DIR):] for p in d["files"]
+                                 if p.lower().startswith(CNI_DIR) and "\\" not in p[len(CNI_DIR):]),
+        "sandbox_images": list(d["sandbox_images"]),
+        "containerd_pipe": containerd_running(d),
+        "health": [{"port": int(p), "ok": health(d, int(p))} for p in probe.get("health", [])],
+    }
+
+
+def l2bridge_reboot(d):
+    """At a restart HNS networks (and the vSwitch with its vNIC and
+    address) persist, endpoints do not (G1 "the HNS network does seem to
+    persist across reboots, the HNS endpoints do not")."""
+    for ep in d["hns_endpoints"]:
+        endpoint_detach(d, ep)
+    d["hns_endpoints"] = []
+
+
+def l2bridge_boot(d, b, step):
+    """The l2bridge boot script: the network (only if missing), the host
+    endpoint (lost at reboot, G1), forwarding, the routes (re-added on the
+    vNIC if missing; F2 re-checks its routes), each step logged."""
+    lb = b["l2bridge"]
+    host = {"address": (lb.get("forwarding") or [None])[0]}
+
+    def network():
+        if hns_network(d, lb["network"]["name"]) is None:
+            act_ensure_hns_network(d, dict(lb["network"], replace=False, _host=host))
+
+    def routes():
+        have = {(dst, via) for dst, via, _ in active_routes()}
+        for r in lb.get("routes", []):
+            if (r["dst"], r["via"]) not in have:
+                sh("ip", "route", "replace", r["dst"], "via", r["via"])
+            if not any((p["dst"], p["via"]) == (r["dst"], r["via"]) for p in d["persistent_routes"]):
+                dev = next((v for dst, via, v in active_routes() if dst == r["dst"]), None)
+                d["persistent_routes"].append({"dst": r["dst"], "via": r["via"], "dev": dev})
+
+    step("network", network)
+    step("host endpoint", lambda: act_ensure_host_endpoint(d, dict(lb["endpoint"], _host=host)))
+    step("forwarding", lambda: act_set_forwarding(d, {"addresses": lb.get("forwarding", [])}))
+    step("routes", routes)
+
+
 def handlers():
     """Every action kind this simulator carries out, by name."""
     return {name[len("act_"):]: f for name, f in globals().items() if name.startswith("act_") and callable(f)}
@@ -977,8 +1507,9 @@ def execute(script, state_path):
         headers[-1]["_block"] = "\n".join(block)
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
-    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files"}
+    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files", "restart_computer"}
     host = {}
+    restart = False
     with State(state_path) as d:
         ensure_nics(d)
         apply_firewall(d)
@@ -1001,21 +1532,35 @@ def execute(script, state_path):
                 err.append(h.get("stderr", "") + "\n")
                 return "".join(out), "".join(err), int(h.get("code", 1))
             if kind == "read_files":
-                # The simulator keeps no file contents: every file reads as
-                # absent (plan then says it would be created).
-                for i, _ in enumerate(h.get("paths", [])):
-                    out.append("KWC %d -\n" % i)
+                # The simulator keeps no file contents, apart from the
+                # archive markers (install_archive): every other file reads
+                # as absent (plan then says it would be created).
+                kept = {k.lower(): v for k, v in d.get("file_contents", {}).items()}
+                for i, p in enumerate(h.get("paths", [])):
+                    c = kept.get(p.lower()) if file_of(d, p) else None
+                    out.append("KWC %d %s\n" % (i, base64.b64encode(c.encode()).decode() if c is not None else "-"))
                 continue
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
+                continue
+            if kind == "restart_computer":
+                # `shutdown.exe /r /t 5`: the call returns, the host restarts
+                # a moment later (here: `reboot`, with a new boot time)
+                restart = True
+                out.append("KWINCTL-RESTART scheduled\n")
                 continue
             h["_host"] = host
             # WinRM's connection lives on the node's address: when an action
             # moves it to another adapter, or removes it, the connection
             # drops mid-call and the client gets no answer.
             where = dev_holding(host.get("address"))
+            d.pop("_address_move_ok", None)
             try:
                 act(d, h)
+                # (the first external vSwitch moves the address and keeps
+                # the call, unless its knob says otherwise: vswitch_create)
+                if d.pop("_address_move_ok", False):
+                    where = dev_holding(host.get("address"))
                 if where is not None and dev_holding(host.get("address")) != where:
                     log("the node address %s left %s: dropping the connection" % (host.get("address"), where))
                     raise ConnectionDropped()
@@ -1024,6 +1569,8 @@ def execute(script, state_path):
                 h.pop("_block", None)
                 return "".join(out), "winsim: unknown action header %s (%s)\n" % (json.dumps(h), e), 1
             except (ActionError, RuntimeError) as e:
+                if d.pop("_address_move_ok", False):
+                    where = dev_holding(host.get("address"))
                 if where is not None and dev_holding(host.get("address")) != where:
                     log("the node address %s left %s: dropping the connection" % (host.get("address"), where))
                     raise ConnectionDropped()
@@ -1031,17 +1578,25 @@ def execute(script, state_path):
                 for line in str(e).splitlines() or ["failed"]:
                     out.append("KWE %s\n" % line)
                 return "".join(out), "".join(err), 0
+    if restart:
+        threading.Timer(1.0, reboot, (state_path, False)).start()
     return "".join(out), "".join(err), 0
 
 
 def reboot(state_path, drop_hns):
     with State(state_path) as d:
+        # Win32_OperatingSystem.LastBootUpTime changes with every start
+        d["boot_count"] = d.get("boot_count", 0) + 1
         ensure_nics(d)
         apply_firewall(d)
         # a role install waiting for the restart is done
         for k in ("routing_state", "hyperv_role"):
             if d[k] == "InstallPending":
                 d[k] = "Installed"
+        for k, v in d["features"].items():
+            if v == "InstallPending":
+                d["features"][k] = "Installed"
+        l2bridge_reboot(d)
         if drop_hns:
             # HNS lost the network; at start Docker removes transparent
             # networks HNS does not have (moby daemon_windows.go "Remove
@@ -1071,7 +1626,8 @@ def reboot(state_path, drop_hns):
         for t in d["tasks"].values():
             t["running"] = False
         # tasks at startup: kwinctl's boot task first (it starts the
-        # others), then any wrapper task with its own trigger
+        # others), then any wrapper task with its own trigger (no WinRM
+        # call to keep at boot: the vSwitch's note is dropped)
         if BOOT_TASK in d["tasks"] and d["tasks"][BOOT_TASK].get("startup", True):
             boot_run(d, d["tasks"][BOOT_TASK]["boot"])
         for name, t in d["tasks"].items():
@@ -1080,6 +1636,7 @@ def reboot(state_path, drop_hns):
                     task_start(d, name)
                 except ActionError:
                     pass
+        d.pop("_address_move_ok", None)
 
 
 # ------------------------------------------------------------------ WinRS

@@ -298,9 +298,9 @@ pub fn lone_node(inv: &Inventory, host: &Host, pod_cidr: Ipv4Net, cluster_id: &s
     }
 }
 
-/// A node for unit tests: `peers` are (name, address, pod CIDR).
-#[cfg(test)]
-pub(crate) fn test_node(
+/// A node for tests and examples: `peers` are (name, address, pod CIDR).
+#[doc(hidden)]
+pub fn test_node(
     name: &str,
     os: Os,
     address: &str,

@@ -69,6 +69,11 @@ pub struct Common {
     /// to reach a new or moved node (instead of failing them).
     #[arg(long)]
     pub with_peer_routes: bool,
+    /// `up`: a Windows host that needs a restart before kwinctl can go on
+    /// (a feature it installed waits for it) is restarted, and `up` goes on
+    /// with it once it is back (bounded: 15 minutes).
+    #[arg(long)]
+    pub reboot: bool,
     /// More progress detail.
     #[arg(short, long)]
     pub verbose: bool,

@@ -170,6 +170,7 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         timeout: Duration::from_secs(c.timeout),
         retries: c.retries,
         with_peer_routes: c.with_peer_routes,
+        reboot: c.reboot,
         max_fail: c.max_fail.map(|m| m.threshold(names.len())),
     };
     let cluster = run::Cluster {

@@ -149,10 +149,13 @@ pub(super) fn layered(
         bastion: _,
     } = RawWinRm::default();
     let RawWindows {
-        binaries: RawBinaries {
-            kubelet: _,
-            kube_proxy: _,
-        },
+        binaries:
+            RawBinaries {
+                kubelet: _,
+                kube_proxy: _,
+                containerd: _,
+                cni_plugins: _,
+            },
         adapter: _,
         network_name: _,
         transparent_adapter: _,
@@ -249,7 +252,12 @@ pub(super) fn layered(
         def.map(|w| &w.binaries),
         clashes,
         "windows.binaries",
-        [kubelet = "kubelet", kube_proxy = "kube-proxy"]
+        [
+            kubelet = "kubelet",
+            kube_proxy = "kube-proxy",
+            containerd = "containerd",
+            cni_plugins = "cni-plugins"
+        ]
     );
     let linux: Vec<(&str, Option<&RawLinux>)> =
         groups.iter().map(|(n, g)| (*n, g.linux.as_ref())).collect();

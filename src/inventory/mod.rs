@@ -26,8 +26,9 @@ pub use groups::BUILT_IN as BUILT_IN_GROUPS;
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;
+pub use raw::schema;
 use validate::{Validator, first_line, yaml_hint};
-pub use version::{KubeVersion, Minor};
+pub use version::{ContainerdVersion, KubeVersion, Minor, WindowsProfile};
 
 /// What `kwinctl import` writes where only the operator knows the value
 /// (the `cluster:` section); `check` refuses it until it is replaced.
@@ -151,6 +152,10 @@ pub struct Cluster {
     pub kubeconfig: Option<PathBuf>,
     /// `None`: chosen by Kubernetes version and the host's Windows build.
     pub pause_image: Option<String>,
+    /// As the inventory names it; [`Cluster::windows_profile`] is the one used.
+    pub windows_profile_given: Option<WindowsProfile>,
+    /// The containerd release the l2bridge profile installs.
+    pub containerd_version: Option<ContainerdVersion>,
     /// Where keys that later checks point at are in the inventory.
     pub pos: ClusterPos,
 }
@@ -164,6 +169,8 @@ pub struct ClusterPos {
     pub kubernetes_version: Option<Pos>,
     pub kubeconfig: Option<Pos>,
     pub pause_image: Option<Pos>,
+    pub windows_profile: Option<Pos>,
+    pub containerd_version: Option<Pos>,
 }
 
 /// What the inventory says about an SSH connection. Each value set here is
@@ -486,15 +493,6 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
     }
     let p = PathBuf::from(s);
     if p.is_absolute() { p } else { base.join(p) }
-}
-
-/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
-/// published as schema/inventory.schema.json): editors validate and
-/// complete YAML with it. `check` stays the authority (it also checks
-/// addresses, CIDRs, overlaps and files, with positions).
-pub fn schema() -> String {
-    let s = schemars::schema_for!(raw::RawInventory);
-    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }
 
 #[cfg(test)]

@@ -94,6 +94,14 @@ pub(super) struct RawCluster {
     /// The pause image (default: by release and Windows build).
     #[schemars(with = "Option<String>")]
     pub(super) pause_image: Option<Spanned<String>>,
+    #[serde(default)]
+    /// How Windows nodes are built: `transparent` (Docker, Kubernetes up to 1.23) or `l2bridge` (containerd + HNS L2Bridge + win-bridge, 1.24 and later); default: by kubernetes_version.
+    #[schemars(with = "Option<String>")]
+    pub(super) windows_profile: Option<Spanned<String>>,
+    #[serde(default)]
+    /// The containerd release of windows.binaries.containerd, e.g. "1.7.20" (l2bridge profile).
+    #[schemars(with = "Option<String>")]
+    pub(super) containerd_version: Option<Spanned<String>>,
 }
 
 impl super::ClusterPos {
@@ -105,6 +113,8 @@ impl super::ClusterPos {
             kubernetes_version: c.kubernetes_version.as_ref().map(pos),
             kubeconfig: c.kubeconfig.as_ref().map(pos),
             pause_image: c.pause_image.as_ref().map(pos),
+            windows_profile: c.windows_profile.as_ref().map(pos),
+            containerd_version: c.containerd_version.as_ref().map(pos),
         }
     }
 }
@@ -255,14 +265,27 @@ pub(super) struct RawBinaries {
     #[serde(default, rename = "kube-proxy")]
     #[schemars(with = "Option<RawBinary>")]
     pub(super) kube_proxy: Option<Spanned<RawBinary>>,
+    /// The containerd release archive (containerd-X.Y.Z-windows-amd64.tar.gz; l2bridge profile).
+    #[serde(default)]
+    #[schemars(with = "Option<RawBinary>")]
+    pub(super) containerd: Option<Spanned<RawBinary>>,
+    /// The CNI plugins archive (cni-plugins-windows-amd64-vX.Y.Z.tgz, with win-bridge.exe and host-local.exe; l2bridge profile).
+    #[serde(default, rename = "cni-plugins")]
+    #[schemars(with = "Option<RawBinary>")]
+    pub(super) cni_plugins: Option<Spanned<RawBinary>>,
 }
 
 impl RawBinaries {
     /// (binary name, entry) of each one given.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&'static str, &RawBinary)> {
-        [("kubelet", &self.kubelet), ("kube-proxy", &self.kube_proxy)]
-            .into_iter()
-            .filter_map(|(n, b)| b.as_ref().map(|b| (n, &b.value)))
+        [
+            ("kubelet", &self.kubelet),
+            ("kube-proxy", &self.kube_proxy),
+            ("containerd", &self.containerd),
+            ("cni-plugins", &self.cni_plugins),
+        ]
+        .into_iter()
+        .filter_map(|(n, b)| b.as_ref().map(|b| (n, &b.value)))
     }
 }
 
@@ -276,4 +299,13 @@ pub(super) struct RawBinary {
     pub(super) path: Option<String>,
     #[serde(default)]
     pub(super) sha256: Option<String>,
+}
+
+/// The JSON Schema of an inventory file (`kwinctl schema inventory`,
+/// published as schema/inventory.schema.json): editors validate and
+/// complete YAML with it. `check` stays the authority (it also checks
+/// addresses, CIDRs, overlaps and files, with positions).
+pub fn schema() -> String {
+    let s = schemars::schema_for!(RawInventory);
+    serde_json::to_string_pretty(&s).expect("schema serializes") + "\n"
 }

@@ -291,6 +291,8 @@ impl Validator {
             ("kubernetes_version", c.kubernetes_version.as_ref()),
             ("kubeconfig", c.kubeconfig.as_ref()),
             ("pause_image", c.pause_image.as_ref()),
+            ("windows_profile", c.windows_profile.as_ref()),
+            ("containerd_version", c.containerd_version.as_ref()),
         ];
         let mut unfilled = false;
         for (key, v) in keys {
@@ -376,6 +378,36 @@ impl Validator {
             }
             p => p.as_ref().map(|p| p.value.clone()),
         };
+        let windows_profile_given = match &c.windows_profile {
+            Some(p) => {
+                let parsed = WindowsProfile::parse(&p.value);
+                if parsed.is_none() {
+                    self.problem(
+                        p.into(),
+                        format!("windows_profile {} is not a Windows profile", echo(&p.value)),
+                        "use `transparent` (Docker, Kubernetes up to 1.23) or `l2bridge` (containerd, 1.24 and later), or leave it out to choose by kubernetes_version",
+                    );
+                    ok = false;
+                }
+                parsed
+            }
+            None => None,
+        };
+        let containerd_version = match &c.containerd_version {
+            Some(v) => {
+                let parsed = ContainerdVersion::parse(&v.value);
+                if parsed.is_none() {
+                    self.problem(
+                        v.into(),
+                        format!("containerd_version {} is not a containerd release", echo(&v.value)),
+                        "write the release of windows.binaries.containerd's archive, e.g. \"1.7.20\"",
+                    );
+                    ok = false;
+                }
+                parsed
+            }
+            None => None,
+        };
         if !ok {
             return None;
         }
@@ -388,6 +420,8 @@ impl Validator {
             kubernetes_version,
             kubeconfig,
             pause_image,
+            windows_profile_given,
+            containerd_version,
             pos: ClusterPos::of(c),
         })
     }

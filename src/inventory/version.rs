@@ -129,6 +129,108 @@ impl fmt::Display for KubeVersion {
     }
 }
 
+/// How kwinctl builds Windows nodes (`cluster.windows_profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowsProfile {
+    /// The 1.5 guide's: Docker `transparent` network, dockershim, userspace
+    /// kube-proxy (Kubernetes up to 1.23).
+    Transparent,
+    /// containerd, an HNS L2Bridge network with the win-bridge CNI plugin,
+    /// kernelspace kube-proxy (Kubernetes 1.24 and later).
+    L2Bridge,
+}
+
+impl WindowsProfile {
+    pub fn parse(s: &str) -> Option<WindowsProfile> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "transparent" => Some(WindowsProfile::Transparent),
+            "l2bridge" => Some(WindowsProfile::L2Bridge),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowsProfile::Transparent => "transparent",
+            WindowsProfile::L2Bridge => "l2bridge",
+        }
+    }
+
+    /// The profile a release gets when the inventory names none: dockershim,
+    /// which the transparent profile needs, was removed in 1.24
+    /// (CHANGELOG-1.24).
+    pub fn default_for(m: Minor) -> WindowsProfile {
+        if m < Minor::new(1, 24) {
+            WindowsProfile::Transparent
+        } else {
+            WindowsProfile::L2Bridge
+        }
+    }
+}
+
+impl super::Cluster {
+    /// The Windows profile: as named, else by release (`None` without a
+    /// release).
+    pub fn windows_profile(&self) -> Option<WindowsProfile> {
+        self.windows_profile_given.or_else(|| {
+            self.kubernetes_version
+                .map(|v| WindowsProfile::default_for(v.minor))
+        })
+    }
+}
+
+/// A containerd release (`1.7.20`): the runtime of the l2bridge profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContainerdVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl ContainerdVersion {
+    /// `1.7.20` or `v1.7.20`, nothing else.
+    pub fn parse(s: &str) -> Option<ContainerdVersion> {
+        let t = s.trim();
+        let t = t.strip_prefix('v').unwrap_or(t);
+        let mut it = t.split('.');
+        let v = ContainerdVersion {
+            major: num(it.next()?)?,
+            minor: num(it.next()?)?,
+            patch: num(it.next()?)?,
+        };
+        it.next().is_none().then_some(v)
+    }
+
+    /// The release line, `1.7`.
+    pub fn line(&self) -> Minor {
+        Minor::new(self.major, self.minor)
+    }
+
+    /// What `containerd.exe --version` prints for this release
+    /// (`containerd github.com/containerd/containerd v1.7.20 8fc6bcff…`; 2.x
+    /// prints `containerd github.com/containerd/containerd/v2 v2.0.0 …`), as
+    /// a regular expression (the same in .NET and Python).
+    pub fn version_line_regex(&self) -> String {
+        format!(
+            "^containerd \\S+ v{}\\.{}\\.{}(?:[-+ ]|$)",
+            self.major, self.minor, self.patch
+        )
+    }
+}
+
+impl fmt::Display for ContainerdVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+impl Serialize for ContainerdVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +267,32 @@ mod tests {
         assert_eq!(
             v.version_line_regex(),
             r"^Kubernetes v1\.16\.15(?:[-+]\S*)?$"
+        );
+    }
+
+    #[test]
+    fn profiles_and_containerd_versions() {
+        assert_eq!(
+            WindowsProfile::default_for(Minor::new(1, 23)),
+            WindowsProfile::Transparent
+        );
+        assert_eq!(
+            WindowsProfile::default_for(Minor::new(1, 24)),
+            WindowsProfile::L2Bridge
+        );
+        assert_eq!(
+            WindowsProfile::parse(" L2Bridge"),
+            Some(WindowsProfile::L2Bridge)
+        );
+        assert_eq!(WindowsProfile::parse("overlay"), None);
+        let c = ContainerdVersion::parse("v1.7.20").unwrap();
+        assert_eq!(c.to_string(), "1.7.20");
+        assert_eq!(c.line(), Minor::new(1, 7));
+        assert!(ContainerdVersion::parse("1.7").is_none());
+        assert!(ContainerdVersion::parse("1.7.20-rc.1").is_none());
+        assert_eq!(
+            c.version_line_regex(),
+            r"^containerd \S+ v1\.7\.20(?:[-+ ]|$)"
         );
     }
 }

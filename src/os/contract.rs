@@ -24,6 +24,8 @@ const NOT_ACTIONS: &[&str] = &[
     "windows/start_script.ps1",
     "windows/boot_script.ps1",
     "windows/read_files.ps1",
+    "windows/hns.ps1",
+    "windows/restart_computer.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

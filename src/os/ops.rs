@@ -39,6 +39,15 @@ pub trait NodeOps: Send + Sync {
         then_probe: Option<&[Ipv4Addr]>,
     ) -> String;
     fn reach<'f>(&self, f: &'f Self::Facts) -> &'f BTreeMap<Ipv4Addr, Reach>;
+    /// When the host last started (to tell that a restart happened).
+    fn boot_id(&self, _f: &Self::Facts) -> Option<String> {
+        None
+    }
+    /// A script that restarts the host a few seconds after it returns
+    /// (`up --reboot`), where kwinctl restarts hosts of this OS.
+    fn reboot_script(&self) -> Option<String> {
+        None
+    }
     /// The control plane's kubectl view, when this node was asked for it.
     fn k8s(&self, _f: &Self::Facts) -> K8sView {
         K8sView::NotAsked

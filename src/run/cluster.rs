@@ -24,15 +24,23 @@ pub(super) struct Readiness {
     /// no control-plane host gave one).
     view: Option<Option<K8sView>>,
     held: Vec<(usize, HostReport)>,
+    /// The Windows nodes' kubelets set `node.kubernetes.io/windows-build`
+    /// (the l2bridge profile's releases: the kubelet sets it itself, K7).
+    build_label: bool,
 }
 
 impl Readiness {
-    pub(super) fn new(mode: Mode, control_planes: impl Iterator<Item = usize>) -> Readiness {
+    pub(super) fn new(
+        mode: Mode,
+        control_planes: impl Iterator<Item = usize>,
+        build_label: bool,
+    ) -> Readiness {
         Readiness {
             active: mode.checks(),
             control_planes: control_planes.map(|i| (i, None)).collect(),
             view: None,
             held: Vec::new(),
+            build_label,
         }
     }
 
@@ -62,7 +70,7 @@ impl Readiness {
         }
         if let Some(view) = &self.view {
             for (j, mut r) in self.held.drain(..) {
-                check(view.as_ref(), &mut r);
+                check(view.as_ref(), self.build_label, &mut r);
                 ready.push((j, r));
             }
         }
@@ -82,7 +90,7 @@ impl Readiness {
         self.held
             .drain(..)
             .map(|(j, mut r)| {
-                check(view.as_ref(), &mut r);
+                check(view.as_ref(), self.build_label, &mut r);
                 (j, r)
             })
             .collect()
@@ -95,7 +103,7 @@ fn needs_view(r: &HostReport) -> bool {
 }
 
 /// The "kubernetes node Ready" check (or a note saying why it was not made).
-fn check(view: Option<&K8sView>, r: &mut HostReport) {
+fn check(view: Option<&K8sView>, build_label: bool, r: &mut HostReport) {
     let address = r.address.to_string();
     match view {
         None => r.notes.push(
@@ -125,7 +133,31 @@ fn check(view: Option<&K8sView>, r: &mut HostReport) {
                         n.name, n.os
                     ),
                 ),
-                Some(_) => (true, String::new()),
+                Some(n) => match (&n.pod_cidr, &n.windows_build) {
+                    (Some(p), _) if !p.is_empty() && *p != r.pod_cidr.to_string() => (
+                        false,
+                        format!(
+                            "node {} has .spec.podCIDR {p}, but kwinctl allocated {} (pods get addresses the other nodes' routes do not lead to): stop the controller manager allocating node CIDRs (--allocate-node-cidrs=false) or give it kwinctl's blocks",
+                            n.name, r.pod_cidr
+                        ),
+                    ),
+                    (_, Some(b)) if build_label && b.is_empty() => (
+                        false,
+                        format!(
+                            "node {} has no node.kubernetes.io/windows-build label (the kubelet sets it itself: is it a Windows kubelet of the declared release?)",
+                            n.name
+                        ),
+                    ),
+                    (p, _) => {
+                        if p.as_deref() == Some("") {
+                            r.notes.push(format!(
+                                "node {} has no .spec.podCIDR (the controller manager does not allocate node CIDRs): kwinctl's {} is the node's own record",
+                                n.name, r.pod_cidr
+                            ));
+                        }
+                        (true, String::new())
+                    }
+                },
             };
             r.checks.push(Check {
                 name: "kubernetes node Ready".into(),
@@ -136,5 +168,60 @@ fn check(view: Option<&K8sView>, r: &mut HostReport) {
                 r.status = HostStatus::Failed;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::K8sNode;
+
+    fn report() -> HostReport {
+        HostReport::new(
+            "win01",
+            Os::Windows,
+            "10.0.0.11".parse().unwrap(),
+            "10.244.1.0/24".parse().unwrap(),
+        )
+    }
+
+    fn node(build: &str, pod_cidr: &str) -> K8sView {
+        K8sView::Nodes(vec![K8sNode {
+            name: "10.0.0.11".into(),
+            ready: true,
+            os: "windows".into(),
+            windows_build: Some(build.into()),
+            pod_cidr: Some(pod_cidr.into()),
+        }])
+    }
+
+    fn node_check(view: K8sView, build_label: bool) -> (bool, String, Vec<String>) {
+        let mut r = report();
+        check(Some(&view), build_label, &mut r);
+        let c = r
+            .checks
+            .iter()
+            .find(|c| c.name == "kubernetes node Ready")
+            .unwrap();
+        (c.pass, c.detail.clone(), r.notes)
+    }
+
+    #[test]
+    fn the_nodes_pod_cidr_and_build_label_are_checked() {
+        assert!(node_check(node("10.0.17763", "10.244.1.0/24"), true).0);
+        let (pass, detail, _) = node_check(node("10.0.17763", "10.244.7.0/24"), true);
+        assert!(
+            !pass && detail.contains("kwinctl allocated 10.244.1.0/24"),
+            "{detail}"
+        );
+        let (pass, detail, _) = node_check(node("", "10.244.1.0/24"), true);
+        assert!(!pass && detail.contains("windows-build"), "{detail}");
+        // the transparent profile's old kubelets have no such label
+        assert!(node_check(node("", "10.244.1.0/24"), false).0);
+        let (pass, _, notes) = node_check(node("10.0.17763", ""), true);
+        assert!(
+            pass && notes.iter().any(|n| n.contains("no .spec.podCIDR")),
+            "{notes:?}"
+        );
     }
 }

@@ -495,5 +495,5 @@ pub(super) async fn release(ctx: &Ctx, lock_host: &str, registry: &[String]) {
             )),
         }
     }
-    s.close().await;
+    super::host::close_traced(ctx, lock_host, s).await;
 }

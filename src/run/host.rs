@@ -7,10 +7,11 @@ use ipnet::Ipv4Net;
 use super::coordinate::{Arrival, Go, Ticket};
 use super::{Ctx, Target, step};
 use crate::diff::{Conflict, Diff, Item};
+use crate::inventory::Connection;
 use crate::mode::Mode;
 use crate::os::{NodeOps, WithOps, interpreter};
 use crate::outcome::{HostError, HostReport, HostStatus};
-use crate::transport::Session;
+use crate::transport::{Session, Trace};
 use crate::verify::{Pinged, reach_peers};
 
 /// A host's run; `None` when a host outside `--limit` has nothing to say.
@@ -29,11 +30,13 @@ pub(super) async fn run(
     // Waiting for a slot and connecting change nothing on the host: an
     // interrupt ends them at once (Ctrl-C is answered within a second even
     // while connections hang until --timeout).
+    let trace = Trace::new();
     let connecting = async {
         // (the dispatcher sends every slot: the semaphore is never closed)
         let permit = slot.await.expect("connect slot");
         ctx.reporter.phase(&t.host.name, "connecting");
-        let session = step::connect(ctx, &t.host, interpreter(t.host.os)).await;
+        trace.mark("connecting", "", 0);
+        let session = step::connect(ctx, &t.host, interpreter(t.host.os), &trace).await;
         (permit, session)
     };
     let (permit, session) = tokio::select! {
@@ -50,6 +53,7 @@ pub(super) async fn run(
                     t.host.name
                 ));
             }
+            emit(ctx, &t.host.name, transport(t), &trace);
             return t.selected.then(|| r.failed(HostError::Connect(e)));
         }
     };
@@ -65,13 +69,41 @@ pub(super) async fn run(
     let (report, session) = t.desired.ops(&ctx.renderer, &t.host, flow).await;
     if let Some(s) = session {
         if lock_here {
-            // The lock is released on this connection when every host is done.
+            // The lock is released on this connection when every host is
+            // done; its trace goes out then (coordinate::release).
             *ctx.barrier.lock_session.lock().await = Some(s);
-        } else {
-            s.close().await;
+            return report;
         }
+        s.close().await;
     }
+    emit(ctx, &t.host.name, transport(t), &trace);
     report
+}
+
+fn transport(t: &Target) -> &'static str {
+    match t.host.connection {
+        Connection::Ssh(_) => "ssh",
+        Connection::WinRm(_) => "winrm",
+    }
+}
+
+/// Close the lock host's connection (a Linux host, reached over SSH) and
+/// send its trace, which this connection's close ends.
+pub(super) async fn close_traced(ctx: &Ctx, host: &str, s: Box<dyn Session>) {
+    let trace = s.trace().cloned();
+    s.close().await;
+    if let Some(t) = trace {
+        emit(ctx, host, "ssh", &t);
+    }
+}
+
+/// A host's protocol steps: to `-v` and the run record.
+fn emit(ctx: &Ctx, host: &str, transport: &str, trace: &Trace) {
+    let steps = trace.steps();
+    ctx.reporter.trace(host, transport, &steps);
+    if let Some(r) = &ctx.record {
+        r.trace(host, transport, steps);
+    }
 }
 
 /// The block a host's report names before the allocation is made: the
@@ -228,6 +260,7 @@ impl<'a> Flow<'a> {
             (Mode::Up, true) => {
                 let r = super::converge::converge(
                     ctx,
+                    &t.host,
                     &mut session,
                     &node,
                     &ops,

@@ -62,6 +62,8 @@ pub struct RunOptions {
     /// `up --limit`: also make the route changes the hosts outside the
     /// limit need (instead of failing them).
     pub with_peer_routes: bool,
+    /// `up --reboot`: restart a host that needs it and go on.
+    pub reboot: bool,
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,
@@ -111,6 +113,7 @@ pub trait Connector: Send + Sync {
         &'a self,
         host: &'a Host,
         interpreter: Interpreter,
+        trace: &'a transport::Trace,
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>>;
 }
 
@@ -119,8 +122,9 @@ impl Connector for ConnectOptions {
         &'a self,
         host: &'a Host,
         interpreter: Interpreter,
+        trace: &'a transport::Trace,
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>> {
-        Box::pin(transport::connect(host, interpreter, self))
+        Box::pin(transport::connect_traced(host, interpreter, self, trace))
     }
 }
 
@@ -295,7 +299,9 @@ pub async fn run_all(
         .enumerate()
         .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
         .map(|(i, _)| i);
-    let mut kube = cluster::Readiness::new(mode, control_planes);
+    let build_label = ctx.cluster.inventory.cluster.windows_profile()
+        == Some(crate::inventory::WindowsProfile::L2Bridge);
+    let mut kube = cluster::Readiness::new(mode, control_planes, build_label);
     let mut blanks = Vec::new();
     let mut running = FuturesUnordered::new();
     let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();

@@ -22,13 +22,16 @@ pub(super) async fn connect(
     ctx: &Ctx,
     host: &Host,
     interpreter: Interpreter,
+    trace: &crate::transport::Trace,
 ) -> Result<Box<dyn Session>, TransportError> {
     let deadline = tokio::time::Instant::now() + ctx.opts.timeout;
     let mut attempt = 0;
     loop {
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         let res =
-            match tokio::time::timeout(remaining, ctx.connector.connect(host, interpreter)).await {
+            match tokio::time::timeout(remaining, ctx.connector.connect(host, interpreter, trace))
+                .await
+            {
                 Ok(r) => r,
                 Err(_) => Err(TransportError::Connect {
                     addr: host.address.to_string(),
@@ -43,6 +46,7 @@ pub(super) async fn connect(
             Ok(s) => return Ok(s),
             Err(e) if e.retriable() && attempt < ctx.opts.retries && !ctx.interrupt.is_set() => {
                 attempt += 1;
+                trace.mark("connect failed, retrying", format!("attempt {attempt}"), 0);
                 let backoff = Duration::from_millis(250 * (1 << attempt.min(5)));
                 if tokio::time::Instant::now() + backoff >= deadline {
                     return Err(e);
@@ -83,6 +87,9 @@ async fn call_within(
     let limit = budget
         .as_ref()
         .map_or(ctx.opts.timeout, |(_, b)| ctx.opts.timeout.max(*b));
+    if let Some(t) = s.trace() {
+        t.mark(&format!("call {what}"), "", 0);
+    }
     let res = tokio::time::timeout(limit, s.run(&script)).await;
     // The script moves into the record (at 200 hosts each apply script
     // holds 200 routes and the boot script: no second copy of it).

@@ -272,6 +272,7 @@ impl Connector for Fakes {
         &'a self,
         host: &'a Host,
         _: Interpreter,
+        _: &'a crate::transport::Trace,
     ) -> BoxFuture<'a, Result<Box<dyn Session>, TransportError>> {
         let answer = self.hosts.lock().unwrap().get(&host.name).cloned();
         let calls = self.calls.clone();
@@ -382,6 +383,7 @@ impl Operator {
             timeout: Duration::from_secs(5),
             retries: 0,
             with_peer_routes: opts.with_peer_routes,
+            reboot: false,
             max_fail: opts.max_fail,
         };
         let rt = tokio::runtime::Builder::new_current_thread()

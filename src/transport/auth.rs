@@ -17,6 +17,7 @@ use russh::keys::{PrivateKeyWithHashAlg, agent::AgentIdentity};
 
 use super::TransportError;
 use super::route::{Agent, Endpoint};
+use super::trace::Trace;
 
 /// Environment variable holding the passphrase of encrypted key files.
 pub const PASSPHRASE_ENV: &str = "KWINCTL_SSH_PASSPHRASE";
@@ -135,11 +136,24 @@ async fn agent_of(ep: &Endpoint) -> Option<Result<AgentClient<tokio::net::UnixSt
     )
 }
 
-/// Log in to `ep`; every key offered and why it did not work is in the error.
+/// The request/reply exchanges of one publickey try with russh 0.65: the
+/// first try also asks for the ssh-userauth service and waits for its
+/// acceptance (client::encrypted write_auth_request_if_needed); each key
+/// goes first as a query without a signature ("This is a probe" in
+/// encrypted.rs write_auth_request), and only after the server's PK_OK with
+/// its signature. A refused key costs the query; an accepted one both.
+fn auth_exchanges(first: bool, accepted: bool) -> u32 {
+    u32::from(first) + if accepted { 2 } else { 1 }
+}
+
+/// Log in to `ep`; every key offered and why it did not work is in the
+/// error. Each key offered is marked in `trace` (step names after `who`).
 pub async fn login<H: russh::client::Handler>(
     handle: &mut Handle<H>,
     ep: &Endpoint,
     cache: &KeyCache,
+    trace: &Trace,
+    who: &str,
 ) -> Result<(), TransportError> {
     let fail = |msg: String| TransportError::Auth {
         user: ep.user.clone(),
@@ -195,6 +209,20 @@ pub async fn login<H: russh::client::Handler>(
     }
     order.extend(files.into_iter().map(|(p, _)| Candidate::File(p)));
     let mut refused = Vec::new();
+    let mut first = true;
+    let mut mark = |accepted: bool, what: &str| {
+        let step = if accepted {
+            "auth done"
+        } else {
+            "auth refused"
+        };
+        trace.mark(
+            &format!("{who}{step}"),
+            format!("publickey {what}"),
+            auth_exchanges(first, accepted),
+        );
+        first = false;
+    };
     for c in order {
         let ok = match c {
             Candidate::Agent(key, label) => {
@@ -202,9 +230,16 @@ pub async fn login<H: russh::client::Handler>(
                 let r = handle
                     .authenticate_publickey_with(&ep.user, key, rsa_hash, a)
                     .await;
+                let shown = format!("{label} (ssh-agent)");
                 match r {
-                    Ok(r) if r.success() => return Ok(()),
-                    Ok(_) => refused.push(format!("{label} (ssh-agent)")),
+                    Ok(r) if r.success() => {
+                        mark(true, &shown);
+                        return Ok(());
+                    }
+                    Ok(_) => {
+                        mark(false, &shown);
+                        refused.push(shown)
+                    }
                     Err(e) => notes.push(format!("ssh-agent could not sign with {label}: {e}")),
                 }
                 false
@@ -218,10 +253,15 @@ pub async fn login<H: russh::client::Handler>(
                     let r = handle
                         .authenticate_publickey(&ep.user, PrivateKeyWithHashAlg::new(key, rsa_hash))
                         .await;
+                    let shown = path.display().to_string();
                     match r {
-                        Ok(r) if r.success() => return Ok(()),
+                        Ok(r) if r.success() => {
+                            mark(true, &shown);
+                            return Ok(());
+                        }
                         Ok(_) => {
-                            refused.push(path.display().to_string());
+                            mark(false, &shown);
+                            refused.push(shown);
                             false
                         }
                         Err(e) => {

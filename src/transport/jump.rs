@@ -19,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::route::Endpoint;
 use super::ssh::{Conn, open};
+use super::trace::Trace;
 use super::{ConnectOptions, TransportError};
 
 enum Slot {
@@ -50,6 +51,7 @@ impl Pool {
         &self,
         ep: &Arc<Endpoint>,
         opts: &ConnectOptions,
+        trace: &Trace,
     ) -> Result<Arc<Conn>, TransportError> {
         let cell = self
             .0
@@ -60,11 +62,15 @@ impl Pool {
             .clone();
         let mut slot = cell.lock().await;
         match &*slot {
-            Slot::Up(c) if !c.is_closed() => return Ok(c.clone()),
+            Slot::Up(c) if !c.is_closed() => {
+                trace.mark("bastion connection shared", ep.name.clone(), 0);
+                return Ok(c.clone());
+            }
             Slot::Failed(e) => return Err(e.clone()),
             _ => {}
         }
-        match open(ep, opts).await {
+        let who = format!("bastion {} ", ep.name);
+        match open(ep, opts, trace, &who).await {
             Ok(c) => {
                 let c = Arc::new(c);
                 *slot = Slot::Up(c.clone());

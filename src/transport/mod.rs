@@ -14,11 +14,13 @@ mod resolve;
 pub mod route;
 pub mod ssh;
 pub mod sshconf;
+pub mod trace;
 pub mod winrm;
 
 pub use resolve::resolve;
 pub use route::{Route, Routes};
 pub use sshconf::ConfigSource;
+pub use trace::Trace;
 
 /// What runs the scripts a host is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +134,10 @@ pub trait Session: Send {
     fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>>;
     /// Close politely.
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+    /// Where the connection's protocol steps are marked, if it keeps them.
+    fn trace(&self) -> Option<&Trace> {
+        None
+    }
 }
 
 /// Settings shared by every connection of one command.
@@ -169,6 +175,16 @@ pub async fn connect(
     interpreter: Interpreter,
     opts: &ConnectOptions,
 ) -> Result<Box<dyn Session>, TransportError> {
+    connect_traced(host, interpreter, opts, &Trace::new()).await
+}
+
+/// [`connect`], marking each protocol step in `trace`.
+pub async fn connect_traced(
+    host: &Host,
+    interpreter: Interpreter,
+    opts: &ConnectOptions,
+    trace: &Trace,
+) -> Result<Box<dyn Session>, TransportError> {
     match &host.connection {
         Connection::Ssh(s) => {
             let Some(Route::Ssh(ep)) = opts.routes.get(&host.name) else {
@@ -178,7 +194,7 @@ pub async fn connect(
                 )));
             };
             Ok(Box::new(
-                ssh::SshSession::connect(host, s, ep.clone(), interpreter, opts).await?,
+                ssh::SshSession::connect(host, s, ep.clone(), interpreter, opts, trace).await?,
             ))
         }
         Connection::WinRm(w) => {
@@ -187,7 +203,7 @@ pub async fn connect(
                 _ => None,
             };
             Ok(Box::new(
-                winrm::WinRmSession::connect(host, w, via, opts).await?,
+                winrm::WinRmSession::connect(host, w, via, opts, trace).await?,
             ))
         }
     }

@@ -12,6 +12,7 @@ use russh::client::{self, Handle};
 
 use super::known_hosts::{self, Presented};
 use super::route::Endpoint;
+use super::trace::Trace;
 use super::{
     ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap,
 };
@@ -72,10 +73,13 @@ impl client::Handler for Checker {
 pub type Conn = Handle<Checker>;
 
 /// Open and log in to `ep`, through its jump hosts (whose connections are
-/// shared through `opts`' pool).
+/// shared through `opts`' pool); each step is marked in `trace`, its name
+/// after `who` (empty for the host itself, `bastion NAME ` for a jump).
 pub fn open<'a>(
     ep: &'a Arc<Endpoint>,
     opts: &'a ConnectOptions,
+    trace: &'a Trace,
+    who: &'a str,
 ) -> BoxFuture<'a, Result<Conn, TransportError>> {
     Box::pin(async move {
         let addr = format!("{}:{}", ep.host, ep.port);
@@ -134,12 +138,15 @@ pub fn open<'a>(
                         .await
                         .map_err(|e| connect_err(e.to_string()))?;
                     let _ = tcp.set_nodelay(true);
+                    // SYN, SYN-ACK: one exchange on a real link (through a
+                    // local delay proxy it is local).
+                    trace.mark(&format!("{who}tcp connected"), ep.host_port(), 1);
                     client::connect_stream(config, tcp, checker)
                         .await
                         .map_err(handshake)
                 }
                 Some(v) => {
-                    let jump = opts.jumps.get(v, opts).await?;
+                    let jump = opts.jumps.get(v, opts, trace).await?;
                     let ch = jump
                         .channel_open_direct_tcpip(ep.host.as_str(), ep.port as u32, "127.0.0.1", 0)
                         .await
@@ -149,6 +156,13 @@ pub fn open<'a>(
                                 "the jump host could not open a channel to it: {e}"
                             ))),
                         })?;
+                    // CHANNEL_OPEN direct-tcpip, then its confirmation; the
+                    // jump host's own TCP connect happens in between.
+                    trace.mark(
+                        &format!("{who}direct-tcpip channel open"),
+                        format!("{} via {}", ep.host_port(), v.name),
+                        1,
+                    );
                     client::connect_stream(config, ch.into_stream(), checker)
                         .await
                         .map_err(handshake)
@@ -159,9 +173,17 @@ pub fn open<'a>(
             Ok(r) => r?,
             Err(_) => return Err(connect_err(format!("no answer within {bound:?}"))),
         };
+        // russh 0.65 client::connect_stream sends its identification, reads
+        // the server's, then sends KEXINIT; OpenSSH's sshd sends its KEXINIT
+        // only after reading the client's identification
+        // (kex_exchange_identification, then do_ssh2_kex): one exchange.
+        // ECDH_INIT, then ECDH_REPLY + NEWKEYS: one more. connect_stream
+        // returns when the key exchange is done (its kex_done signal), the
+        // host key checked by `Checker`.
+        trace.mark(&format!("{who}key exchange done"), "host key checked", 2);
         tokio::time::timeout(
             opts.connect_timeout,
-            super::auth::login(&mut handle, ep, &opts.key_cache),
+            super::auth::login(&mut handle, ep, &opts.key_cache, trace, who),
         )
         .await
         .map_err(|_| TransportError::Auth {
@@ -173,8 +195,17 @@ pub fn open<'a>(
     })
 }
 
+/// A session channel being opened ahead of the call that will use it.
+type Spare = tokio::task::JoinHandle<Result<russh::Channel<client::Msg>, russh::Error>>;
+
 pub struct SshSession {
-    handle: Conn,
+    handle: Arc<Conn>,
+    /// The next call's channel, asked for while this call's script runs:
+    /// a call after the first does not wait a round trip for its channel
+    /// (OpenSSH's sshd allows MaxSessions 10 channels per connection by
+    /// default; this keeps at most two open).
+    spare: Option<Spare>,
+    trace: Trace,
     host: String,
     user: String,
     /// What runs the script that is written to stdin.
@@ -193,6 +224,29 @@ pub fn remote_command(interpreter: Interpreter, user: &str) -> String {
             encoded_bootstrap()
         ),
     }
+}
+
+/// The longest script sent inside the exec request itself. RFC 4253 6.1:
+/// every implementation must process packets with a payload of 32768 bytes;
+/// the command, its quoting and the request's fields stay below that.
+pub const INLINE_MAX: usize = 30 * 1024;
+
+/// The command that runs `script` with no stdin, when it may travel in the
+/// exec request: as root, POSIX sh, a script of at most [`INLINE_MAX`]
+/// bytes. OpenSSH's sshd opens a session channel with a window of 0 and
+/// opens it only once the exec request is handled (serverloop.c
+/// server_request_session: "window size 0" for the larval channel;
+/// session.c session_set_fds then sets CHAN_SES_WINDOW_DEFAULT and a
+/// WINDOW_ADJUST goes out), so a script on stdin waits a round trip for
+/// the window; in the command it does not. Not under sudo: sudo logs each
+/// command line (its I/O log and syslog's COMMAND=), which would fill the
+/// host's auth log with whole scripts. Linux scripts hold no secret (the
+/// only secrets, the Windows kubeconfig and passwords, never go to a Linux
+/// host), so the command line, visible in the host's process list while
+/// the script runs, shows nothing that the run record does not.
+pub fn inline_command(command: &str, script: &str) -> Option<String> {
+    (command == "/bin/sh -s" && script.len() <= INLINE_MAX && !script.contains('\0'))
+        .then(|| format!("/bin/sh -c '{}'", script.replace('\'', r"'\''")))
 }
 
 /// sudo(8) with `-n` prints this and exits 1 when it would have to ask for
@@ -215,10 +269,13 @@ impl SshSession {
         ep: Arc<Endpoint>,
         interpreter: Interpreter,
         opts: &ConnectOptions,
+        trace: &Trace,
     ) -> Result<SshSession, TransportError> {
-        let handle = open(&ep, opts).await?;
+        let handle = open(&ep, opts, trace, "").await?;
         Ok(SshSession {
-            handle,
+            handle: Arc::new(handle),
+            spare: None,
+            trace: trace.clone(),
             host: host.name.clone(),
             user: ep.user.clone(),
             command: remote_command(interpreter, &ep.user),
@@ -230,15 +287,91 @@ impl SshSession {
             host: self.host.clone(),
             msg: e.to_string(),
         };
-        let mut ch = self.handle.channel_open_session().await.map_err(lost)?;
-        ch.exec(true, self.command.as_str()).await.map_err(lost)?;
-        ch.data(script.as_bytes()).await.map_err(lost)?;
-        ch.eof().await.map_err(lost)?;
+        let trace = &self.trace;
+        // CHANNEL_OPEN, then OPEN_CONFIRMATION: russh's Channel exists only
+        // once it is confirmed (client::Handle::channel_open_session). A
+        // channel asked for during the previous call is usually there.
+        let mut ch = match self.spare.take() {
+            Some(spare) => {
+                let ready = spare.is_finished();
+                let ch = spare
+                    .await
+                    .map_err(|e| TransportError::Lost {
+                        host: self.host.clone(),
+                        msg: format!("opening a channel failed: {e}"),
+                    })?
+                    .map_err(lost)?;
+                let (detail, waits) = if ready {
+                    ("opened during the previous call", 0)
+                } else {
+                    ("asked for during the previous call, waited for", 1)
+                };
+                trace.mark("channel open", detail, waits);
+                ch
+            }
+            None => {
+                let ch = self.handle.channel_open_session().await.map_err(lost)?;
+                trace.mark("channel open", "", 1);
+                ch
+            }
+        };
+        // exec (its reply is not waited for: russh Channel::exec only
+        // sends), then EOF; a script that cannot travel in the command goes
+        // on stdin once the server opens the channel's window (see
+        // `inline_command`).
+        match inline_command(&self.command, script) {
+            Some(cmd) => {
+                ch.exec(true, cmd).await.map_err(lost)?;
+                ch.eof().await.map_err(lost)?;
+                trace.mark(
+                    "exec sent",
+                    format!("script in the command ({} bytes), EOF", script.len()),
+                    0,
+                );
+            }
+            None => {
+                ch.exec(true, self.command.as_str()).await.map_err(lost)?;
+                trace.mark("exec sent", "", 0);
+                ch.data(script.as_bytes()).await.map_err(lost)?;
+                ch.eof().await.map_err(lost)?;
+                trace.mark(
+                    "stdin sent",
+                    format!(
+                        "{} bytes of script, EOF, once the window opened",
+                        script.len()
+                    ),
+                    1,
+                );
+            }
+        }
+        // The reply to what was just sent: the first output, or the exit
+        // status of a script that printed nothing.
+        let next = self.handle.clone();
+        self.spare = Some(tokio::spawn(
+            async move { next.channel_open_session().await },
+        ));
+        let mut answered = false;
+        let mut answer = |what: &str, detail: String| {
+            trace.mark(what, detail, if answered { 0 } else { 1 });
+            answered = true;
+        };
         let mut out = Output::default();
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
         let mut signal = None;
         while let Some(msg) = ch.wait().await {
+            match &msg {
+                ChannelMsg::Data { .. } | ChannelMsg::ExtendedData { .. }
+                    if stdout.is_empty() && stderr.is_empty() && out.dropped == 0 =>
+                {
+                    answer("first output", String::new());
+                }
+                ChannelMsg::ExitStatus { exit_status } => {
+                    answer("exit status", exit_status.to_string());
+                }
+                ChannelMsg::ExitSignal { .. } => answer("exit signal", String::new()),
+                _ => {}
+            }
             match msg {
                 ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
                     stdout.extend_from_slice(&data);
@@ -256,6 +389,11 @@ impl SshSession {
                 _ => {}
             }
         }
+        trace.mark(
+            "channel closed",
+            format!("{} bytes out, {} bytes err", stdout.len(), stderr.len()),
+            0,
+        );
         out.stdout = String::from_utf8_lossy(&stdout).into_owned();
         out.stderr = String::from_utf8_lossy(&stderr).into_owned();
         if let Some(sig) = signal {
@@ -284,18 +422,52 @@ impl Session for SshSession {
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         async move {
+            if let Some(spare) = &self.spare {
+                spare.abort();
+            }
+            // russh's Handle::disconnect queues the message; nothing waits
+            // for the server.
             let _ = self
                 .handle
                 .disconnect(russh::Disconnect::ByApplication, "", "en")
                 .await;
+            self.trace.mark("disconnect sent", "", 0);
         }
         .boxed()
+    }
+
+    fn trace(&self) -> Option<&Trace> {
+        Some(&self.trace)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_scripts_as_root_travel_in_the_command() {
+        let c = remote_command(Interpreter::Sh, "root");
+        let cmd = inline_command(&c, "echo 'it''s'\nexit 3\n").unwrap();
+        assert_eq!(
+            cmd,
+            r"/bin/sh -c 'echo '\''it'\'''\''s'\''
+exit 3
+'"
+        );
+        // the quoting survives a POSIX shell: the script comes back whole
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &format!("printf %s {}", &cmd["/bin/sh -c ".len()..])])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "echo 'it''s'\nexit 3\n"
+        );
+        assert!(inline_command(&c, &"x".repeat(INLINE_MAX + 1)).is_none());
+        assert!(inline_command(&remote_command(Interpreter::Sh, "ops"), "true").is_none());
+        assert!(inline_command(&remote_command(Interpreter::PowerShell, "a"), "1").is_none());
+    }
 
     #[test]
     fn remote_commands() {

@@ -11,6 +11,10 @@ use winrm_rs::{
     AuthMethod, EncryptionMode, Shell, WinrmClient, WinrmConfig, WinrmCredentials, WinrmError,
 };
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::trace::Trace;
 use super::{ConnectOptions, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap};
 use crate::inventory::{Host, WinRmAuth, WinRmSettings};
 
@@ -21,8 +25,79 @@ const SEND_CHUNK: usize = 64 * 1024;
 pub struct WinRmSession {
     host: String,
     shell: Option<Shell<'static>>,
+    steps: Steps,
     /// The SOCKS5 tunnel through a bastion, while the session lasts.
     _tunnel: Option<super::jump::Tunnel>,
+}
+
+/// A WinRM host's trace: each SOAP request as winrm-rs sends it (its
+/// `before_send_with` hook, which sees every attempt), and each call's
+/// answer with the HTTP exchanges it waited for.
+#[derive(Clone)]
+struct Steps {
+    trace: Trace,
+    /// SOAP requests sent so far (the hook counts them).
+    sent: Arc<AtomicU32>,
+    /// Exchanges that open the connection, paid by the first request: TCP;
+    /// TLS (1.3: one); NTLM sealed over HTTP: a Type 1 and an empty Type 3
+    /// before the first sealed request (winrm-rs 2.0 transport.rs
+    /// open_authenticated_conn: "a handshake on it that carries no body
+    /// (NTLM: empty Type 3)"; the simulator logs a 401 and a 200 before the
+    /// Create, all on one TCP connection). Basic sends its credentials with
+    /// each request.
+    setup: u32,
+    /// Exchanges per SOAP request: one; NTLM over HTTPS two (winrm-rs
+    /// send_ntlm_over_tls: "a handshake per request whose Type 3 carries
+    /// the body").
+    per_request: u32,
+}
+
+impl Steps {
+    fn new(trace: &Trace, w: &WinRmSettings) -> Steps {
+        Steps {
+            trace: trace.clone(),
+            sent: Arc::new(AtomicU32::new(0)),
+            setup: 1 + u32::from(w.tls) + 2 * u32::from(w.auth == WinRmAuth::Ntlm && !w.tls),
+            per_request: 1 + u32::from(w.auth == WinRmAuth::Ntlm && w.tls),
+        }
+    }
+
+    /// The hook winrm-rs calls before each request (it always lets it go).
+    fn hook(&self) -> impl Fn(&winrm_rs::OutgoingRequest<'_>) -> bool + Send + Sync + 'static {
+        let (trace, sent) = (self.trace.clone(), self.sent.clone());
+        move |req| {
+            sent.fetch_add(1, Ordering::Relaxed);
+            let retry = match req.attempt() {
+                0 => String::new(),
+                n => format!("retry {n}"),
+            };
+            trace.mark(&format!("request {:?} sent", req.kind()), retry, 0);
+            true
+        }
+    }
+
+    fn count(&self) -> u32 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// A call that began when `before` requests had been sent has its
+    /// answer: one exchange per request it sent, and the connection's
+    /// setup when it sent the very first.
+    fn answered(&self, what: &str, before: u32) {
+        let now = self.count();
+        let setup = if before == 0 && now > 0 {
+            self.setup
+        } else {
+            0
+        };
+        let detail = if setup > 0 {
+            format!("{setup} of them opening the connection")
+        } else {
+            String::new()
+        };
+        let waits = (now - before) * self.per_request + setup;
+        self.trace.mark(&format!("{what} answered"), detail, waits);
+    }
 }
 
 /// An error and all its causes, on one line.
@@ -141,12 +216,14 @@ impl WinRmSession {
         w: &WinRmSettings,
         via: Option<std::sync::Arc<super::route::Endpoint>>,
         opts: &ConnectOptions,
+        trace: &Trace,
     ) -> Result<WinRmSession, TransportError> {
+        let steps = Steps::new(trace, w);
         // Through a bastion: its shared SSH connection, and a local SOCKS5
         // proxy to this host's listener over it.
         let tunnel = match &via {
             Some(v) => {
-                let conn = opts.jumps.get(v, opts).await?;
+                let conn = opts.jumps.get(v, opts, trace).await?;
                 Some(super::jump::socks(conn, host.address.to_string(), w.port).await?)
             }
             None => None,
@@ -189,6 +266,7 @@ impl WinRmSession {
         }
         let client = b
             .credentials(WinrmCredentials::new(w.user.clone(), password, ""))
+            .before_send_with(steps.hook())
             .build()
             .map_err(|e| explain(host, w, &e))?;
         // winrm-rs's Shell borrows its client (`Shell<'a>`), and the session
@@ -200,12 +278,15 @@ impl WinRmSession {
         let address = host.address.to_string();
         // Opening a shell is safe to repeat (at worst the server reaps an
         // unused shell).
+        let before = steps.count();
         let shell = retry_lost(|| client.open_shell(&address))
             .await
             .map_err(|e| explain(host, w, &e))?;
+        steps.answered("shell Create", before);
         Ok(WinRmSession {
             host: host.name.clone(),
             shell: Some(shell),
+            steps,
             _tunnel: tunnel,
         })
     }
@@ -227,10 +308,14 @@ impl WinRmSession {
         ];
         // Starting the command is safe to repeat: it only waits for the
         // script on stdin, and a stray one ends with the shell.
+        let steps = &self.steps;
+        let before = steps.count();
         let id = retry_lost(|| shell.start_command(POWERSHELL, &args))
             .await
             .map_err(lost)?;
+        steps.answered("Command", before);
         let bytes = script.as_bytes();
+        let before = steps.count();
         if bytes.is_empty() {
             shell.send_input(&id, b"", true).await.map_err(lost)?;
         }
@@ -238,11 +323,14 @@ impl WinRmSession {
             let last = (i + 1) * SEND_CHUNK >= bytes.len();
             shell.send_input(&id, chunk, last).await.map_err(lost)?;
         }
+        steps.answered("Send (stdin)", before);
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
         let mut dropped = 0;
         let exit = loop {
+            let before = steps.count();
             let r = shell.receive_next(&id).await.map_err(lost)?;
+            steps.answered("Receive", before);
             if stdout.len() < MAX_OUTPUT {
                 stdout.extend_from_slice(&r.stdout);
             } else {
@@ -272,9 +360,15 @@ impl Session for WinRmSession {
     fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {
         async move {
             if let Some(s) = self.shell.take() {
+                let before = self.steps.count();
                 let _ = s.close().await;
+                self.steps.answered("shell Delete", before);
             }
         }
         .boxed()
+    }
+
+    fn trace(&self) -> Option<&Trace> {
+        Some(&self.steps.trace)
     }
 }

@@ -105,6 +105,24 @@ impl Lab {
     /// The first one builds the cached Debian root if `scripts/setup.sh` has
     /// not (about a minute).
     pub fn up_with(linux: usize, windows: usize, systemd: usize) -> Lab {
+        Lab::up_env(linux, windows, systemd, &[])
+    }
+
+    /// `linux` Linux hosts and one simulated Windows host per entry of
+    /// `builds` ("2019", "2022", "2025" or "10.0.NNNNN": win1 the first),
+    /// their Containers feature `containers` ("Available", "InstallPending"
+    /// or "Installed"; None: winsim's default, Available). Passed to
+    /// lab.sh as KWINCTL_LAB_WIN_BUILDS and KWINCTL_LAB_CONTAINERS.
+    pub fn up_windows_builds(linux: usize, builds: &[&str], containers: Option<&str>) -> Lab {
+        let b = builds.join(",");
+        let mut env = vec![("KWINCTL_LAB_WIN_BUILDS", b.as_str())];
+        if let Some(c) = containers {
+            env.push(("KWINCTL_LAB_CONTAINERS", c));
+        }
+        Lab::up_env(linux, builds.len(), 0, &env)
+    }
+
+    fn up_env(linux: usize, windows: usize, systemd: usize, env: &[(&str, &str)]) -> Lab {
         let dir = tempfile::Builder::new()
             .prefix("kwinctl-lab-")
             .tempdir()
@@ -119,7 +137,14 @@ impl Lab {
         if systemd > 0 {
             args.extend(["--systemd", &s]);
         }
-        let o = lab_sh_within(&args, Duration::from_secs(300));
+        let mut cmd = Command::new("bash");
+        cmd.arg(SCRIPT)
+            .args(&args)
+            .env("KWINCTL_LAB_OWNER", std::process::id().to_string());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = run(&mut cmd, Duration::from_secs(300));
         if !o.status.success() {
             let _ = std::fs::remove_dir_all(&dir);
             check(&o, "up");
@@ -153,6 +178,21 @@ impl Lab {
         &self.hosts
     }
     /// The inventory path as a string, for command lines.
+    /// The lab inventory's cluster block without the Windows-only keys
+    /// (kubernetes_version, kubeconfig): what a Linux-only inventory of
+    /// the lab's hosts starts with (an old kwinctl, which knew neither,
+    /// reads it too: `KWINCTL_TEST_BIN`).
+    pub fn linux_cluster_block(&self) -> String {
+        let base = std::fs::read_to_string(&self.inventory).unwrap();
+        base.split("defaults:")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
+            .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
     pub fn inv(&self) -> String {
         self.inventory.to_string_lossy().into_owned()
     }
@@ -329,6 +369,22 @@ impl Lab {
     /// The simulated Windows host's state file.
     pub fn win_state(&self, host: &str) -> PathBuf {
         self.dir.join("hosts").join(host).join("state.json")
+    }
+    /// A download the lab serves to its simulated Windows hosts (a file
+    /// in DIR/dl listed in DIR/dl/SHA256SUMS, e.g.
+    /// "containerd-1.7.20-windows-amd64.tar.gz",
+    /// "cni-plugins-windows-amd64-v1.6.2.tgz"): its URL and SHA-256.
+    pub fn download(&self, name: &str) -> (String, String) {
+        let sums = std::fs::read_to_string(self.dir.join("dl").join("SHA256SUMS"))
+            .expect("DIR/dl/SHA256SUMS (a lab with Windows hosts)");
+        let sha = sums
+            .lines()
+            .find_map(|l| {
+                let (sha, file) = l.split_once("  ")?;
+                (file == name).then(|| sha.to_string())
+            })
+            .unwrap_or_else(|| panic!("{name} is not in DIR/dl/SHA256SUMS:\n{sums}"));
+        (format!("https://dl.lab.invalid/{name}"), sha)
     }
     /// SHA-256 of the simulated Windows host's HTTPS certificate.
     pub fn cert_sha256(&self, host: &str) -> String {

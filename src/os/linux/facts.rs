@@ -346,13 +346,28 @@ impl LinuxFacts {
                 .filter_map(|line| {
                     let line: String = line
                         .chars()
-                        .filter(|c| c.is_ascii_alphanumeric() || "._ -".contains(*c))
+                        .filter(|c| c.is_ascii_alphanumeric() || "._ -|/".contains(*c))
                         .collect();
+                    // `name|ready|os|build|podCIDR`; an older kwinctl's
+                    // (and a test's) `name ready os` too
+                    if line.contains('|') {
+                        let f: Vec<&str> = line.split('|').map(str::trim).collect();
+                        let at = |i: usize| f.get(i).copied().unwrap_or_default().to_string();
+                        return (!f[0].is_empty()).then(|| K8sNode {
+                            name: at(0),
+                            ready: at(1) == "True",
+                            os: at(2),
+                            windows_build: Some(at(3)),
+                            pod_cidr: Some(at(4)),
+                        });
+                    }
                     let mut it = line.split_whitespace();
                     Some(K8sNode {
                         name: it.next()?.to_string(),
                         ready: it.next() == Some("True"),
                         os: it.next().unwrap_or_default().to_string(),
+                        windows_build: None,
+                        pod_cidr: None,
                     })
                 })
                 .collect())),
@@ -457,6 +472,21 @@ mod tests {
         // control characters from the host never reach the report
         assert_eq!(nodes[1].name, "w1m1");
         assert_eq!(nodes[1].os, "windows");
+        assert_eq!(nodes[1].pod_cidr, None);
+        // kwinctl's own format, with the build label and the pod CIDR
+        let out = sample().replace(
+            "KWF end",
+            "KWF nodes listed\nKWF node 10.0.0.11|True|windows|10.0.20348|10.244.1.0/24\nKWF node 10.0.0.12|False|windows||\nKWF end",
+        );
+        let nodes = LinuxFacts::parse(&out, "")
+            .unwrap()
+            .k8s_nodes
+            .unwrap()
+            .unwrap();
+        assert_eq!(nodes[0].windows_build.as_deref(), Some("10.0.20348"));
+        assert_eq!(nodes[0].pod_cidr.as_deref(), Some("10.244.1.0/24"));
+        assert!(nodes[0].ready && !nodes[1].ready);
+        assert_eq!(nodes[1].windows_build.as_deref(), Some(""));
         let failed = sample().replace("KWF end", "KWF nodes failed\nKWF end");
         assert!(
             LinuxFacts::parse(&failed, "")

@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::{FileSource, WinFile, WinService};
 use super::firewall::FwRule;
+use super::l2bridge::{Archive, HnsNet, HostEp};
 use super::{KUBE_PROXY_SWITCH, POD_CIDR_FILE};
 use crate::diff::Describe;
 
@@ -112,6 +113,46 @@ pub enum WinAction {
     RemoveFile {
         path: String,
     },
+    /// l2bridge: a Windows feature (Containers: HNS and containerd need it
+    /// and a restart, S2/G1).
+    InstallFeature {
+        name: String,
+    },
+    /// l2bridge: place a release archive and unpack the files kwinctl uses.
+    InstallArchive {
+        #[serde(flatten)]
+        archive: Box<Archive>,
+    },
+    /// l2bridge: the placeholder network, then the node's L2Bridge network
+    /// (`replace`: one of that name with another subnet or card first).
+    EnsureHnsNetwork {
+        #[serde(flatten)]
+        net: HnsNet,
+        replace: bool,
+    },
+    /// l2bridge: the host endpoint at P+2, attached to the host compartment.
+    EnsureHostEndpoint {
+        #[serde(flatten)]
+        ep: HostEp,
+    },
+    /// l2bridge: forwarding on the interfaces holding these addresses.
+    SetForwarding {
+        addresses: Vec<Ipv4Addr>,
+    },
+    /// l2bridge: pull the sandbox image into containerd for this build.
+    PullSandbox {
+        image: String,
+    },
+    /// `reset` (l2bridge): remove the node's HNS network and its endpoints.
+    RemoveHnsNetwork {
+        name: String,
+    },
+    /// l2bridge: a running service whose health endpoint does not answer
+    /// is restarted.
+    RestartService {
+        name: String,
+        port: u16,
+    },
 }
 
 impl Describe for WinAction {
@@ -179,6 +220,9 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartTask { name } => format!("start scheduled task {name}"),
+            WinAction::InstallBootTask { boot } if boot.l2bridge.is_some() => format!(
+                "install the startup task {BOOT_TASK} (puts the HNS network, host endpoint, forwarding and routes back, starts kubelet and kube-proxy, keeps them in place)"
+            ),
             WinAction::InstallBootTask { .. } => format!(
                 "install the startup task {BOOT_TASK} (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)"
             ),
@@ -208,6 +252,50 @@ impl Describe for WinAction {
             WinAction::RemoveNetwork { name } => format!("remove docker network {name}"),
             WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
             WinAction::RemoveFile { path } => format!("remove {path}"),
+            WinAction::InstallFeature { name } => {
+                format!("install the Windows feature {name} (takes effect after a restart)")
+            }
+            WinAction::InstallArchive { archive } => format!(
+                "{} {} and unpack {}",
+                match &archive.archive.source {
+                    FileSource::Url(_) => "download",
+                    FileSource::Inline(_) => "upload",
+                },
+                archive.name,
+                archive
+                    .members
+                    .iter()
+                    .map(|m| m.rsplit('\\').next().unwrap_or(m))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            WinAction::EnsureHnsNetwork { net, replace } => format!(
+                "{} HNS L2Bridge network {} on {} (gateway {}) on network card {}",
+                if *replace { "re-create" } else { "create" },
+                net.name,
+                net.subnet,
+                net.gateway,
+                net.adapter
+            ),
+            WinAction::EnsureHostEndpoint { ep } => format!(
+                "create host endpoint {} at {}/{} (the pods' gateway) and attach it to the host",
+                ep.name, ep.ip, ep.prefix
+            ),
+            WinAction::SetForwarding { addresses } => format!(
+                "forward on the interfaces holding {}",
+                addresses
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+            WinAction::PullSandbox { image } => {
+                format!("pull sandbox image {image} into containerd")
+            }
+            WinAction::RemoveHnsNetwork { name } => {
+                format!("remove HNS network {name} and its endpoints")
+            }
+            WinAction::RestartService { name, .. } => format!("restart service {name}"),
         }
     }
 
@@ -245,6 +333,9 @@ impl Describe for WinAction {
             WinAction::InstallService { exists: false, .. } => "service not installed".into(),
             WinAction::InstallService { .. } => "service configuration differs (command line, environment, dependencies, start mode or recovery)".into(),
             WinAction::StartService { .. } => "service not running".into(),
+            WinAction::RestartService { port, .. } => {
+                format!("running, but http://127.0.0.1:{port}/healthz does not answer ok")
+            }
             WinAction::InstallTask { exists: false, .. } => "no scheduled task".into(),
             WinAction::InstallTask { .. } => {
                 "the scheduled task runs another command line, environment or start script".into()
@@ -276,7 +367,13 @@ impl Describe for WinAction {
 pub fn budget(a: &WinAction) -> Option<std::time::Duration> {
     let minutes = match a {
         WinAction::EnableRouting => 20,
-        WinAction::PullImage { .. } => 30,
+        WinAction::PullImage { .. } | WinAction::PullSandbox { .. } => 30,
+        WinAction::InstallFeature { .. } => 20,
+        WinAction::InstallArchive { archive } => match &archive.archive.source {
+            FileSource::Url(_) => 15,
+            FileSource::Inline(b) if b.len() > 1 << 20 => 15,
+            FileSource::Inline(_) => return None,
+        },
         WinAction::PlaceFile { file } => match &file.source {
             FileSource::Url(_) => 15,
             // (a kubeconfig goes with the short actions)
@@ -388,6 +485,9 @@ pub fn examples() -> Vec<WinAction> {
             path: POD_CIDR_FILE.into(),
         },
     ]
+    .into_iter()
+    .chain(crate::os::windows::l2diff::examples())
+    .collect()
 }
 
 #[cfg(test)]
@@ -421,9 +521,17 @@ mod tests {
                 WinAction::RemoveNetwork { .. } => "remove_network",
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
+                WinAction::InstallFeature { .. } => "install_feature",
+                WinAction::InstallArchive { .. } => "install_archive",
+                WinAction::EnsureHnsNetwork { .. } => "ensure_hns_network",
+                WinAction::EnsureHostEndpoint { .. } => "ensure_host_endpoint",
+                WinAction::SetForwarding { .. } => "set_forwarding",
+                WinAction::PullSandbox { .. } => "pull_sandbox",
+                WinAction::RemoveHnsNetwork { .. } => "remove_hns_network",
+                WinAction::RestartService { .. } => "restart_service",
             })
             .collect();
-        assert_eq!(kinds.len(), 21);
+        assert_eq!(kinds.len(), 29);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

@@ -42,6 +42,12 @@ pub struct BootSpec {
     pub services: Vec<String>,
     /// kwinctl's wrapper tasks to start, in order.
     pub tasks: Vec<String>,
+    /// `l2bridge` for that profile (absent: transparent, so that the
+    /// transparent profile's fingerprints stay what they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l2bridge: Option<Box<super::l2bridge::L2Boot>>,
     /// A digest of everything above (and of the script's version): the
     /// task's description carries it, so a change reinstalls the task.
     pub fingerprint: String,
@@ -71,11 +77,44 @@ impl BootSpec {
             routable_adapter: routable_adapter.map(str::to_string),
             services,
             tasks,
+            profile: None,
+            l2bridge: None,
             fingerprint: String::new(),
         };
-        let digest = serde_json::to_vec(&(&b, BOOT_VERSION)).expect("boot JSON");
-        b.fingerprint = sha256_bytes(&digest)[..16].to_string();
+        b.fingerprint = b.digest();
         b
+    }
+
+    /// The l2bridge profile's boot task: its network, host endpoint,
+    /// forwarding and routes, then the services (the transparent fields say
+    /// the same network in their terms).
+    pub fn l2bridge(
+        l2: super::l2bridge::L2Boot,
+        node_address: Ipv4Addr,
+        services: Vec<String>,
+    ) -> BootSpec {
+        let mut b = BootSpec::new(
+            &l2.network.name,
+            l2.network.subnet,
+            l2.network.gateway,
+            &l2.network.adapter,
+            &format!("vEthernet ({})", l2.network.adapter),
+            node_address,
+            None,
+            services,
+            vec![],
+        );
+        b.profile = Some("l2bridge".into());
+        b.l2bridge = Some(Box::new(l2));
+        b.fingerprint = b.digest();
+        b
+    }
+
+    fn digest(&self) -> String {
+        let mut b = self.clone();
+        b.fingerprint = String::new();
+        let digest = serde_json::to_vec(&(&b, BOOT_VERSION)).expect("boot JSON");
+        sha256_bytes(&digest)[..16].to_string()
     }
 
     /// The task's description (the probe reads it back).
@@ -100,5 +139,26 @@ pub fn example() -> BootSpec {
         None,
         vec!["kubelet".into(), "kube-proxy".into()],
         vec![],
+    )
+}
+
+/// An l2bridge boot task's spec (for the grammar tests).
+#[doc(hidden)]
+pub fn example_l2bridge() -> BootSpec {
+    use super::l2bridge::{BootRoute, HnsNet, HostEp, L2Boot};
+    let node = super::l2bridge::example_node();
+    let ep = HostEp::of(&node, "cbr0");
+    BootSpec::l2bridge(
+        L2Boot {
+            network: HnsNet::of(&node, "cbr0", "Ethernet"),
+            forwarding: vec![node.address, ep.ip],
+            endpoint: ep,
+            routes: vec![BootRoute {
+                dst: "192.168.0.0/24".parse().unwrap(),
+                via: "10.0.0.10".parse().unwrap(),
+            }],
+        },
+        node.address,
+        vec!["kubelet".into(), "kube-proxy".into()],
     )
 }

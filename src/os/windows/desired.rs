@@ -10,7 +10,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::k8s::{self, Component, Hosting, Values};
+use super::k8s::{self, Component, Hosting, Profile, Values};
+use super::l2bridge;
 use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, WIN_DIR, cmdline};
 use crate::hash::sha256_bytes;
 use crate::inventory::{Host, Inventory, KubeVersion};
@@ -56,9 +57,18 @@ pub struct WinService {
     /// waits for them).
     pub depends: Vec<String>,
     pub hosting: Hosting,
+    /// The service's start mode: `Manual` (kwinctl's boot task starts it
+    /// once the network is back) or `Automatic` (containerd). Left out of
+    /// the serde form when Manual, so earlier fingerprints stay the same.
+    #[serde(skip_serializing_if = "is_manual")]
+    pub start_mode: String,
     /// A digest of everything above: a scheduled task carries it in its
     /// description, so a changed command line reinstalls the task.
     pub fingerprint: String,
+}
+
+fn is_manual(s: &str) -> bool {
+    s == "Manual"
 }
 
 /// Bump when the start script's template changes, so existing tasks are
@@ -87,11 +97,27 @@ impl WinService {
             env,
             depends,
             hosting,
+            start_mode: "Manual".into(),
             fingerprint: String::new(),
         };
-        let digest = serde_json::to_vec(&(&s, WRAPPER_VERSION)).expect("service JSON");
-        s.fingerprint = sha256_bytes(&digest)[..16].to_string();
+        s.fingerprint = s.digest();
         s
+    }
+
+    /// The same service, started by Windows at boot.
+    pub fn automatic(mut self) -> WinService {
+        self.start_mode = "Automatic".into();
+        self.fingerprint = self.digest();
+        self
+    }
+
+    fn digest(&self) -> String {
+        let s = WinService {
+            fingerprint: String::new(),
+            ..self.clone()
+        };
+        let digest = serde_json::to_vec(&(&s, WRAPPER_VERSION)).expect("service JSON");
+        sha256_bytes(&digest)[..16].to_string()
     }
 
     /// What a kwinctl scheduled task's description says (the probe reads it
@@ -125,6 +151,9 @@ pub struct WindowsDesired {
     pub services: Vec<WinService>,
     /// Said in every plan of this host.
     pub notes: Vec<String>,
+    pub profile: Profile,
+    /// The l2bridge profile's own part.
+    pub l2: Option<l2bridge::L2Desired>,
 }
 
 /// The largest file kwinctl uploads inside a script. The bytes travel as
@@ -158,6 +187,52 @@ impl Uploads {
     }
 }
 
+/// Where a binary of `windows.binaries` comes from, and its SHA-256.
+fn source_of(
+    host: &Host,
+    name: &str,
+    b: &crate::inventory::Binary,
+    uploads: &Uploads,
+) -> Result<(FileSource, String), DesiredError> {
+    let (source, local_sha) = match (&b.url, &b.path) {
+        (Some(u), None) => (FileSource::Url(u.clone()), None),
+        (None, Some(p)) => {
+            let bytes = uploads.read(p).map_err(|e| {
+                DesiredError(format!(
+                    "{}: windows.binaries.{name}.path {}: {e}",
+                    host.name,
+                    p.display()
+                ))
+            })?;
+            let sha = sha256_bytes(&bytes);
+            (FileSource::Inline(bytes), Some(sha))
+        }
+        _ => {
+            return Err(DesiredError(format!(
+                "{}: windows.binaries.{name} needs exactly one of url or path",
+                host.name
+            )));
+        }
+    };
+    let sha256 = match (b.sha256.as_ref().map(|s| s.to_ascii_lowercase()), local_sha) {
+        (Some(given), Some(actual)) if given != actual => {
+            return Err(DesiredError(format!(
+                "{}: windows.binaries.{name}: the local file's SHA-256 is {actual}, the inventory says {given}",
+                host.name
+            )));
+        }
+        (_, Some(actual)) => actual,
+        (Some(given), None) => given,
+        (None, None) => {
+            return Err(DesiredError(format!(
+                "{}: windows.binaries.{name}.sha256 is required with a url",
+                host.name
+            )));
+        }
+    };
+    Ok((source, sha256.to_ascii_lowercase()))
+}
+
 impl WindowsDesired {
     /// The desired state of a Windows node: files, services and their flags.
     pub fn of(
@@ -179,52 +254,25 @@ impl WindowsDesired {
             ))
         })?;
         let m = version.minor;
-        let network = w
-            .network_name
-            .clone()
-            .unwrap_or_else(|| DEFAULT_NETWORK.to_string());
+        let profile = inv
+            .cluster
+            .windows_profile()
+            .unwrap_or(Profile::default_for(m));
+        let l2 = profile == Profile::L2Bridge;
+        let network = w.network_name.clone().unwrap_or_else(|| {
+            if l2 {
+                l2bridge::NETWORK.to_string()
+            } else {
+                DEFAULT_NETWORK.to_string()
+            }
+        });
         let mut files = Vec::new();
         for (name, exe) in [("kubelet", "kubelet.exe"), ("kube-proxy", "kube-proxy.exe")] {
             let Some(b) = w.binaries.get(name) else {
                 continue;
             };
             let path = format!(r"{WIN_DIR}\{exe}");
-            let (source, local_sha) = match (&b.url, &b.path) {
-                (Some(u), None) => (FileSource::Url(u.clone()), None),
-                (None, Some(p)) => {
-                    let bytes = uploads.read(p).map_err(|e| {
-                        DesiredError(format!(
-                            "{}: windows.binaries.{name}.path {}: {e}",
-                            host.name,
-                            p.display()
-                        ))
-                    })?;
-                    let sha = sha256_bytes(&bytes);
-                    (FileSource::Inline(bytes), Some(sha))
-                }
-                _ => {
-                    return Err(DesiredError(format!(
-                        "{}: windows.binaries.{name} needs exactly one of url or path",
-                        host.name
-                    )));
-                }
-            };
-            let sha256 = match (b.sha256.as_ref().map(|s| s.to_ascii_lowercase()), local_sha) {
-                (Some(given), Some(actual)) if given != actual => {
-                    return Err(DesiredError(format!(
-                        "{}: windows.binaries.{name}: the local file's SHA-256 is {actual}, the inventory says {given}",
-                        host.name
-                    )));
-                }
-                (_, Some(actual)) => actual,
-                (Some(given), None) => given,
-                (None, None) => {
-                    return Err(DesiredError(format!(
-                        "{}: windows.binaries.{name}.sha256 is required with a url",
-                        host.name
-                    )));
-                }
-            };
+            let (source, sha256) = source_of(host, name, b, uploads)?;
             files.push(WinFile {
                 path,
                 sha256: sha256.to_ascii_lowercase(),
@@ -250,7 +298,7 @@ impl WindowsDesired {
         let (pause_image, pause_image_given) = match &inv.cluster.pause_image {
             Some(p) => (p.clone(), true),
             None => {
-                let build = k8s::fresh_build(m);
+                let build = k8s::fresh_build(m, profile);
                 let p = k8s::default_pause(m, build).ok_or_else(|| {
                     DesiredError(format!(
                         "{}: kwinctl has no default pause image for Kubernetes {version} on Windows build {build}: set cluster.pause_image",
@@ -273,23 +321,46 @@ impl WindowsDesired {
             log_dir: LOG_DIR,
             network: &network,
             proxy_adapter: &proxy_adapter,
+            host_endpoint: &l2bridge::endpoint_name(&network),
         };
         let mut services = Vec::new();
+        let runtime = if l2 { "containerd" } else { "docker" };
+        if l2 {
+            // As `containerd --register-service` registers it: the service
+            // runs `containerd.exe --run-service` with the other arguments
+            // (D6), starting automatically.
+            services.push(
+                WinService::new(
+                    "containerd",
+                    "containerd container runtime (kwinctl)",
+                    l2bridge::CONTAINERD_EXE.into(),
+                    &[
+                        "--run-service".into(),
+                        format!("--config={}", l2bridge::CONTAINERD_CONFIG),
+                        format!(r"--log-file={LOG_DIR}\containerd.log"),
+                    ],
+                    vec![],
+                    vec![],
+                    Hosting::Service,
+                )
+                .automatic(),
+            );
+        }
         for (c, display, depends) in [
-            (Component::Kubelet, "Kubernetes kubelet (kwinctl)", "docker"),
+            (Component::Kubelet, "Kubernetes kubelet (kwinctl)", runtime),
             (
                 Component::KubeProxy,
                 "Kubernetes kube-proxy (kwinctl)",
                 "kubelet",
             ),
         ] {
-            let call = k8s::invocation(c, m, &values)
+            let call = k8s::invocation(c, m, profile, &values)
                 .map_err(|e| DesiredError(format!("{}: {e}", host.name)))?;
             // A start script only waits for real services (docker), not for
             // kwinctl's other task.
             let depends = match call.hosting {
                 Hosting::Service => vec![depends.to_string()],
-                Hosting::Task if depends == "docker" => vec![depends.to_string()],
+                Hosting::Task if depends == runtime => vec![depends.to_string()],
                 Hosting::Task => vec![],
             };
             services.push(WinService::new(
@@ -305,6 +376,68 @@ impl WindowsDesired {
         let notes = k8s::identity_note(&version, api_server.starts_with("https://"))
             .into_iter()
             .collect();
+        let mut required_files = vec![
+            format!(r"{WIN_DIR}\kubelet.exe"),
+            format!(r"{WIN_DIR}\kube-proxy.exe"),
+        ];
+        let l2 = if l2 {
+            let cv = inv.cluster.containerd_version.ok_or_else(|| {
+                DesiredError(format!(
+                    "{}: cluster.containerd_version is required for the l2bridge Windows profile",
+                    host.name
+                ))
+            })?;
+            let archive = |name: &str,
+                           file: &str,
+                           members: Vec<String>,
+                           version_binary: Option<&str>|
+             -> Result<Option<l2bridge::Archive>, DesiredError> {
+                let Some(b) = w.binaries.get(name) else {
+                    return Ok(None);
+                };
+                let (source, sha256) = source_of(host, name, b, uploads)?;
+                let (version, version_regex) = match version_binary {
+                    Some(_) => (Some(cv.to_string()), Some(cv.version_line_regex())),
+                    None => (None, None),
+                };
+                Ok(Some(l2bridge::Archive {
+                    name: name.into(),
+                    archive: WinFile {
+                        path: format!(r"{}\{file}", super::KWINCTL_DIR),
+                        sha256,
+                        source,
+                        version,
+                        version_regex,
+                    },
+                    members,
+                    version_binary: version_binary.map(str::to_string),
+                    marker: format!(r"{}\{name}.archive", super::KWINCTL_DIR),
+                }))
+            };
+            let containerd = archive(
+                "containerd",
+                "containerd.tar.gz",
+                l2bridge::containerd_members(),
+                Some(l2bridge::CONTAINERD_EXE),
+            )?;
+            let cni = archive(
+                "cni-plugins",
+                "cni-plugins.tgz",
+                l2bridge::cni_members(),
+                None,
+            )?;
+            let d = l2bridge::L2Desired::new(
+                cv,
+                containerd,
+                cni,
+                &pause_image,
+                inv.cluster.service_cidr,
+            );
+            required_files.extend(d.required.iter().cloned());
+            Some(d)
+        } else {
+            None
+        };
         Ok(WindowsDesired {
             network,
             adapter: w.adapter.clone(),
@@ -313,12 +446,11 @@ impl WindowsDesired {
             pause_image,
             pause_image_given,
             files,
-            required_files: vec![
-                format!(r"{WIN_DIR}\kubelet.exe"),
-                format!(r"{WIN_DIR}\kube-proxy.exe"),
-            ],
+            required_files,
             services,
             notes,
+            profile,
+            l2,
         })
     }
 }

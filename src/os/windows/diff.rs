@@ -1,15 +1,13 @@
 //! Windows: desired × facts → actions, following the seeds step by step,
 //! after the preflight checks; and `reset`, which undoes them.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use ipnet::Ipv4Net;
+use std::collections::BTreeSet;
 
 use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::WindowsDesired;
-use super::facts::{WinRoute, WindowsFacts};
-use super::firewall;
+use super::facts::WindowsFacts;
+pub(super) use super::items::{common_items, file_items, route_items, service_items};
 use super::k8s::Hosting;
 use super::nic::Nics;
 use super::preflight::{preflight, routable_adapter};
@@ -27,10 +25,6 @@ fn normalise_image(s: &str) -> String {
     } else {
         format!("{s}:latest")
     }
-}
-
-fn set(v: &[String]) -> BTreeSet<String> {
-    v.iter().map(|s| s.to_ascii_lowercase()).collect()
 }
 
 fn hosting_word(d: &WindowsDesired, name: &str) -> &'static str {
@@ -63,42 +57,8 @@ pub fn diff_windows(
         hosting_word(d, "kube-proxy"),
     )];
     notes.extend(d.notes.iter().cloned());
+    common_items(node, d, f, &mut items);
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
-
-    // First: other nodes ping this one when they verify, maybe while this
-    // script still runs.
-    let exes: Vec<(&str, String)> = d
-        .services
-        .iter()
-        .map(|s| (s.name.as_str(), s.exe.clone()))
-        .collect();
-    let rules = firewall::rules(node, &exes);
-    let have: BTreeSet<(String, String)> = f
-        .firewall
-        .iter()
-        .filter(|r| r.enabled)
-        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
-        .collect();
-    let want: BTreeSet<(String, String)> = rules
-        .iter()
-        .map(|r| (r.name.to_ascii_lowercase(), r.description.clone()))
-        .collect();
-    item(
-        "firewall".into(),
-        (have != want || f.firewall.len() != rules.len())
-            .then_some(WinAction::SetFirewall { rules }),
-    );
-    let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
-    item(
-        format!("pod-cidr {}", node.pod_cidr),
-        (f.pod_cidr.is_none() || f.recorded_cluster().as_ref() != Some(&cluster)).then_some(
-            WinAction::RecordPodCidr {
-                pod_cidr: node.pod_cidr,
-                cluster: cluster.0,
-                cluster_id: cluster.1,
-            },
-        ),
-    );
     let forwarding = f
         .adapters
         .iter()
@@ -165,58 +125,9 @@ pub fn diff_windows(
         }),
     );
 
+    route_items(node, f, index, false, &mut items, &mut notes);
+    let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
     let desired = node.routes();
-    // Every route on the routable adapter, from both stores, by destination.
-    let mut have: BTreeMap<Ipv4Net, Vec<&WinRoute>> = BTreeMap::new();
-    for r in f.routes.iter().filter(|r| r.index == index) {
-        have.entry(r.dst).or_default().push(r);
-    }
-    for (dst, rs) in &have {
-        if desired.contains_key(dst) {
-            continue;
-        }
-        if !node.cluster_cidr().contains(dst) || *dst == node.pod_cidr {
-            continue;
-        }
-        let via = rs.iter().find_map(|r| r.via);
-        if let Some(why) = node.frozen.route(dst, via) {
-            notes.push(format!("route {dst} left alone: {why}"));
-        } else {
-            item(
-                format!("stale route {dst}"),
-                Some(WinAction::DelRoute { dst: *dst, via }),
-            );
-        }
-    }
-    for (dst, via) in &desired {
-        if let Some(why) = node.frozen.route(dst, Some(*via)) {
-            notes.push(format!("route {dst} left alone: {why}"));
-            continue;
-        }
-        // Right: routing now and kept over a reboot, with no other next hop
-        // in either store (a persistent copy with another one would come
-        // back beside it).
-        let rs = have.get(dst).map(Vec::as_slice).unwrap_or(&[]);
-        let ok = rs
-            .iter()
-            .any(|r| r.via == Some(*via) && r.active && r.persistent)
-            && rs.iter().all(|r| r.via == Some(*via));
-        let action = match rs {
-            _ if ok => None,
-            [] => Some(WinAction::AddRoute {
-                dst: *dst,
-                via: *via,
-                replace: false,
-            }),
-            _ => Some(WinAction::AddRoute {
-                dst: *dst,
-                via: *via,
-                replace: true,
-            }),
-        };
-        item(format!("route {dst}"), action);
-    }
-
     let images: BTreeSet<String> = f.images.iter().map(|i| normalise_image(i)).collect();
     item(
         format!("image {}", d.pause_image),
@@ -224,15 +135,8 @@ pub fn diff_windows(
             image: d.pause_image.clone(),
         }),
     );
-    for file in &d.files {
-        let ok = f.files.iter().any(|x| {
-            x.path.eq_ignore_ascii_case(&file.path) && x.sha256.eq_ignore_ascii_case(&file.sha256)
-        });
-        item(
-            format!("file {}", file.path),
-            (!ok).then(|| WinAction::PlaceFile { file: file.clone() }),
-        );
-    }
+    file_items(&d.files, f, &mut items);
+    let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
     let boot = boot_spec(node, d, &nics);
     let boot_ok = f.tasks.iter().any(|t| {
         t.name.eq_ignore_ascii_case(BOOT_TASK)
@@ -243,91 +147,7 @@ pub fn diff_windows(
         format!("boot task {BOOT_TASK}"),
         (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
     );
-    let mut changed_services: BTreeSet<String> = BTreeSet::new();
-    for s in &d.services {
-        let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
-        let service = f.services.iter().find(|x| name(&x.name));
-        let task = f.tasks.iter().find(|x| name(&x.name));
-        match s.hosting {
-            Hosting::Service => {
-                if task.is_some() {
-                    item(
-                        format!("task {}", s.name),
-                        Some(WinAction::RemoveTask {
-                            name: s.name.clone(),
-                        }),
-                    );
-                }
-                // Manual: the boot task starts it once the network is back
-                let ok = service.is_some_and(|h| {
-                    h.binpath == s.binpath
-                        && set(&h.env) == set(&s.env)
-                        && set(&h.depends) == set(&s.depends)
-                        && h.start.eq_ignore_ascii_case("manual")
-                        && h.restart
-                });
-                if !ok {
-                    changed_services.insert(s.name.clone());
-                }
-                item(
-                    format!("service {}", s.name),
-                    (!ok).then(|| WinAction::InstallService {
-                        service: s.clone(),
-                        exists: service.is_some(),
-                    }),
-                );
-            }
-            Hosting::Task => {
-                if service.is_some() {
-                    item(
-                        format!("service {}", s.name),
-                        Some(WinAction::RemoveService {
-                            name: s.name.clone(),
-                        }),
-                    );
-                }
-                let ok = task.is_some_and(|t| {
-                    t.description == s.task_description()
-                        && !t.state.eq_ignore_ascii_case("disabled")
-                });
-                if !ok {
-                    changed_services.insert(s.name.clone());
-                }
-                item(
-                    format!("task {}", s.name),
-                    (!ok).then(|| WinAction::InstallTask {
-                        service: s.clone(),
-                        exists: task.is_some(),
-                    }),
-                );
-            }
-        }
-    }
-    for s in &d.services {
-        // A service or task being (re)installed is (re)started by its own action.
-        if changed_services.contains(&s.name) {
-            continue;
-        }
-        let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
-        let action = match s.hosting {
-            Hosting::Service => {
-                let running = f
-                    .services
-                    .iter()
-                    .any(|x| name(&x.name) && x.status.eq_ignore_ascii_case("running"));
-                (!running).then(|| WinAction::StartService {
-                    name: s.name.clone(),
-                })
-            }
-            Hosting::Task => {
-                let running = f.tasks.iter().any(|x| name(&x.name) && x.running);
-                (!running).then(|| WinAction::StartTask {
-                    name: s.name.clone(),
-                })
-            }
-        };
-        item(format!("running {}", s.name), action);
-    }
+    service_items(&d.services, f, &mut items);
     if f.routes
         .iter()
         .any(|r| r.index == index && !r.persistent && desired.contains_key(&r.dst))
@@ -475,7 +295,9 @@ mod tests {
     use crate::inventory::KubeVersion;
     use crate::inventory::Os;
     use crate::os::windows::desired::{FileSource, WinFile, WinService};
+    use crate::os::windows::facts::WinRoute;
     use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch, VersionFact};
+    use crate::os::windows::firewall;
     use crate::os::windows::{KUBE_PROXY_SWITCH, WIN_DIR};
 
     const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
@@ -530,6 +352,8 @@ mod tests {
                 svc("kube-proxy", "kubelet", Hosting::Service),
             ],
             notes: vec![],
+            profile: crate::os::windows::k8s::Profile::Transparent,
+            l2: None,
         }
     }
 

@@ -167,6 +167,61 @@ pub struct ImageOs {
     pub os_version: String,
 }
 
+/// An HNS network (`Get-HnsNetwork`; l2bridge profile).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HnsNetwork {
+    pub name: String,
+    #[serde(default)]
+    pub id: String,
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub subnets: Vec<HnsSubnet>,
+    /// The node address HNS publishes on the network once the vSwitch
+    /// holds it (F1 polls for it).
+    #[serde(default)]
+    pub management_ip: Option<String>,
+    /// The network card it was created on (`NetworkAdapterName`).
+    #[serde(default)]
+    pub adapter: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HnsSubnet {
+    pub prefix: String,
+    #[serde(default)]
+    pub gateway: Option<String>,
+}
+
+/// An HNS endpoint (`Get-HnsEndpoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HnsEndpoint {
+    pub name: String,
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub network_id: String,
+    #[serde(default)]
+    pub ip: Option<String>,
+    /// A host vNIC holds its address (attached to the host compartment).
+    #[serde(default)]
+    pub attached: bool,
+}
+
+/// A health endpoint on the node (`http://127.0.0.1:PORT/healthz`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub port: u16,
+    #[serde(default)]
+    pub ok: bool,
+}
+
+fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowsFacts {
     pub hostname: String,
@@ -212,6 +267,26 @@ pub struct WindowsFacts {
     /// "name id".
     #[serde(default)]
     pub cluster: Option<String>,
+    /// l2bridge: `Get-WindowsFeature Containers`'s InstallState.
+    #[serde(default)]
+    pub containers_feature: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub hns_networks: Vec<HnsNetwork>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub hns_endpoints: Vec<HnsEndpoint>,
+    /// The files in containerd's CNI conf dir, by name.
+    #[serde(default, deserialize_with = "nullable")]
+    pub cni_conf_files: Vec<String>,
+    /// Images in containerd's `k8s.io` namespace.
+    #[serde(default, deserialize_with = "nullable")]
+    pub sandbox_images: Vec<String>,
+    #[serde(default)]
+    pub containerd_pipe: bool,
+    #[serde(default, deserialize_with = "nullable")]
+    pub health: Vec<Health>,
+    /// When the host last started (Win32_OperatingSystem.LastBootUpTime).
+    #[serde(default)]
+    pub boot_time: String,
     /// Reachability of other nodes' addresses (`Test-Connection`), when asked.
     #[serde(skip)]
     pub reach: BTreeMap<Ipv4Addr, Reach>,
@@ -339,6 +414,16 @@ impl WindowsFacts {
             firewall: vec![],
             pod_cidr: None,
             cluster: None,
+            // (a host with the Containers feature already installed and
+            // rebooted: `render` shows the whole l2bridge script)
+            containers_feature: "Installed".into(),
+            hns_networks: vec![],
+            hns_endpoints: vec![],
+            cni_conf_files: vec![],
+            sandbox_images: vec![],
+            containerd_pipe: false,
+            health: vec![],
+            boot_time: String::new(),
             reach: BTreeMap::new(),
         }
     }

@@ -5,17 +5,18 @@
 //! where it has `--windows-service`, else a wrapper), which releases and
 //! Windows builds the profile refuses and why, and the default pause image.
 //!
-//! A later profile (containerd + l2bridge, 1.24+) adds its own rows to the
-//! same table: rows name the component and the condition under which they
-//! apply, and the builder, the range checks and the test work per row.
+//! Both profiles (transparent, l2bridge) share the table: a row names the
+//! profiles it belongs to (none: all), and everything here works per row.
 
 use std::sync::LazyLock;
 
 use serde::Deserialize;
 
-use crate::inventory::{Inventory, KubeVersion, Minor, Os, Problem};
+use crate::inventory::{ContainerdVersion, Inventory, KubeVersion, Minor, Os, Problem};
 
-/// The table, parsed once; a malformed table is a bug the unit tests catch.
+pub use crate::inventory::WindowsProfile as Profile;
+
+/// The table, parsed once (a malformed one is a bug the unit tests catch).
 pub static TABLE: LazyLock<Table> = LazyLock::new(|| {
     serde_saphyr::from_str(include_str!("k8s.yaml")).expect("src/os/windows/k8s.yaml parses")
 });
@@ -36,21 +37,6 @@ impl Component {
         }
     }
 }
-
-/// A way of running Windows nodes. Rows name the profiles they belong to;
-/// a row that names none is shared by all (the flags every Windows kubelet
-/// and kube-proxy take). Only the 1.5 guide's profile exists today; a
-/// containerd + l2bridge profile for 1.24+ (research/modern-profile.md) adds
-/// its rows and a variant here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Profile {
-    /// Docker `transparent` network (CONTAINER_NETWORK), userspace kube-proxy.
-    DockerTransparent,
-}
-
-/// The profile kwinctl builds Windows nodes with.
-pub const PROFILE: Profile = Profile::DockerTransparent;
 
 /// When a row's flag is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -100,6 +86,9 @@ pub struct FlagRow {
 pub struct BuildRow {
     pub build: u32,
     pub name: String,
+    /// The profiles the row belongs to; empty: every profile.
+    #[serde(default)]
+    pub profiles: Vec<Profile>,
     pub since: String,
     pub since_source: String,
     #[serde(default)]
@@ -113,9 +102,9 @@ pub struct BuildRow {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DefaultFor {
-    pub build: u32,
+    pub builds: Vec<u32>,
     pub since: String,
-    pub until: String,
+    pub until: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -128,19 +117,69 @@ pub struct PauseRow {
     pub default_source: String,
 }
 
+/// The containerd releases the l2bridge profile takes for a range of
+/// Kubernetes releases: the oldest patch release of each release line.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerdRow {
+    pub since: String,
+    pub until: String,
+    pub minimum: Vec<String>,
+    pub source: String,
+}
+
+/// A profile's own range of releases.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileRow {
+    pub name: Profile,
+    pub since: String,
+    pub until: Option<String>,
+    pub source: String,
+    #[serde(default)]
+    pub since_reason: Option<String>,
+    #[serde(default)]
+    pub until_reason: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
     pub flags: Vec<FlagRow>,
     pub windows_builds: Vec<BuildRow>,
     pub pause_images: Vec<PauseRow>,
+    pub containerd: Vec<ContainerdRow>,
+    pub profiles: Vec<ProfileRow>,
 }
 
-/// The rows of `c` in kwinctl's profile, in table order.
-fn rows(c: Component) -> impl Iterator<Item = &'static FlagRow> + Clone {
-    TABLE.flags.iter().filter(move |r| {
-        r.component == c && (r.profiles.is_empty() || r.profiles.contains(&PROFILE))
-    })
+fn in_profile(profiles: &[Profile], p: Profile) -> bool {
+    profiles.is_empty() || profiles.contains(&p)
+}
+
+/// The rows of `c` in profile `p`, in table order.
+fn rows(c: Component, p: Profile) -> impl Iterator<Item = &'static FlagRow> + Clone {
+    TABLE
+        .flags
+        .iter()
+        .filter(move |r| r.component == c && in_profile(&r.profiles, p))
+}
+
+fn profile_row(p: Profile) -> &'static ProfileRow {
+    TABLE
+        .profiles
+        .iter()
+        .find(|r| r.name == p)
+        .expect("k8s.yaml: every profile has a row")
+}
+
+/// What the profile is, in words.
+pub fn profile_words(p: Profile) -> &'static str {
+    match p {
+        Profile::Transparent => "Docker transparent network, userspace kube-proxy",
+        Profile::L2Bridge => {
+            "containerd, HNS L2Bridge network with win-bridge, kernelspace kube-proxy"
+        }
+    }
 }
 
 fn minor(s: &str) -> Minor {
@@ -195,7 +234,10 @@ pub enum Hosting {
 
 /// Whether `c` of release `m` can be a native service.
 pub fn hosting(c: Component, m: Minor) -> Hosting {
-    let native = rows(c).any(|r| r.when == When::Native && r.exists_in(m));
+    let native = TABLE
+        .flags
+        .iter()
+        .any(|r| r.component == c && r.when == When::Native && r.exists_in(m));
     if native {
         Hosting::Service
     } else {
@@ -214,6 +256,8 @@ pub struct Values<'a> {
     pub log_dir: &'a str,
     pub network: &'a str,
     pub proxy_adapter: &'a str,
+    /// The host endpoint's name (l2bridge).
+    pub host_endpoint: &'a str,
 }
 
 impl Values<'_> {
@@ -226,6 +270,7 @@ impl Values<'_> {
             .replace("{log_dir}", self.log_dir)
             .replace("{network}", self.network)
             .replace("{proxy_adapter}", self.proxy_adapter)
+            .replace("{host_endpoint}", self.host_endpoint)
     }
 }
 
@@ -249,14 +294,14 @@ fn applies(w: When, kubeconfig: bool, hosting: Hosting) -> bool {
 
 /// The command line of `c` in release `m`, from the table's rows in order;
 /// an error (why, in words) when a row the profile needs is missing in `m`.
-pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, String> {
+pub fn invocation(c: Component, m: Minor, p: Profile, v: &Values) -> Result<Invocation, String> {
     let hosting = hosting(c, m);
     let mut inv = Invocation {
         args: Vec::new(),
         env: Vec::new(),
         hosting,
     };
-    for r in rows(c) {
+    for r in rows(c, p) {
         if !applies(r.when, v.kubeconfig.is_some(), hosting) {
             continue;
         }
@@ -280,36 +325,54 @@ pub fn invocation(c: Component, m: Minor, v: &Values) -> Result<Invocation, Stri
     Ok(inv)
 }
 
-/// The releases the profile runs in (whatever the kubeconfig): the
-/// intersection of the `refuse` rows that always apply.
-pub fn profile_range() -> (Minor, Option<Minor>) {
-    let refusing = rows(Component::Kubelet)
-        .chain(rows(Component::KubeProxy))
+/// The releases profile `p` runs in (whatever the kubeconfig): its own
+/// range intersected with the `refuse` rows that always apply.
+pub fn profile_range(p: Profile) -> (Minor, Option<Minor>) {
+    let own = profile_row(p);
+    let refusing = rows(Component::Kubelet, p)
+        .chain(rows(Component::KubeProxy, p))
         .filter(|r| r.missing == Missing::Refuse && r.when == When::Always);
     let lo = refusing
         .clone()
         .map(|r| minor(&r.since))
+        .chain([minor(&own.since)])
         .max()
         .expect("rows");
-    let hi = refusing.filter_map(|r| r.until.as_deref().map(minor)).min();
+    let hi = refusing
+        .filter_map(|r| r.until.as_deref().map(minor))
+        .chain(own.until.as_deref().map(minor))
+        .min();
     (lo, hi)
 }
 
-fn range_text() -> String {
-    match profile_range() {
+fn range_text(p: Profile) -> String {
+    match profile_range(p) {
         (lo, Some(hi)) => format!("{lo} to {hi}"),
         (lo, None) => format!("{lo} and later"),
     }
 }
 
-/// Why release `m` cannot run the profile with this kubeconfig choice, if it
+/// Why release `m` cannot run profile `p` with this kubeconfig choice, if it
 /// cannot: the reasons of every row that refuses.
-pub fn refusal(m: Minor, kubeconfig: bool) -> Option<String> {
+pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     // (reason, whether the row words it itself): the worded ones say it best
     let mut reasons: Vec<(String, bool)> = Vec::new();
+    let own = profile_row(p);
+    if !covers(&own.since, own.until.as_deref(), m) {
+        let why = if m < minor(&own.since) {
+            own.since_reason.clone()
+        } else {
+            own.until_reason.clone()
+        };
+        let worded = why.is_some();
+        reasons.push((
+            why.unwrap_or_else(|| format!("the {} profile runs {}", p.name(), range_text(p))),
+            worded,
+        ));
+    }
     for c in [Component::Kubelet, Component::KubeProxy] {
         let hosting = hosting(c, m);
-        for r in rows(c) {
+        for r in rows(c, p) {
             if applies(r.when, kubeconfig, hosting)
                 && r.missing == Missing::Refuse
                 && !r.exists_in(m)
@@ -332,24 +395,32 @@ pub fn refusal(m: Minor, kubeconfig: bool) -> Option<String> {
     let reasons: Vec<String> = reasons.into_iter().map(|(w, _)| w).collect();
     (!reasons.is_empty()).then(|| {
         format!(
-            "Kubernetes {m} cannot run kwinctl's Windows profile (Docker transparent network, userspace kube-proxy): {}; the profile supports Kubernetes {}",
+            "Kubernetes {m} cannot run kwinctl's {} Windows profile ({}): {}; the profile supports Kubernetes {}",
+            p.name(),
+            profile_words(p),
             reasons.join("; "),
-            range_text()
+            range_text(p)
         )
     })
 }
 
 /// Why a host of Windows `build` cannot run release `m`, if it cannot.
-pub fn build_refusal(m: Minor, build: u32) -> Option<String> {
-    let known: Vec<String> = TABLE
-        .windows_builds
-        .iter()
+pub fn build_refusal(m: Minor, p: Profile, build: u32) -> Option<String> {
+    let builds = || {
+        TABLE
+            .windows_builds
+            .iter()
+            .filter(move |b| in_profile(&b.profiles, p))
+    };
+    let mut known: Vec<String> = builds()
         .map(|b| format!("{} ({})", b.name, b.build))
         .collect();
-    let Some(b) = TABLE.windows_builds.iter().find(|b| b.build == build) else {
+    known.dedup();
+    let Some(b) = builds().find(|b| b.build == build) else {
         return Some(format!(
-            "Windows build {build} is not in kwinctl's table, which covers {}",
-            known.join(" and ")
+            "Windows build {build} is not in kwinctl's table for the {} profile, which covers {}",
+            p.name(),
+            known.join(", ")
         ));
     };
     if covers(&b.since, b.until.as_deref(), m) {
@@ -360,9 +431,7 @@ pub fn build_refusal(m: Minor, build: u32) -> Option<String> {
     } else {
         b.until_reason.clone()
     };
-    let fits: Vec<String> = TABLE
-        .windows_builds
-        .iter()
+    let fits: Vec<String> = builds()
         .filter(|o| covers(&o.since, o.until.as_deref(), m))
         .map(|o| format!("{} ({})", o.name, o.build))
         .collect();
@@ -384,8 +453,8 @@ pub fn default_pause(m: Minor, build: u32) -> Option<&'static str> {
         .pause_images
         .iter()
         .find(|p| {
-            p.default_for.build == build
-                && covers(&p.default_for.since, Some(&p.default_for.until), m)
+            p.default_for.builds.contains(&build)
+                && covers(&p.default_for.since, p.default_for.until.as_deref(), m)
         })
         .map(|p| p.image.as_str())
 }
@@ -410,63 +479,22 @@ pub fn pause_builds(image: &str) -> Option<&'static [u32]> {
 
 /// The Windows build kwinctl assumes for `render` (a fresh host of the first
 /// build that runs `m`).
-pub fn fresh_build(m: Minor) -> u32 {
+pub fn fresh_build(m: Minor, p: Profile) -> u32 {
     TABLE
         .windows_builds
         .iter()
-        .find(|b| covers(&b.since, b.until.as_deref(), m))
+        .find(|b| in_profile(&b.profiles, p) && covers(&b.since, b.until.as_deref(), m))
         .map(|b| b.build)
         .unwrap_or(TABLE.windows_builds[0].build)
 }
 
-/// The inventory's Windows-profile problems, found before anything is
-/// contacted (`check` and every other command exit 2 on them): a release
-/// the profile cannot run, or a kubeconfig choice it cannot.
-pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
-    if !inv.hosts.iter().any(|h| h.os == Os::Windows) {
-        return Vec::new();
-    }
-    let Some(v) = inv.cluster.kubernetes_version else {
-        return Vec::new(); // the inventory's own rules require it
-    };
-    let kc = inv.cluster.kubeconfig.is_some();
-    let Some(why) = refusal(v.minor, kc) else {
-        return Vec::new();
-    };
-    // A release that works with a kubeconfig but not without one: point at
-    // the api_server line and say to add one.
-    let pos = if !kc && refusal(v.minor, true).is_none() {
-        inv.cluster.pos.api_server.unwrap_or(inv.cluster.pos.name)
-    } else {
-        inv.cluster.pos.kubernetes_version.unwrap_or_default()
-    };
-    let hint = if !kc && refusal(v.minor, true).is_none() {
-        "set cluster.kubeconfig (a kubeconfig with embedded credentials naming the API server)"
-            .to_string()
-    } else {
-        format!(
-            "use Kubernetes {} on the Windows nodes (a release of kubelet.exe and kube-proxy.exe in that range), or a profile for newer releases (not in kwinctl yet)",
-            range_text()
-        )
-    };
-    vec![Problem {
-        pos,
-        message: why,
-        hint,
-    }]
-}
-
-/// A note for every Windows host's plan: the one kubelet identity they share.
-pub fn identity_note(v: &KubeVersion, https: bool) -> Option<String> {
-    // The Node authorizer and NodeRestriction arrived in 1.7 (CHANGELOG-1.7:
-    // "Node authorizer ... --authorization-mode=Node"): from then on a
-    // kubelet may only change its own Node object, which it must name as
-    // system:node:<name>.
-    (https && v.minor >= Minor::new(1, 7)).then(|| {
-        "every Windows node uses the one identity in cluster.kubeconfig: with the Node authorizer and NodeRestriction (1.7+), that identity must be allowed to write every Windows node's Node and pods (e.g. bound to system:node for all of them), so one node's credentials can act for the others".into()
-    })
-}
+mod check;
+pub use check::{containerd_refusal, identity_note, inventory_problems};
 
 #[cfg(test)]
 #[path = "k8s_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "k8s_l2_tests.rs"]
+mod l2_tests;

@@ -12,6 +12,7 @@ const PLACEHOLDERS: &[&str] = &[
     "{log_dir}",
     "{network}",
     "{proxy_adapter}",
+    "{host_endpoint}",
 ];
 
 fn values(kubeconfig: bool) -> Values<'static> {
@@ -23,6 +24,7 @@ fn values(kubeconfig: bool) -> Values<'static> {
         log_dir: r"C:\k\logs",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
+        host_endpoint: "cbr0_ep",
     }
 }
 
@@ -31,7 +33,9 @@ fn m(s: &str) -> Minor {
 }
 
 fn args(c: Component, v: &str, kc: bool) -> Vec<String> {
-    invocation(c, m(v), &values(kc)).unwrap().args
+    invocation(c, m(v), Profile::Transparent, &values(kc))
+        .unwrap()
+        .args
 }
 
 /// The flag name of an argument (`--a=b` → `--a`).
@@ -45,12 +49,18 @@ fn the_table_is_well_formed_and_every_boundary_has_a_source() {
     assert!(t.flags.len() >= 20);
     let mut seen = std::collections::BTreeSet::new();
     for r in &t.flags {
-        assert!(
-            seen.insert((r.component.name(), r.name.clone())),
-            "{} {} twice",
-            r.component.name(),
-            r.name
-        );
+        // (a flag may have a row per profile, never two in one profile)
+        for p in [Profile::Transparent, Profile::L2Bridge] {
+            if r.profiles.is_empty() || r.profiles.contains(&p) {
+                assert!(
+                    seen.insert((p.name(), r.component.name(), r.name.clone())),
+                    "{} {} twice in {}",
+                    r.component.name(),
+                    r.name,
+                    p.name()
+                );
+            }
+        }
         let lo = minor(&r.since);
         if let Some(u) = &r.until {
             assert!(lo <= minor(u), "{}: since after until", r.name);
@@ -87,10 +97,10 @@ fn the_table_is_well_formed_and_every_boundary_has_a_source() {
     }
     for p in &t.pause_images {
         assert!(
-            p.builds.contains(&p.default_for.build),
-            "{} is the default for build {} but has no image for it",
+            p.default_for.builds.iter().all(|b| p.builds.contains(b)),
+            "{} is the default for builds {:?} but has no image for each",
             p.image,
-            p.default_for.build
+            p.default_for.builds
         );
         assert!(p.builds_source.starts_with("V:") || p.builds_source.starts_with("B:"));
     }
@@ -98,26 +108,33 @@ fn the_table_is_well_formed_and_every_boundary_has_a_source() {
 
 #[test]
 fn the_profile_runs_1_5_to_1_23_and_says_why_not_elsewhere() {
-    assert_eq!(profile_range(), (m("1.5"), Some(m("1.23"))));
+    assert_eq!(
+        profile_range(Profile::Transparent),
+        (m("1.5"), Some(m("1.23")))
+    );
     for minor in 5..=23 {
-        assert_eq!(refusal(Minor::new(1, minor), true), None, "1.{minor}");
+        assert_eq!(
+            refusal(Minor::new(1, minor), Profile::Transparent, true),
+            None,
+            "1.{minor}"
+        );
     }
-    let e = refusal(m("1.4"), true).unwrap();
+    let e = refusal(m("1.4"), Profile::Transparent, true).unwrap();
     assert!(e.contains("Windows nodes arrived in Kubernetes 1.5"), "{e}");
     for v in ["1.24", "1.25"] {
-        let e = refusal(m(v), true).unwrap();
+        let e = refusal(m(v), Profile::Transparent, true).unwrap();
         assert!(e.contains("dockershim"), "{e}");
         assert!(!e.contains("userspace mode"), "{e}");
         assert!(e.contains("supports Kubernetes 1.5 to 1.23"), "{e}");
     }
-    let e = refusal(m("1.26"), true).unwrap();
+    let e = refusal(m("1.26"), Profile::Transparent, true).unwrap();
     assert!(
         e.contains("dockershim") && e.contains("userspace mode"),
         "{e}"
     );
     // without a kubeconfig: --api-servers, gone in 1.8
-    assert_eq!(refusal(m("1.7"), false), None);
-    let e = refusal(m("1.8"), false).unwrap();
+    assert_eq!(refusal(m("1.7"), Profile::Transparent, false), None);
+    let e = refusal(m("1.8"), Profile::Transparent, false).unwrap();
     assert!(
         e.contains("--api-servers") && e.contains("cluster.kubeconfig"),
         "{e}"
@@ -150,9 +167,13 @@ fn command_lines_for_the_named_releases() {
             "--logtostderr=false",
         ]
     );
-    let env = invocation(Kubelet, m("1.5"), &values(false)).unwrap().env;
+    let env = invocation(Kubelet, m("1.5"), Profile::Transparent, &values(false))
+        .unwrap()
+        .env;
     assert_eq!(env, ["CONTAINER_NETWORK=kwinctl"]);
-    let env = invocation(KubeProxy, m("1.5"), &values(false)).unwrap().env;
+    let env = invocation(KubeProxy, m("1.5"), Profile::Transparent, &values(false))
+        .unwrap()
+        .env;
     assert_eq!(
         env,
         ["INTERFACE_TO_ADD_SERVICE_IP=vEthernet (KubeProxySwitch)"]
@@ -199,22 +220,39 @@ fn command_lines_for_the_named_releases() {
         );
     }
     // 1.24 and 1.26 cannot be built at all
-    let e = invocation(Kubelet, m("1.24"), &values(true)).unwrap_err();
+    let e = invocation(Kubelet, m("1.24"), Profile::Transparent, &values(true)).unwrap_err();
     assert!(e.contains("dockershim"), "{e}");
-    let e = invocation(KubeProxy, m("1.26"), &values(true)).unwrap_err();
+    let e = invocation(KubeProxy, m("1.26"), Profile::Transparent, &values(true)).unwrap_err();
     assert!(e.contains("userspace"), "{e}");
 }
 
 #[test]
 fn every_emitted_flag_exists_in_its_release() {
-    for minor_n in 0..=30 {
+    for (p, minor_n, kc, c) in [Profile::Transparent, Profile::L2Bridge]
+        .into_iter()
+        .flat_map(|p| (0..=40).map(move |n| (p, n)))
+        .flat_map(|(p, n)| [true, false].map(|kc| (p, n, kc)))
+        .flat_map(|(p, n, kc)| [Component::Kubelet, Component::KubeProxy].map(|c| (p, n, kc, c)))
+    {
         let mv = Minor::new(1, minor_n);
-        for kc in [true, false] {
-            for c in [Component::Kubelet, Component::KubeProxy] {
-                let Ok(inv) = invocation(c, mv, &values(kc)) else {
-                    assert!(refusal(mv, kc).is_some(), "1.{minor_n}: no refusal given");
+        {
+            {
+                let Ok(inv) = invocation(c, mv, p, &values(kc)) else {
+                    assert!(
+                        refusal(mv, p, kc).is_some(),
+                        "{} 1.{minor_n}: no refusal given",
+                        p.name()
+                    );
                     continue;
                 };
+                // a release the profile refuses builds no command line
+                assert!(
+                    refusal(mv, p, kc).is_none()
+                        || refusal(mv, p, kc).is_some_and(|_| {
+                            let (lo, hi) = profile_range(p);
+                            mv < lo || hi.is_some_and(|h| mv > h) || !kc
+                        })
+                );
                 let names: Vec<String> = inv
                     .args
                     .iter()
@@ -229,9 +267,18 @@ fn every_emitted_flag_exists_in_its_release() {
                     let row = TABLE
                         .flags
                         .iter()
-                        .find(|r| r.component == c && r.name == n)
+                        .find(|r| {
+                            r.component == c
+                                && r.name == n
+                                && (r.profiles.is_empty() || r.profiles.contains(&p))
+                        })
                         .unwrap_or_else(|| panic!("{n} is not in the table"));
-                    assert!(row.exists_in(mv), "{} 1.{minor_n}: {n}", c.name());
+                    assert!(
+                        row.exists_in(mv),
+                        "{} {} 1.{minor_n}: {n}",
+                        p.name(),
+                        c.name()
+                    );
                 }
             }
         }
@@ -240,18 +287,18 @@ fn every_emitted_flag_exists_in_its_release() {
 
 #[test]
 fn windows_builds_and_pause_images_by_release() {
-    assert_eq!(build_refusal(m("1.5"), 14393), None);
-    assert_eq!(build_refusal(m("1.13"), 14393), None);
-    let e = build_refusal(m("1.14"), 14393).unwrap();
+    assert_eq!(build_refusal(m("1.5"), Profile::Transparent, 14393), None);
+    assert_eq!(build_refusal(m("1.13"), Profile::Transparent, 14393), None);
+    let e = build_refusal(m("1.14"), Profile::Transparent, 14393).unwrap();
     assert!(
         e.contains("Windows Server 2019 (build 17763) is the only"),
         "{e}"
     );
     assert!(e.contains("runs on Windows Server 2019 (17763)"), "{e}");
-    let e = build_refusal(m("1.13"), 17763).unwrap();
+    let e = build_refusal(m("1.13"), Profile::Transparent, 17763).unwrap();
     assert!(e.contains("from 1.14 on"), "{e}");
-    assert_eq!(build_refusal(m("1.16"), 17763), None);
-    let e = build_refusal(m("1.16"), 16299).unwrap();
+    assert_eq!(build_refusal(m("1.16"), Profile::Transparent, 17763), None);
+    let e = build_refusal(m("1.16"), Profile::Transparent, 16299).unwrap();
     assert!(e.contains("not in kwinctl's table"), "{e}");
     assert_eq!(default_pause(m("1.9"), 14393), Some("apprenda/pause"));
     assert_eq!(
@@ -268,15 +315,15 @@ fn windows_builds_and_pause_images_by_release() {
     // every release the profile runs has a build and a default pause image
     for n in 5..=23 {
         let mv = Minor::new(1, n);
-        let b = fresh_build(mv);
-        assert_eq!(build_refusal(mv, b), None, "1.{n}");
+        let b = fresh_build(mv, Profile::Transparent);
+        assert_eq!(build_refusal(mv, Profile::Transparent, b), None, "1.{n}");
         assert!(default_pause(mv, b).is_some(), "1.{n}");
     }
 }
 
 /// One README cell: what kwinctl does for release `m` on `build`.
 fn cell(m: Minor, build: u32) -> String {
-    if let Some(why) = refusal(m, true) {
+    if let Some(why) = refusal(m, Profile::Transparent, true) {
         let mut r = Vec::new();
         if why.contains("arrived in Kubernetes 1.5") {
             r.push("no Windows nodes before 1.5");
@@ -290,7 +337,7 @@ fn cell(m: Minor, build: u32) -> String {
         assert!(!r.is_empty(), "{why}");
         return format!("refused: {}", r.join("; "));
     }
-    if let Some(why) = build_refusal(m, build) {
+    if let Some(why) = build_refusal(m, Profile::Transparent, build) {
         let r = if why.contains("is the only Windows supported") {
             "1.14+ supports Windows Server 2019 only"
         } else if why.contains("from 1.14 on") {

@@ -11,7 +11,10 @@ pub mod desired;
 pub mod diff;
 pub mod facts;
 pub mod firewall;
+mod items;
 pub mod k8s;
+pub mod l2bridge;
+pub mod l2diff;
 pub mod nic;
 pub mod preflight;
 pub mod script;
@@ -61,6 +64,9 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
         ("cluster_file", Value::from(CLUSTER_FILE)),
         ("log_dir", Value::from(LOG_DIR)),
         ("task_path", Value::from(TASK_PATH)),
+        ("containerd_dir", Value::from(l2bridge::CONTAINERD_DIR)),
+        ("containerd_exe", Value::from(l2bridge::CONTAINERD_EXE)),
+        ("cni_conf_dir", Value::from(l2bridge::CNI_CONF_DIR)),
     ]
 }
 
@@ -76,6 +82,14 @@ pub struct WindowsOps<'a> {
 impl<'a> WindowsOps<'a> {
     pub fn new(r: &'a Renderer, desired: &'a WindowsDesired) -> Self {
         let mut files: Vec<String> = desired.files.iter().map(|f| f.path.clone()).collect();
+        if let Some(l2) = &desired.l2 {
+            files.extend(l2.files.iter().map(|f| f.path.clone()));
+            files.push(l2bridge::CNI_CONF.into());
+            for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
+                files.push(a.marker.clone());
+                files.push(a.archive.path.clone());
+            }
+        }
         for f in &desired.required_files {
             if !files.contains(f) {
                 files.push(f.clone());
@@ -101,6 +115,7 @@ impl<'a> WindowsOps<'a> {
             binaries: &self.desired.required_files,
             images: std::slice::from_ref(&self.desired.pause_image),
             reach,
+            l2bridge: self.desired.l2.is_some(),
         }
     }
 }
@@ -131,10 +146,16 @@ impl NodeOps for WindowsOps<'_> {
         }
     }
     fn diff(&self, node: &Node, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
-        diff::diff_windows(node, self.desired, f)
+        match self.desired.profile {
+            k8s::Profile::Transparent => diff::diff_windows(node, self.desired, f),
+            k8s::Profile::L2Bridge => l2diff::diff(node, self.desired, f),
+        }
     }
     fn reset(&self, node: &Node, f: &WindowsFacts) -> Diff<WinAction> {
-        diff::diff_reset_windows(node, self.desired, f)
+        match self.desired.profile {
+            k8s::Profile::Transparent => diff::diff_reset_windows(node, self.desired, f),
+            k8s::Profile::L2Bridge => l2diff::reset(node, self.desired, f),
+        }
     }
     fn script(
         &self,
@@ -146,7 +167,13 @@ impl NodeOps for WindowsOps<'_> {
             name: &node.name,
             cluster: &node.cluster.name,
             address: node.address,
-            adapter: self.desired.adapter.as_deref(),
+            // l2bridge: windows.adapter names the card under the vSwitch;
+            // routes go on the adapter holding the address (its host vNIC)
+            adapter: self
+                .desired
+                .adapter
+                .as_deref()
+                .filter(|_| self.desired.l2.is_none()),
         };
         let probe = then_probe.map(|reach| self.probe_of(reach));
         script::script(self.r, &host, actions, probe.as_ref())
@@ -166,19 +193,32 @@ impl NodeOps for WindowsOps<'_> {
             node.address,
             self.desired.adapter.as_deref(),
             self.desired.transparent_adapter.as_deref(),
-            k8s::fresh_build(v.minor),
+            k8s::fresh_build(v.minor, self.desired.profile),
         );
         // Binaries kwinctl does not place are assumed to be there already,
         // of the declared release.
+        let mut placed: Vec<&str> = self.desired.files.iter().map(|f| f.path.as_str()).collect();
+        if let Some(l2) = &self.desired.l2 {
+            for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
+                placed.extend(a.members.iter().map(String::as_str));
+            }
+        }
         for req in &self.desired.required_files {
-            if !self.desired.files.iter().any(|f| &f.path == req) {
+            if !placed.contains(&req.as_str()) {
                 facts.files.push(facts::FileFact {
                     path: req.clone(),
                     sha256: String::new(),
                 });
+                let output = match &self.desired.l2 {
+                    Some(l2) if req == l2bridge::CONTAINERD_EXE => format!(
+                        "containerd github.com/containerd/containerd v{} 0",
+                        l2.containerd_version
+                    ),
+                    _ => format!("Kubernetes v{v}"),
+                };
                 facts.versions.push(facts::VersionFact {
                     path: req.clone(),
-                    output: format!("Kubernetes v{v}"),
+                    output,
                 });
             }
         }
@@ -196,6 +236,12 @@ impl NodeOps for WindowsOps<'_> {
             )),
             _ => None,
         }
+    }
+    fn boot_id(&self, f: &WindowsFacts) -> Option<String> {
+        (!f.boot_time.is_empty()).then(|| f.boot_time.clone())
+    }
+    fn reboot_script(&self) -> Option<String> {
+        Some(script::restart(self.r))
     }
     fn read_files(&self, paths: &[String]) -> String {
         script::read_files(self.r, paths)

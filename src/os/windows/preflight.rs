@@ -26,7 +26,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
     let m = d.kubernetes_version.minor;
     let build = match parse_build(&f.build) {
         Some(b) if b >= MIN_BUILD => {
-            if let Some(why) = k8s::build_refusal(m, b.2) {
+            if let Some(why) = k8s::build_refusal(m, d.profile, b.2) {
                 problems.push(why);
             }
             Some(b.2)
@@ -86,7 +86,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
         );
         let container = build.and_then(|b| {
             let name = nic::container_adapter(b, nic.as_deref().unwrap_or("?"));
-            if name.is_none() && k8s::build_refusal(m, b).is_none() {
+            if name.is_none() && k8s::build_refusal(m, d.profile, b).is_none() {
                 problems.push(format!(
                     "kwinctl does not know the name Windows build {b} gives a transparent network's adapter"
                 ));
@@ -143,9 +143,15 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
 /// Binaries already on the host that kwinctl keeps must be the declared
 /// release (one it is about to replace is checked by the action that
 /// places the new one).
-fn binary_versions(d: &WindowsDesired, f: &WindowsFacts, problems: &mut Vec<String>) {
+pub(super) fn binary_versions(d: &WindowsDesired, f: &WindowsFacts, problems: &mut Vec<String>) {
     let declared = &d.kubernetes_version;
-    for path in &d.required_files {
+    // (kubelet.exe and kube-proxy.exe; containerd's files are checked by
+    // their own release)
+    let kube = |p: &str| {
+        let p = p.to_ascii_lowercase();
+        p.ends_with(r"\kubelet.exe") || p.ends_with(r"\kube-proxy.exe")
+    };
+    for path in d.required_files.iter().filter(|p| kube(p)) {
         let on_host = f.files.iter().find(|x| x.path.eq_ignore_ascii_case(path));
         let Some(on_host) = on_host else { continue };
         let replaced = d.files.iter().any(|p| {
@@ -177,7 +183,12 @@ fn binary_versions(d: &WindowsDesired, f: &WindowsFacts, problems: &mut Vec<Stri
 /// (Microsoft, "Windows container version compatibility": e.g. on a Windows
 /// Server 2019 host a Windows Server 2016 image "Supports process isolation:
 /// No"); a pause image of another build leaves every pod unable to start.
-fn pause_image(d: &WindowsDesired, f: &WindowsFacts, build: u32, problems: &mut Vec<String>) {
+pub(super) fn pause_image(
+    d: &WindowsDesired,
+    f: &WindowsFacts,
+    build: u32,
+    problems: &mut Vec<String>,
+) {
     let m = d.kubernetes_version.minor;
     let image = &d.pause_image;
     let matching = k8s::default_pause(m, build)

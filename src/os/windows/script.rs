@@ -25,6 +25,9 @@ pub struct WinProbe<'a> {
     /// Images whose OS version it reads (when present).
     pub images: &'a [String],
     pub reach: &'a [Ipv4Addr],
+    /// The l2bridge profile's facts too (HNS, containerd, the Containers
+    /// feature, the CNI conf dir, health endpoints).
+    pub l2bridge: bool,
 }
 
 pub fn probe(r: &Renderer, p: &WinProbe) -> String {
@@ -32,6 +35,8 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
     let header = sim_header(&serde_json::json!({
         "kind": "probe", "files": p.files, "services": p.services, "tasks": p.tasks,
         "binaries": p.binaries, "images": p.images, "reach": reach,
+        "profile": if p.l2bridge { "l2bridge" } else { "transparent" },
+        "health": if p.l2bridge { vec![super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ] } else { vec![] },
     }));
     header
         + &r.render(
@@ -41,6 +46,12 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
                 tasks => ps_list(p.tasks),
                 binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),
+                l2bridge => p.l2bridge,
+                health => if p.l2bridge {
+                    format!("{}, {}", super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ)
+                } else {
+                    String::new()
+                },
             },
         )
 }
@@ -56,6 +67,23 @@ pub fn action(r: &Renderer, a: &WinAction) -> String {
                 content => base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b),
             },
         },
+        WinAction::InstallArchive { archive } => {
+            let (url, content) = match &archive.archive.source {
+                FileSource::Url(u) => (Value::from(u.as_str()), Value::from(())),
+                FileSource::Inline(b) => (
+                    Value::from(()),
+                    Value::from(base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD,
+                        b,
+                    )),
+                ),
+            };
+            let leaf = archive
+                .version_binary
+                .as_deref()
+                .map(|p| p.rsplit('\\').next().unwrap_or(p).to_string());
+            context! { url, content, version_binary_name => leaf }
+        }
         WinAction::InstallTask { service, .. } => context! {
             start_script => start_script(r, service),
             description => service.task_description(),
@@ -85,6 +113,12 @@ pub fn boot_script(r: &Renderer, boot: &super::boot::BootSpec) -> String {
 }
 
 /// `plan`: a read-only script printing `paths` as `KWC` lines.
+/// `up --reboot`: restart the host a few seconds after this call returns.
+pub fn restart(r: &Renderer) -> String {
+    sim_header(&serde_json::json!({"kind": "restart_computer"}))
+        + &r.render("windows/restart_computer.ps1", context! {})
+}
+
 pub fn read_files(r: &Renderer, paths: &[String]) -> String {
     sim_header(&serde_json::json!({"kind": "read_files", "paths": paths}))
         + &r.render("windows/read_files.ps1", context! { paths })

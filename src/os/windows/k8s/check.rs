@@ -1,0 +1,122 @@
+//! The release checks made before any host is asked (`check` and every
+//! command exit 2 on them): the profile × release, the containerd release,
+//! and the note about the one kubelet identity.
+
+use super::*;
+
+/// Why containerd `cv` does not go with Kubernetes `m`, if it does not
+/// (containerd's own support table, `containerd:` in k8s.yaml).
+pub fn containerd_refusal(m: Minor, cv: ContainerdVersion) -> Option<String> {
+    let Some(row) = TABLE
+        .containerd
+        .iter()
+        .find(|r| covers(&r.since, Some(&r.until), m))
+    else {
+        return Some(format!(
+            "kwinctl's containerd table has no row for Kubernetes {m}"
+        ));
+    };
+    let mins: Vec<ContainerdVersion> = row
+        .minimum
+        .iter()
+        .map(|s| ContainerdVersion::parse(s).expect("k8s.yaml: containerd minimum"))
+        .collect();
+    let fits = mins.iter().any(|min| min.line() == cv.line() && cv >= *min);
+    (!fits).then(|| {
+        let list: Vec<String> = mins.iter().map(|v| format!("{v}+")).collect();
+        format!(
+            "containerd {cv} is not among the releases containerd supports for Kubernetes {m} ({}; containerd RELEASES.md)",
+            list.join(", ")
+        )
+    })
+}
+
+/// The inventory's Windows-profile problems, found before anything is
+/// contacted (`check` and every other command exit 2 on them): a release
+/// the profile cannot run, or a kubeconfig choice it cannot.
+pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
+    if !inv.hosts.iter().any(|h| h.os == Os::Windows) {
+        return Vec::new();
+    }
+    let Some(v) = inv.cluster.kubernetes_version else {
+        return Vec::new(); // the inventory's own rules require it
+    };
+    let Some(p) = inv.cluster.windows_profile() else {
+        return Vec::new();
+    };
+    let pos = &inv.cluster.pos;
+    let mut problems = Vec::new();
+    let kc = inv.cluster.kubeconfig.is_some();
+    if let Some(why) = refusal(v.minor, p, kc) {
+        // A release that works with a kubeconfig but not without one: point
+        // at the api_server line and say to add one.
+        let needs_kc = !kc && refusal(v.minor, p, true).is_none();
+        let at = if needs_kc {
+            pos.api_server.unwrap_or(pos.name)
+        } else if inv.cluster.windows_profile_given.is_some() {
+            pos.windows_profile.unwrap_or_default()
+        } else {
+            pos.kubernetes_version.unwrap_or_default()
+        };
+        let other = match p {
+            Profile::Transparent => Profile::L2Bridge,
+            Profile::L2Bridge => Profile::Transparent,
+        };
+        let hint = if needs_kc {
+            "set cluster.kubeconfig (a kubeconfig with embedded credentials naming the API server)"
+                .to_string()
+        } else if refusal(v.minor, other, kc).is_none() {
+            format!(
+                "Kubernetes {} runs the {} profile: set cluster.windows_profile: {} (or leave it out to choose by release)",
+                v.minor,
+                other.name(),
+                other.name()
+            )
+        } else {
+            format!(
+                "use Kubernetes {} on the Windows nodes with the {} profile, or {} with the {} profile",
+                range_text(p),
+                p.name(),
+                range_text(other),
+                other.name()
+            )
+        };
+        problems.push(Problem {
+            pos: at,
+            message: why,
+            hint,
+        });
+    }
+    if p == Profile::L2Bridge && problems.is_empty() {
+        match inv.cluster.containerd_version {
+            None => problems.push(Problem {
+                pos: pos.kubernetes_version.unwrap_or(pos.name),
+                message: format!(
+                    "cluster.containerd_version is required for the l2bridge Windows profile (Kubernetes {v})"
+                ),
+                hint: "write the release of the containerd archive the Windows nodes run, e.g. containerd_version: \"1.7.20\" (its config file's format and the releases it supports depend on it)".into(),
+            }),
+            Some(cv) => {
+                if let Some(why) = containerd_refusal(v.minor, cv) {
+                    problems.push(Problem {
+                        pos: pos.containerd_version.unwrap_or_default(),
+                        message: why,
+                        hint: "use a containerd release containerd supports for this Kubernetes release (github.com/containerd/containerd RELEASES.md, \"Kubernetes Support\")".into(),
+                    });
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// A note for every Windows host's plan: the one kubelet identity they share.
+pub fn identity_note(v: &KubeVersion, https: bool) -> Option<String> {
+    // The Node authorizer and NodeRestriction arrived in 1.7 (CHANGELOG-1.7:
+    // "Node authorizer ... --authorization-mode=Node"): from then on a
+    // kubelet may only change its own Node object, which it must name as
+    // system:node:<name>.
+    (https && v.minor >= Minor::new(1, 7)).then(|| {
+        "every Windows node uses the one identity in cluster.kubeconfig: with the Node authorizer and NodeRestriction (1.7+), that identity must be allowed to write every Windows node's Node and pods (e.g. bound to system:node for all of them), so one node's credentials can act for the others".into()
+    })
+}

@@ -1,0 +1,187 @@
+//! The l2bridge profile's rows: its range, command lines by release, builds,
+//! containerd and pause, and README's matrix.
+
+use super::*;
+
+fn m(s: &str) -> Minor {
+    Minor::parse(s).unwrap()
+}
+
+/// The flag name of an argument (`--a=b` → `--a`).
+fn flag(a: &str) -> &str {
+    a.split('=').next().unwrap()
+}
+
+fn values() -> Values<'static> {
+    Values {
+        ip: "10.0.0.11",
+        pause_image: "registry.k8s.io/pause:3.10.2",
+        kubeconfig: Some(r"C:\k\config"),
+        api_server: "https://10.0.0.10:6443",
+        log_dir: r"C:\k\logs",
+        network: "kwinctl",
+        proxy_adapter: "vEthernet (KubeProxySwitch)",
+        host_endpoint: "cbr0_ep",
+    }
+}
+
+fn l2_args(c: Component, v: &str) -> Vec<String> {
+    invocation(c, m(v), Profile::L2Bridge, &values())
+        .unwrap()
+        .args
+}
+
+#[test]
+fn the_l2bridge_profile_runs_1_24_to_1_36_and_says_why_not_elsewhere() {
+    assert_eq!(
+        profile_range(Profile::L2Bridge),
+        (m("1.24"), Some(m("1.36")))
+    );
+    for n in 24..=36 {
+        assert_eq!(
+            refusal(Minor::new(1, n), Profile::L2Bridge, true),
+            None,
+            "1.{n}"
+        );
+    }
+    let e = refusal(m("1.23"), Profile::L2Bridge, true).unwrap();
+    assert!(e.contains("starts at Kubernetes 1.24"), "{e}");
+    let e = refusal(m("1.37"), Profile::L2Bridge, true).unwrap();
+    assert!(e.contains("end at Kubernetes 1.36"), "{e}");
+    // the transparent profile still ends at 1.23
+    assert!(refusal(m("1.24"), Profile::Transparent, true).is_some());
+}
+
+#[test]
+fn l2bridge_command_lines_follow_the_releases() {
+    use Component::{KubeProxy, Kubelet};
+    let has = |a: &[String], f: &str| a.iter().any(|x| flag(x) == f);
+    for v in [
+        "1.24", "1.26", "1.27", "1.30", "1.33", "1.34", "1.35", "1.36",
+    ] {
+        let k = l2_args(Kubelet, v);
+        let p = l2_args(KubeProxy, v);
+        let n = m(v);
+        assert_eq!(k[0], "--windows-service", "{v}: {k:?}");
+        assert!(k.contains(&"--node-ip=10.0.0.11".to_string()), "{v}");
+        assert!(
+            k.contains(
+                &"--container-runtime-endpoint=npipe:////./pipe/containerd-containerd".to_string()
+            ),
+            "{v}"
+        );
+        assert!(k.contains(&"--cgroups-per-qos=false".to_string()), "{v}");
+        assert!(k.contains(&"--resolv-conf=".to_string()), "{v}");
+        assert!(
+            !has(&k, "CONTAINER_NETWORK") && !has(&k, "--enable-cri"),
+            "{v}"
+        );
+        // removed flags never appear where they are gone
+        assert_eq!(has(&k, "--container-runtime"), n <= m("1.26"), "{v}");
+        assert_eq!(
+            has(&k, "--pod-infra-container-image"),
+            n <= m("1.26"),
+            "{v}"
+        );
+        assert!(!(n >= m("1.34") && has(&k, "--pod-infra-container-image")));
+        assert_eq!(has(&k, "--log-dir"), n <= m("1.25"), "{v}");
+        assert!(k.iter().all(|a| !a.starts_with("--network-plugin")), "{v}");
+        assert!(inv_env(Kubelet, v).is_empty(), "{v}");
+        assert!(p.contains(&"--proxy-mode=kernelspace".to_string()), "{v}");
+        assert!(p.contains(&"--network-name=kwinctl".to_string()), "{v}");
+        assert!(
+            p.contains(&"--root-hnsendpoint-name=cbr0_ep".to_string()),
+            "{v}"
+        );
+        assert!(p.contains(&"--enable-dsr=true".to_string()), "{v}");
+        // the WinDSR gate only where it is off by default (1.33 beta, 1.34 GA)
+        assert_eq!(
+            p.contains(&"--feature-gates=WinDSR=true".to_string()),
+            n <= m("1.32"),
+            "{v}"
+        );
+        assert!(inv_env(KubeProxy, v).is_empty(), "{v}");
+    }
+}
+
+fn inv_env(c: Component, v: &str) -> Vec<String> {
+    invocation(c, m(v), Profile::L2Bridge, &values())
+        .unwrap()
+        .env
+}
+
+#[test]
+fn l2bridge_builds_containerd_and_pause() {
+    let p = Profile::L2Bridge;
+    assert_eq!(build_refusal(m("1.24"), p, 17763), None);
+    assert_eq!(build_refusal(m("1.34"), p, 17763), None);
+    let e = build_refusal(m("1.35"), p, 17763).unwrap();
+    assert!(e.contains("only Windows Server 2022 and 2025"), "{e}");
+    assert_eq!(build_refusal(m("1.35"), p, 20348), None);
+    let e = build_refusal(m("1.34"), p, 26100).unwrap();
+    assert!(e.contains("from 1.35 on"), "{e}");
+    assert_eq!(build_refusal(m("1.35"), p, 26100), None);
+    // 2022 is not in the transparent profile's table
+    assert!(build_refusal(m("1.23"), Profile::Transparent, 20348).is_some());
+    for b in [17763, 20348, 26100] {
+        assert_eq!(
+            default_pause(m("1.30"), b),
+            Some("registry.k8s.io/pause:3.10.2")
+        );
+    }
+    assert_eq!(fresh_build(m("1.30"), p), 17763);
+    assert_eq!(fresh_build(m("1.35"), p), 20348);
+    let cv = |s: &str| ContainerdVersion::parse(s).unwrap();
+    assert_eq!(containerd_refusal(m("1.24"), cv("1.6.4")), None);
+    assert!(containerd_refusal(m("1.24"), cv("1.6.3")).is_some());
+    assert!(containerd_refusal(m("1.24"), cv("2.0.0")).is_some());
+    assert_eq!(containerd_refusal(m("1.31"), cv("2.0.0")), None);
+    assert_eq!(containerd_refusal(m("1.35"), cv("1.7.28")), None);
+    let e = containerd_refusal(m("1.36"), cv("1.7.30")).unwrap();
+    assert!(e.contains("2.2.0+, 2.3.0+"), "{e}");
+    assert!(containerd_refusal(m("1.37"), cv("2.3.0")).is_some());
+}
+
+/// One README cell of the l2bridge matrix.
+fn l2_cell(m: Minor, build: u32) -> String {
+    if let Some(why) = build_refusal(m, Profile::L2Bridge, build) {
+        return if why.contains("only Windows Server 2022 and 2025") {
+            "refused: 2022 and 2025 only from 1.35".into()
+        } else if why.contains("from 1.35 on") {
+            "refused: from 1.35 on".into()
+        } else {
+            panic!("{why}")
+        };
+    }
+    format!("`{}`", default_pause(m, build).unwrap())
+}
+
+/// README's l2bridge matrix (releases × builds, with containerd) is what the
+/// code does.
+#[test]
+fn the_readme_l2bridge_table_matches_the_code() {
+    let mut t = String::from(
+        "| Kubernetes | containerd | Windows Server 2019 (17763) | Windows Server 2022 (20348) | Windows Server 2025 (26100) |\n|---|---|---|---|---|\n",
+    );
+    for n in 24..=36 {
+        let mv = Minor::new(1, n);
+        let row = TABLE
+            .containerd
+            .iter()
+            .find(|r| covers(&r.since, Some(&r.until), mv))
+            .unwrap();
+        let cd: Vec<String> = row.minimum.iter().map(|v| format!("{v}+")).collect();
+        t += &format!(
+            "| 1.{n} | {} | {} | {} | {} |\n",
+            cd.join(", "),
+            l2_cell(mv, 17763),
+            l2_cell(mv, 20348),
+            l2_cell(mv, 26100)
+        );
+    }
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&t),
+        "README.md's l2bridge table differs from the code; it should read:\n{t}"
+    );
+}

@@ -1,0 +1,368 @@
+//! The l2bridge profile (Kubernetes 1.24+; research/modern-profile.md, the
+//! keys in brackets are its sources): containerd as the runtime, an HNS
+//! L2Bridge network on the node's pod CIDR that kwinctl creates itself
+//! (win-bridge never creates it, C1), a host endpoint at P+2 that is every
+//! pod's gateway (F1, C1), the win-bridge CNI config, and routes to every
+//! other pod CIDR via that node's address on the vSwitch's host vNIC (what
+//! flannel's host-gw programs, F1/F2). What does not depend on the node's
+//! pod CIDR is decided here; the diff is in `l2diff.rs`.
+
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+
+use super::desired::{FileSource, WinFile};
+use crate::alloc::Node;
+use crate::hash::sha256_bytes;
+use crate::inventory::ContainerdVersion;
+
+/// The network's name when the inventory names none: flannel's (F1), so
+/// that switching to flanneld later reuses the objects.
+pub const NETWORK: &str = "cbr0";
+/// The one-time placeholder network: the first L2Bridge network creates the
+/// external vSwitch (the host's address moves, the network blips, G1/M1);
+/// with this one in place `cbr0` can be re-created without another blip
+/// (G1 quoting daschott; M1 CreateExternalNetwork).
+pub const PLACEHOLDER: &str = "External";
+pub const PLACEHOLDER_SUBNET: &str = "192.168.255.0/30";
+pub const PLACEHOLDER_GATEWAY: &str = "192.168.255.1";
+/// containerd's folder and its default pipe (D3).
+pub const CONTAINERD_DIR: &str = r"C:\Program Files\containerd";
+pub const CONTAINERD_EXE: &str = r"C:\Program Files\containerd\containerd.exe";
+pub const CONTAINERD_CONFIG: &str = r"C:\Program Files\containerd\config.toml";
+pub const CONTAINERD_PIPE: &str = r"\\.\pipe\containerd-containerd";
+/// sig-windows-tools' CNI folders (S2), written into containerd's config.
+pub const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
+pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
+/// containerd loads only the first file of the conf dir (max_conf_num=1,
+/// D2): kwinctl's must sort first.
+pub const CNI_CONF: &str = r"C:\etc\cni\net.d\10-kwinctl.conf";
+pub const CNI_CONF_NAME: &str = "10-kwinctl.conf";
+/// crictl's config for whoever logs in (S2 writes it to the user's profile;
+/// kwinctl keeps it beside its other files: `crictl --config C:\k\crictl.yaml`).
+pub const CRICTL_CONFIG: &str = r"C:\k\crictl.yaml";
+/// kubelet's and kube-proxy's health endpoints (verify).
+pub const KUBELET_HEALTHZ: u16 = 10248;
+pub const KUBE_PROXY_HEALTHZ: u16 = 10256;
+
+/// A release archive kwinctl unpacks: containerd's tarball or the CNI
+/// plugins'.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Archive {
+    pub name: String,
+    /// The archive as kwinctl places it first (downloaded or uploaded,
+    /// SHA-256 checked).
+    pub archive: WinFile,
+    /// Where its files go, each taken from the archive by file name.
+    pub members: Vec<String>,
+    /// The member whose `--version` must match the archive's `version_regex`.
+    pub version_binary: Option<String>,
+    /// Written last, holding the archive's SHA-256: an archive whose marker
+    /// says so is unpacked.
+    pub marker: String,
+}
+
+impl Archive {
+    /// The SHA-256 of the marker file's content (the archive's SHA-256 in
+    /// lowercase hex, nothing else).
+    pub fn marker_sha256(&self) -> String {
+        sha256_bytes(self.archive.sha256.as_bytes())
+    }
+}
+
+/// The profile's own desired state (no node in it).
+#[derive(Debug, Clone, Serialize)]
+pub struct L2Desired {
+    pub containerd_version: ContainerdVersion,
+    pub containerd: Option<Archive>,
+    pub cni_plugins: Option<Archive>,
+    /// containerd's config.toml and crictl's config.
+    pub files: Vec<WinFile>,
+    /// The files the profile needs, placed by kwinctl or not.
+    pub required: Vec<String>,
+    pub service_cidr: Ipv4Net,
+}
+
+/// The files of containerd's Windows tarball kwinctl uses (`bin/…`, D4).
+pub fn containerd_members() -> Vec<String> {
+    ["containerd.exe", "containerd-shim-runhcs-v1.exe", "ctr.exe"]
+        .iter()
+        .map(|f| format!(r"{CONTAINERD_DIR}\{f}"))
+        .collect()
+}
+
+/// The CNI plugins the profile uses (C6: the Windows archive holds
+/// win-bridge.exe, win-overlay.exe and host-local.exe).
+pub fn cni_members() -> Vec<String> {
+    ["win-bridge.exe", "host-local.exe"]
+        .iter()
+        .map(|f| format!(r"{CNI_BIN_DIR}\{f}"))
+        .collect()
+}
+
+fn inline(path: &str, text: String) -> WinFile {
+    let bytes: std::sync::Arc<[u8]> = text.into_bytes().into();
+    WinFile {
+        path: path.into(),
+        sha256: sha256_bytes(&bytes),
+        source: FileSource::Inline(bytes),
+        version: None,
+        version_regex: None,
+    }
+}
+
+/// containerd's config for its release line: the CNI folders and the pinned
+/// sandbox (pause) image — the image pods actually use is containerd's, not
+/// the kubelet's (D2). 1.x reads `version = 2` (the CRI plugin's
+/// `sandbox_image`, `cni.bin_dir`); 2.x reads `version = 3`, where the
+/// sandbox is `pinned_images.sandbox` and 2.1+ takes `bin_dirs` (2.0:
+/// `bin_dir`) (D5).
+pub fn containerd_config(cv: ContainerdVersion, pause: &str) -> String {
+    let dir = |p: &str| p.replace('\\', "/");
+    let (bin, conf) = (dir(CNI_BIN_DIR), dir(CNI_CONF_DIR));
+    let head = "# containerd configuration written by kwinctl (l2bridge profile); changes are overwritten\n";
+    if cv.major < 2 {
+        format!(
+            "{head}version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{pause}\"\n  [plugins.\"io.containerd.grpc.v1.cri\".cni]\n    bin_dir = \"{bin}\"\n    conf_dir = \"{conf}\"\n"
+        )
+    } else {
+        let bins = if cv.minor >= 1 {
+            format!("bin_dirs = [\"{bin}\"]")
+        } else {
+            format!("bin_dir = \"{bin}\"")
+        };
+        format!(
+            "{head}version = 3\n\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"{pause}\"\n\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  {bins}\n  conf_dir = \"{conf}\"\n"
+        )
+    }
+}
+
+/// crictl's config: containerd's pipe (S2).
+pub fn crictl_config() -> String {
+    "runtime-endpoint: npipe:////./pipe/containerd-containerd\nimage-endpoint: npipe:////./pipe/containerd-containerd\n".into()
+}
+
+impl L2Desired {
+    pub fn new(
+        cv: ContainerdVersion,
+        containerd: Option<Archive>,
+        cni_plugins: Option<Archive>,
+        pause: &str,
+        service_cidr: Ipv4Net,
+    ) -> L2Desired {
+        let mut required = containerd_members();
+        required.extend(cni_members());
+        L2Desired {
+            containerd_version: cv,
+            containerd,
+            cni_plugins,
+            files: vec![
+                inline(CONTAINERD_CONFIG, containerd_config(cv, pause)),
+                inline(CRICTL_CONFIG, crictl_config()),
+            ],
+            required,
+            service_cidr,
+        }
+    }
+}
+
+/// Addresses of a node's pod CIDR: P+1 is the HNS network's reserved
+/// gateway (F1 `subnet.IP + 1`), P+2 the host endpoint and the pods'
+/// gateway (F1, C1 "needs to be x.2"), pods from P+3 (C4, k8s #74766).
+pub fn nth(net: Ipv4Net, n: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(net.network()) + n)
+}
+
+/// The host endpoint's name for `network` (flannel's `cbr0_ep`, F1).
+pub fn endpoint_name(network: &str) -> String {
+    format!("{network}_ep")
+}
+
+/// The win-bridge CNI config of a node (section 3 of the spec): HCN v2
+/// (`apiVersion: 2`, required with containerd: C3, D7), host-local IPAM from
+/// P+3, OutBoundNAT exceptions for the cluster, service and node networks
+/// (M1: kwinctl names the nodes' own addresses, /32 each, rather than a
+/// node subnet it does not know), SDNRoute for the service CIDR and the node's own address (M1, G1,
+/// C5), DNS and port mappings from the runtime (C2).
+pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
+    let p = node.pod_cidr;
+    let mut nodes: Vec<Ipv4Addr> = node.peers().map(|n| n.address).collect();
+    nodes.push(node.address);
+    nodes.sort();
+    nodes.dedup();
+    let mut exceptions = vec![node.cluster_cidr().to_string(), service_cidr.to_string()];
+    exceptions.extend(nodes.iter().map(|a| format!("{a}/32")));
+    let dns = nth(service_cidr, 10);
+    let v = serde_json::json!({
+        "cniVersion": "0.3.1",
+        "name": network,
+        "type": "win-bridge",
+        "apiVersion": 2,
+        "capabilities": { "portMappings": true, "dns": true },
+        "ipam": {
+            "type": "host-local",
+            "subnet": p.to_string(),
+            "rangeStart": nth(p, 3).to_string(),
+            "rangeEnd": Ipv4Addr::from(u32::from(p.broadcast()) - 1).to_string(),
+            "dataDir": "C:/var/lib/cni/networks",
+        },
+        "dns": { "Nameservers": [dns.to_string()], "Search": ["svc.cluster.local"] },
+        "loopbackDSR": true,
+        "policies": [
+            { "name": "EndpointPolicy", "value": { "Type": "OutBoundNAT", "Settings": {
+                "Exceptions": exceptions } } },
+            { "name": "EndpointPolicy", "value": { "Type": "SDNRoute", "Settings": {
+                "DestinationPrefix": service_cidr.to_string(), "NeedEncap": true } } },
+            { "name": "EndpointPolicy", "value": { "Type": "SDNRoute", "Settings": {
+                "DestinationPrefix": format!("{}/32", node.address), "NeedEncap": true } } },
+        ],
+    });
+    serde_json::to_string_pretty(&v).expect("CNI JSON") + "\n"
+}
+
+/// The CNI config as a file to place.
+pub fn cni_file(node: &Node, network: &str, service_cidr: Ipv4Net) -> WinFile {
+    inline(CNI_CONF, cni_config(node, network, service_cidr))
+}
+
+/// The node's HNS L2Bridge network, and the placeholder network created
+/// before it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HnsNet {
+    pub name: String,
+    pub subnet: Ipv4Net,
+    /// P+1, reserved (F1).
+    pub gateway: Ipv4Addr,
+    /// The network card the vSwitch takes.
+    pub adapter: String,
+    pub placeholder: String,
+    pub placeholder_subnet: String,
+    pub placeholder_gateway: String,
+}
+
+/// The host endpoint: P+2 in the host compartment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostEp {
+    pub network: String,
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl HnsNet {
+    pub fn of(node: &Node, network: &str, adapter: &str) -> HnsNet {
+        HnsNet {
+            name: network.into(),
+            subnet: node.pod_cidr,
+            gateway: nth(node.pod_cidr, 1),
+            adapter: adapter.into(),
+            placeholder: PLACEHOLDER.into(),
+            placeholder_subnet: PLACEHOLDER_SUBNET.into(),
+            placeholder_gateway: PLACEHOLDER_GATEWAY.into(),
+        }
+    }
+}
+
+impl HostEp {
+    pub fn of(node: &Node, network: &str) -> HostEp {
+        HostEp {
+            network: network.into(),
+            name: endpoint_name(network),
+            ip: nth(node.pod_cidr, 2),
+            prefix: node.pod_cidr.prefix_len(),
+        }
+    }
+}
+
+/// A route the boot task puts back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BootRoute {
+    pub dst: Ipv4Net,
+    pub via: Ipv4Addr,
+}
+
+/// What the boot task re-ensures on an l2bridge node (endpoints do not
+/// survive a reboot, G1; a re-created vSwitch takes routes with it, F1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct L2Boot {
+    pub network: HnsNet,
+    pub endpoint: HostEp,
+    /// Forwarding on the interfaces holding these (the vSwitch's host vNIC
+    /// and the host endpoint).
+    pub forwarding: Vec<Ipv4Addr>,
+    pub routes: Vec<BootRoute>,
+}
+
+/// The Windows node of the examples the grammar and contract tests render
+/// (win01 at 10.0.0.11 with 192.168.1.0/24, beside lin01).
+#[doc(hidden)]
+pub fn example_node() -> Node {
+    crate::alloc::test_node(
+        "win01",
+        crate::inventory::Os::Windows,
+        "10.0.0.11",
+        "192.168.1.0/24",
+        "192.168.0.0/16",
+        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Os;
+
+    #[test]
+    fn containerd_config_follows_the_release_line() {
+        let one = containerd_config(
+            ContainerdVersion::parse("1.7.20").unwrap(),
+            "registry.k8s.io/pause:3.10.2",
+        );
+        assert!(one.contains("version = 2\n"));
+        assert!(one.contains("sandbox_image = \"registry.k8s.io/pause:3.10.2\""));
+        assert!(one.contains("bin_dir = \"C:/opt/cni/bin\""));
+        let two0 = containerd_config(ContainerdVersion::parse("2.0.4").unwrap(), "p:1");
+        assert!(two0.contains("version = 3\n") && two0.contains("bin_dir = \"C:/opt/cni/bin\""));
+        assert!(two0.contains(
+            "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"p:1\""
+        ));
+        let two1 = containerd_config(ContainerdVersion::parse("2.1.0").unwrap(), "p:1");
+        assert!(two1.contains("bin_dirs = [\"C:/opt/cni/bin\"]"));
+    }
+
+    #[test]
+    fn cni_config_reserves_the_gateway_and_the_host_endpoint() {
+        let node = crate::alloc::test_node(
+            "win01",
+            Os::Windows,
+            "192.168.1.23",
+            "10.244.3.0/24",
+            "10.244.0.0/16",
+            &[("lin01", "192.168.1.10", "10.244.0.0/24")],
+        );
+        let text = cni_config(&node, "cbr0", "10.96.0.0/12".parse().unwrap());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["name"], "cbr0");
+        assert_eq!(v["apiVersion"], 2);
+        assert_eq!(v["ipam"]["rangeStart"], "10.244.3.3");
+        assert_eq!(v["ipam"]["rangeEnd"], "10.244.3.254");
+        assert_eq!(v["dns"]["Nameservers"][0], "10.96.0.10");
+        assert_eq!(
+            v["policies"][0]["value"]["Settings"]["Exceptions"],
+            serde_json::json!([
+                "10.244.0.0/16",
+                "10.96.0.0/12",
+                "192.168.1.10/32",
+                "192.168.1.23/32"
+            ])
+        );
+        assert_eq!(
+            v["policies"][2]["value"]["Settings"]["DestinationPrefix"],
+            "192.168.1.23/32"
+        );
+        let p: Ipv4Net = "10.244.3.0/24".parse().unwrap();
+        assert_eq!(nth(p, 1).to_string(), "10.244.3.1");
+        assert_eq!(nth(p, 2).to_string(), "10.244.3.2");
+    }
+}

@@ -1,0 +1,377 @@
+//! The l2bridge diff against hand-written facts: a fresh host, the restart
+//! the Containers feature needs, a converged host, what a reboot loses, and
+//! reset.
+
+use super::*;
+use crate::diff::Describe;
+use crate::inventory::{Inventory, Os};
+use crate::os::windows::desired::Uploads;
+use crate::os::windows::facts::{
+    FileFact, HnsEndpoint, HnsSubnet, Service, TaskFact, VersionFact, WinRoute,
+};
+
+const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: t\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n";
+
+fn desired() -> WindowsDesired {
+    // (one folder per call: the tests run in parallel)
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("kwinctl-l2diff-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("kc"), KUBECONFIG).unwrap();
+    let text = format!(
+        "cluster:\n  name: t\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\n  kubernetes_version: 1.30.4\n  containerd_version: 1.7.20\n  kubeconfig: {}\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n    windows:\n      binaries:\n        containerd: {{ url: 'https://dl.invalid/containerd.tar.gz', sha256: '{}' }}\n        cni-plugins: {{ url: 'https://dl.invalid/cni.tgz', sha256: '{}' }}\n",
+        dir.join("kc").display(),
+        "ab".repeat(32),
+        "cd".repeat(32)
+    );
+    let inv = Inventory::parse(&dir.join("inv.yaml"), &text).unwrap();
+    let host = inv.hosts.iter().find(|h| h.name == "win01").unwrap();
+    let d = WindowsDesired::of(&inv, host, &Uploads::default()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    d
+}
+
+fn node() -> Node {
+    crate::alloc::test_node(
+        "win01",
+        Os::Windows,
+        "10.0.0.11",
+        "10.244.1.0/24",
+        "10.244.0.0/16",
+        &[("lin01", "10.0.0.10", "10.244.0.0/24")],
+    )
+}
+
+fn fresh(d: &WindowsDesired) -> WindowsFacts {
+    let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 17763);
+    f.containers_feature = "Available".into();
+    // kubelet.exe and kube-proxy.exe are on the host already
+    for b in ["kubelet", "kube-proxy"] {
+        let path = format!(r"C:\k\{b}.exe");
+        f.files.push(FileFact {
+            path: path.clone(),
+            sha256: "00".into(),
+        });
+        f.versions.push(VersionFact {
+            path,
+            output: "Kubernetes v1.30.4".into(),
+        });
+    }
+    assert_eq!(d.profile, Profile::L2Bridge);
+    f
+}
+
+fn kinds(r: &Result<WinDiff, Conflict>) -> Vec<String> {
+    r.as_ref()
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|i| i.action.as_ref())
+        .map(crate::render::kind_of)
+        .collect()
+}
+
+/// What the host looks like once everything was done.
+fn converged(d: &WindowsDesired) -> WindowsFacts {
+    let n = node();
+    let mut f = fresh(d);
+    f.containers_feature = "Installed".into();
+    // the vSwitch took the card: the address is on its host vNIC
+    f.adapters[0].name = "vEthernet (Ethernet)".into();
+    f.adapters[0].index = 14;
+    f.adapters[0].physical = false;
+    f.adapters[0].forwarding = true;
+    f.adapters.push(crate::os::windows::facts::Adapter {
+        name: "vEthernet (cbr0_ep)".into(),
+        index: 15,
+        ipv4: vec!["10.244.1.2".parse().unwrap()],
+        forwarding: true,
+        physical: false,
+        status: "Up".into(),
+        dhcp: false,
+    });
+    let net = |name: &str, prefix: &str, gw: &str, id: &str| HnsNetwork {
+        name: name.into(),
+        id: id.into(),
+        kind: "L2Bridge".into(),
+        subnets: vec![HnsSubnet {
+            prefix: prefix.into(),
+            gateway: Some(gw.into()),
+        }],
+        management_ip: Some("10.0.0.11".into()),
+        adapter: Some("Ethernet".into()),
+    };
+    f.hns_networks = vec![
+        net("External", "192.168.255.0/30", "192.168.255.1", "A"),
+        net("cbr0", "10.244.1.0/24", "10.244.1.1", "B"),
+    ];
+    f.hns_endpoints = vec![HnsEndpoint {
+        name: "cbr0_ep".into(),
+        id: "E".into(),
+        network_id: "B".into(),
+        ip: Some("10.244.1.2".into()),
+        attached: true,
+    }];
+    f.routes = vec![WinRoute {
+        dst: "10.244.0.0/24".parse().unwrap(),
+        via: Some("10.0.0.10".parse().unwrap()),
+        index: 14,
+        persistent: true,
+        active: true,
+    }];
+    f.sandbox_images = vec!["registry.k8s.io/pause:3.10.2".into()];
+    f.cni_conf_files = vec!["10-kwinctl.conf".into()];
+    let l2 = d.l2.as_ref().unwrap();
+    for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
+        f.files.push(FileFact {
+            path: a.marker.clone(),
+            sha256: a.marker_sha256(),
+        });
+        for m in &a.members {
+            f.files.push(FileFact {
+                path: m.clone(),
+                sha256: "11".into(),
+            });
+        }
+    }
+    let cni = l2::cni_file(&n, &d.network, l2.service_cidr);
+    for file in d.files.iter().chain(&l2.files).chain([&cni]) {
+        f.files.push(FileFact {
+            path: file.path.clone(),
+            sha256: file.sha256.clone(),
+        });
+    }
+    f.firewall = super::super::firewall::rules(
+        &n,
+        &[
+            ("kubelet", r"C:\k\kubelet.exe".into()),
+            ("kube-proxy", r"C:\k\kube-proxy.exe".into()),
+        ],
+    )
+    .into_iter()
+    .map(|r| crate::os::windows::facts::FwFact {
+        name: r.name,
+        enabled: true,
+        description: r.description,
+    })
+    .collect();
+    f.pod_cidr = Some(n.pod_cidr);
+    f.cluster = Some("t 0123456789abcdef".into());
+    f.services = d
+        .services
+        .iter()
+        .map(|s| Service {
+            name: s.name.clone(),
+            status: "Running".into(),
+            start: s.start_mode.clone(),
+            binpath: s.binpath.clone(),
+            env: s.env.clone(),
+            depends: s.depends.clone(),
+            restart: true,
+            failure_actions: None,
+        })
+        .collect();
+    let boot = boot_spec(&n, d, "Ethernet");
+    f.tasks = vec![TaskFact {
+        name: BOOT_TASK.into(),
+        state: "Running".into(),
+        description: boot.description(),
+        running: true,
+    }];
+    f
+}
+
+#[test]
+fn a_fresh_host_gets_what_works_before_the_restart_and_is_told_to_restart() {
+    let d = desired();
+    let r = diff(&node(), &d, &fresh(&d));
+    assert_eq!(
+        kinds(&r),
+        [
+            "set_firewall",
+            "record_pod_cidr",
+            "install_feature",
+            "install_archive",
+            "install_archive",
+            "place_file",
+            "place_file",
+            "place_file",
+            "place_file",
+        ]
+    );
+    let notes = r.unwrap().notes.join("\n");
+    assert!(notes.contains("waits for a restart"), "{notes}");
+    // once those are done and the feature waits for the restart: refused
+    // with what to do (up reports the host as failed until it restarted)
+    let mut f = converged(&d);
+    f.containers_feature = "InstallPending".into();
+    let e = diff(&node(), &d, &f).unwrap_err();
+    assert!(matches!(e, Conflict::Reboot(_)), "{e}");
+    assert!(e.to_string().contains("Restart-Computer"), "{e}");
+}
+
+#[test]
+fn after_the_restart_the_rest_follows_in_order_and_a_converged_host_has_nothing_to_do() {
+    let d = desired();
+    let mut f = fresh(&d);
+    f.containers_feature = "Installed".into();
+    let r = diff(&node(), &d, &f);
+    let k = kinds(&r);
+    let pos = |kind: &str| {
+        k.iter()
+            .position(|x| x == kind)
+            .unwrap_or_else(|| panic!("{kind} in {k:?}"))
+    };
+    assert!(pos("install_archive") < pos("install_service"));
+    assert!(pos("pull_sandbox") < pos("ensure_hns_network"));
+    assert!(pos("ensure_hns_network") < pos("ensure_host_endpoint"));
+    assert!(pos("ensure_host_endpoint") < pos("set_forwarding"));
+    assert!(pos("set_forwarding") < pos("add_route"));
+    assert!(pos("add_route") < pos("install_boot_task"));
+    // containerd first (it starts automatically), kubelet and kube-proxy last
+    let d2 = r.unwrap();
+    let services: Vec<String> = d2
+        .items
+        .iter()
+        .filter_map(|i| match &i.action {
+            Some(WinAction::InstallService { service, .. }) => Some(service.name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(services, ["containerd", "kubelet", "kube-proxy"]);
+    match d2.items.iter().find_map(|i| match &i.action {
+        Some(WinAction::EnsureHnsNetwork { net, replace }) => Some((net.clone(), *replace)),
+        _ => None,
+    }) {
+        Some((net, replace)) => {
+            assert!(!replace);
+            assert_eq!(net.gateway.to_string(), "10.244.1.1");
+            assert_eq!(net.adapter, "Ethernet");
+        }
+        None => panic!("no network"),
+    }
+    assert_eq!(
+        kinds(&diff(&node(), &d, &converged(&d))),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_reboot_loses_the_host_endpoint_and_the_diff_puts_it_back() {
+    let d = desired();
+    let mut f = converged(&d);
+    // endpoints do not survive a reboot (G1): the object and its vNIC go
+    f.hns_endpoints.clear();
+    f.adapters.retain(|a| a.name != "vEthernet (cbr0_ep)");
+    for s in f.services.iter_mut().filter(|s| s.name != "containerd") {
+        s.status = "Stopped".into();
+    }
+    let k = kinds(&diff(&node(), &d, &f));
+    assert_eq!(
+        k,
+        [
+            "ensure_host_endpoint",
+            "set_forwarding",
+            "start_service",
+            "start_service"
+        ]
+    );
+}
+
+#[test]
+fn a_network_with_another_subnet_is_re_created_and_routes_follow_the_vswitch() {
+    let d = desired();
+    let mut f = converged(&d);
+    f.hns_networks[1].subnets[0].prefix = "10.244.9.0/24".into();
+    let r = diff(&node(), &d, &f).unwrap();
+    let acts: Vec<String> = r
+        .items
+        .iter()
+        .filter_map(|i| i.action.as_ref())
+        .map(|a| a.describe())
+        .collect();
+    assert!(
+        acts.iter()
+            .any(|a| a.starts_with("re-create HNS L2Bridge network cbr0")),
+        "{acts:?}"
+    );
+    // no vSwitch yet: creating the first network moves the address, so every
+    // route is added again on the new vNIC
+    let mut f = fresh(&d);
+    f.containers_feature = "Installed".into();
+    f.routes = vec![WinRoute {
+        dst: "10.244.0.0/24".parse().unwrap(),
+        via: Some("10.0.0.10".parse().unwrap()),
+        index: 4,
+        persistent: true,
+        active: true,
+    }];
+    let r = diff(&node(), &d, &f).unwrap();
+    assert!(
+        r.items
+            .iter()
+            .any(|i| matches!(i.action, Some(WinAction::AddRoute { replace: true, .. })))
+    );
+}
+
+#[test]
+fn preflight_refuses_an_old_build_a_cni_config_sorting_first_and_a_missing_card() {
+    let d = desired();
+    let mut f = fresh(&d);
+    f.build = "10.0.14393".into();
+    f.cni_conf_files = vec!["05-flannel.conflist".into(), "10-kwinctl.conf".into()];
+    f.adapters.clear();
+    let e = diff(&node(), &d, &f).unwrap_err().to_string();
+    assert!(e.contains("older than 10.0.17763"), "{e}");
+    assert!(e.contains("05-flannel.conflist sorts before"), "{e}");
+    assert!(e.contains("no adapter holds the node's address"), "{e}");
+    let mut f = converged(&d);
+    f.build = "10.0.20348".into();
+    assert!(diff(&node(), &d, &f).is_ok());
+    // the transparent profile's switch and network: reset with it first
+    f.switches.push(crate::os::windows::facts::Switch {
+        name: "KubeProxySwitch".into(),
+        kind: "Internal".into(),
+    });
+    let e = diff(&node(), &d, &f).unwrap_err().to_string();
+    assert!(
+        e.contains("the Hyper-V switch KubeProxySwitch of the transparent profile is still here")
+            && e.contains("kwinctl reset --limit win01"),
+        "{e}"
+    );
+}
+
+#[test]
+fn reset_removes_services_network_and_files_and_leaves_the_vswitch() {
+    let d = desired();
+    let r = reset(&node(), &d, &converged(&d));
+    let k: Vec<String> = r
+        .items
+        .iter()
+        .filter_map(|i| i.action.as_ref())
+        .map(crate::render::kind_of)
+        .collect();
+    assert_eq!(
+        &k[..4],
+        [
+            "remove_service",
+            "remove_service",
+            "remove_service",
+            "remove_task"
+        ]
+    );
+    assert!(k.contains(&"remove_hns_network".to_string()));
+    assert!(k.contains(&"del_route".to_string()));
+    assert!(!k.contains(&"remove_network".to_string()));
+    assert!(r.notes[0].contains("External"));
+    // and on a reset host, nothing
+    let mut empty = fresh(&d);
+    empty.files.clear();
+    assert!(
+        reset(&node(), &d, &empty)
+            .items
+            .iter()
+            .all(|i| i.action.is_none())
+    );
+}

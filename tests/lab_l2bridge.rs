@@ -1,0 +1,253 @@
+//! The l2bridge profile end to end on a mixed lab (issue 17): a Linux
+//! control plane, a simulated Windows Server 2019 and a Windows Server 2022
+//! host, Kubernetes 1.30 with containerd 1.7. `up` installs the Containers
+//! feature and what does not need it, then says the hosts must restart;
+//! after the (simulated) restart `up` builds the rest; `up` again changes
+//! nothing; a reboot loses the host endpoint (HNS keeps networks, not
+//! endpoints) and the boot task puts it back; `verify` passes; `reset`
+//! removes kwinctl's objects.
+
+mod common;
+
+use common::lab::{Lab, require_root};
+use common::{count, host, kwinctl, summary, text, write};
+
+const K8S: &str = "1.30.4";
+const CONTAINERD: &str = "1.7.20";
+
+fn sha256(b: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// The lab's inventory switched to Kubernetes `K8S` on the l2bridge profile
+/// (the default from 1.24): the lab's fake kubelet.exe and kube-proxy.exe of
+/// that release, and its fake containerd and CNI plugins archives.
+fn use_l2bridge(lab: &Lab) {
+    let dl = lab.dir().join("dl");
+    let vdir = dl.join(format!("v{K8S}"));
+    std::fs::create_dir_all(&vdir).unwrap();
+    let mut shas = std::collections::BTreeMap::new();
+    for b in ["kubelet", "kube-proxy"] {
+        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{K8S}\n");
+        std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
+        shas.insert(b, sha256(content.as_bytes()));
+    }
+    let archive = |name: &str| sha256(&std::fs::read(dl.join(name)).unwrap());
+    let containerd = format!("containerd-{CONTAINERD}-windows-amd64.tar.gz");
+    let cni = "cni-plugins-windows-amd64-v1.6.2.tgz";
+    let mut out = String::new();
+    for line in std::fs::read_to_string(lab.inventory()).unwrap().lines() {
+        let t = line.trim_start();
+        if t.starts_with("kubernetes_version:") {
+            out += &format!(
+                "  kubernetes_version: \"{K8S}\"\n  containerd_version: \"{CONTAINERD}\"\n"
+            );
+        } else if t.starts_with("kubelet: {") || t.starts_with("kube-proxy: {") {
+            let b = if t.starts_with("kubelet") {
+                "kubelet"
+            } else {
+                "kube-proxy"
+            };
+            out += &format!(
+                "        {b}: {{ url: \"https://dl.lab.invalid/v{K8S}/{b}.exe\", sha256: {} }}\n",
+                shas[b]
+            );
+            if b == "kube-proxy" {
+                out += &format!(
+                    "        containerd: {{ url: \"https://dl.lab.invalid/{containerd}\", sha256: {} }}\n        cni-plugins: {{ url: \"https://dl.lab.invalid/{cni}\", sha256: {} }}\n",
+                    archive(&containerd),
+                    archive(cni)
+                );
+            }
+        } else {
+            out += line;
+            out.push('\n');
+        }
+    }
+    write(lab.inventory(), &out);
+}
+
+fn win_state(lab: &Lab, h: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(lab.win_state(h)).unwrap()).unwrap()
+}
+
+#[test]
+fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2019", "2022"], None);
+    use_l2bridge(&lab);
+    let i = lab.inv();
+    let o = kwinctl(&["check", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // 1. The Containers feature needs a restart: what does not need it is
+    // done, then each Windows host fails with what to do.
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(
+        s["failed_hosts"],
+        serde_json::json!(["win1", "win2"]),
+        "{s}"
+    );
+    for h in ["win1", "win2"] {
+        let r = host(&s, h);
+        assert_eq!(count(r, "failed"), 0, "{r}");
+        assert!(r.to_string().contains("reboot required"), "{r}");
+        assert_eq!(
+            win_state(&lab, h)["features"]["Containers"],
+            "InstallPending"
+        );
+    }
+
+    // 2. After the restart: the rest.
+    for h in ["win1", "win2"] {
+        lab.reboot_windows(h, false);
+    }
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for h in ["win1", "win2"] {
+        let r = host(&s, h);
+        assert_eq!(count(r, "failed"), 0, "{r}");
+        let st = win_state(&lab, h);
+        let names: Vec<String> = st
+            .to_string()
+            .matches("cbr0_ep")
+            .map(str::to_string)
+            .collect();
+        assert!(!names.is_empty(), "{h}: no host endpoint in {st}");
+    }
+    // the Linux node routes each Windows pod CIDR via that node's address
+    let routes = lab.routes("h1");
+    for h in ["win1", "win2"] {
+        assert!(routes.contains(&format!("via {}", lab.ip(h))), "{routes}");
+    }
+
+    // 3. Again: nothing to do.
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+
+    // Pods: one at P+3 behind each host's vSwitch, its gateway the host
+    // endpoint P+2, answer from the Linux host and from each other (routes,
+    // the endpoint and forwarding on both vNICs all in place).
+    let nth = |h: &str, n: u32| {
+        let net: ipnet::Ipv4Net = host(&s, h)["pod_cidr"].as_str().unwrap().parse().unwrap();
+        std::net::Ipv4Addr::from(u32::from(net.network()) + n).to_string()
+    };
+    for h in ["win1", "win2"] {
+        lab.pod(h, &format!("{}/24", nth(h, 3)), &nth(h, 2));
+    }
+    let ping = |from: &str, ip: &str| {
+        lab.exec(from, &format!("ping -n -c 1 -W 2 {ip} >/dev/null"))
+            .status
+            .success()
+    };
+    assert!(ping("h1", &nth("win1", 3)), "h1 -> a pod on win1");
+    assert!(ping("h1", &nth("win2", 3)), "h1 -> a pod on win2");
+    assert!(
+        lab.ping_from_pod("win1", &nth("win2", 3)),
+        "pod on win1 -> pod on win2"
+    );
+    assert!(
+        lab.ping_from_pod("win2", &lab.ip("h1")),
+        "pod on win2 -> h1"
+    );
+
+    // 4. A reboot loses the host endpoint; the boot task puts it back. The
+    // control plane's kubectl (a stand-in printing what the probe's
+    // jsonpath asks for) sees both nodes Ready, with their build label and
+    // kwinctl's pod CIDRs.
+    lab.reboot_windows("win1", false);
+    let line =
+        |h: &str, build: &str, cidr: &str| format!("{}|True|windows|{build}|{cidr}", lab.ip(h));
+    let cidr = |h: &str| host(&s, h)["pod_cidr"].as_str().unwrap().to_string();
+    let kubectl = |win2_cidr: &str| {
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' '{}|True|linux||' '{}' '{}'\n",
+            lab.ip("h1"),
+            line("win1", "10.0.17763", &cidr("win1")),
+            line("win2", "10.0.20348", win2_cidr)
+        )
+    };
+    lab.fake_command("h1", "kubectl", &kubectl(&cidr("win2")));
+    // pods do not survive a reboot either (their endpoints go with the
+    // host's); one started again on the rebooted host reaches the other:
+    // its gateway, the host endpoint, is back
+    lab.pod("win1", &format!("{}/24", nth("win1", 3)), &nth("win1", 2));
+    assert!(
+        lab.ping_from_pod("win1", &nth("win2", 3)),
+        "after the reboot"
+    );
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let node_check = |o: &std::process::Output, h: &str| {
+        host(&summary(o), h)["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "kubernetes node Ready")
+            .cloned()
+            .unwrap_or_else(|| panic!("{h}: no node check in {}", text(o)))
+    };
+    assert_eq!(node_check(&o, "win1")["pass"], true);
+    // a controller manager that allocated win2 another block: refused
+    lab.fake_command("h1", "kubectl", &kubectl("198.19.77.0/24"));
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let c = node_check(&o, "win2");
+    assert!(
+        c["detail"].as_str().unwrap().contains("kwinctl allocated"),
+        "{c}"
+    );
+    lab.fake_command("h1", "kubectl", &kubectl(&cidr("win2")));
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+
+    // 5. reset removes the services, the pod network and the files, and
+    // leaves the placeholder network (the vSwitch).
+    let o = kwinctl(&["reset", "-i", &i, "--yes", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for h in ["win1", "win2"] {
+        let st = win_state(&lab, h).to_string();
+        assert!(!st.contains("cbr0"), "{h}: {st}");
+        assert!(st.contains("\"External\""), "{h}: {st}");
+    }
+}
+
+/// `up --reboot`: one run installs the Containers feature, restarts the host
+/// (the simulated shutdown.exe restarts it with a new boot time), waits for
+/// it and builds the rest.
+#[test]
+fn up_reboot_restarts_the_host_and_goes_on() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2022"], None);
+    use_l2bridge(&lab);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let r = host(&s, "win1");
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("restarted by `up --reboot`"),
+        "{r}"
+    );
+    assert_eq!(count(r, "failed"), 0, "{r}");
+    let st = win_state(&lab, "win1");
+    assert_eq!(st["features"]["Containers"], "Installed", "{st}");
+    assert_eq!(st["boot_count"], 1, "{st}");
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
