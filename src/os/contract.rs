@@ -15,6 +15,7 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/boot.sh",
     "linux/boot.service",
     "linux/set_routes.sh",
+    "linux/del_routes.sh",
     "linux/lock.sh",
     "linux/unlock.sh",
     "linux/registry.sh",

@@ -122,12 +122,31 @@ pub fn script(
     let mut s = r.render("linux/prelude.sh", context! { host, cluster });
     let mut i = 0;
     while i < actions.len() {
-        // A run of two or more route additions is one `ip -batch`.
+        // A run of two or more route additions, or of route removals, is
+        // one `ip -batch` (a reset of a node with hundreds of peers was a
+        // few processes per route).
+        let dels = actions[i..]
+            .iter()
+            .take_while(|a| route_del(a).is_some())
+            .count();
         let run = actions[i..]
             .iter()
             .take_while(|a| route_set(a).is_some())
             .count();
-        let (what, body, runner, n) = if run >= 2 {
+        let (what, body, runner, n) = if dels >= 2 {
+            let last = i + dels - 1;
+            let routes: Vec<String> = actions[i..=last]
+                .iter()
+                .filter_map(|a| route_del(a))
+                .map(|dst| dst.to_string())
+                .collect();
+            (
+                format!("actions {i}-{last}: remove {dels} routes"),
+                r.render("linux/del_routes.sh", context! { routes }),
+                format!("kw_run_batch {i} {last}"),
+                dels,
+            )
+        } else if run >= 2 {
             let last = i + run - 1;
             let routes: Vec<_> = actions[i..=last]
                 .iter()
@@ -160,6 +179,14 @@ pub fn script(
         s.push_str(&probe(r, reach, nodes));
     }
     s
+}
+
+/// A route that `del_route` removes (kwinctl's, whatever its next hop).
+fn route_del(a: &Action) -> Option<Ipv4Net> {
+    match a {
+        Action::DelRoute { dst, .. } => Some(*dst),
+        _ => None,
+    }
 }
 
 /// A route that `ip route replace` sets: destination and next hop.
@@ -230,6 +257,22 @@ mod tests {
             .status()
             .unwrap();
         assert!(st.success(), "sh -n rejected the script");
+    }
+
+    #[test]
+    fn consecutive_route_removals_are_one_ip_batch() {
+        let r = r();
+        let del = |i: u8| Action::DelRoute {
+            dst: format!("198.19.{i}.0/24").parse().unwrap(),
+            via: None,
+        };
+        let acts = [del(1), del(2), del(3), Action::RemoveNodeFiles];
+        let refs: Vec<&Action> = acts.iter().collect();
+        let s = script(&r, "h", "c", &refs, None);
+        assert_eq!(s.matches("ip -4 -batch").count(), 1, "{s}");
+        assert!(s.contains("route flush exact 198.19.2.0/24 proto "), "{s}");
+        assert!(s.contains("kw_run_batch 0 2 kw_action_0\n"), "{s}");
+        assert!(s.contains("kw_run 3 kw_action_3\n"), "{s}");
     }
 
     #[test]
