@@ -375,3 +375,20 @@ fn reset_removes_services_network_and_files_and_leaves_the_vswitch() {
             .all(|i| i.action.is_none())
     );
 }
+
+#[test]
+fn the_probe_runs_version_only_of_kubelet_kube_proxy_and_containerd() {
+    let d = desired();
+    let r = crate::os::renderer();
+    let ops = crate::os::windows::WindowsOps::new(&r, &d);
+    assert_eq!(
+        ops.binaries,
+        [
+            r"C:\k\kubelet.exe",
+            r"C:\k\kube-proxy.exe",
+            r"C:\Program Files\containerd\containerd.exe"
+        ]
+    );
+    // the shim, ctr and the CNI plugins are only checked for presence
+    assert!(ops.files.iter().any(|f| f.ends_with("win-bridge.exe")));
+}

@@ -77,6 +77,9 @@ pub struct WindowsOps<'a> {
     files: Vec<String>,
     services: Vec<String>,
     tasks: Vec<String>,
+    /// The binaries whose `--version` the probe reads: kubelet, kube-proxy
+    /// and containerd (not the shim, ctr or the CNI plugins).
+    binaries: Vec<String>,
 }
 
 impl<'a> WindowsOps<'a> {
@@ -98,12 +101,25 @@ impl<'a> WindowsOps<'a> {
         let services: Vec<String> = desired.services.iter().map(|s| s.name.clone()).collect();
         let mut tasks = services.clone();
         tasks.push(boot::BOOT_TASK.to_string());
+        let versioned = |p: &&String| {
+            let p = p.to_ascii_lowercase();
+            ["kubelet.exe", "kube-proxy.exe", "containerd.exe"]
+                .iter()
+                .any(|b| p.ends_with(&format!(r"\{b}")))
+        };
+        let binaries = desired
+            .required_files
+            .iter()
+            .filter(versioned)
+            .cloned()
+            .collect();
         WindowsOps {
             r,
             desired,
             files,
             services,
             tasks,
+            binaries,
         }
     }
 
@@ -112,7 +128,7 @@ impl<'a> WindowsOps<'a> {
             files: &self.files,
             services: &self.services,
             tasks: &self.tasks,
-            binaries: &self.desired.required_files,
+            binaries: &self.binaries,
             images: std::slice::from_ref(&self.desired.pause_image),
             reach,
             l2bridge: self.desired.l2.is_some(),
