@@ -58,12 +58,8 @@ fn use_release(lab: &Lab, version: &str) {
     );
 }
 
-fn win_state(lab: &Lab) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(lab.win_state("win1")).unwrap()).unwrap()
-}
-
 fn set_build(lab: &Lab, build: &str) {
-    let mut ws = win_state(lab);
+    let mut ws = lab.win_state_json("win1");
     ws["build"] = build.into();
     write(&lab.win_state("win1"), &ws.to_string());
 }
@@ -164,7 +160,7 @@ fn an_old_release_refuses_the_old_flags_and_runs_the_generated_ones() {
         ),
         "{why}"
     );
-    let ws = win_state(&lab);
+    let ws = lab.win_state_json("win1");
     assert_eq!(ws["tasks"]["kubelet"]["running"], false, "{ws}");
     assert!(
         ws["logs"][r"C:\k\logs\kubelet.err.log"]
@@ -176,7 +172,7 @@ fn an_old_release_refuses_the_old_flags_and_runs_the_generated_ones() {
     // the generated flag set: tasks for both binaries, running, and again
     // after a reboot
     up_passes_and_is_idempotent(&lab);
-    let ws = win_state(&lab);
+    let ws = lab.win_state_json("win1");
     for b in ["kubelet", "kube-proxy"] {
         assert_eq!(ws["tasks"][b]["running"], true, "{b}: {ws}");
         assert_eq!(ws["services"].get(b), None, "{b}: {ws}");
@@ -190,7 +186,7 @@ fn an_old_release_refuses_the_old_flags_and_runs_the_generated_ones() {
     // the tasks have no trigger of their own: after a reboot that loses
     // the network, kwinctl's boot task restores it and then starts them
     lab.reboot_windows("win1", true);
-    let ws = win_state(&lab);
+    let ws = lab.win_state_json("win1");
     for b in ["kubelet", "kube-proxy"] {
         assert_eq!(ws["tasks"][b]["running"], true, "{b}: {ws}");
         assert_eq!(ws["tasks"][b]["startup"], false, "{b}: {ws}");
@@ -220,7 +216,7 @@ fn a_new_release_refuses_the_old_flags_and_runs_the_generated_ones() {
         why.contains("Cannot start service kubelet on computer '.'"),
         "{why}"
     );
-    let ws = win_state(&lab);
+    let ws = lab.win_state_json("win1");
     assert_eq!(ws["services"]["kubelet"]["status"], "Stopped");
     assert!(
         ws["logs"]["scm:kubelet"]
@@ -239,14 +235,14 @@ fn a_new_release_refuses_the_old_flags_and_runs_the_generated_ones() {
     );
     failure(&run_on_win1(&lab, &script), id);
     assert!(
-        win_state(&lab)["logs"]["scm:kubelet"]
+        lab.win_state_json("win1")["logs"]["scm:kubelet"]
             .as_str()
             .unwrap()
             .contains("server.go:142] unknown flag: --api-servers")
     );
 
     up_passes_and_is_idempotent(&lab);
-    let ws = win_state(&lab);
+    let ws = lab.win_state_json("win1");
     for b in ["kubelet", "kube-proxy"] {
         assert_eq!(ws["services"][b]["status"], "Running", "{b}: {ws}");
     }
@@ -306,7 +302,7 @@ fn binaries_of_another_release_are_refused_before_anything_changes() {
         "{s}"
     );
     assert_eq!(
-        win_state(&lab)["file_versions"][r"C:\k\kubelet.exe"],
+        lab.win_state_json("win1")["file_versions"][r"C:\k\kubelet.exe"],
         "Kubernetes v1.13.12"
     );
 }
@@ -319,7 +315,7 @@ fn a_pause_image_of_another_windows_build_is_refused() {
     // (a Linux control plane keeps the cluster lock)
     let lab = Lab::up_mixed(1, 1);
     // the registry's apprenda/pause is a Windows Server 2019 image here
-    let mut ws = win_state(&lab);
+    let mut ws = lab.win_state_json("win1");
     ws["image_os"] = serde_json::json!({"apprenda/pause:latest": "10.0.17763.1"});
     write(&lab.win_state("win1"), &ws.to_string());
     let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);

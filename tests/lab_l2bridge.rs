@@ -36,9 +36,8 @@ fn use_l2bridge(lab: &Lab) {
         std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
         shas.insert(b, sha256(content.as_bytes()));
     }
-    let archive = |name: &str| sha256(&std::fs::read(dl.join(name)).unwrap());
-    let containerd = format!("containerd-{CONTAINERD}-windows-amd64.tar.gz");
-    let cni = "cni-plugins-windows-amd64-v1.6.2.tgz";
+    let (cd_url, cd_sha) = lab.download(&format!("containerd-{CONTAINERD}-windows-amd64.tar.gz"));
+    let (cni_url, cni_sha) = lab.download("cni-plugins-windows-amd64-v1.6.2.tgz");
     let mut out = String::new();
     for line in std::fs::read_to_string(lab.inventory()).unwrap().lines() {
         let t = line.trim_start();
@@ -58,9 +57,7 @@ fn use_l2bridge(lab: &Lab) {
             );
             if b == "kube-proxy" {
                 out += &format!(
-                    "        containerd: {{ url: \"https://dl.lab.invalid/{containerd}\", sha256: {} }}\n        cni-plugins: {{ url: \"https://dl.lab.invalid/{cni}\", sha256: {} }}\n",
-                    archive(&containerd),
-                    archive(cni)
+                    "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
                 );
             }
         } else {
@@ -69,10 +66,6 @@ fn use_l2bridge(lab: &Lab) {
         }
     }
     write(lab.inventory(), &out);
-}
-
-fn win_state(lab: &Lab, h: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(lab.win_state(h)).unwrap()).unwrap()
 }
 
 #[test]
@@ -101,7 +94,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
         assert_eq!(count(r, "failed"), 0, "{r}");
         assert!(r.to_string().contains("reboot required"), "{r}");
         assert_eq!(
-            win_state(&lab, h)["features"]["Containers"],
+            lab.win_state_json(h)["features"]["Containers"],
             "InstallPending"
         );
     }
@@ -116,7 +109,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     for h in ["win1", "win2"] {
         let r = host(&s, h);
         assert_eq!(count(r, "failed"), 0, "{r}");
-        let st = win_state(&lab, h);
+        let st = lab.win_state_json(h);
         let names: Vec<String> = st
             .to_string()
             .matches("cbr0_ep")
@@ -216,7 +209,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     let o = kwinctl(&["reset", "-i", &i, "--yes", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for h in ["win1", "win2"] {
-        let st = win_state(&lab, h).to_string();
+        let st = lab.win_state_json(h).to_string();
         assert!(!st.contains("cbr0"), "{h}: {st}");
         assert!(st.contains("\"External\""), "{h}: {st}");
     }
@@ -244,7 +237,7 @@ fn up_reboot_restarts_the_host_and_goes_on() {
         "{r}"
     );
     assert_eq!(count(r, "failed"), 0, "{r}");
-    let st = win_state(&lab, "win1");
+    let st = lab.win_state_json("win1");
     assert_eq!(st["features"]["Containers"], "Installed", "{st}");
     assert_eq!(st["boot_count"], 1, "{st}");
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);

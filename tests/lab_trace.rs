@@ -57,14 +57,8 @@ fn verify_traces_each_protocol_step_of_ssh_and_winrm() {
     let inv = lab.inv();
     let o = kwinctl(&["verify", "-v", "-i", &inv]);
     // (the hosts are not set up: verify fails its checks, exit 3)
-    let err = String::from_utf8_lossy(&o.stderr);
-    let record = err
-        .lines()
-        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
-        .unwrap_or_else(|| panic!("-v names the run record: {}", text(&o)));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(record).join("run.json")).unwrap())
-            .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let run = run_record(&o);
 
     let (ssh, ssh_n) = steps(&run, "h1");
     in_order(
@@ -146,6 +140,17 @@ fn parse_line(l: &str) -> Option<(f64, String, u64)> {
     };
     let step = body.split(':').next()?.to_string();
     Some((ms, step, waits))
+}
+
+/// The run record (`run.json`) a `-v` run names on stderr.
+fn run_record(o: &std::process::Output) -> serde_json::Value {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let record = err
+        .lines()
+        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
+        .unwrap_or_else(|| panic!("-v names the run record: {}", text(o)));
+    serde_json::from_str(&std::fs::read_to_string(Path::new(record).join("run.json")).unwrap())
+        .unwrap()
 }
 
 /// `kwinctl COMMAND -v` on `lab` through a link of [`RTT`] ms
@@ -294,14 +299,7 @@ fn hosts_behind_one_bastion_share_its_connection_in_the_trace() {
         "--ssh-config",
         cfg.to_str().unwrap(),
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    let record = err
-        .lines()
-        .find_map(|l| l.strip_prefix("run record (scripts and outputs per host): "))
-        .unwrap_or_else(|| panic!("{}", text(&o)));
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(record).join("run.json")).unwrap())
-            .unwrap();
+    let run = run_record(&o);
     let (a, _) = steps(&run, "p1");
     let (b, _) = steps(&run, "p2");
     let has = |s: &[(f64, String)], w: &str| s.iter().any(|x| x.1 == w);

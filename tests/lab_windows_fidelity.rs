@@ -10,12 +10,8 @@ mod common;
 use common::lab::{Lab, require_root};
 use common::{host, kwinctl, summary, text, write};
 
-fn win_state(lab: &Lab, name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(lab.win_state(name)).unwrap()).unwrap()
-}
-
 fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
-    let mut ws = win_state(lab, name);
+    let mut ws = lab.win_state_json(name);
     ws[key] = value;
     write(&lab.win_state(name), &ws.to_string());
 }
@@ -53,7 +49,7 @@ fn services_are_changed_through_the_service_manager_and_dependents_restarted() {
         actions.contains("reconfigure and restart service kubelet"),
         "{actions}"
     );
-    let ws = win_state(&lab, "win1");
+    let ws = lab.win_state_json("win1");
     let kubelet = &ws["services"]["kubelet"];
     // the service manager's copy (what it starts, what the probe reads)
     assert!(
@@ -96,7 +92,7 @@ fn services_are_changed_through_the_service_manager_and_dependents_restarted() {
         ],
         "{s}"
     );
-    let ws = win_state(&lab, "win1");
+    let ws = lab.win_state_json("win1");
     for b in ["kubelet", "kube-proxy"] {
         assert_eq!(ws["services"][b]["status"], "Running", "{b}: {ws}");
     }
@@ -190,12 +186,18 @@ fn roles_missing_or_waiting_for_a_restart() {
             && e.contains("nothing was changed"),
         "{e}"
     );
-    assert_eq!(win_state(&lab, "win1")["switches"], serde_json::json!([]));
+    assert_eq!(
+        lab.win_state_json("win1")["switches"],
+        serde_json::json!([])
+    );
 
     set_win_state(&lab, "win1", "hyperv_role", "Installed".into());
     set_win_state(&lab, "win1", "routing_needs_restart", true.into());
     up(&lab);
-    assert_eq!(win_state(&lab, "win1")["routing_state"], "InstallPending");
+    assert_eq!(
+        lab.win_state_json("win1")["routing_state"],
+        "InstallPending"
+    );
     let s = up(&lab);
     assert_eq!(s["changed"], 0, "{s}");
     let notes = host(&s, "win1")["notes"].to_string();

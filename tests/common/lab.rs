@@ -370,6 +370,11 @@ impl Lab {
     pub fn win_state(&self, host: &str) -> PathBuf {
         self.dir.join("hosts").join(host).join("state.json")
     }
+    /// A simulated Windows host's state file, parsed.
+    pub fn win_state_json(&self, host: &str) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(self.win_state(host)).expect("state file"))
+            .expect("state JSON")
+    }
     /// A download the lab serves to its simulated Windows hosts (a file
     /// in DIR/dl listed in DIR/dl/SHA256SUMS, e.g.
     /// "containerd-1.7.20-windows-amd64.tar.gz",
