@@ -57,13 +57,15 @@ pub(super) async fn converge<O: NodeOps>(
         Ok(f) => f,
         Err(e) => return r.failed(e),
     };
-    if ctx.opts.reboot && matches!(ops.diff(node, &after), Err(Conflict::Reboot(_))) {
+    let mut left = ops.diff(node, &after);
+    if ctx.opts.reboot && matches!(left, Err(Conflict::Reboot(_))) {
         after = match restart_and_go_on(ctx, host, s, node, ops, &after, &reach, &mut r).await {
             Ok(f) => f,
             Err(e) => return r.failed(e),
         };
+        left = ops.diff(node, &after);
     }
-    if step::check(ops, node, &ops.diff(node, &after), &after, probed, &mut r) {
+    if step::check(ops, node, &left, &after, probed, &mut r) {
         return r.failed(HostError::VerifyFailed { changed: true });
     }
     r.status = HostStatus::Changed;

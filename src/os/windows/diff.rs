@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::WindowsDesired;
-use super::facts::WindowsFacts;
+use super::facts::{WindowsFacts, normalise_image};
 pub(super) use super::items::{common_items, file_items, route_items, service_items};
 use super::k8s::Hosting;
 use super::nic::Nics;
@@ -16,16 +16,6 @@ use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
 
 pub type WinDiff = Diff<WinAction>;
-
-fn normalise_image(s: &str) -> String {
-    let s = s.trim().to_ascii_lowercase();
-    let last = s.rsplit('/').next().unwrap_or(&s);
-    if last.contains(':') || last.contains('@') {
-        s
-    } else {
-        format!("{s}:latest")
-    }
-}
 
 fn hosting_word(d: &WindowsDesired, name: &str) -> &'static str {
     match d

@@ -461,15 +461,7 @@ pub fn default_pause(m: Minor, build: u32) -> Option<&'static str> {
 
 /// The Windows builds a known pause image has an image for.
 pub fn pause_builds(image: &str) -> Option<&'static [u32]> {
-    let norm = |s: &str| {
-        let s = s.trim().to_ascii_lowercase();
-        let last = s.rsplit('/').next().unwrap_or(&s).to_string();
-        if last.contains(':') || last.contains('@') {
-            s
-        } else {
-            format!("{s}:latest")
-        }
-    };
+    let norm = super::facts::normalise_image;
     TABLE
         .pause_images
         .iter()

@@ -15,7 +15,7 @@ use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::desired::{WinFile, WindowsDesired};
 use super::diff::{WinDiff, common_items, file_items, route_items, service_items};
-use super::facts::{Adapter, HnsNetwork, WindowsFacts, parse_build};
+use super::facts::{Adapter, HnsNetwork, WindowsFacts, normalise_image, parse_build};
 use super::k8s::{self, Hosting, Profile};
 use super::l2bridge::{self as l2, BootRoute, HnsNet, HostEp, L2Boot, L2Desired};
 use super::preflight::{binary_versions, pause_image};
@@ -204,16 +204,6 @@ fn subnet_is(n: &HnsNetwork, prefix: &str, gateway: &str) -> bool {
         .any(|s| s.prefix == prefix && s.gateway.as_deref() == Some(gateway))
 }
 
-fn norm_image(s: &str) -> String {
-    let s = s.trim().to_ascii_lowercase();
-    let last = s.rsplit('/').next().unwrap_or(&s);
-    if last.contains(':') || last.contains('@') {
-        s
-    } else {
-        format!("{s}:latest")
-    }
-}
-
 pub fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff, Conflict> {
     let l2 = d.l2.as_ref().expect("l2bridge desired state");
     let card = preflight(node, d, l2, f)?;
@@ -271,11 +261,17 @@ pub fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff
         .cloned()
         .partition(|s| s.name == "containerd");
     service_items(&runtime, f, &mut items);
-    let images: Vec<String> = f.sandbox_images.iter().map(|i| norm_image(i)).collect();
+    let images: Vec<String> = f
+        .sandbox_images
+        .iter()
+        .map(|i| normalise_image(i))
+        .collect();
     items.push(Item {
         key: format!("sandbox image {}", d.pause_image),
-        action: (!images.contains(&norm_image(&d.pause_image))).then(|| WinAction::PullSandbox {
-            image: d.pause_image.clone(),
+        action: (!images.contains(&normalise_image(&d.pause_image))).then(|| {
+            WinAction::PullSandbox {
+                image: d.pause_image.clone(),
+            }
         }),
     });
 
