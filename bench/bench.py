@@ -174,6 +174,15 @@ class Measure:
     pass
 
 
+def peak_rss(path):
+    """kwinctl's peak RSS in MiB, from GNU time's `%M` file (None if absent)."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[-1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def measure(cmd, env, timeout=1800, quiet_wait=10.0, stdout_path=None):
     """Run a shell command; wall time, CPU (cgroup and whole machine),
     background load, exit code and output."""
@@ -506,11 +515,8 @@ def run_size(n, args, work, results, meta):
                 m = measure(cmd, env, quiet_wait=args.quiet_wait)
                 if tool.startswith("ansible"):
                     m.masters = lab.close_masters()
-                if tool == "kwinctl" and os.path.exists(rssf):
-                    try:
-                        m.rss = int(open(rssf).read().split()[-1]) / 1024.0
-                    except (ValueError, IndexError):
-                        pass
+                if tool == "kwinctl":
+                    m.rss = peak_rss(rssf)
                 try:
                     check(lab, task, phase, tool, m)
                     m.failed = None

@@ -217,11 +217,8 @@ def run_size(n, args, work, results, meta):
                     m.conns = proxy.count() - c0
                     if tool.startswith("ansible"):
                         lab.close_masters()
-                    if tool == "kwinctl" and os.path.exists(rssf):
-                        try:
-                            m.rss = int(open(rssf).read().split()[-1]) / 1024.0
-                        except (ValueError, IndexError):
-                            pass
+                    if tool == "kwinctl":
+                        m.rss = B.peak_rss(rssf)
                     try:
                         if task == "reset":
                             check_reset(lab, tool, m)
