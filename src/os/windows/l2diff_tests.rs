@@ -392,3 +392,47 @@ fn the_probe_runs_version_only_of_kubelet_kube_proxy_and_containerd() {
     // the shim, ctr and the CNI plugins are only checked for presence
     assert!(ops.files.iter().any(|f| f.ends_with("win-bridge.exe")));
 }
+
+#[test]
+fn a_running_service_whose_health_endpoint_fails_is_restarted() {
+    use crate::os::windows::facts::Health;
+    let d = desired();
+    let mut f = converged(&d);
+    f.health = vec![
+        Health {
+            port: 10248,
+            ok: true,
+        },
+        Health {
+            port: 10256,
+            ok: false,
+        },
+    ];
+    let r = diff(&node(), &d, &f).unwrap();
+    let acts: Vec<&WinAction> = r.items.iter().filter_map(|i| i.action.as_ref()).collect();
+    assert_eq!(
+        acts,
+        [&WinAction::RestartService {
+            name: "kube-proxy".into(),
+            port: 10256
+        }]
+    );
+    // one that is being started now is not restarted as well
+    for s in f.services.iter_mut().filter(|s| s.name == "kube-proxy") {
+        s.status = "Stopped".into();
+    }
+    assert_eq!(kinds(&diff(&node(), &d, &f)), ["start_service"]);
+    // both healthy: nothing
+    f = converged(&d);
+    f.health = vec![
+        Health {
+            port: 10248,
+            ok: true,
+        },
+        Health {
+            port: 10256,
+            ok: true,
+        },
+    ];
+    assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
+}
