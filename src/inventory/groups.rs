@@ -155,6 +155,7 @@ pub(super) fn layered(
                 kube_proxy: _,
                 containerd: _,
                 cni_plugins: _,
+                kube_log_runner: _,
             },
         adapter: _,
         network_name: _,
@@ -256,7 +257,8 @@ pub(super) fn layered(
             kubelet = "kubelet",
             kube_proxy = "kube-proxy",
             containerd = "containerd",
-            cni_plugins = "cni-plugins"
+            cni_plugins = "cni-plugins",
+            kube_log_runner = "kube-log-runner"
         ]
     );
     let linux: Vec<(&str, Option<&RawLinux>)> =

@@ -273,6 +273,10 @@ pub(super) struct RawBinaries {
     #[serde(default, rename = "cni-plugins")]
     #[schemars(with = "Option<RawBinary>")]
     pub(super) cni_plugins: Option<Spanned<RawBinary>>,
+    /// kube-log-runner.exe of the Kubernetes release (l2bridge profile, Kubernetes 1.26 and later: it writes kubelet's and kube-proxy's logs to files).
+    #[serde(default, rename = "kube-log-runner")]
+    #[schemars(with = "Option<RawBinary>")]
+    pub(super) kube_log_runner: Option<Spanned<RawBinary>>,
 }
 
 impl RawBinaries {
@@ -283,6 +287,7 @@ impl RawBinaries {
             ("kube-proxy", &self.kube_proxy),
             ("containerd", &self.containerd),
             ("cni-plugins", &self.cni_plugins),
+            ("kube-log-runner", &self.kube_log_runner),
         ]
         .into_iter()
         .filter_map(|(n, b)| b.as_ref().map(|b| (n, &b.value)))

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::k8s::{self, Component, Hosting, Profile, Values};
 use super::l2bridge;
-use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, WIN_DIR, cmdline};
+use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, WIN_DIR};
 use crate::hash::sha256_bytes;
 use crate::inventory::{Host, Inventory, KubeVersion};
 use crate::os::ops::DesiredError;
@@ -38,94 +38,7 @@ pub enum FileSource {
     /// not copied, between hosts.
     Inline(#[serde(skip)] std::sync::Arc<[u8]>),
 }
-
-/// kubelet or kube-proxy as kwinctl runs it: a native service, or (before
-/// `--windows-service`) a scheduled task running a start script.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WinService {
-    pub name: String,
-    pub display: String,
-    /// The binary (`C:\k\kubelet.exe`).
-    pub exe: String,
-    /// The full command line: the native service's ImagePath.
-    pub binpath: String,
-    /// The command line after the binary (what the start script passes to
-    /// `Start-Process -ArgumentList`, verbatim).
-    pub args: String,
-    pub env: Vec<String>,
-    /// Services it needs running first (SCM dependencies; the start script
-    /// waits for them).
-    pub depends: Vec<String>,
-    pub hosting: Hosting,
-    /// The service's start mode: `Manual` (kwinctl's boot task starts it
-    /// once the network is back) or `Automatic` (containerd). Left out of
-    /// the serde form when Manual, so earlier fingerprints stay the same.
-    #[serde(skip_serializing_if = "is_manual")]
-    pub start_mode: String,
-    /// A digest of everything above: a scheduled task carries it in its
-    /// description, so a changed command line reinstalls the task.
-    pub fingerprint: String,
-}
-
-fn is_manual(s: &str) -> bool {
-    s == "Manual"
-}
-
-/// Bump when the start script's template changes, so existing tasks are
-/// reinstalled with the new script.
-const WRAPPER_VERSION: &str = "kwinctl-task-2";
-
-impl WinService {
-    /// A service of `name` running `exe` with `args` (quoted here).
-    pub fn new(
-        name: &str,
-        display: &str,
-        exe: String,
-        args: &[String],
-        env: Vec<String>,
-        depends: Vec<String>,
-        hosting: Hosting,
-    ) -> WinService {
-        let args = cmdline::join(args);
-        let binpath = format!("{} {args}", cmdline::quote(&exe));
-        let mut s = WinService {
-            name: name.into(),
-            display: display.into(),
-            exe,
-            binpath,
-            args,
-            env,
-            depends,
-            hosting,
-            start_mode: "Manual".into(),
-            fingerprint: String::new(),
-        };
-        s.fingerprint = s.digest();
-        s
-    }
-
-    /// The same service, started by Windows at boot.
-    pub fn automatic(mut self) -> WinService {
-        self.start_mode = "Automatic".into();
-        self.fingerprint = self.digest();
-        self
-    }
-
-    fn digest(&self) -> String {
-        let s = WinService {
-            fingerprint: String::new(),
-            ..self.clone()
-        };
-        let digest = serde_json::to_vec(&(&s, WRAPPER_VERSION)).expect("service JSON");
-        sha256_bytes(&digest)[..16].to_string()
-    }
-
-    /// What a kwinctl scheduled task's description says (the probe reads it
-    /// back).
-    pub fn task_description(&self) -> String {
-        format!("{} [kwinctl {}]", self.display, self.fingerprint)
-    }
-}
+pub use super::service::WinService;
 
 /// What a Windows node should have, beyond its pod CIDR and routes (it
 /// does not depend on them: it is known before any node is asked).
@@ -319,11 +232,13 @@ impl WindowsDesired {
                 .map(|_| kubeconfig_path.as_str()),
             api_server,
             log_dir: LOG_DIR,
+            log_file: "",
             network: &network,
             proxy_adapter: &proxy_adapter,
             host_endpoint: &l2bridge::endpoint_name(&network),
         };
         let mut services = Vec::new();
+        let mut wrapped = false;
         let runtime = if l2 { "containerd" } else { "docker" };
         if l2 {
             // As `containerd --register-service` registers it: the service
@@ -363,7 +278,7 @@ impl WindowsDesired {
                 Hosting::Task if depends == runtime => vec![depends.to_string()],
                 Hosting::Task => vec![],
             };
-            services.push(WinService::new(
+            let service = WinService::new(
                 c.name(),
                 display,
                 format!(r"{WIN_DIR}\{}.exe", c.name()),
@@ -371,15 +286,43 @@ impl WindowsDesired {
                 call.env,
                 depends,
                 call.hosting,
-            ));
+            );
+            services.push(match k8s::log_runner(c, m, profile, &values) {
+                Some(args) => {
+                    wrapped = true;
+                    service.wrapped(LOG_RUNNER_EXE, args, k8s::log_file(c, LOG_DIR))
+                }
+                None => service,
+            });
         }
-        let notes = k8s::identity_note(&version, api_server.starts_with("https://"))
-            .into_iter()
-            .collect();
+        let mut notes: Vec<String> =
+            k8s::identity_note(&version, api_server.starts_with("https://"))
+                .into_iter()
+                .collect();
         let mut required_files = vec![
             format!(r"{WIN_DIR}\kubelet.exe"),
             format!(r"{WIN_DIR}\kube-proxy.exe"),
         ];
+        if wrapped {
+            required_files.push(LOG_RUNNER_EXE.into());
+            if let Some(b) = w.binaries.get("kube-log-runner") {
+                let (source, sha256) = source_of(host, "kube-log-runner", b, uploads)?;
+                // kube-log-runner has no --version: its release is the
+                // cluster's, as the release archives ship it
+                files.push(WinFile {
+                    path: LOG_RUNNER_EXE.into(),
+                    sha256,
+                    source,
+                    version: None,
+                    version_regex: None,
+                });
+            }
+            if !k8s::log_runner_rotates(m, profile) {
+                notes.push(format!(
+                    r"kubelet and kube-proxy log to {LOG_DIR}\kubelet.log and {LOG_DIR}\kube-proxy.log through kube-log-runner, which rotates files only from Kubernetes 1.34 on (PR #127667): on {version} these files grow without bound, so prune them on the node or move to 1.34+"
+                ));
+            }
+        }
         let l2 = if l2 {
             let cv = inv.cluster.containerd_version.ok_or_else(|| {
                 DesiredError(format!(
@@ -500,6 +443,7 @@ pub fn example_task() -> WinService {
 mod tests {
     use super::*;
     use crate::inventory::Minor;
+    use crate::os::windows::cmdline;
     use crate::os::windows::k8s::TABLE;
 
     fn inventory(version: &str, kubeconfig: bool) -> Inventory {

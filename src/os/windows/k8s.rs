@@ -27,6 +27,9 @@ pub enum Component {
     Kubelet,
     #[serde(rename = "kube-proxy")]
     KubeProxy,
+    /// The log wrapper of kubelet and kube-proxy (see [`log_runner`]).
+    #[serde(rename = "kube-log-runner")]
+    LogRunner,
 }
 
 impl Component {
@@ -34,6 +37,7 @@ impl Component {
         match self {
             Component::Kubelet => "kubelet",
             Component::KubeProxy => "kube-proxy",
+            Component::LogRunner => "kube-log-runner",
         }
     }
 }
@@ -172,16 +176,6 @@ fn profile_row(p: Profile) -> &'static ProfileRow {
         .expect("k8s.yaml: every profile has a row")
 }
 
-/// What the profile is, in words.
-pub fn profile_words(p: Profile) -> &'static str {
-    match p {
-        Profile::Transparent => "Docker transparent network, userspace kube-proxy",
-        Profile::L2Bridge => {
-            "containerd, HNS L2Bridge network with win-bridge, kernelspace kube-proxy"
-        }
-    }
-}
-
 fn minor(s: &str) -> Minor {
     Minor::parse(s).unwrap_or_else(|| panic!("k8s.yaml: {s:?} is not a minor release"))
 }
@@ -258,6 +252,8 @@ pub struct Values<'a> {
     pub proxy_adapter: &'a str,
     /// The host endpoint's name (l2bridge).
     pub host_endpoint: &'a str,
+    /// The wrapped binary's log file (filled in by [`log_runner`]).
+    pub log_file: &'a str,
 }
 
 impl Values<'_> {
@@ -271,6 +267,7 @@ impl Values<'_> {
             .replace("{network}", self.network)
             .replace("{proxy_adapter}", self.proxy_adapter)
             .replace("{host_endpoint}", self.host_endpoint)
+            .replace("{log_file}", self.log_file)
     }
 }
 
@@ -481,7 +478,9 @@ pub fn fresh_build(m: Minor, p: Profile) -> u32 {
 }
 
 mod check;
-pub use check::{containerd_refusal, identity_note, inventory_problems};
+mod logs;
+pub use check::{containerd_refusal, identity_note, inventory_problems, profile_words};
+pub use logs::{log_file, log_runner, log_runner_rotates};
 
 #[cfg(test)]
 #[path = "k8s_tests.rs"]

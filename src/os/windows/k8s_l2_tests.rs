@@ -19,6 +19,7 @@ fn values() -> Values<'static> {
         kubeconfig: Some(r"C:\k\config"),
         api_server: "https://10.0.0.10:6443",
         log_dir: r"C:\k\logs",
+        log_file: "",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
         host_endpoint: "cbr0_ep",
@@ -184,4 +185,56 @@ fn the_readme_l2bridge_table_matches_the_code() {
         readme.contains(&t),
         "README.md's l2bridge table differs from the code; it should read:\n{t}"
     );
+}
+
+/// Where klog's file flags are gone (1.26 on, PR #112120), kubelet and
+/// kube-proxy run behind kube-log-runner, whose rotation flags appear only
+/// where the runner has them (1.34 on, PR #127667); 1.24 and 1.25 keep
+/// klog's --log-dir and no wrapper.
+#[test]
+fn kube_log_runner_wraps_the_services_where_klog_writes_no_files() {
+    let p = Profile::L2Bridge;
+    for n in 24..=36 {
+        let v = Minor::new(1, n);
+        for c in [Component::Kubelet, Component::KubeProxy] {
+            let args = invocation(c, v, p, &values()).unwrap().args;
+            let klog = args.iter().any(|a| flag(a) == "--log-dir");
+            let runner = log_runner(c, v, p, &values());
+            assert_eq!(klog, n <= 25, "1.{n} {}: {args:?}", c.name());
+            assert_eq!(runner.is_some(), n >= 26, "1.{n} {}", c.name());
+            let Some(r) = runner else { continue };
+            assert_eq!(
+                r[0],
+                format!(r"-log-file=C:\k\logs\{}.log", c.name()),
+                "1.{n}"
+            );
+            let rotation = ["-log-file-size", "-log-file-age", "-flush-interval"];
+            for f in rotation {
+                assert_eq!(
+                    r.iter().any(|a| flag(a) == f),
+                    n >= 34,
+                    "1.{n} {}: {f} in {r:?}",
+                    c.name()
+                );
+            }
+            assert_eq!(log_runner_rotates(v, p), n >= 34, "1.{n}");
+            // every runner flag is a row in range, single-dash, with a value
+            for a in &r {
+                let row = TABLE
+                    .flags
+                    .iter()
+                    .find(|x| x.component == Component::LogRunner && x.name == flag(a))
+                    .unwrap_or_else(|| panic!("1.{n}: {a} is not a kube-log-runner row"));
+                assert!(row.exists_in(v) && a.contains('='), "1.{n}: {a}");
+            }
+        }
+    }
+    // the transparent profile (up to 1.23) never wraps
+    let t = log_runner(
+        Component::Kubelet,
+        m("1.23"),
+        Profile::Transparent,
+        &values(),
+    );
+    assert_eq!(t, None);
 }

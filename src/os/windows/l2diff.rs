@@ -114,15 +114,20 @@ pub fn preflight(
     }
     for req in &d.required_files {
         if !placed.iter().any(|p| is(p, req)) && !f.files.iter().any(|x| is(&x.path, req)) {
-            let key = if req.contains("containerd") {
-                "windows.binaries.containerd (the containerd release archive)"
+            let key = if is(req, super::LOG_RUNNER_EXE) {
+                format!(
+                    "windows.binaries.kube-log-runner (kube-log-runner.exe of Kubernetes {v}, from its node archive kubernetes-node-windows-amd64.tar.gz or https://dl.k8s.io/v{v}/bin/windows/amd64/kube-log-runner.exe, with its sha256): from 1.26 on kubelet and kube-proxy write no log files themselves",
+                    v = d.kubernetes_version
+                )
+            } else if req.contains("containerd") {
+                "windows.binaries.containerd (the containerd release archive)".into()
             } else if req
                 .to_ascii_lowercase()
                 .starts_with(&l2::CNI_BIN_DIR.to_ascii_lowercase())
             {
-                "windows.binaries.cni-plugins (the CNI plugins archive)"
+                "windows.binaries.cni-plugins (the CNI plugins archive)".into()
             } else {
-                "windows.binaries (url and sha256)"
+                "windows.binaries (url and sha256)".into()
             };
             problems.push(format!("{req} is missing: add {key} to the inventory"));
         }

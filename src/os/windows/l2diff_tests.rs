@@ -58,6 +58,11 @@ fn fresh(d: &WindowsDesired) -> WindowsFacts {
             output: "Kubernetes v1.30.4".into(),
         });
     }
+    // and kube-log-runner.exe (it has no --version)
+    f.files.push(FileFact {
+        path: r"C:\k\kube-log-runner.exe".into(),
+        sha256: "00".into(),
+    });
     assert_eq!(d.profile, Profile::L2Bridge);
     f
 }
@@ -435,4 +440,50 @@ fn a_running_service_whose_health_endpoint_fails_is_restarted() {
         },
     ];
     assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
+}
+
+/// Kubernetes 1.30: kubelet and kube-proxy run behind kube-log-runner (no
+/// klog file flags since 1.26), which this release cannot make rotate; a
+/// host without the runner and no windows.binaries.kube-log-runner is
+/// refused with where to get it.
+#[test]
+fn services_run_behind_kube_log_runner_and_a_missing_runner_is_refused() {
+    let d = desired();
+    for (s, log) in [
+        (&d.services[1], r"C:\k\logs\kubelet.log"),
+        (&d.services[2], r"C:\k\logs\kube-proxy.log"),
+    ] {
+        let exe = format!(r"C:\k\{}.exe", s.name);
+        assert!(
+            s.binpath.starts_with(&format!(
+                r"C:\k\kube-log-runner.exe -log-file={log} {exe} --windows-service "
+            )),
+            "{}",
+            s.binpath
+        );
+        assert!(!s.binpath.contains("-log-file-size"), "{}", s.binpath);
+        // the start script's arguments stay the binary's own
+        assert!(s.args.starts_with("--windows-service "), "{}", s.args);
+    }
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("rotates files only from Kubernetes 1.34")),
+        "{:?}",
+        d.notes
+    );
+    assert!(
+        d.required_files
+            .iter()
+            .any(|p| p.ends_with("kube-log-runner.exe"))
+    );
+    // no runner on the host and none in the inventory
+    let mut f = fresh(&d);
+    f.files.retain(|x| !x.path.ends_with("kube-log-runner.exe"));
+    let e = diff(&node(), &d, &f).unwrap_err().to_string();
+    assert!(
+        e.contains(r"C:\k\kube-log-runner.exe is missing: add windows.binaries.kube-log-runner")
+            && e.contains("https://dl.k8s.io/v1.30.4/bin/windows/amd64/kube-log-runner.exe"),
+        "{e}"
+    );
 }

@@ -18,6 +18,7 @@ pub mod l2diff;
 pub mod nic;
 pub mod preflight;
 pub mod script;
+pub mod service;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -52,6 +53,9 @@ pub const DEFAULT_NETWORK: &str = "kwinctl";
 /// Where kubelet and kube-proxy log (klog's `--log-dir`, and the start
 /// script's redirection for releases run by a scheduled task).
 pub const LOG_DIR: &str = r"C:\k\logs";
+/// kube-log-runner (windows.binaries.kube-log-runner): the log wrapper of
+/// kubelet and kube-proxy from Kubernetes 1.26 on.
+pub const LOG_RUNNER_EXE: &str = r"C:\k\kube-log-runner.exe";
 /// The Task Scheduler folder of kwinctl's tasks.
 pub const TASK_PATH: &str = r"\kwinctl\";
 

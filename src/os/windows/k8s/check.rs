@@ -120,3 +120,13 @@ pub fn identity_note(v: &KubeVersion, https: bool) -> Option<String> {
         "every Windows node uses the one identity in cluster.kubeconfig: with the Node authorizer and NodeRestriction (1.7+), that identity must be allowed to write every Windows node's Node and pods (e.g. bound to system:node for all of them), so one node's credentials can act for the others".into()
     })
 }
+
+/// What the profile is, in words.
+pub fn profile_words(p: Profile) -> &'static str {
+    match p {
+        Profile::Transparent => "Docker transparent network, userspace kube-proxy",
+        Profile::L2Bridge => {
+            "containerd, HNS L2Bridge network with win-bridge, kernelspace kube-proxy"
+        }
+    }
+}
