@@ -462,6 +462,12 @@ def go_quantity(s):
     return math.ceil(num * mult), None
 
 
+def _go_q(s):
+    """Go's %q of a string (backslashes and quotes escaped)."""
+    import json
+    return json.dumps(s, ensure_ascii=False)
+
+
 def _go_bool(s):
     """strconv.ParseBool."""
     if s in ("1", "t", "T", "TRUE", "true", "True"):
@@ -519,8 +525,8 @@ def runner_parse(args, v=None, argv0=RUNNER):
             if eq:
                 b = _go_bool(value)
                 if b is None:
-                    return settings, [], ('invalid boolean value "%s" for -%s: parse error\n%s'
-                                          % (value, name, runner_usage(argv0, v)), 2)
+                    return settings, [], ("invalid boolean value %s for -%s: parse error\n%s"
+                                          % (_go_q(value), name, runner_usage(argv0, v)), 2)
                 settings[key] = b
             else:
                 settings[key] = True
@@ -539,8 +545,8 @@ def runner_parse(args, v=None, argv0=RUNNER):
         else:
             ns, err = go_quantity(value)
         if err:
-            return settings, [], ('invalid value "%s" for flag -%s: %s\n%s'
-                                  % (value, name, err, runner_usage(argv0, v)), 2)
+            return settings, [], ("invalid value %s for flag -%s: %s\n%s"
+                                  % (_go_q(value), name, err, runner_usage(argv0, v)), 2)
         settings[key] = ns
     return settings, args[i:], None
 
