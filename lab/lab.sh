@@ -48,9 +48,10 @@
 # Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.13.12, the newest
 # release Windows Server 2016 runs): fake kubelet.exe/kube-proxy.exe that
 # report it (see fake_binaries), downloaded from DIR/dl by winsim.
-# For the l2bridge profile DIR/dl also holds a fake containerd
-# ($KWINCTL_LAB_CONTAINERD, default 1.7.20) and CNI plugins tarball (see
-# fake_binaries; their SHA-256 in DIR/dl/SHA256SUMS).
+# For the l2bridge profile DIR/dl also holds fake containerd 1.7.20 and
+# 1.7.28 tarballs (and $KWINCTL_LAB_CONTAINERD's), a CNI plugins tarball and
+# kube-log-runner.exe beside kubelet.exe (see fake_binaries; the archives'
+# SHA-256 in DIR/dl/SHA256SUMS).
 #   KWINCTL_LAB_WIN_BUILDS=2019,2022,...  win1's build, win2's, ... (2016,
 #       2019, 2022, 2025 or 10.0.NNNNN; the last one given goes on for the
 #       hosts after it); unset: winsim's default (10.0.14393, 2016)
@@ -98,38 +99,52 @@ start_winsim() { # DIR j
     --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
     --allow-basic --log "$hd/winsim.log" </dev/null >>"$hd/winsim.out" 2>&1 &
 }
-# The lab's kubelet.exe and kube-proxy.exe of release $2, under DIR/dl/v$2/:
-# `--version` of such a file is its second line (winsim/k8sbin.py); winsim
-# serves DIR/dl as https://dl.lab.invalid/.
+# The lab's kubelet.exe, kube-proxy.exe and kube-log-runner.exe of release
+# $2, under DIR/dl/v$2/: `--version` of such a file is its second line
+# (winsim/k8sbin.py); winsim serves DIR/dl as https://dl.lab.invalid/.
+# kube-log-runner.exe ships in the release's Windows node archive beside
+# kubelet.exe (kubernetes-node-windows-amd64.tar.gz: B for the first release;
+# KEP-2845); kwinctl wraps the services in it on l2bridge >= 1.26.
 fake_binaries() { # DIR version
   local b
   mkdir -p "$1/dl/v$2"
-  for b in kubelet kube-proxy; do
+  for b in kubelet kube-proxy kube-log-runner; do
     printf 'MZ kwinctl lab fake %s.exe\nKubernetes v%s\n' "$b" "$2" > "$1/dl/v$2/$b.exe"
   done
   fake_archives "$1"
 }
-# The l2bridge profile's downloads, as their projects publish them: a
-# containerd release tarball (bin/*.exe, D4; the first line of each fake
+# The l2bridge profile's downloads, as their projects publish them:
+# containerd release tarballs (bin/*.exe, D4; the first line of each fake
 # binary is its `--version` line) and the CNI plugins' Windows tgz (./*.exe,
-# C6). Byte-for-byte the same on every run (sorted, mtime 0, gzip -n).
+# C6). containerd 1.7.20 and 1.7.28 (Kubernetes 1.34 needs containerd
+# 1.7.28+: containerd RELEASES.md, "Kubernetes support"), plus
+# $KWINCTL_LAB_CONTAINERD when it is another. Byte-for-byte the same on
+# every run (sorted, mtime 0, gzip -n).
 fake_archives() { # DIR
-  local dl=$1/dl v=${KWINCTL_LAB_CONTAINERD:-1.7.20} t b
+  local dl=$1/dl t b v vs=() files=()
+  for v in 1.7.20 1.7.28 "${KWINCTL_LAB_CONTAINERD:-1.7.20}"; do
+    case " ${vs[*]} " in *" $v "*) ;; *) vs+=("$v") ;; esac
+  done
   t=$(mktemp -d)
-  mkdir -p "$t/c/bin" "$t/n"
-  for b in containerd containerd-shim-runhcs-v1 ctr; do
-    printf '%s github.com/containerd/containerd v%s 0123456789abcdef\nMZ kwinctl lab fake %s.exe\n' \
-      "$b" "$v" "$b" > "$t/c/bin/$b.exe"
+  mkdir -p "$t/n"
+  for v in "${vs[@]}"; do
+    rm -rf "$t/c"
+    mkdir -p "$t/c/bin"
+    for b in containerd containerd-shim-runhcs-v1 ctr; do
+      printf '%s github.com/containerd/containerd v%s 0123456789abcdef\nMZ kwinctl lab fake %s.exe\n' \
+        "$b" "$v" "$b" > "$t/c/bin/$b.exe"
+    done
+    tar -C "$t/c" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - bin \
+      | gzip -n > "$dl/containerd-$v-windows-amd64.tar.gz"
+    files+=("containerd-$v-windows-amd64.tar.gz")
   done
   for b in win-bridge host-local win-overlay; do
     printf 'MZ kwinctl lab fake %s.exe (CNI plugins v1.6.2)\n' "$b" > "$t/n/$b.exe"
   done
-  tar -C "$t/c" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - bin \
-    | gzip -n > "$dl/containerd-$v-windows-amd64.tar.gz"
   tar -C "$t/n" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . \
     | gzip -n > "$dl/cni-plugins-windows-amd64-v1.6.2.tgz"
   rm -rf "$t"
-  ( cd "$dl" && sha256sum "containerd-$v-windows-amd64.tar.gz" cni-plugins-windows-amd64-v1.6.2.tgz > SHA256SUMS )
+  ( cd "$dl" && sha256sum "${files[@]}" cni-plugins-windows-amd64-v1.6.2.tgz > SHA256SUMS )
 }
 # Windows Server builds by name (W1, K7: 2019 = 10.0.17763; 2022 =
 # 10.0.20348 and 2025 = 10.0.26100: spec §1, B)

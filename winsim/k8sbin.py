@@ -334,3 +334,277 @@ def warnings(component, line, args):
         return ["W0101 00:00:00.000000    4242 validation_windows.go:41] %s (ignored configuration option)"
                 % b.replace("invalid configuration: ", "") for b in cgroups_problems(seen)]
     return []
+
+
+# ------------------------------------------------------------------ kube-log-runner
+#
+# kube-log-runner.exe (staging/src/k8s.io/component-base/logs/kube-log-runner/
+# kube-log-runner.go), the release archives' log wrapper, which Windows
+# services use since the klog file flags went in 1.26 (PR #112120). Kubernetes'
+# own Windows node e2e harness registers the kubelet as
+#   sc.exe create kubelet binPath= '"...\kube-log-runner.exe" --log-file=...\kubelet.log
+#       ...\kubelet.exe ... --windows-service' depend= containerd
+# and starts it with `sc.exe start kubelet` (test/e2e_node/services/
+# kubelet_windows.go); cluster/gce/windows/k8s-node-setup.psm1 wraps kubelet
+# and kube-proxy the same way. So the service process is the runner, and the
+# wrapped program with --windows-service is what reports to SCM [V: both].
+#
+# It parses its flags with Go's `flag` package (flag.Parse on the default
+# CommandLine set, ExitOnError): `-name=value`, `-name value` (not for
+# bools), `--name` as `-name`; parsing stops at the first non-flag argument
+# (or after `--`): that argument is the program, the rest its arguments.
+
+RUNNER = "kube-log-runner"
+
+# flag (single dash, as Go names it) -> (first release, last release), kind,
+# default, usage text (the source's). -log-file, -also-stdout,
+# -redirect-stderr: every release that ships the runner (KEP-2845 brought it
+# to the release archives in 1.23, website PR #30505; B: the exact first
+# release, the l2bridge profile starts at 1.24). -log-file-size, -log-file-age,
+# -flush-interval: from 1.34 (PR #127667; CHANGELOG-1.34 v1.34.0-alpha.1
+# "kube-log-runner: rotating log output ... -log-file-size ... -log-file-age
+# ... -flush-interval").
+RUNNER_FLAGS = {
+    "-log-file": (((1, 23), None), "string", "", "If non-empty, save stdout to this file"),
+    "-also-stdout": (((1, 23), None), "bool", False,
+                     "useful with log-file, log to standard output as well as the log file"),
+    "-redirect-stderr": (((1, 23), None), "bool", True, "treat stderr same as stdout"),
+    "-flush-interval": (((1, 34), None), "duration", 0,
+                        "interval to flush log file to disk, default value 0, if non-zero, flush log file every "
+                        "interval"),
+    "-log-file-size": (((1, 34), None), "quantity", 0,
+                       "useful with log-file, in format of resource.quantity, default value 0, if non-zero, rotate "
+                       "log file when it reaches this size"),
+    "-log-file-age": (((1, 34), None), "duration", 0,
+                      "useful with log-file-size, in format of timeDuration, if non-zero, remove log files older "
+                      "than this duration"),
+}
+
+
+def is_runner(exe):
+    """Whether a command line's program is kube-log-runner(.exe)."""
+    base = (exe or "").replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return base in (RUNNER, RUNNER + ".exe")
+
+
+# Go's time.ParseDuration units, in nanoseconds
+_DUR_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9,
+              "m": 60 * 10**9, "h": 3600 * 10**9}
+_DUR_PART = re.compile(r"(\d*)(?:\.(\d*))?(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+
+
+def go_duration(s):
+    """time.ParseDuration: nanoseconds, or None ("0" alone needs no unit;
+    anything else needs one per number)."""
+    from fractions import Fraction
+    sign = 1
+    if s[:1] in "+-" and s:
+        sign, s = (-1 if s[0] == "-" else 1), s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        return None
+    total, i = Fraction(0), 0
+    while i < len(s):
+        m = _DUR_PART.match(s, i)
+        if not m or (m.group(1) == "" and not m.group(2)):
+            return None
+        whole = int(m.group(1) or "0")
+        frac = Fraction(int(m.group(2)), 10 ** len(m.group(2))) if m.group(2) else Fraction(0)
+        total += (whole + frac) * _DUR_UNITS[m.group(3)]
+        i = m.end()
+    return sign * int(total)
+
+
+def go_duration_str(ns):
+    """time.Duration.String: "168h0m0s", "5s", "1.5ms", "0s"."""
+    def frac(v, scale):
+        whole, rest = divmod(v, scale)
+        digits = str(rest).rjust(len(str(scale)) - 1, "0").rstrip("0")
+        return str(whole) + ("." + digits if digits else "")
+    sign, u = ("-" if ns < 0 else ""), abs(ns)
+    if u == 0:
+        return "0s"
+    if u < 10**9:
+        for unit, scale in (("ns", 1), ("\u00b5s", 10**3), ("ms", 10**6)):
+            if u < scale * 1000:
+                return sign + frac(u, scale) + unit
+    h, rest = divmod(u, 3600 * 10**9)
+    m, rest = divmod(rest, 60 * 10**9)
+    out = ("%dh" % h if h else "") + ("%dm" % m if h or m else "") + frac(rest, 10**9) + "s"
+    return sign + out
+
+
+_QTY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_QTY_SUFFIX = {"": 1, "n": (10, -9), "u": (10, -6), "m": (10, -3), "k": (10, 3), "M": (10, 6), "G": (10, 9),
+               "T": (10, 12), "P": (10, 15), "E": (10, 18), "Ki": (2, 10), "Mi": (2, 20), "Gi": (2, 30),
+               "Ti": (2, 40), "Pi": (2, 50), "Ei": (2, 60)}
+
+
+def go_quantity(s):
+    """resource.ParseQuantity(s).Value() (rounded up, as Value does): 100M =
+    100000000, 100Mi = 104857600; or the error text (apimachinery
+    resource/quantity.go ErrFormatWrong, ErrSuffix)."""
+    from fractions import Fraction
+    import math
+    m = _QTY.match(s)
+    if not m or m.group(1).count(".") > 1 or m.group(1).strip("+-") in ("", "."):
+        return None, ("quantities must match the regular expression "
+                      "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+    num, suf = Fraction(m.group(1)), m.group(2)
+    if suf in _QTY_SUFFIX:
+        base = _QTY_SUFFIX[suf]
+        mult = Fraction(1) if base == 1 else Fraction(base[0]) ** base[1]
+    elif re.match(r"^[eE][-+]?[0-9]+$", suf):
+        mult = Fraction(10) ** int(suf[1:])
+    else:
+        return None, "unable to parse quantity's suffix"
+    return math.ceil(num * mult), None
+
+
+def _go_q(s):
+    """Go's %q of a string (backslashes and quotes escaped)."""
+    import json
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _go_bool(s):
+    """strconv.ParseBool."""
+    if s in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if s in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    return None
+
+
+def runner_usage(argv0, v):
+    """flag.Usage of the default set: "Usage of <os.Args[0]>:" and
+    PrintDefaults (sorted; the type word: string, duration, value for a
+    flag.Var, none for a bool; "(default X)" when not the zero value)."""
+    lines = ["Usage of %s:" % argv0]
+    for name in sorted(RUNNER_FLAGS):
+        r, kind, default, usage = RUNNER_FLAGS[name]
+        if v is not None and not within(r, v):
+            continue
+        word = {"string": " string", "duration": " duration", "quantity": " value", "bool": ""}[kind]
+        lines.append("  %s%s" % (name, word))
+        lines.append("    \t%s%s" % (usage, " (default true)" if default is True else ""))
+    return "\n".join(lines) + "\n"
+
+
+def runner_parse(args, v=None, argv0=RUNNER):
+    """Go's flag.Parse of kube-log-runner's arguments for release v (None:
+    every flag any release has). Returns (settings, program_argv, error),
+    error being (what the runner prints, exit code) or None. The texts are
+    the flag package's (flag.go parseOne/failf): "flag provided but not
+    defined: -x", "flag needs an argument: -x", "invalid value %q for flag
+    -x: ...", "invalid boolean value %q for -x: ...", "bad flag syntax: x",
+    then the usage; exit 2 (ExitOnError), -h/-help: usage, exit 0."""
+    settings = {n: spec[2] for n, spec in RUNNER_FLAGS.items() if v is None or within(spec[0], v)}
+    args = list(args)
+    i = 0
+    while i < len(args):
+        s = args[i]
+        if len(s) < 2 or s[0] != "-":
+            break
+        dashes = 2 if s[1] == "-" else 1
+        if s == "--":
+            i += 1
+            break
+        name, eq, value = s[dashes:].partition("=")
+        if name == "" or name[0] in "-=":
+            return settings, [], ("bad flag syntax: %s\n%s" % (s, runner_usage(argv0, v)), 2)
+        i += 1
+        key = "-" + name
+        if key not in settings:
+            if name in ("h", "help"):
+                return settings, [], (runner_usage(argv0, v), 0)
+            return settings, [], ("flag provided but not defined: -%s\n%s" % (name, runner_usage(argv0, v)), 2)
+        kind = RUNNER_FLAGS[key][1]
+        if kind == "bool":
+            if eq:
+                b = _go_bool(value)
+                if b is None:
+                    return settings, [], ("invalid boolean value %s for -%s: parse error\n%s"
+                                          % (_go_q(value), name, runner_usage(argv0, v)), 2)
+                settings[key] = b
+            else:
+                settings[key] = True
+            continue
+        if not eq:
+            if i >= len(args):
+                return settings, [], ("flag needs an argument: -%s\n%s" % (name, runner_usage(argv0, v)), 2)
+            value = args[i]
+            i += 1
+        if kind == "string":
+            settings[key] = value
+            continue
+        if kind == "duration":
+            ns = go_duration(value)
+            err = None if ns is not None else "parse error"
+        else:
+            ns, err = go_quantity(value)
+        if err:
+            return settings, [], ("invalid value %s for flag -%s: %s\n%s"
+                                  % (_go_q(value), name, err, runner_usage(argv0, v)), 2)
+        settings[key] = ns
+    return settings, args[i:], None
+
+
+def runner_check(line, argv):
+    """Why kube-log-runner (`--version` line `line`) started as `argv` (its
+    own path first) exits before its program runs, or None. The flag error
+    (exit 2), else configureAndRun's errors through log.Fatal (exit 1):
+    "not enough arguments to run"; from 1.34 "log-file-size must be
+    non-negative quantity", "log-file-age must be non-negative"."""
+    v = minor_of(line)
+    if v is None:
+        return "not a valid Win32 application"
+    settings, prog, err = runner_parse(argv[1:], v, argv[0])
+    if err:
+        return err[0]
+    if not prog:
+        return "%s not enough arguments to run" % GO_LOG_TIME
+    if settings.get("-log-file-size", 0) < 0:
+        return "%s log-file-size must be non-negative quantity" % GO_LOG_TIME
+    if settings.get("-log-file-age", 0) < 0:
+        return "%s log-file-age must be non-negative" % GO_LOG_TIME
+    return None
+
+
+def unwrap(argv, line=None):
+    """A service's argv -> (runner_argv or None, program_argv): the runner's
+    own part (its path and flags, up to and with a `--`) and the program it
+    runs. Not a runner: (None, argv). A runner whose flags its release
+    (`line`, else every release's flags) refuses runs nothing: (argv, [])."""
+    if not argv or not is_runner(argv[0]):
+        return None, list(argv)
+    _, prog, err = runner_parse(argv[1:], minor_of(line) if line else None, argv[0])
+    if err:
+        return list(argv), []
+    return list(argv[:len(argv) - len(prog)]), list(prog)
+
+
+# Go's log package prefix (LstdFlags: date and time); the simulator's clock
+GO_LOG_TIME = "2026/01/01 00:00:00"
+
+
+def runner_command_env(line, settings, prog):
+    """What the runner logs before starting its program: log.Printf("Running
+    command:\\n%v", cmdInfo(cmd)). The 1.34+ cmdInfo (PR #127667) names
+    enable-flush (the -flush-interval duration), log-file, log-file-size
+    (its Value(), bytes) and log-file-age; earlier ones log-file,
+    also-stdout, redirect-stderr only. cmd.Dir is empty; cmd.Args is the
+    program and its arguments, comma-joined."""
+    v = minor_of(line)
+    b = lambda x: "true" if x else "false"  # noqa: E731 (Go's %v of a bool)
+    if v is not None and v >= (1, 34):
+        env = ("enable-flush=%s, log-file=%s, log-file-size=%d, log-file-age=%s, also-stdout=%s, "
+               "redirect-stderr=%s" % (go_duration_str(settings["-flush-interval"]), settings["-log-file"],
+                                       settings["-log-file-size"], go_duration_str(settings["-log-file-age"]),
+                                       b(settings["-also-stdout"]), b(settings["-redirect-stderr"])))
+    else:
+        env = "log-file=%s, also-stdout=%s, redirect-stderr=%s" % (
+            settings["-log-file"], b(settings["-also-stdout"]), b(settings["-redirect-stderr"]))
+    return ("%s Running command:\nCommand env: (%s)\nRun from directory: \nExecutable path: %s\n"
+            "Args (comma-delimited): %s\n" % (GO_LOG_TIME, env, prog[0], ",".join(prog)))

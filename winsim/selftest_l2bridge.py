@@ -31,7 +31,11 @@ the peer's namespace — and checks what the contract and the spec
 - kube-proxy's healthz false until its network exists (K1); a 1.29 kubelet
   fatal without --cgroups-per-qos=false (K5), 1.30 only warns;
 - a network's subnet is immutable unless replaced (new id, endpoints gone);
-  reset keeps the placeholder and the vSwitch.
+  reset keeps the placeholder and the vSwitch;
+- services wrapped in kube-log-runner: a 1.30 runner refuses -log-file-size
+  (Go's flag message), a 1.34 one takes the rotation flags and starts a 1.34
+  kubelet, --windows-service is the wrapped program's (1053), kube-proxy's
+  network is read behind the runner, a new runner file restarts its services.
 
 Every wait is bounded; the namespaces and the server go even on failure.
 Exit 0 when every check passed.
@@ -59,7 +63,7 @@ FAILED = []
 
 
 def check(what, ok, detail=""):
-    print("%s %s%s" % ("ok  " if ok else "FAIL", what, "" if ok else ": %s" % detail), flush=True)
+    print("%s %s%s" % ("ok  " if ok else "FAIL", what, "" if ok else ": %s" % (detail,)), flush=True)
     if not ok:
         FAILED.append(what)
 
@@ -93,6 +97,27 @@ def flag_table():
           starts("kube-proxy", "1.25.0", "--proxy-mode=userspace") and not starts("kube-proxy", "1.26.0", "--proxy-mode=userspace")
           and not starts("kube-proxy", "1.26.0") and starts("kube-proxy", "1.26.0", "--network-name=cbr0"))
     check("kubelet cgroups: fatal on 1.29, not on 1.30", not starts("kubelet", "1.29.0") and starts("kubelet", "1.30.0"))
+    # kube-log-runner (kube-log-runner.go; Go's flag package; resource.Quantity)
+    argv = k8sbin.split_command_line("C:\\k\\kube-log-runner.exe -log-file=C:\\k\\logs\\kubelet.log "
+                                     "-log-file-size=100M -log-file-age=168h -flush-interval=5s "
+                                     "C:\\k\\kubelet.exe --windows-service --v=2")
+    runner, prog = k8sbin.unwrap(argv)
+    check("unwrap: the runner's flags, then the program and its arguments (Go's flag stops at the first non-flag)",
+          runner == argv[:5] and prog == ["C:\\k\\kubelet.exe", "--windows-service", "--v=2"], (runner, prog))
+    check("unwrap: not a runner -> (None, argv)", k8sbin.unwrap(["C:\\k\\kubelet.exe", "--v=2"])
+          == (None, ["C:\\k\\kubelet.exe", "--v=2"]))
+    check("quantities: 100M = 100000000, 100Mi = 104857600",
+          k8sbin.go_quantity("100M") == (100000000, None) and k8sbin.go_quantity("100Mi") == (104857600, None))
+    r30, r34 = "Kubernetes v1.30.0", "Kubernetes v1.34.0"
+    check("runner 1.30: -log-file-size undefined (exit 2 text); 1.34 takes it; --log-file (two dashes) and "
+          "`-log-file PATH` accepted; no program: not enough arguments to run",
+          k8sbin.runner_check(r30, argv).startswith("flag provided but not defined: -log-file-size\n")
+          and k8sbin.runner_check(r34, argv) is None
+          and k8sbin.runner_check(r30, ["kube-log-runner.exe", "--log-file", "x.log", "kubelet.exe"]) is None
+          and k8sbin.runner_check(r34, ["kube-log-runner.exe", "-log-file=x.log"]).endswith(
+              "not enough arguments to run")
+          and "invalid value \"100MB\" for flag -log-file-size" in k8sbin.runner_check(
+              r34, ["kube-log-runner.exe", "-log-file-size=100MB", "kubelet.exe"]))
 
 
 # ------------------------------------------------------------------ outer
@@ -501,7 +526,86 @@ def scenario(winsim, state, containerd, tmp):
     f = probe(winsim, state)
     check("cni_conf_files: names, sorted", f["cni_conf_files"] == ["10-kwinctl.conf", "20-other.conf"],
           f["cni_conf_files"])
+    log_runner(winsim, state, base)
     return server
+
+
+RUNNER = "C:\\k\\kube-log-runner.exe"
+ROTATE = "-log-file-size=100M -log-file-age=168h -flush-interval=5s "
+
+
+def runner_bin(service_log, flags=""):
+    """The binpath kwinctl gives a service on l2bridge >= 1.26 (the contract):
+    the runner, its flags, then the program's command line."""
+    return "%s -log-file=C:\\k\\logs\\%s.log %s" % (RUNNER, service_log, flags)
+
+
+def log_runner(winsim, state, base):
+    """11. services wrapped in kube-log-runner (kube-log-runner.go; Kubernetes'
+    e2e_node kubelet_windows.go and GCE k8s-node-setup.psm1 register the
+    runner as the service's program). containerd runs (the reboot above);
+    kubelet.exe and kube-proxy.exe are 1.30.4 here."""
+    def st():
+        return json.load(open(state))
+
+    def place(path, data):
+        fl, block = upload(path, data)
+        out, _ = run(winsim, state, Script().act("place_file", block, file=fl))
+        check("place %s" % path, ok_of(out), out)
+    place(RUNNER, b"MZ kwinctl lab fake kube-log-runner.exe\nKubernetes v1.30.4\n")
+    # (b) a 1.30 runner has no rotation flags: Go's flag package stops it
+    out, _ = run(winsim, state, Script().act("install_service", MANUAL,
+                                             service=service("kubelet", runner_bin("kubelet", ROTATE) + base)))
+    d = st()
+    check("a 1.30 runner refuses -log-file-size: the start fails with Go's flag message and usage",
+          "KWX 0 failed" in out and "cannot be started" in out and d["services"]["kubelet"]["status"] == "Stopped"
+          and d["logs"].get("runner:kubelet", "").startswith("flag provided but not defined: -log-file-size\n"
+                                                      "Usage of %s:" % RUNNER), (out, d["logs"].get("runner:kubelet")))
+    # (c) the runner starts, but the program it wraps lacks --windows-service: 1053
+    out, _ = run(winsim, state, Script().act("install_service", MANUAL, service=service(
+        "kubelet", runner_bin("kubelet") + base.replace(" --windows-service", ""))))
+    d = st()
+    check("a runner wrapping a kubelet without --windows-service: 1053, the runner had started it",
+          "KWX 0 failed" in out and "(1053)" in d["logs"].get("scm:kubelet", "")
+          and d["services"]["kubelet"]["status"] == "Stopped"
+          and "Executable path: C:\\k\\kubelet.exe" in d["logs"].get("runner:kubelet", ""), out)
+    # (d) kube-proxy's network is read from the wrapped program's arguments
+    kp = "C:\\k\\kube-proxy.exe --windows-service --proxy-mode=kernelspace --network-name=cbr0"
+    out, f = run(winsim, state, Script().act("install_service", MANUAL, service=service(
+        "kube-proxy", runner_bin("kube-proxy") + kp)).act("ensure_hns_network", replace=False, **NET).probe())
+    d = st()
+    check("kube-proxy behind a 1.30 runner: running, its --network-name found through the runner's argv, "
+          "healthz 10256 ok; the short Command env line",
+          ok_of(out, 0) and ok_of(out, 1) and d["services"]["kube-proxy"]["status"] == "Running"
+          and winsim.kube_proxy_network(d) == "cbr0" and {"port": 10256, "ok": True} in f["health"]
+          and "Command env: (log-file=C:\\k\\logs\\kube-proxy.log, also-stdout=false, redirect-stderr=true)"
+          in d["logs"].get("runner:kube-proxy", ""), (out, d["logs"].get("runner:kube-proxy")))
+    # (a) a 1.34 runner with the rotation flags starts a 1.34 kubelet service
+    # (placing the runner restarts kube-proxy, which runs it: file in use)
+    place(RUNNER, b"MZ kwinctl lab fake kube-log-runner.exe\nKubernetes v1.34.1\n")
+    place("C:\\k\\kubelet.exe", b"MZ kwinctl lab fake kubelet.exe\nKubernetes v1.34.1\n")
+    out, f = run(winsim, state, Script().act("install_service", MANUAL,
+                                             service=service("kubelet", runner_bin("kubelet", ROTATE) + base)).probe())
+    d = st()
+    check("a 1.34 runner with -log-file-size/-log-file-age/-flush-interval starts a 1.34 kubelet service; "
+          "it got 100M = 100000000 bytes, 168h, 5s; the kubelet's warnings are in its log file",
+          ok_of(out) and d["services"]["kubelet"]["status"] == "Running" and {"port": 10248, "ok": True} in f["health"]
+          and "Command env: (enable-flush=5s, log-file=C:\\k\\logs\\kubelet.log, log-file-size=100000000, "
+          "log-file-age=168h0m0s, also-stdout=false, redirect-stderr=true)" in d["logs"].get("runner:kubelet", "")
+          and "Args (comma-delimited): C:\\k\\kubelet.exe,--windows-service," in d["logs"].get("runner:kubelet", "")
+          and "ignored configuration option" in d["logs"].get("C:\\k\\logs\\kubelet.log", ""),
+          (out, d["logs"].get("runner:kubelet")))
+    # the runner file is in use by both services: a new one restarts both
+    d["logs"].pop("runner:kubelet", None)
+    d["logs"].pop("runner:kube-proxy", None)
+    with open(state, "w") as fh:
+        json.dump(d, fh)
+    place(RUNNER, b"MZ kwinctl lab fake kube-log-runner.exe\nKubernetes v1.34.2\n")
+    d = st()
+    check("replacing the runner restarts the services running it",
+          d["services"]["kubelet"]["status"] == "Running" and d["services"]["kube-proxy"]["status"] == "Running"
+          and "Command env:" in d["logs"].get("runner:kubelet", "")
+          and "Command env:" in d["logs"].get("runner:kube-proxy", ""), sorted(d["logs"]))
 
 
 def set_state(state, **kv):

@@ -498,6 +498,54 @@ def start_binary(d, exe, args, env=None):
     return why
 
 
+def runner_start(d, name, argv, env):
+    """The service process is kube-log-runner (k8sbin "kube-log-runner"):
+    its file must exist; its release (its version line) decides its flags;
+    a flag error or no program makes it exit before anything runs (Go's flag
+    package / log.Fatal: the start fails as a program that exits does).
+    Otherwise it opens -log-file (O_APPEND), runs the program with stdout,
+    and stderr unless -redirect-stderr=false, going to that file, and lives
+    as long as the program does (kube-log-runner.go configureAndRun).
+    Returns (why it exited or None, the program's argv).
+
+    What the runner itself prints (the flag errors, log.Printf's "Running
+    command:" / "Command env:" lines) goes to ITS stderr: Go's log package
+    writes to os.Stderr and the runner never redirects it (the source's
+    log.Printf; so not to the log file); a service has no console, so on
+    Windows that text is lost. winsim keeps it in logs["runner:<service>"]
+    so a test can read the settings the runner got. The log file
+    logs[<-log-file>] gets what the program prints (its warnings, or why it
+    exited)."""
+    p = file_of(d, argv[0])
+    if p is None:
+        return "The system cannot find the file specified", [""]
+    line = d["file_versions"].get(p)
+    why = k8sbin.runner_check(line, argv)
+    if why is not None:
+        d["logs"]["runner:" + name] = why
+        return why, [""]
+    v = k8sbin.minor_of(line)
+    settings, prog, _ = k8sbin.runner_parse(argv[1:], v, argv[0])
+    runner_log = k8sbin.runner_command_env(line, settings, prog)
+    why = start_binary(d, prog[0], prog[1:], env)
+    component = os.path.basename(prog[0].replace("\\", "/")).lower()
+    component = component[:-4] if component.endswith(".exe") else component
+    # klog writes to stderr; the file gets it with -redirect-stderr (default true)
+    printed = why if why is not None else "\n".join(k8sbin.warnings(component, file_version(d, prog[0]), prog[1:]))
+    if printed and not settings["-redirect-stderr"]:
+        runner_log += printed.rstrip("\n") + "\n"
+        printed = ""
+    log_file = settings["-log-file"]
+    if log_file:
+        key = next((k for k in d["logs"] if k.lower() == log_file.lower()), log_file)
+        d["logs"][key] = d["logs"].get(key, "") + (printed.rstrip("\n") + "\n" if printed else "")
+    if why is not None:
+        # the program exited: cmd.Wait's error through log.Fatal
+        runner_log += "%s running command: exit status 1\n" % k8sbin.GO_LOG_TIME
+    d["logs"]["runner:" + name] = runner_log
+    return why, prog
+
+
 def scm_start(d, name):
     """Start-Service: SCM runs the ImagePath and waits for the program to
     report to it. A program that exits first fails the start; one without
@@ -512,12 +560,19 @@ def scm_start(d, name):
         if dep in d["services"] and d["services"][dep]["status"] != "Running":
             scm_start(d, dep)
     argv = k8sbin.split_command_line(s["binpath"]) or [""]
-    why = start_binary(d, argv[0], argv[1:], s.get("env"))
+    if k8sbin.is_runner(argv[0]):
+        why, prog = runner_start(d, name, argv, s.get("env"))
+    else:
+        prog = argv
+        why = start_binary(d, argv[0], argv[1:], s.get("env"))
     # the flag that makes the program talk to SCM: kubelet and kube-proxy's
     # --windows-service (K4); containerd's --run-service, which
-    # --register-service stores with the other arguments (D6)
-    scm_flag = "--run-service" if is_containerd(argv[0]) else "--windows-service"
-    if why is None and scm_flag not in argv[1:]:
+    # --register-service stores with the other arguments (D6). Behind
+    # kube-log-runner it is the wrapped program's (the runner itself never
+    # talks to SCM; Kubernetes' e2e_node kubelet_windows.go and GCE's
+    # k8s-node-setup.psm1 pass --windows-service to the program) [V].
+    scm_flag = "--run-service" if is_containerd(prog[0]) else "--windows-service"
+    if why is None and scm_flag not in prog[1:]:
         why = "The service did not respond to the start or control request in a timely fashion (1053)"
     d["logs"]["scm:" + name] = why or ""
     if why is None:
@@ -1376,12 +1431,20 @@ def component_running(d, name):
     return bool(s and s["status"] == "Running") or bool(t and t.get("running"))
 
 
+def service_program(d, binpath):
+    """The program a service's command line runs and its arguments: behind
+    kube-log-runner, the program it wraps (k8sbin.unwrap, with the runner
+    file's release deciding its flags); [] when the runner would refuse."""
+    argv = k8sbin.split_command_line(binpath)
+    return k8sbin.unwrap(argv, file_version(d, argv[0]) if argv else None)[1]
+
+
 def kube_proxy_network(d):
     """The HNS network kube-proxy looks for: --network-name, else
     $env:KUBE_NETWORK (K1)."""
     s = d["services"].get("kube-proxy")
     if s:
-        argv, env = k8sbin.split_command_line(s["binpath"]), s.get("env")
+        argv, env = service_program(d, s["binpath"]), s.get("env")
     elif d["tasks"].get("kube-proxy", {}).get("service"):
         t = d["tasks"]["kube-proxy"]["service"]
         argv, env = [t["exe"]] + k8sbin.split_command_line(t["args"]), t.get("env")
