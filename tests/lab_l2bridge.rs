@@ -14,6 +14,10 @@ use common::{count, host, kwinctl, summary, text, write};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
+/// The first release whose kube-log-runner rotates (PR #127667), with a
+/// containerd it supports (containerd RELEASES.md: 1.7.28+ for 1.34).
+const K8S_ROTATING: &str = "1.34.2";
+const CONTAINERD_ROTATING: &str = "1.7.28";
 
 fn sha256(b: &[u8]) -> String {
     use sha2::Digest;
@@ -23,43 +27,43 @@ fn sha256(b: &[u8]) -> String {
         .collect()
 }
 
-/// The lab's inventory switched to Kubernetes `K8S` on the l2bridge profile
-/// (the default from 1.24): the lab's fake kubelet.exe and kube-proxy.exe of
-/// that release, and its fake containerd and CNI plugins archives.
-fn use_l2bridge(lab: &Lab) {
+/// The lab's inventory switched to Kubernetes `k8s` on the l2bridge profile
+/// (the default from 1.24): the lab's fake kubelet.exe, kube-proxy.exe and
+/// kube-log-runner.exe of that release, and its fake containerd (release
+/// `containerd`) and CNI plugins archives.
+fn use_l2bridge(lab: &Lab, k8s: &str, containerd: &str) {
     let dl = lab.dir().join("dl");
-    let vdir = dl.join(format!("v{K8S}"));
+    let vdir = dl.join(format!("v{k8s}"));
     std::fs::create_dir_all(&vdir).unwrap();
     let mut shas = std::collections::BTreeMap::new();
-    for b in ["kubelet", "kube-proxy"] {
-        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{K8S}\n");
+    for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
+        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{k8s}\n");
         std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
         shas.insert(b, sha256(content.as_bytes()));
     }
-    let (cd_url, cd_sha) = lab.download(&format!("containerd-{CONTAINERD}-windows-amd64.tar.gz"));
+    let (cd_url, cd_sha) = lab.download(&format!("containerd-{containerd}-windows-amd64.tar.gz"));
     let (cni_url, cni_sha) = lab.download("cni-plugins-windows-amd64-v1.6.2.tgz");
+    let bin = |b: &str| {
+        format!(
+            "        {b}: {{ url: \"https://dl.lab.invalid/v{k8s}/{b}.exe\", sha256: {} }}\n",
+            shas[b]
+        )
+    };
     let mut out = String::new();
     for line in std::fs::read_to_string(lab.inventory()).unwrap().lines() {
         let t = line.trim_start();
         if t.starts_with("kubernetes_version:") {
             out += &format!(
-                "  kubernetes_version: \"{K8S}\"\n  containerd_version: \"{CONTAINERD}\"\n"
+                "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
             );
-        } else if t.starts_with("kubelet: {") || t.starts_with("kube-proxy: {") {
-            let b = if t.starts_with("kubelet") {
-                "kubelet"
-            } else {
-                "kube-proxy"
-            };
+        } else if t.starts_with("kubelet: {") {
+            out += &bin("kubelet");
+        } else if t.starts_with("kube-proxy: {") {
+            out += &bin("kube-proxy");
+            out += &bin("kube-log-runner");
             out += &format!(
-                "        {b}: {{ url: \"https://dl.lab.invalid/v{K8S}/{b}.exe\", sha256: {} }}\n",
-                shas[b]
+                "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
             );
-            if b == "kube-proxy" {
-                out += &format!(
-                    "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
-                );
-            }
         } else {
             out += line;
             out.push('\n');
@@ -74,7 +78,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2019", "2022"], None);
-    use_l2bridge(&lab);
+    use_l2bridge(&lab, K8S, CONTAINERD);
     let i = lab.inv();
     let o = kwinctl(&["check", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -116,6 +120,16 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
             .map(str::to_string)
             .collect();
         assert!(!names.is_empty(), "{h}: no host endpoint in {st}");
+        // 1.30: kube-log-runner writes each service's output to its file
+        // (no klog file flags since 1.26), without rotation (its 1.30
+        // release has none), which the plan says
+        assert_runner_logs(&st, h, false);
+        assert!(
+            r["notes"]
+                .to_string()
+                .contains("rotates files only from Kubernetes 1.34"),
+            "{r}"
+        );
     }
     // the Linux node routes each Windows pod CIDR via that node's address
     let routes = lab.routes("h1");
@@ -209,9 +223,22 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     let o = kwinctl(&["reset", "-i", &i, "--yes", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     for h in ["win1", "win2"] {
-        let st = lab.win_state_json(h).to_string();
-        assert!(!st.contains("cbr0"), "{h}: {st}");
-        assert!(st.contains("\"External\""), "{h}: {st}");
+        let st = lab.win_state_json(h);
+        // (the logs keep the old command lines: only the objects count)
+        for k in [
+            "hns_networks",
+            "hns_endpoints",
+            "services",
+            "files",
+            "tasks",
+        ] {
+            assert!(!st[k].to_string().contains("cbr0"), "{h} {k}: {st}");
+        }
+        assert_eq!(st["services"], serde_json::json!({}), "{h}: {st}");
+        assert!(
+            st["hns_networks"].to_string().contains("\"External\""),
+            "{h}: {st}"
+        );
     }
 }
 
@@ -224,7 +251,7 @@ fn up_reboot_restarts_the_host_and_goes_on() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2022"], None);
-    use_l2bridge(&lab);
+    use_l2bridge(&lab, K8S_ROTATING, CONTAINERD_ROTATING);
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -240,7 +267,50 @@ fn up_reboot_restarts_the_host_and_goes_on() {
     let st = lab.win_state_json("win1");
     assert_eq!(st["features"]["Containers"], "Installed", "{st}");
     assert_eq!(st["boot_count"], 1, "{st}");
+    // 1.34: the runner rotates (PR #127667), and no note says otherwise
+    assert_runner_logs(&st, "win1", true);
+    assert!(
+        !r["notes"].to_string().contains("rotates files only"),
+        "{r}"
+    );
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+/// kubelet and kube-proxy run behind kube-log-runner on the simulated host
+/// `h` (state `st`), which started them and writes their output to
+/// C:\k\logs\<name>.log, with the rotation settings when `rotating`.
+fn assert_runner_logs(st: &serde_json::Value, h: &str, rotating: bool) {
+    for svc in ["kubelet", "kube-proxy"] {
+        let s = &st["services"][svc];
+        assert_eq!(s["status"], "Running", "{h} {svc}: {s}");
+        let log = format!(r"C:\k\logs\{svc}.log");
+        let binpath = s["binpath"].as_str().unwrap();
+        assert!(
+            binpath.starts_with(&format!(r"C:\k\kube-log-runner.exe -log-file={log} ")),
+            "{h}: {binpath}"
+        );
+        assert_eq!(
+            binpath.contains("-log-file-size=100M -log-file-age=168h -flush-interval=5s"),
+            rotating,
+            "{h}: {binpath}"
+        );
+        // the file holds what the program printed (its warnings); the
+        // runner's own "Command env" line goes to the runner's stderr
+        assert!(
+            st["logs"][&log].is_string(),
+            "{h}: no {log} in {}",
+            st["logs"]
+        );
+        let runner = st["logs"][format!("runner:{svc}")]
+            .as_str()
+            .unwrap_or_else(|| panic!("{h}: the runner did not start {svc}: {}", st["logs"]));
+        assert!(runner.contains(&format!("log-file={log}")), "{h}: {runner}");
+        assert_eq!(
+            runner.contains("log-file-size=100000000"),
+            rotating,
+            "{h}: {runner}"
+        );
+    }
 }
