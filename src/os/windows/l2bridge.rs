@@ -39,8 +39,12 @@ pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
 /// D2): kwinctl's must sort first.
 pub const CNI_CONF: &str = r"C:\etc\cni\net.d\10-kwinctl.conf";
 pub const CNI_CONF_NAME: &str = "10-kwinctl.conf";
-/// crictl's config for whoever logs in (S2 writes it to the user's profile;
-/// kwinctl keeps it beside its other files: `crictl --config C:\k\crictl.yaml`).
+/// crictl's config (S2 writes it to the user's profile; kwinctl keeps it
+/// beside its other files). A crictl.exe in C:\k finds it without flags:
+/// when `--config` / `CRI_CONFIG_FILE` is not given and the default file is
+/// absent, crictl "searches the program's directory as well" (cri-tools
+/// cmd/crictl/main.go, the --config flag); elsewhere pass
+/// `--config C:\k\crictl.yaml` or set CRI_CONFIG_FILE.
 pub const CRICTL_CONFIG: &str = r"C:\k\crictl.yaml";
 /// kubelet's and kube-proxy's health endpoints (verify).
 pub const KUBELET_HEALTHZ: u16 = 10248;
