@@ -31,13 +31,20 @@ fn sha256(b: &[u8]) -> String {
 /// (the default from 1.24): the lab's fake kubelet.exe, kube-proxy.exe and
 /// kube-log-runner.exe of that release, and its fake containerd (release
 /// `containerd`) and CNI plugins archives.
-fn use_l2bridge(lab: &Lab, k8s: &str, containerd: &str) {
+/// `runner`: kube-log-runner.exe from that release instead, named in
+/// cluster.log_runner_version.
+fn use_l2bridge(lab: &Lab, k8s: &str, containerd: &str, runner: Option<&str>) {
     let dl = lab.dir().join("dl");
     let vdir = dl.join(format!("v{k8s}"));
     std::fs::create_dir_all(&vdir).unwrap();
     let mut shas = std::collections::BTreeMap::new();
     for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
-        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{k8s}\n");
+        let release = if b == "kube-log-runner" {
+            runner.unwrap_or(k8s)
+        } else {
+            k8s
+        };
+        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{release}\n");
         std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
         shas.insert(b, sha256(content.as_bytes()));
     }
@@ -56,6 +63,9 @@ fn use_l2bridge(lab: &Lab, k8s: &str, containerd: &str) {
             out += &format!(
                 "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
             );
+            if let Some(r) = runner {
+                out += &format!("  log_runner_version: \"{r}\"\n");
+            }
         } else if t.starts_with("kubelet: {") {
             out += &bin("kubelet");
         } else if t.starts_with("kube-proxy: {") {
@@ -78,7 +88,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2019", "2022"], None);
-    use_l2bridge(&lab, K8S, CONTAINERD);
+    use_l2bridge(&lab, K8S, CONTAINERD, None);
     let i = lab.inv();
     let o = kwinctl(&["check", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -125,9 +135,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
         // release has none), which the plan says
         assert_runner_logs(&st, h, false);
         assert!(
-            r["notes"]
-                .to_string()
-                .contains("rotates files only from Kubernetes 1.34"),
+            r["notes"].to_string().contains("which cannot rotate them"),
             "{r}"
         );
     }
@@ -251,7 +259,7 @@ fn up_reboot_restarts_the_host_and_goes_on() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2022"], None);
-    use_l2bridge(&lab, K8S_ROTATING, CONTAINERD_ROTATING);
+    use_l2bridge(&lab, K8S_ROTATING, CONTAINERD_ROTATING, None);
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -269,13 +277,29 @@ fn up_reboot_restarts_the_host_and_goes_on() {
     assert_eq!(st["boot_count"], 1, "{st}");
     // 1.34: the runner rotates (PR #127667), and no note says otherwise
     assert_runner_logs(&st, "win1", true);
-    assert!(
-        !r["notes"].to_string().contains("rotates files only"),
-        "{r}"
-    );
+    assert!(!r["notes"].to_string().contains("cannot rotate"), "{r}");
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+/// cluster.log_runner_version: the 1.30 binaries behind a 1.34 runner,
+/// which rotates their logs (the runner only starts the binary it wraps);
+/// the plan has no note about unrotated logs.
+#[test]
+fn a_newer_log_runner_rotates_an_older_kubelets_logs() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2022"], Some("Installed"));
+    use_l2bridge(&lab, K8S, CONTAINERD, Some(K8S_ROTATING));
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let r = host(&s, "win1");
+    assert!(!r["notes"].to_string().contains("cannot rotate"), "{r}");
+    assert_runner_logs(&lab.win_state_json("win1"), "win1", true);
 }
 
 /// kubelet and kube-proxy run behind kube-log-runner on the simulated host

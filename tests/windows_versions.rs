@@ -274,3 +274,46 @@ fn check_notes_the_shared_kubelet_identity() {
     let o = kwinctl(&["check", "-i", &inventory(dir.path(), "1.5.8", false)]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("identity"));
 }
+
+/// cluster.log_runner_version: the release kube-log-runner.exe comes from,
+/// where the l2bridge profile wraps the services (1.26 on); refused where
+/// no runner runs, or before the runner shipped (1.23, PR #106123).
+#[test]
+fn check_takes_the_log_runner_release_only_where_a_runner_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |version: &str, containerd: &str, runner: &str| {
+        let inv = inventory(dir.path(), version, true);
+        let t = std::fs::read_to_string(&inv).unwrap().replace(
+            "  kubernetes_version:",
+            &format!(
+                "  containerd_version: \"{containerd}\"\n  log_runner_version: \"{runner}\"\n  kubernetes_version:"
+            ),
+        );
+        std::fs::write(&inv, t).unwrap();
+        kwinctl(&["check", "-i", &inv])
+    };
+    let o = with("1.30.4", "1.7.20", "1.34.2");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = with("1.24.17", "1.6.4", "1.34.2");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(".yaml:") && err.contains("runs no kube-log-runner"),
+        "{err}"
+    );
+    assert!(err.contains("remove log_runner_version"), "{err}");
+    let o = with("1.30.4", "1.7.20", "1.22.17");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("from 1.23 on (PR #106123)"),
+        "{}",
+        text(&o)
+    );
+    let o = with("1.30.4", "1.7.20", "latest");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not a Kubernetes release"),
+        "{}",
+        text(&o)
+    );
+}

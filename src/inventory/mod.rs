@@ -156,6 +156,8 @@ pub struct Cluster {
     pub windows_profile_given: Option<WindowsProfile>,
     /// The containerd release the l2bridge profile installs.
     pub containerd_version: Option<ContainerdVersion>,
+    /// The release of windows.binaries.kube-log-runner (`None`: kubernetes_version's).
+    pub log_runner_version: Option<KubeVersion>,
     /// Where keys that later checks point at are in the inventory.
     pub pos: ClusterPos,
 }
@@ -171,6 +173,7 @@ pub struct ClusterPos {
     pub pause_image: Option<Pos>,
     pub windows_profile: Option<Pos>,
     pub containerd_version: Option<Pos>,
+    pub log_runner_version: Option<Pos>,
 }
 
 /// What the inventory says about an SSH connection. Each value set here is

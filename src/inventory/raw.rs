@@ -102,6 +102,10 @@ pub(super) struct RawCluster {
     /// The containerd release of windows.binaries.containerd, e.g. "1.7.20" (l2bridge profile).
     #[schemars(with = "Option<String>")]
     pub(super) containerd_version: Option<Spanned<String>>,
+    #[serde(default)]
+    /// The Kubernetes release windows.binaries.kube-log-runner comes from, when not kubernetes_version's (l2bridge, 1.26 and later): its -log-file-size rotation exists from 1.34, and the runner only starts the binary it wraps, so a 1.34+ runner gives rotating logs to older releases.
+    #[schemars(with = "Option<String>")]
+    pub(super) log_runner_version: Option<Spanned<String>>,
 }
 
 impl super::ClusterPos {
@@ -115,6 +119,7 @@ impl super::ClusterPos {
             pause_image: c.pause_image.as_ref().map(pos),
             windows_profile: c.windows_profile.as_ref().map(pos),
             containerd_version: c.containerd_version.as_ref().map(pos),
+            log_runner_version: c.log_runner_version.as_ref().map(pos),
         }
     }
 }

@@ -293,6 +293,7 @@ impl Validator {
             ("pause_image", c.pause_image.as_ref()),
             ("windows_profile", c.windows_profile.as_ref()),
             ("containerd_version", c.containerd_version.as_ref()),
+            ("log_runner_version", c.log_runner_version.as_ref()),
         ];
         let mut unfilled = false;
         for (key, v) in keys {
@@ -408,6 +409,21 @@ impl Validator {
             }
             None => None,
         };
+        let log_runner_version = match &c.log_runner_version {
+            Some(v) => {
+                let parsed = KubeVersion::parse(&v.value);
+                if parsed.is_none() {
+                    self.problem(
+                        v.into(),
+                        format!("log_runner_version {} is not a Kubernetes release", echo(&v.value)),
+                        "write the release windows.binaries.kube-log-runner comes from, e.g. \"1.34.2\"",
+                    );
+                    ok = false;
+                }
+                parsed
+            }
+            None => None,
+        };
         if !ok {
             return None;
         }
@@ -422,6 +438,7 @@ impl Validator {
             pause_image,
             windows_profile_given,
             containerd_version,
+            log_runner_version,
             pos: ClusterPos::of(c),
         })
     }

@@ -239,6 +239,9 @@ impl WindowsDesired {
         };
         let mut services = Vec::new();
         let mut wrapped = false;
+        // the release kube-log-runner.exe comes from (it has no --version)
+        let runner_v = inv.cluster.log_runner_version.unwrap_or(version);
+        let runner_m = runner_v.minor;
         let runtime = if l2 { "containerd" } else { "docker" };
         if l2 {
             // As `containerd --register-service` registers it: the service
@@ -287,7 +290,7 @@ impl WindowsDesired {
                 depends,
                 call.hosting,
             );
-            services.push(match k8s::log_runner(c, m, profile, &values) {
+            services.push(match k8s::log_runner(c, m, runner_m, profile, &values) {
                 Some(args) => {
                     wrapped = true;
                     service.wrapped(LOG_RUNNER_EXE, args, k8s::log_file(c, LOG_DIR))
@@ -307,8 +310,8 @@ impl WindowsDesired {
             required_files.push(LOG_RUNNER_EXE.into());
             if let Some(b) = w.binaries.get("kube-log-runner") {
                 let (source, sha256) = source_of(host, "kube-log-runner", b, uploads)?;
-                // kube-log-runner has no --version: its release is the
-                // cluster's, as the release archives ship it
+                // kube-log-runner has no --version: its release is
+                // log_runner_version, else the cluster's
                 files.push(WinFile {
                     path: LOG_RUNNER_EXE.into(),
                     sha256,
@@ -317,9 +320,9 @@ impl WindowsDesired {
                     version_regex: None,
                 });
             }
-            if !k8s::log_runner_rotates(m, profile) {
+            if !k8s::log_runner_rotates(runner_m, profile) {
                 notes.push(format!(
-                    r"kubelet and kube-proxy log to {LOG_DIR}\kubelet.log and {LOG_DIR}\kube-proxy.log through kube-log-runner, which rotates files only from Kubernetes 1.34 on (PR #127667): on {version} these files grow without bound, so prune them on the node or move to 1.34+"
+                    r"kubelet and kube-proxy log to {LOG_DIR}\kubelet.log and {LOG_DIR}\kube-proxy.log through kube-log-runner {runner_v}, which cannot rotate them (rotation arrived in 1.34, PR #127667): they grow without bound; take windows.binaries.kube-log-runner from a 1.34+ release and set cluster.log_runner_version to it (the runner works with any kubelet), or prune the files on the node"
                 ));
             }
         }

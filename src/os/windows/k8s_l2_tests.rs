@@ -199,7 +199,7 @@ fn kube_log_runner_wraps_the_services_where_klog_writes_no_files() {
         for c in [Component::Kubelet, Component::KubeProxy] {
             let args = invocation(c, v, p, &values()).unwrap().args;
             let klog = args.iter().any(|a| flag(a) == "--log-dir");
-            let runner = log_runner(c, v, p, &values());
+            let runner = log_runner(c, v, v, p, &values());
             assert_eq!(klog, n <= 25, "1.{n} {}: {args:?}", c.name());
             assert_eq!(runner.is_some(), n >= 26, "1.{n} {}", c.name());
             let Some(r) = runner else { continue };
@@ -233,8 +233,24 @@ fn kube_log_runner_wraps_the_services_where_klog_writes_no_files() {
     let t = log_runner(
         Component::Kubelet,
         m("1.23"),
+        m("1.23"),
         Profile::Transparent,
         &values(),
     );
     assert_eq!(t, None);
+    // a 1.34 runner in front of a 1.30 kubelet rotates; a 1.30 runner in
+    // front of a 1.34 kubelet does not (the runner's release decides)
+    let flags = |k: &str, r: &str| {
+        log_runner(Component::Kubelet, m(k), m(r), p, &values())
+            .unwrap()
+            .iter()
+            .any(|a| flag(a) == "-log-file-size")
+    };
+    assert!(flags("1.30", "1.34"));
+    assert!(!flags("1.34", "1.30"));
+    // and the kubelet's release decides whether there is a wrapper at all
+    assert_eq!(
+        log_runner(Component::Kubelet, m("1.25"), m("1.34"), p, &values()),
+        None
+    );
 }

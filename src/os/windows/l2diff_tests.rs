@@ -13,6 +13,11 @@ use crate::os::windows::facts::{
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: t\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n";
 
 fn desired() -> WindowsDesired {
+    desired_with("")
+}
+
+/// With `extra` (lines of `cluster:`) added.
+fn desired_with(extra: &str) -> WindowsDesired {
     // (one folder per call: the tests run in parallel)
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -20,7 +25,7 @@ fn desired() -> WindowsDesired {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("kc"), KUBECONFIG).unwrap();
     let text = format!(
-        "cluster:\n  name: t\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\n  kubernetes_version: 1.30.4\n  containerd_version: 1.7.20\n  kubeconfig: {}\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n    windows:\n      binaries:\n        containerd: {{ url: 'https://dl.invalid/containerd.tar.gz', sha256: '{}' }}\n        cni-plugins: {{ url: 'https://dl.invalid/cni.tgz', sha256: '{}' }}\n",
+        "cluster:\n  name: t\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\n  kubernetes_version: 1.30.4\n  containerd_version: 1.7.20\n{extra}  kubeconfig: {}\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n    windows:\n      binaries:\n        containerd: {{ url: 'https://dl.invalid/containerd.tar.gz', sha256: '{}' }}\n        cni-plugins: {{ url: 'https://dl.invalid/cni.tgz', sha256: '{}' }}\n",
         dir.join("kc").display(),
         "ab".repeat(32),
         "cd".repeat(32)
@@ -442,48 +447,5 @@ fn a_running_service_whose_health_endpoint_fails_is_restarted() {
     assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
 }
 
-/// Kubernetes 1.30: kubelet and kube-proxy run behind kube-log-runner (no
-/// klog file flags since 1.26), which this release cannot make rotate; a
-/// host without the runner and no windows.binaries.kube-log-runner is
-/// refused with where to get it.
-#[test]
-fn services_run_behind_kube_log_runner_and_a_missing_runner_is_refused() {
-    let d = desired();
-    for (s, log) in [
-        (&d.services[1], r"C:\k\logs\kubelet.log"),
-        (&d.services[2], r"C:\k\logs\kube-proxy.log"),
-    ] {
-        let exe = format!(r"C:\k\{}.exe", s.name);
-        assert!(
-            s.binpath.starts_with(&format!(
-                r"C:\k\kube-log-runner.exe -log-file={log} {exe} --windows-service "
-            )),
-            "{}",
-            s.binpath
-        );
-        assert!(!s.binpath.contains("-log-file-size"), "{}", s.binpath);
-        // the start script's arguments stay the binary's own
-        assert!(s.args.starts_with("--windows-service "), "{}", s.args);
-    }
-    assert!(
-        d.notes
-            .iter()
-            .any(|n| n.contains("rotates files only from Kubernetes 1.34")),
-        "{:?}",
-        d.notes
-    );
-    assert!(
-        d.required_files
-            .iter()
-            .any(|p| p.ends_with("kube-log-runner.exe"))
-    );
-    // no runner on the host and none in the inventory
-    let mut f = fresh(&d);
-    f.files.retain(|x| !x.path.ends_with("kube-log-runner.exe"));
-    let e = diff(&node(), &d, &f).unwrap_err().to_string();
-    assert!(
-        e.contains(r"C:\k\kube-log-runner.exe is missing: add windows.binaries.kube-log-runner")
-            && e.contains("https://dl.k8s.io/v1.30.4/bin/windows/amd64/kube-log-runner.exe"),
-        "{e}"
-    );
-}
+#[path = "l2diff_logs_tests.rs"]
+mod logs;

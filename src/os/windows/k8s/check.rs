@@ -107,6 +107,27 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
             }
         }
     }
+    if let (Some(r), true) = (inv.cluster.log_runner_version, problems.is_empty()) {
+        let at = pos.log_runner_version.unwrap_or_default();
+        if !wrapped(Component::Kubelet, v.minor, p) {
+            problems.push(Problem {
+                pos: at,
+                message: format!(
+                    "log_runner_version is set, but Kubernetes {v} on the {} profile runs no kube-log-runner (kubelet and kube-proxy write their own log files up to 1.25; the runner wraps them on the l2bridge profile from 1.26)",
+                    p.name()
+                ),
+                hint: "remove log_runner_version (and windows.binaries.kube-log-runner)".into(),
+            });
+        } else if r.minor < Minor::new(1, 23) {
+            problems.push(Problem {
+                pos: at,
+                message: format!(
+                    "log_runner_version {r}: kube-log-runner ships in Kubernetes' release archives from 1.23 on (PR #106123)"
+                ),
+                hint: "take kube-log-runner.exe from a 1.34+ release (it rotates its files) and name that release here".into(),
+            });
+        }
+    }
     problems
 }
 

@@ -16,12 +16,25 @@ fn klog_files(c: Component, m: Minor, p: Profile) -> bool {
     rows(c, p).any(|r| r.name == "--log-dir" && !r.env && r.exists_in(m))
 }
 
+/// Whether `c` of release `m` runs behind kube-log-runner: a native service
+/// that cannot write its own log files.
+pub fn wrapped(c: Component, m: Minor, p: Profile) -> bool {
+    c != Component::LogRunner && hosting(c, m) == Hosting::Service && !klog_files(c, m, p)
+}
+
 /// kube-log-runner's arguments (before the program) when `c` of release `m`
-/// runs as a native service that cannot write its own log files: its
-/// output, which the Service Control Manager drops, goes to
-/// [`log_file`] (rotating where the runner of `m` can). `None`: no wrapper.
-pub fn log_runner(c: Component, m: Minor, p: Profile, v: &Values) -> Option<Vec<String>> {
-    if c == Component::LogRunner || hosting(c, m) != Hosting::Service || klog_files(c, m, p) {
+/// is [`wrapped`]: its output, which the Service Control Manager drops,
+/// goes to [`log_file`], rotating where the runner's release `runner` can
+/// (the runner only starts the program and copies its output, so any
+/// release of it wraps any kubelet). `None`: no wrapper.
+pub fn log_runner(
+    c: Component,
+    m: Minor,
+    runner: Minor,
+    p: Profile,
+    v: &Values,
+) -> Option<Vec<String>> {
+    if !wrapped(c, m, p) {
         return None;
     }
     let file = log_file(c, v.log_dir);
@@ -31,19 +44,20 @@ pub fn log_runner(c: Component, m: Minor, p: Profile, v: &Values) -> Option<Vec<
     };
     let args: Vec<String> = rows(Component::LogRunner, p)
         .filter(|r| {
-            r.exists_in(m) && !r.env && applies(r.when, v.kubeconfig.is_some(), Hosting::Service)
+            r.exists_in(runner)
+                && !r.env
+                && applies(r.when, v.kubeconfig.is_some(), Hosting::Service)
         })
         .map(|r| match &r.value {
             Some(t) => format!("{}={}", r.name, v.fill(t)),
             None => r.name.clone(),
         })
         .collect();
-    // a release without the runner's -log-file (before 1.23) has no wrapper
-    // to offer: the profile's own range starts later, so this is a table bug
+    // a runner before 1.23 does not exist: `check` refuses that release
     (!args.is_empty()).then_some(args)
 }
 
-/// Whether the wrapper of release `m` rotates the files it writes.
+/// Whether the runner of release `m` rotates the files it writes.
 pub fn log_runner_rotates(m: Minor, p: Profile) -> bool {
     rows(Component::LogRunner, p).any(|r| r.name == "-log-file-size" && r.exists_in(m))
 }
