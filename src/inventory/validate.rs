@@ -68,6 +68,30 @@ pub(super) struct Validator {
 }
 
 impl Validator {
+    /// An optional cluster key `(name, value)` parsed by `parse`; a value
+    /// it does not take is a problem ("NAME VALUE is not WHAT", `hint`) and
+    /// clears `ok`.
+    fn optional<T>(
+        &mut self,
+        (key, v): (&str, Option<&Spanned<String>>),
+        parse: impl Fn(&str) -> Option<T>,
+        what: &str,
+        hint: &str,
+        ok: &mut bool,
+    ) -> Option<T> {
+        let v = v?;
+        let parsed = parse(&v.value);
+        if parsed.is_none() {
+            self.problem(
+                v.into(),
+                format!("{key} {} is not {what}", echo(&v.value)),
+                hint,
+            );
+            *ok = false;
+        }
+        parsed
+    }
+
     pub(super) fn problem(
         &mut self,
         pos: Pos,
@@ -379,51 +403,27 @@ impl Validator {
             }
             p => p.as_ref().map(|p| p.value.clone()),
         };
-        let windows_profile_given = match &c.windows_profile {
-            Some(p) => {
-                let parsed = WindowsProfile::parse(&p.value);
-                if parsed.is_none() {
-                    self.problem(
-                        p.into(),
-                        format!("windows_profile {} is not a Windows profile", echo(&p.value)),
-                        "use `transparent` (Docker, Kubernetes up to 1.23) or `l2bridge` (containerd, 1.24 and later), or leave it out to choose by kubernetes_version",
-                    );
-                    ok = false;
-                }
-                parsed
-            }
-            None => None,
-        };
-        let containerd_version = match &c.containerd_version {
-            Some(v) => {
-                let parsed = ContainerdVersion::parse(&v.value);
-                if parsed.is_none() {
-                    self.problem(
-                        v.into(),
-                        format!("containerd_version {} is not a containerd release", echo(&v.value)),
-                        "write the release of windows.binaries.containerd's archive, e.g. \"1.7.20\"",
-                    );
-                    ok = false;
-                }
-                parsed
-            }
-            None => None,
-        };
-        let log_runner_version = match &c.log_runner_version {
-            Some(v) => {
-                let parsed = KubeVersion::parse(&v.value);
-                if parsed.is_none() {
-                    self.problem(
-                        v.into(),
-                        format!("log_runner_version {} is not a Kubernetes release", echo(&v.value)),
-                        "write the release windows.binaries.kube-log-runner comes from, e.g. \"1.34.2\"",
-                    );
-                    ok = false;
-                }
-                parsed
-            }
-            None => None,
-        };
+        let windows_profile_given = self.optional(
+            ("windows_profile", c.windows_profile.as_ref()),
+            WindowsProfile::parse,
+            "a Windows profile",
+            "use `transparent` (Docker, Kubernetes up to 1.23) or `l2bridge` (containerd, 1.24 and later), or leave it out to choose by kubernetes_version",
+            &mut ok,
+        );
+        let containerd_version = self.optional(
+            ("containerd_version", c.containerd_version.as_ref()),
+            ContainerdVersion::parse,
+            "a containerd release",
+            "write the release of windows.binaries.containerd's archive, e.g. \"1.7.20\"",
+            &mut ok,
+        );
+        let log_runner_version = self.optional(
+            ("log_runner_version", c.log_runner_version.as_ref()),
+            KubeVersion::parse,
+            "a Kubernetes release",
+            "write the release windows.binaries.kube-log-runner comes from, e.g. \"1.34.2\"",
+            &mut ok,
+        );
         if !ok {
             return None;
         }
