@@ -317,3 +317,52 @@ fn check_takes_the_log_runner_release_only_where_a_runner_runs() {
         text(&o)
     );
 }
+
+/// A windows.binaries entry the profile does not install in that release is
+/// refused (as a misspelt name is), once, at the first host that has it:
+/// kube-log-runner where klog still writes files (1.24, 1.25), containerd
+/// on the transparent profile.
+#[test]
+fn check_refuses_binaries_the_release_does_not_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |version: &str, extra: &str, bin: &str| {
+        let inv = inventory(dir.path(), version, true);
+        let t = std::fs::read_to_string(&inv).unwrap().replace(
+            "  kubernetes_version:",
+            &format!("{extra}  kubernetes_version:"),
+        ) + &format!(
+            "    windows:\n      binaries:\n        {bin}: {{ url: \"https://dl.invalid/x\", sha256: \"{}\" }}\n",
+            "ab".repeat(32)
+        );
+        std::fs::write(&inv, t).unwrap();
+        kwinctl(&["check", "-i", &inv])
+    };
+    let o = with(
+        "1.24.17",
+        "  containerd_version: \"1.6.4\"\n",
+        "kube-log-runner",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "win01: windows.binaries.kube-log-runner is given, but kwinctl does not install it"
+        ) && err.contains("write their own log files")
+            && err.contains("remove windows.binaries.kube-log-runner"),
+        "{err}"
+    );
+    let o = with("1.16.15", "", "containerd");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("belongs to the l2bridge profile"),
+        "{}",
+        text(&o)
+    );
+    // where it is installed, it is fine
+    let o = with(
+        "1.30.4",
+        "  containerd_version: \"1.7.20\"\n",
+        "kube-log-runner",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -107,6 +107,9 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
             }
         }
     }
+    if problems.is_empty() {
+        unused_binaries(inv, v.minor, p, &mut problems);
+    }
     if let (Some(r), true) = (inv.cluster.log_runner_version, problems.is_empty()) {
         let at = pos.log_runner_version.unwrap_or_default();
         if !wrapped(Component::Kubelet, v.minor, p) {
@@ -129,6 +132,48 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// A `windows.binaries` entry the profile does not install in release `m`
+/// (containerd and the CNI plugins belong to l2bridge, kube-log-runner to
+/// l2bridge from 1.26): refused, as a misspelt name is, rather than left
+/// out without a word. Once per binary, at the first host that has it.
+fn unused_binaries(inv: &Inventory, m: Minor, p: Profile, problems: &mut Vec<Problem>) {
+    let l2 = p == Profile::L2Bridge;
+    let used = |name: &str| match name {
+        "containerd" | "cni-plugins" => l2,
+        "kube-log-runner" => l2 && wrapped(Component::Kubelet, m, p),
+        _ => true,
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for h in inv.hosts.iter().filter(|h| h.os == Os::Windows) {
+        for name in h.windows.binaries.keys() {
+            if used(name) || seen.contains(&name.as_str()) {
+                continue;
+            }
+            seen.push(name);
+            let why = if name == "kube-log-runner" && l2 {
+                format!(
+                    "kubelet and kube-proxy {m} write their own log files (klog's --log-dir, up to 1.25)"
+                )
+            } else {
+                format!(
+                    "it belongs to the l2bridge profile, and Kubernetes {m} runs the {} profile",
+                    p.name()
+                )
+            };
+            problems.push(Problem {
+                pos: h.pos,
+                message: format!(
+                    "{}: windows.binaries.{name} is given, but kwinctl does not install it: {why}",
+                    h.name
+                ),
+                hint: format!(
+                    "remove windows.binaries.{name} where it is set (the host, a group or defaults)"
+                ),
+            });
+        }
+    }
 }
 
 /// A note for every Windows host's plan: the one kubelet identity they share.
