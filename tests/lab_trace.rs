@@ -118,15 +118,7 @@ fn verify_traces_each_protocol_step_of_ssh_and_winrm() {
         );
     }
 
-    // WinRM keep-alive: every request of the run went over one TCP
-    // connection (the simulator logs each request with its client port).
-    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
-    let ports: std::collections::BTreeSet<&str> = log
-        .lines()
-        .filter(|l| l.contains("\"POST /wsman"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(ports.len(), 1, "one TCP connection for the host: {log}");
+    assert_one_winrm_connection(&lab, "win1");
 }
 
 /// One `-v` trace line: (ms, step, exchanges).
@@ -243,13 +235,7 @@ fn winrm_through_a_slow_link_each_request_costs_what_the_trace_says() {
     let (steps, out) = traced(&lab, "win1", "verify");
     let n: u64 = steps.iter().map(|s| s.2).sum();
     assert!(n <= WINRM_MAX, "winrm verify: {n} exchanges: {out}");
-    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
-    let ports: std::collections::BTreeSet<&str> = log
-        .lines()
-        .filter(|l| l.contains("\"POST /wsman"))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert_eq!(ports.len(), 1, "one TCP connection for the host: {log}");
+    assert_one_winrm_connection(&lab, "win1");
 }
 
 /// Two hosts behind one bastion share one connection to it, as their
@@ -322,4 +308,16 @@ fn hosts_behind_one_bastion_share_its_connection_in_the_trace() {
             ],
         );
     }
+}
+
+/// WinRM keep-alive: every request of the run to `host` went over one TCP
+/// connection (the simulator logs each request with its client port).
+fn assert_one_winrm_connection(lab: &Lab, host: &str) {
+    let log = std::fs::read_to_string(lab.dir().join(format!("hosts/{host}/winsim.log"))).unwrap();
+    let ports: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"POST /wsman"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(ports.len(), 1, "one TCP connection for {host}: {log}");
 }

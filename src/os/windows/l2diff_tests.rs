@@ -403,21 +403,19 @@ fn the_probe_runs_version_only_of_kubelet_kube_proxy_and_containerd() {
     assert!(ops.files.iter().any(|f| f.ends_with("win-bridge.exe")));
 }
 
+/// The health facts: kubelet's (10248) and kube-proxy's (10256) answers.
+fn health(kubelet: bool, kube_proxy: bool) -> Vec<crate::os::windows::facts::Health> {
+    [(10248, kubelet), (10256, kube_proxy)]
+        .into_iter()
+        .map(|(port, ok)| crate::os::windows::facts::Health { port, ok })
+        .collect()
+}
+
 #[test]
 fn a_running_service_whose_health_endpoint_fails_is_restarted() {
-    use crate::os::windows::facts::Health;
     let d = desired();
     let mut f = converged(&d);
-    f.health = vec![
-        Health {
-            port: 10248,
-            ok: true,
-        },
-        Health {
-            port: 10256,
-            ok: false,
-        },
-    ];
+    f.health = health(true, false);
     let r = diff(&node(), &d, &f).unwrap();
     let acts: Vec<&WinAction> = r.items.iter().filter_map(|i| i.action.as_ref()).collect();
     assert_eq!(
@@ -434,16 +432,7 @@ fn a_running_service_whose_health_endpoint_fails_is_restarted() {
     assert_eq!(kinds(&diff(&node(), &d, &f)), ["start_service"]);
     // both healthy: nothing
     f = converged(&d);
-    f.health = vec![
-        Health {
-            port: 10248,
-            ok: true,
-        },
-        Health {
-            port: 10256,
-            ok: true,
-        },
-    ];
+    f.health = health(true, true);
     assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
 }
 
