@@ -147,6 +147,18 @@ fn source_of(
 }
 
 impl WindowsDesired {
+    /// The paths this run puts on the host: the files, and the members of
+    /// the archives it unpacks (l2bridge).
+    pub fn placed(&self) -> Vec<&str> {
+        let mut placed: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
+        if let Some(l2) = &self.l2 {
+            for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
+                placed.extend(a.members.iter().map(String::as_str));
+            }
+        }
+        placed
+    }
+
     /// The desired state of a Windows node: files, services and their flags.
     pub fn of(
         inv: &Inventory,

@@ -18,7 +18,7 @@ use super::diff::{WinDiff, common_items, file_items, route_items, service_items}
 use super::facts::{Adapter, HnsNetwork, WindowsFacts, normalise_image, parse_build};
 use super::k8s::{self, Hosting, Profile};
 use super::l2bridge::{self as l2, BootRoute, HnsNet, HostEp, L2Boot, L2Desired};
-use super::preflight::{binary_versions, pause_image};
+use super::preflight::{binary_versions, missing_files, pause_image};
 use super::{CLUSTER_FILE, POD_CIDR_FILE};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Item};
@@ -108,30 +108,7 @@ pub fn preflight(
         problems.push("kwinctl cannot tell whether the Containers feature is installed (Get-WindowsFeature Containers failed)".into());
     }
     let card = card(node, d, f, &mut problems);
-    let mut placed: Vec<&str> = d.files.iter().map(|f| f.path.as_str()).collect();
-    for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
-        placed.extend(a.members.iter().map(String::as_str));
-    }
-    for req in &d.required_files {
-        if !placed.iter().any(|p| is(p, req)) && !f.files.iter().any(|x| is(&x.path, req)) {
-            let key = if is(req, super::LOG_RUNNER_EXE) {
-                format!(
-                    "windows.binaries.kube-log-runner (kube-log-runner.exe of Kubernetes {v}, from its node archive kubernetes-node-windows-amd64.tar.gz or https://dl.k8s.io/v{v}/bin/windows/amd64/kube-log-runner.exe, with its sha256): from 1.26 on kubelet and kube-proxy write no log files themselves",
-                    v = d.kubernetes_version
-                )
-            } else if req.contains("containerd") {
-                "windows.binaries.containerd (the containerd release archive)".into()
-            } else if req
-                .to_ascii_lowercase()
-                .starts_with(&l2::CNI_BIN_DIR.to_ascii_lowercase())
-            {
-                "windows.binaries.cni-plugins (the CNI plugins archive)".into()
-            } else {
-                "windows.binaries (url and sha256)".into()
-            };
-            problems.push(format!("{req} is missing: add {key} to the inventory"));
-        }
-    }
+    missing_files(d, f, &mut problems);
     binary_versions(d, f, &mut problems);
     if l2.containerd.is_none() {
         let out = f

@@ -217,12 +217,7 @@ impl NodeOps for WindowsOps<'_> {
         );
         // Binaries kwinctl does not place are assumed to be there already,
         // of the declared release.
-        let mut placed: Vec<&str> = self.desired.files.iter().map(|f| f.path.as_str()).collect();
-        if let Some(l2) = &self.desired.l2 {
-            for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
-                placed.extend(a.members.iter().map(String::as_str));
-            }
-        }
+        let placed = self.desired.placed();
         for req in &self.desired.required_files {
             if !placed.contains(&req.as_str()) {
                 facts.files.push(facts::FileFact {

@@ -5,8 +5,6 @@
 //! binaries or binaries of another release, a pause image for another
 //! Windows build, a pod CIDR record that contradicts the plan.
 
-use std::collections::BTreeSet;
-
 use super::POD_CIDR_FILE;
 use super::desired::WindowsDesired;
 use super::facts::{Adapter, WindowsFacts, parse_build};
@@ -113,16 +111,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
             });
         }
     }
-    let placed: BTreeSet<&str> = d.files.iter().map(|f| f.path.as_str()).collect();
-    for req in &d.required_files {
-        if !placed.contains(req.as_str())
-            && !f.files.iter().any(|x| x.path.eq_ignore_ascii_case(req))
-        {
-            problems.push(format!(
-                "{req} is missing: add windows.binaries (url and sha256) to the inventory"
-            ));
-        }
-    }
+    missing_files(d, f, &mut problems);
     binary_versions(d, f, &mut problems);
     if let Some(b) = build {
         pause_image(d, f, b, &mut problems);
@@ -137,6 +126,34 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
     match nics {
         Some(n) if problems.is_empty() => Ok(n),
         _ => Err(Conflict::Preflight(problems)),
+    }
+}
+
+/// A file both profiles need that is neither on the host nor placed by
+/// this run (no `windows.binaries` entry): what to add to the inventory.
+pub(super) fn missing_files(d: &WindowsDesired, f: &WindowsFacts, problems: &mut Vec<String>) {
+    let placed = d.placed();
+    let is = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    for req in &d.required_files {
+        if placed.iter().any(|p| is(p, req)) || f.files.iter().any(|x| is(&x.path, req)) {
+            continue;
+        }
+        let key = if is(req, super::LOG_RUNNER_EXE) {
+            format!(
+                "windows.binaries.kube-log-runner (kube-log-runner.exe of Kubernetes {v}, from its node archive kubernetes-node-windows-amd64.tar.gz or https://dl.k8s.io/v{v}/bin/windows/amd64/kube-log-runner.exe, with its sha256): from 1.26 on kubelet and kube-proxy write no log files themselves",
+                v = d.kubernetes_version
+            )
+        } else if req.contains("containerd") {
+            "windows.binaries.containerd (the containerd release archive)".into()
+        } else if req
+            .to_ascii_lowercase()
+            .starts_with(&super::l2bridge::CNI_BIN_DIR.to_ascii_lowercase())
+        {
+            "windows.binaries.cni-plugins (the CNI plugins archive)".into()
+        } else {
+            "windows.binaries (url and sha256)".into()
+        };
+        problems.push(format!("{req} is missing: add {key} to the inventory"));
     }
 }
 
