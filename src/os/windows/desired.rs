@@ -305,7 +305,7 @@ impl WindowsDesired {
             services.push(match k8s::log_runner(c, m, runner_m, profile, &values) {
                 Some(args) => {
                     wrapped = true;
-                    service.wrapped(LOG_RUNNER_EXE, args, k8s::log_file(c, LOG_DIR))
+                    service.wrapped(LOG_RUNNER_EXE, args)
                 }
                 None => service,
             });

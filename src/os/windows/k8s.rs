@@ -480,7 +480,7 @@ pub fn fresh_build(m: Minor, p: Profile) -> u32 {
 mod check;
 mod logs;
 pub use check::{containerd_refusal, identity_note, inventory_problems, profile_words};
-pub use logs::{log_file, log_runner, log_runner_rotates, wrapped};
+pub use logs::{log_runner, log_runner_rotates, wrapped};
 
 #[cfg(test)]
 #[path = "k8s_tests.rs"]

@@ -87,16 +87,20 @@ impl WinService {
 
     /// The same service with kube-log-runner (`runner`, with `args`) in
     /// front of the binary: `runner args exe exe-args` (Go's flag package
-    /// stops at the first argument that is not a flag).
-    pub fn wrapped(mut self, runner: &str, args: Vec<String>, log_file: String) -> WinService {
+    /// stops at the first argument that is not a flag); its log file is
+    /// the `-log-file=` argument's.
+    pub fn wrapped(mut self, runner: &str, args: Vec<String>) -> WinService {
         self.binpath = format!(
             "{} {} {}",
             cmdline::quote(runner),
             cmdline::join(&args),
             self.binpath
         );
+        self.log_file = args
+            .iter()
+            .find_map(|a| a.strip_prefix("-log-file="))
+            .map(str::to_string);
         self.log_runner = Some(args);
-        self.log_file = Some(log_file);
         self.fingerprint = self.digest();
         self
     }

@@ -5,7 +5,7 @@
 use super::*;
 
 /// The file `c`'s output goes to when kube-log-runner captures it.
-pub fn log_file(c: Component, log_dir: &str) -> String {
+fn log_file(c: Component, log_dir: &str) -> String {
     format!(r"{log_dir}\{}.log", c.name())
 }
 
