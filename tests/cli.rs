@@ -267,7 +267,7 @@ fn an_upload_over_the_inline_limit_is_refused_with_advice() {
     let big = dir.path().join("kubelet.exe");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(kwinctl::os::windows::desired::MAX_INLINE + 1)
+        .set_len(kwinctl::os::windows::files::MAX_INLINE + 1)
         .unwrap();
     let inv = dir.path().join("inv.yaml");
     let yaml = std::fs::read_to_string(concat!(

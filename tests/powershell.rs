@@ -11,7 +11,7 @@ use std::path::Path;
 
 use kwinctl::inventory::Inventory;
 use kwinctl::os::windows::script::{self, ScriptHost, WinProbe};
-use kwinctl::os::windows::{WinAction, action::examples};
+use kwinctl::os::windows::{WinAction, examples::examples};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
 
@@ -249,7 +249,7 @@ fn every_action_and_the_probe_parse() {
         binaries: &files,
         images: &images,
         reach: &reach,
-        l2bridge: true,
+        profile: kwinctl::inventory::WindowsProfile::L2Bridge,
     };
     let host = ScriptHost {
         adapter: Some("Ethernet 2"),
@@ -276,7 +276,7 @@ fn every_action_and_the_probe_parse() {
     only_ours("probe", &parse("probe", &s));
     // the start script a scheduled task runs parses too, and keeps a
     // hostile argument inside its string
-    let task = kwinctl::os::windows::desired::example_task();
+    let task = kwinctl::os::windows::service::example_task();
     let s = script::start_script(&r, &task);
     let cmds = parse("start script", &s);
     only_ours("start script", &cmds);
@@ -470,7 +470,7 @@ fn native_stderr_redirections_run_under_continue() {
         binaries: &names,
         images: &names,
         reach: &[],
-        l2bridge: true,
+        profile: kwinctl::inventory::WindowsProfile::L2Bridge,
     };
     let mut scripts = vec![
         (
@@ -488,7 +488,7 @@ fn native_stderr_redirections_run_under_continue() {
         ),
         (
             "start script".into(),
-            script::start_script(&r, &kwinctl::os::windows::desired::example_task()),
+            script::start_script(&r, &kwinctl::os::windows::service::example_task()),
         ),
     ];
     scripts.extend(common::windows_scripts(&load(

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kwinctl::inventory::Inventory;
-use kwinctl::os::windows::action::examples;
+use kwinctl::os::windows::examples::examples;
 use kwinctl::os::windows::script::{self, ScriptHost, WinProbe};
 
 const DATA: &str = concat!(
@@ -317,11 +317,11 @@ fn every_script() -> Vec<(String, String)> {
         binaries: &files,
         images: &images,
         reach: &reach,
-        l2bridge: false,
+        profile: kwinctl::inventory::WindowsProfile::Transparent,
     };
     out.push(("probe".into(), script::probe(&r, &probe)));
     let l2probe = WinProbe {
-        l2bridge: true,
+        profile: kwinctl::inventory::WindowsProfile::L2Bridge,
         ..probe
     };
     out.push(("l2bridge probe".into(), script::probe(&r, &l2probe)));
@@ -331,8 +331,8 @@ fn every_script() -> Vec<(String, String)> {
         script::boot_script(&r, &kwinctl::os::windows::boot::example_l2bridge()),
     ));
     for task in [
-        kwinctl::os::windows::desired::example_task(),
-        kwinctl::os::windows::desired::example_service(),
+        kwinctl::os::windows::service::example_task(),
+        kwinctl::os::windows::service::example_service(),
     ] {
         out.push((
             format!("start script of {}", task.name),

@@ -61,7 +61,7 @@ fn every_action_kind_has_a_template_and_every_template_a_kind() {
     );
     same(
         "windows",
-        kinds(&super::windows::action::examples()),
+        kinds(&super::windows::examples::examples()),
         templates_of("windows", "ps1"),
     );
     for n in NOT_ACTIONS {
@@ -82,7 +82,7 @@ fn every_windows_action_kind_has_a_simulator_handler() {
         .lines()
         .map(str::to_string)
         .collect();
-    let missing: Vec<String> = kinds(&super::windows::action::examples())
+    let missing: Vec<String> = kinds(&super::windows::examples::examples())
         .difference(&handled)
         .cloned()
         .collect();

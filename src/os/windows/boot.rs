@@ -47,7 +47,7 @@ pub struct BootSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub l2bridge: Option<Box<super::l2bridge::L2Boot>>,
+    pub l2bridge: Option<Box<L2Boot>>,
     /// A digest of everything above (and of the script's version): the
     /// task's description carries it, so a change reinstalls the task.
     pub fingerprint: String,
@@ -88,11 +88,7 @@ impl BootSpec {
     /// The l2bridge profile's boot task: its network, host endpoint,
     /// forwarding and routes, then the services (the transparent fields say
     /// the same network in their terms).
-    pub fn l2bridge(
-        l2: super::l2bridge::L2Boot,
-        node_address: Ipv4Addr,
-        services: Vec<String>,
-    ) -> BootSpec {
+    pub fn l2bridge(l2: L2Boot, node_address: Ipv4Addr, services: Vec<String>) -> BootSpec {
         let mut b = BootSpec::new(
             &l2.network.name,
             l2.network.subnet,
@@ -126,6 +122,25 @@ impl BootSpec {
     }
 }
 
+/// A route the boot task puts back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BootRoute {
+    pub dst: Ipv4Net,
+    pub via: Ipv4Addr,
+}
+
+/// What the boot task re-ensures on an l2bridge node (endpoints do not
+/// survive a reboot, G1; a re-created vSwitch takes routes with it, F1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct L2Boot {
+    pub network: super::hns::HnsNet,
+    pub endpoint: super::hns::HostEp,
+    /// Forwarding on the interfaces holding these (the vSwitch's host vNIC
+    /// and the host endpoint).
+    pub forwarding: Vec<Ipv4Addr>,
+    pub routes: Vec<BootRoute>,
+}
+
 /// A boot task's spec as kwinctl builds one (for the action examples).
 #[doc(hidden)]
 pub fn example() -> BootSpec {
@@ -145,8 +160,8 @@ pub fn example() -> BootSpec {
 /// An l2bridge boot task's spec (for the grammar tests).
 #[doc(hidden)]
 pub fn example_l2bridge() -> BootSpec {
-    use super::l2bridge::{BootRoute, HnsNet, HostEp, L2Boot};
-    let node = super::l2bridge::example_node();
+    use super::hns::{HnsNet, HostEp};
+    let node = super::example_node();
     let ep = HostEp::of(&node, "cbr0");
     BootSpec::l2bridge(
         L2Boot {

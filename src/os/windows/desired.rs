@@ -5,100 +5,18 @@
 //! (`k8s.rs`, `k8s.yaml`), hosted as native services or, before 1.10, by a
 //! start script a scheduled task runs (kwinctl's boot task starts both at boot).
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use serde::Serialize;
-
 use super::k8s::{self, Component, Hosting, Profile, Values};
 use super::l2bridge;
-use super::{DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, WIN_DIR};
+use super::{
+    DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, ProfileDesired, WIN_DIR,
+    WindowsDesired,
+};
 use crate::hash::sha256_bytes;
-use crate::inventory::{Host, Inventory, KubeVersion};
+use crate::inventory::{Host, Inventory};
 use crate::os::ops::DesiredError;
 
-/// A file kwinctl places on a Windows node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WinFile {
-    pub path: String,
-    pub sha256: String,
-    pub source: FileSource,
-    /// For kubelet.exe and kube-proxy.exe: the release the inventory
-    /// declares; the action runs the new file's `--version` and refuses to
-    /// put it in place unless its line matches `version_regex`.
-    pub version: Option<String>,
-    pub version_regex: Option<String>,
-}
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FileSource {
-    /// The host downloads it.
-    Url(String),
-    /// Sent from the operator's machine inside the script (base64); shared,
-    /// not copied, between hosts.
-    Inline(#[serde(skip)] std::sync::Arc<[u8]>),
-}
+pub use super::files::{FileSource, MAX_INLINE, Uploads, WinFile};
 pub use super::service::WinService;
-
-/// What a Windows node should have, beyond its pod CIDR and routes (it
-/// does not depend on them: it is known before any node is asked).
-#[derive(Debug, Clone, Serialize)]
-pub struct WindowsDesired {
-    pub network: String,
-    /// The routable adapter's name, when the inventory names it; otherwise
-    /// the adapter holding the node's address.
-    pub adapter: Option<String>,
-    /// The card the transparent network takes, when the inventory names it
-    /// (`windows.transparent_adapter`); otherwise preflight picks the only
-    /// fit one.
-    pub transparent_adapter: Option<String>,
-    /// The release the binaries must be.
-    pub kubernetes_version: KubeVersion,
-    pub pause_image: String,
-    /// Whether the inventory named the pause image (else it is the table's
-    /// default for the release).
-    pub pause_image_given: bool,
-    pub files: Vec<WinFile>,
-    /// The binaries the services need, whether kwinctl places them or not.
-    pub required_files: Vec<String>,
-    pub services: Vec<WinService>,
-    /// Said in every plan of this host.
-    pub notes: Vec<String>,
-    pub profile: Profile,
-    /// The l2bridge profile's own part.
-    pub l2: Option<l2bridge::L2Desired>,
-}
-
-/// The largest file kwinctl uploads inside a script. The bytes travel as
-/// base64 in a PowerShell string literal: read into UTF-16, parsed, then
-/// decoded — about five times the file in the host's memory, against
-/// WinRS's per-shell memory quota (MaxMemoryPerShellMB) — and in one remote
-/// call (research defect 24). A real kubelet.exe is over 100 MB: serve it
-/// over HTTP(S) instead.
-pub const MAX_INLINE: u64 = 32 << 20;
-
-/// Local files to upload, read once per command and shared between hosts.
-#[derive(Default)]
-pub struct Uploads(std::sync::Mutex<BTreeMap<std::path::PathBuf, std::sync::Arc<[u8]>>>);
-
-impl Uploads {
-    fn read(&self, p: &Path) -> std::io::Result<std::sync::Arc<[u8]>> {
-        let mut m = self.0.lock().unwrap();
-        if let Some(b) = m.get(p) {
-            return Ok(b.clone());
-        }
-        let size = std::fs::metadata(p)?.len();
-        if size > MAX_INLINE {
-            return Err(std::io::Error::other(format!(
-                "{size} bytes is over kwinctl's limit of {} MiB for a file uploaded inside the script (it travels as base64 in a PowerShell string, about five times its size in the host's memory): serve it over HTTP(S) and give its url and sha256 instead of path",
-                MAX_INLINE >> 20
-            )));
-        }
-        let b: std::sync::Arc<[u8]> = std::fs::read(p)?.into();
-        m.insert(p.to_path_buf(), b.clone());
-        Ok(b)
-    }
-}
 
 /// Where a binary of `windows.binaries` comes from, and its SHA-256.
 fn source_of(
@@ -147,18 +65,6 @@ fn source_of(
 }
 
 impl WindowsDesired {
-    /// The paths this run puts on the host: the files, and the members of
-    /// the archives it unpacks (l2bridge).
-    pub fn placed(&self) -> Vec<&str> {
-        let mut placed: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
-        if let Some(l2) = &self.l2 {
-            for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
-                placed.extend(a.members.iter().map(String::as_str));
-            }
-        }
-        placed
-    }
-
     /// The desired state of a Windows node: files, services and their flags.
     pub fn of(
         inv: &Inventory,
@@ -247,7 +153,7 @@ impl WindowsDesired {
             log_file: "",
             network: &network,
             proxy_adapter: &proxy_adapter,
-            host_endpoint: &l2bridge::endpoint_name(&network),
+            host_endpoint: &super::hns::endpoint_name(&network),
         };
         let mut services = Vec::new();
         let mut wrapped = false;
@@ -349,7 +255,7 @@ impl WindowsDesired {
                            file: &str,
                            members: Vec<String>,
                            version_binary: Option<&str>|
-             -> Result<Option<l2bridge::Archive>, DesiredError> {
+             -> Result<Option<super::files::Archive>, DesiredError> {
                 let Some(b) = w.binaries.get(name) else {
                     return Ok(None);
                 };
@@ -358,7 +264,7 @@ impl WindowsDesired {
                     Some(_) => (Some(cv.to_string()), Some(cv.version_line_regex())),
                     None => (None, None),
                 };
-                Ok(Some(l2bridge::Archive {
+                Ok(Some(super::files::Archive {
                     name: name.into(),
                     archive: WinFile {
                         path: format!(r"{}\{file}", super::KWINCTL_DIR),
@@ -407,51 +313,12 @@ impl WindowsDesired {
             required_files,
             services,
             notes,
-            profile,
-            l2,
+            profile: match l2 {
+                Some(l2) => ProfileDesired::L2Bridge(Box::new(l2)),
+                None => ProfileDesired::Transparent,
+            },
         })
     }
-}
-
-/// A kubelet native service as kwinctl builds one (for the action examples
-/// the grammar and snapshot tests render).
-#[doc(hidden)]
-pub fn example_service() -> WinService {
-    WinService::new(
-        "kubelet",
-        "Kubernetes kubelet (kwinctl)",
-        format!(r"{WIN_DIR}\kubelet.exe"),
-        &[
-            "--windows-service".into(),
-            "--hostname-override=10.0.0.11".into(),
-            "--resolv-conf=".into(),
-            r"--log-dir=C:\k\logs".into(),
-        ],
-        vec!["CONTAINER_NETWORK=kwinctl".into()],
-        vec!["docker".into()],
-        Hosting::Service,
-    )
-}
-
-/// A kubelet run by a scheduled task (a release before 1.10).
-#[doc(hidden)]
-pub fn example_task() -> WinService {
-    WinService::new(
-        "kubelet",
-        "Kubernetes kubelet (kwinctl)",
-        format!(r"{WIN_DIR}\kubelet.exe"),
-        &[
-            "--hostname-override=10.0.0.11".into(),
-            "--pod-infra-container-image=apprenda/pause".into(),
-            "--resolv-conf=".into(),
-            r"--kubeconfig=C:\k\config".into(),
-            "--require-kubeconfig".into(),
-            "--odd=it's \"quoted\" $(x)".into(),
-        ],
-        vec!["CONTAINER_NETWORK=kwinctl".into()],
-        vec!["docker".into()],
-        Hosting::Task,
-    )
 }
 
 #[cfg(test)]
@@ -476,7 +343,7 @@ mod tests {
              kubernetes_version: \"{version}\"\nhosts:\n  - name: w\n    os: windows\n    address: 10.0.0.11\n    \
              windows: {{ binaries: {{ kubelet: {{ url: \"https://h/k.exe\", sha256: aa }} }} }}\n"
         );
-        Inventory::parse(Path::new("t.yaml"), &text).unwrap()
+        Inventory::parse(std::path::Path::new("t.yaml"), &text).unwrap()
     }
 
     fn desired(version: &str, kubeconfig: bool) -> Result<WindowsDesired, DesiredError> {

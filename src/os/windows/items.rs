@@ -7,12 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnet::Ipv4Net;
 
 use super::action::WinAction;
-use super::desired::{WinService, WindowsDesired};
 use super::facts::{WinRoute, WindowsFacts};
 use super::firewall;
 use super::k8s::Hosting;
+use super::{WinService, WindowsDesired};
 use crate::alloc::Node;
-use crate::diff::Item;
+use crate::diff::{Diff, Item};
+
+/// A Windows node's diff.
+pub type WinDiff = Diff<WinAction>;
 
 fn set(v: &[String]) -> BTreeSet<String> {
     v.iter().map(|s| s.to_ascii_lowercase()).collect()
@@ -25,7 +28,7 @@ fn push(items: &mut Items, key: String, action: Option<WinAction>) {
 }
 
 /// Both profiles: kwinctl's firewall rules, then the node's pod CIDR record.
-pub(super) fn common_items(node: &Node, d: &WindowsDesired, f: &WindowsFacts, items: &mut Items) {
+pub(crate) fn common_items(node: &Node, d: &WindowsDesired, f: &WindowsFacts, items: &mut Items) {
     let mut item = |key: String, action: Option<WinAction>| push(items, key, action);
     // First: other nodes ping this one when they verify, maybe while this
     // script still runs.
@@ -68,7 +71,7 @@ pub(super) fn common_items(node: &Node, d: &WindowsDesired, f: &WindowsFacts, it
 /// its address on the adapter of interface index `index`, stale cluster
 /// routes there removed. `force`: the routes there now are about to be lost
 /// (the l2bridge vSwitch is being created): every one is added again.
-pub(super) fn route_items(
+pub(crate) fn route_items(
     node: &Node,
     f: &WindowsFacts,
     index: u32,
@@ -136,7 +139,7 @@ pub(super) fn route_items(
 }
 
 /// Both profiles: files kwinctl places, each with its SHA-256.
-pub(super) fn file_items(files: &[super::WinFile], f: &WindowsFacts, items: &mut Items) {
+pub(crate) fn file_items(files: &[super::WinFile], f: &WindowsFacts, items: &mut Items) {
     for file in files {
         let ok = f.files.iter().any(|x| {
             x.path.eq_ignore_ascii_case(&file.path) && x.sha256.eq_ignore_ascii_case(&file.sha256)
@@ -151,7 +154,7 @@ pub(super) fn file_items(files: &[super::WinFile], f: &WindowsFacts, items: &mut
 
 /// Both profiles: kubelet and kube-proxy (and containerd) as services or
 /// tasks, installed, then running.
-pub(super) fn service_items(services: &[WinService], f: &WindowsFacts, items: &mut Items) {
+pub(crate) fn service_items(services: &[WinService], f: &WindowsFacts, items: &mut Items) {
     let mut item = |key: String, action: Option<WinAction>| push(items, key, action);
     let mut changed_services: BTreeSet<String> = BTreeSet::new();
     for s in services {

@@ -483,9 +483,7 @@ pub use check::{containerd_refusal, identity_note, inventory_problems, profile_w
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 
 #[cfg(test)]
-#[path = "k8s_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "k8s_l2_tests.rs"]
 mod l2_tests;

@@ -8,31 +8,35 @@ pub mod action;
 pub mod boot;
 pub mod cmdline;
 pub mod desired;
-pub mod diff;
+pub mod examples;
 pub mod facts;
+pub mod files;
 pub mod firewall;
+pub mod hns;
 mod items;
 pub mod k8s;
 pub mod l2bridge;
-pub mod l2diff;
 pub mod nic;
 pub mod preflight;
 pub mod script;
 pub mod service;
+pub mod transparent;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 use minijinja::Value;
+use serde::Serialize;
 
 pub use action::WinAction;
-pub use desired::{FileSource, Uploads, WinFile, WinService, WindowsDesired};
+pub use desired::{FileSource, Uploads, WinFile, WinService};
 pub use facts::WindowsFacts;
 
 use super::ops::NodeOps;
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Diff};
+use crate::inventory::KubeVersion;
 use crate::probe::{FactsError, Reach};
 use crate::render::Renderer;
 use crate::transport::Output;
@@ -74,6 +78,89 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// What a Windows node should have, beyond its pod CIDR and routes (it
+/// does not depend on them: it is known before any node is asked).
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowsDesired {
+    pub network: String,
+    /// The routable adapter's name, when the inventory names it; otherwise
+    /// the adapter holding the node's address.
+    pub adapter: Option<String>,
+    /// The card the transparent network takes, when the inventory names it
+    /// (`windows.transparent_adapter`); otherwise preflight picks the only
+    /// fit one.
+    pub transparent_adapter: Option<String>,
+    /// The release the binaries must be.
+    pub kubernetes_version: KubeVersion,
+    pub pause_image: String,
+    /// Whether the inventory named the pause image (else it is the table's
+    /// default for the release).
+    pub pause_image_given: bool,
+    pub files: Vec<WinFile>,
+    /// The binaries the services need, whether kwinctl places them or not.
+    pub required_files: Vec<String>,
+    pub services: Vec<WinService>,
+    /// Said in every plan of this host.
+    pub notes: Vec<String>,
+    /// The profile, with its own part of the desired state.
+    pub profile: ProfileDesired,
+}
+
+impl WindowsDesired {
+    /// The paths this run puts on the host: the files, and the members of
+    /// the archives it unpacks (l2bridge).
+    pub fn placed(&self) -> Vec<&str> {
+        let mut placed: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
+        if let Some(l2) = self.profile.l2() {
+            for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
+                placed.extend(a.members.iter().map(String::as_str));
+            }
+        }
+        placed
+    }
+}
+
+/// The Windows profile of a node, carrying that profile's own desired state.
+#[derive(Debug, Clone, Serialize)]
+pub enum ProfileDesired {
+    /// The seeds' transparent Docker network (Docker era).
+    Transparent,
+    /// containerd, HNS and win-bridge (Kubernetes 1.24+).
+    L2Bridge(Box<l2bridge::L2Desired>),
+}
+
+impl ProfileDesired {
+    /// The inventory's word for this profile.
+    pub fn kind(&self) -> k8s::Profile {
+        match self {
+            ProfileDesired::Transparent => k8s::Profile::Transparent,
+            ProfileDesired::L2Bridge(_) => k8s::Profile::L2Bridge,
+        }
+    }
+
+    /// The l2bridge profile's own part, on that profile.
+    pub fn l2(&self) -> Option<&l2bridge::L2Desired> {
+        match self {
+            ProfileDesired::L2Bridge(l2) => Some(l2),
+            ProfileDesired::Transparent => None,
+        }
+    }
+}
+
+/// The Windows node of the examples the grammar and contract tests render
+/// (win01 at 10.0.0.11 with 192.168.1.0/24, beside lin01).
+#[doc(hidden)]
+pub fn example_node() -> Node {
+    crate::alloc::test_node(
+        "win01",
+        crate::inventory::Os::Windows,
+        "10.0.0.11",
+        "192.168.1.0/24",
+        "192.168.0.0/16",
+        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
+    )
+}
+
 pub struct WindowsOps<'a> {
     r: &'a Renderer,
     desired: &'a WindowsDesired,
@@ -89,7 +176,7 @@ pub struct WindowsOps<'a> {
 impl<'a> WindowsOps<'a> {
     pub fn new(r: &'a Renderer, desired: &'a WindowsDesired) -> Self {
         let mut files: Vec<String> = desired.files.iter().map(|f| f.path.clone()).collect();
-        if let Some(l2) = &desired.l2 {
+        if let Some(l2) = desired.profile.l2() {
             files.extend(l2.files.iter().map(|f| f.path.clone()));
             files.push(l2bridge::CNI_CONF.into());
             for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
@@ -135,7 +222,7 @@ impl<'a> WindowsOps<'a> {
             binaries: &self.binaries,
             images: std::slice::from_ref(&self.desired.pause_image),
             reach,
-            l2bridge: self.desired.l2.is_some(),
+            profile: self.desired.profile.kind(),
         }
     }
 }
@@ -166,15 +253,15 @@ impl NodeOps for WindowsOps<'_> {
         }
     }
     fn diff(&self, node: &Node, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
-        match self.desired.profile {
-            k8s::Profile::Transparent => diff::diff_windows(node, self.desired, f),
-            k8s::Profile::L2Bridge => l2diff::diff(node, self.desired, f),
+        match &self.desired.profile {
+            ProfileDesired::Transparent => transparent::diff_windows(node, self.desired, f),
+            ProfileDesired::L2Bridge(l2) => l2bridge::diff::diff(node, self.desired, l2, f),
         }
     }
     fn reset(&self, node: &Node, f: &WindowsFacts) -> Diff<WinAction> {
-        match self.desired.profile {
-            k8s::Profile::Transparent => diff::diff_reset_windows(node, self.desired, f),
-            k8s::Profile::L2Bridge => l2diff::reset(node, self.desired, f),
+        match &self.desired.profile {
+            ProfileDesired::Transparent => transparent::diff_reset_windows(node, self.desired, f),
+            ProfileDesired::L2Bridge(_) => l2bridge::diff::reset(node, self.desired, f),
         }
     }
     fn script(
@@ -193,7 +280,7 @@ impl NodeOps for WindowsOps<'_> {
                 .desired
                 .adapter
                 .as_deref()
-                .filter(|_| self.desired.l2.is_none()),
+                .filter(|_| self.desired.profile.l2().is_none()),
         };
         let probe = then_probe.map(|reach| self.probe_of(reach));
         script::script(self.r, &host, actions, probe.as_ref())
@@ -213,7 +300,7 @@ impl NodeOps for WindowsOps<'_> {
             node.address,
             self.desired.adapter.as_deref(),
             self.desired.transparent_adapter.as_deref(),
-            k8s::fresh_build(v.minor, self.desired.profile),
+            k8s::fresh_build(v.minor, self.desired.profile.kind()),
         );
         // Binaries kwinctl does not place are assumed to be there already,
         // of the declared release.
@@ -224,7 +311,7 @@ impl NodeOps for WindowsOps<'_> {
                     path: req.clone(),
                     sha256: String::new(),
                 });
-                let output = match &self.desired.l2 {
+                let output = match self.desired.profile.l2() {
                     Some(l2) if req == l2bridge::CONTAINERD_EXE => format!(
                         "containerd github.com/containerd/containerd v{} 0",
                         l2.containerd_version

@@ -6,7 +6,7 @@
 //! Windows build, a pod CIDR record that contradicts the plan.
 
 use super::POD_CIDR_FILE;
-use super::desired::WindowsDesired;
+use super::WindowsDesired;
 use super::facts::{Adapter, WindowsFacts, parse_build};
 use super::k8s;
 use super::nic::{self, Nics};
@@ -24,7 +24,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
     let m = d.kubernetes_version.minor;
     let build = match parse_build(&f.build) {
         Some(b) if b >= MIN_BUILD => {
-            if let Some(why) = k8s::build_refusal(m, d.profile, b.2) {
+            if let Some(why) = k8s::build_refusal(m, d.profile.kind(), b.2) {
                 problems.push(why);
             }
             Some(b.2)
@@ -84,7 +84,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
         );
         let container = build.and_then(|b| {
             let name = nic::container_adapter(b, nic.as_deref().unwrap_or("?"));
-            if name.is_none() && k8s::build_refusal(m, d.profile, b).is_none() {
+            if name.is_none() && k8s::build_refusal(m, d.profile.kind(), b).is_none() {
                 problems.push(format!(
                     "kwinctl does not know the name Windows build {b} gives a transparent network's adapter"
                 ));
@@ -111,7 +111,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
             });
         }
     }
-    missing_files(d, f, &mut problems);
+    missing_files(d, f, |_| None, &mut problems);
     binary_versions(d, f, &mut problems);
     if let Some(b) = build {
         pause_image(d, f, b, &mut problems);
@@ -131,7 +131,14 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
 
 /// A file both profiles need that is neither on the host nor placed by
 /// this run (no `windows.binaries` entry): what to add to the inventory.
-pub(super) fn missing_files(d: &WindowsDesired, f: &WindowsFacts, problems: &mut Vec<String>) {
+/// `archive_key` names the inventory entry of a profile's archive that
+/// holds a required file, when one does.
+pub(super) fn missing_files(
+    d: &WindowsDesired,
+    f: &WindowsFacts,
+    archive_key: impl Fn(&str) -> Option<&'static str>,
+    problems: &mut Vec<String>,
+) {
     let placed = d.placed();
     let is = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
     for req in &d.required_files {
@@ -143,13 +150,8 @@ pub(super) fn missing_files(d: &WindowsDesired, f: &WindowsFacts, problems: &mut
                 "windows.binaries.kube-log-runner (kube-log-runner.exe of Kubernetes {v}, from its node archive kubernetes-node-windows-amd64.tar.gz or https://dl.k8s.io/v{v}/bin/windows/amd64/kube-log-runner.exe, with its sha256): from 1.26 on kubelet and kube-proxy write no log files themselves",
                 v = d.kubernetes_version
             )
-        } else if req.contains("containerd") {
-            "windows.binaries.containerd (the containerd release archive)".into()
-        } else if req
-            .to_ascii_lowercase()
-            .starts_with(&super::l2bridge::CNI_BIN_DIR.to_ascii_lowercase())
-        {
-            "windows.binaries.cni-plugins (the CNI plugins archive)".into()
+        } else if let Some(key) = archive_key(req) {
+            key.into()
         } else {
             "windows.binaries (url and sha256)".into()
         };

@@ -8,7 +8,9 @@ use minijinja::{Value, context};
 
 use super::WIN_DIR;
 use super::action::WinAction;
-use super::desired::{FileSource, WinService};
+use super::files::FileSource;
+use super::k8s::Profile;
+use super::service::WinService;
 use crate::diff::Describe;
 use crate::render::{Renderer, comment, ps_list};
 use crate::wire::sim_header;
@@ -25,18 +27,19 @@ pub struct WinProbe<'a> {
     /// Images whose OS version it reads (when present).
     pub images: &'a [String],
     pub reach: &'a [Ipv4Addr],
-    /// The l2bridge profile's facts too (HNS, containerd, the Containers
-    /// feature, the CNI conf dir, health endpoints).
-    pub l2bridge: bool,
+    /// The node's profile: l2bridge probes its facts too (HNS, containerd,
+    /// the Containers feature, the CNI conf dir, health endpoints).
+    pub profile: Profile,
 }
 
 pub fn probe(r: &Renderer, p: &WinProbe) -> String {
+    let l2bridge = p.profile == Profile::L2Bridge;
     let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
     let header = sim_header(&serde_json::json!({
         "kind": "probe", "files": p.files, "services": p.services, "tasks": p.tasks,
         "binaries": p.binaries, "images": p.images, "reach": reach,
-        "profile": if p.l2bridge { "l2bridge" } else { "transparent" },
-        "health": if p.l2bridge { vec![super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ] } else { vec![] },
+        "profile": if l2bridge { "l2bridge" } else { "transparent" },
+        "health": if l2bridge { vec![super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ] } else { vec![] },
     }));
     header
         + &r.render(
@@ -46,8 +49,8 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
                 tasks => ps_list(p.tasks),
                 binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),
-                l2bridge => p.l2bridge,
-                health => if p.l2bridge {
+                l2bridge => l2bridge,
+                health => if l2bridge {
                     format!("{}, {}", super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ)
                 } else {
                     String::new()

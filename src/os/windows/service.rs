@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::WIN_DIR;
 use super::cmdline;
 use super::k8s::Hosting;
 use crate::hash::sha256_bytes;
@@ -126,4 +127,45 @@ impl WinService {
     pub fn task_description(&self) -> String {
         format!("{} [kwinctl {}]", self.display, self.fingerprint)
     }
+}
+
+/// A kubelet native service as kwinctl builds one (for the action examples
+/// the grammar and snapshot tests render).
+#[doc(hidden)]
+pub fn example_service() -> WinService {
+    WinService::new(
+        "kubelet",
+        "Kubernetes kubelet (kwinctl)",
+        format!(r"{WIN_DIR}\kubelet.exe"),
+        &[
+            "--windows-service".into(),
+            "--hostname-override=10.0.0.11".into(),
+            "--resolv-conf=".into(),
+            r"--log-dir=C:\k\logs".into(),
+        ],
+        vec!["CONTAINER_NETWORK=kwinctl".into()],
+        vec!["docker".into()],
+        Hosting::Service,
+    )
+}
+
+/// A kubelet run by a scheduled task (a release before 1.10).
+#[doc(hidden)]
+pub fn example_task() -> WinService {
+    WinService::new(
+        "kubelet",
+        "Kubernetes kubelet (kwinctl)",
+        format!(r"{WIN_DIR}\kubelet.exe"),
+        &[
+            "--hostname-override=10.0.0.11".into(),
+            "--pod-infra-container-image=apprenda/pause".into(),
+            "--resolv-conf=".into(),
+            r"--kubeconfig=C:\k\config".into(),
+            "--require-kubeconfig".into(),
+            "--odd=it's \"quoted\" $(x)".into(),
+        ],
+        vec!["CONTAINER_NETWORK=kwinctl".into()],
+        vec!["docker".into()],
+        Hosting::Task,
+    )
 }

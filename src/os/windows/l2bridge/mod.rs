@@ -12,21 +12,16 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
-use super::desired::{FileSource, WinFile};
+use super::files::{Archive, WinFile, inline};
+use super::hns::nth;
 use crate::alloc::Node;
-use crate::hash::sha256_bytes;
 use crate::inventory::ContainerdVersion;
+
+pub mod diff;
 
 /// The network's name when the inventory names none: flannel's (F1), so
 /// that switching to flanneld later reuses the objects.
 pub const NETWORK: &str = "cbr0";
-/// The one-time placeholder network: the first L2Bridge network creates the
-/// external vSwitch (the host's address moves, the network blips, G1/M1);
-/// with this one in place `cbr0` can be re-created without another blip
-/// (G1 quoting daschott; M1 CreateExternalNetwork).
-pub const PLACEHOLDER: &str = "External";
-pub const PLACEHOLDER_SUBNET: &str = "192.168.255.0/30";
-pub const PLACEHOLDER_GATEWAY: &str = "192.168.255.1";
 /// containerd's folder and its default pipe (D3).
 pub const CONTAINERD_DIR: &str = r"C:\Program Files\containerd";
 pub const CONTAINERD_EXE: &str = r"C:\Program Files\containerd\containerd.exe";
@@ -49,31 +44,6 @@ pub const CRICTL_CONFIG: &str = r"C:\k\crictl.yaml";
 /// kubelet's and kube-proxy's health endpoints (verify).
 pub const KUBELET_HEALTHZ: u16 = 10248;
 pub const KUBE_PROXY_HEALTHZ: u16 = 10256;
-
-/// A release archive kwinctl unpacks: containerd's tarball or the CNI
-/// plugins'.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Archive {
-    pub name: String,
-    /// The archive as kwinctl places it first (downloaded or uploaded,
-    /// SHA-256 checked).
-    pub archive: WinFile,
-    /// Where its files go, each taken from the archive by file name.
-    pub members: Vec<String>,
-    /// The member whose `--version` must match the archive's `version_regex`.
-    pub version_binary: Option<String>,
-    /// Written last, holding the archive's SHA-256: an archive whose marker
-    /// says so is unpacked.
-    pub marker: String,
-}
-
-impl Archive {
-    /// The SHA-256 of the marker file's content (the archive's SHA-256 in
-    /// lowercase hex, nothing else).
-    pub fn marker_sha256(&self) -> String {
-        sha256_bytes(self.archive.sha256.as_bytes())
-    }
-}
 
 /// The profile's own desired state (no node in it).
 #[derive(Debug, Clone, Serialize)]
@@ -105,14 +75,15 @@ pub fn cni_members() -> Vec<String> {
         .collect()
 }
 
-fn inline(path: &str, text: String) -> WinFile {
-    let bytes: std::sync::Arc<[u8]> = text.into_bytes().into();
-    WinFile {
-        path: path.into(),
-        sha256: sha256_bytes(&bytes),
-        source: FileSource::Inline(bytes),
-        version: None,
-        version_regex: None,
+/// The inventory entry of the archive a required file comes from.
+pub fn archive_key(path: &str) -> Option<&'static str> {
+    let low = path.to_ascii_lowercase();
+    if low.starts_with(&CONTAINERD_DIR.to_ascii_lowercase()) {
+        Some("windows.binaries.containerd (the containerd release archive)")
+    } else if low.starts_with(&CNI_BIN_DIR.to_ascii_lowercase()) {
+        Some("windows.binaries.cni-plugins (the CNI plugins archive)")
+    } else {
+        None
     }
 }
 
@@ -171,18 +142,6 @@ impl L2Desired {
     }
 }
 
-/// Addresses of a node's pod CIDR: P+1 is the HNS network's reserved
-/// gateway (F1 `subnet.IP + 1`), P+2 the host endpoint and the pods'
-/// gateway (F1, C1 "needs to be x.2"), pods from P+3 (C4, k8s #74766).
-pub fn nth(net: Ipv4Net, n: u32) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(net.network()) + n)
-}
-
-/// The host endpoint's name for `network` (flannel's `cbr0_ep`, F1).
-pub fn endpoint_name(network: &str) -> String {
-    format!("{network}_ep")
-}
-
 /// The win-bridge CNI config of a node (section 3 of the spec): HCN v2
 /// (`apiVersion: 2`, required with containerd: C3, D7), host-local IPAM from
 /// P+3, OutBoundNAT exceptions for the cluster, service and node networks
@@ -228,88 +187,6 @@ pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
 /// The CNI config as a file to place.
 pub fn cni_file(node: &Node, network: &str, service_cidr: Ipv4Net) -> WinFile {
     inline(CNI_CONF, cni_config(node, network, service_cidr))
-}
-
-/// The node's HNS L2Bridge network, and the placeholder network created
-/// before it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HnsNet {
-    pub name: String,
-    pub subnet: Ipv4Net,
-    /// P+1, reserved (F1).
-    pub gateway: Ipv4Addr,
-    /// The network card the vSwitch takes.
-    pub adapter: String,
-    pub placeholder: String,
-    pub placeholder_subnet: String,
-    pub placeholder_gateway: String,
-}
-
-/// The host endpoint: P+2 in the host compartment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HostEp {
-    pub network: String,
-    pub name: String,
-    pub ip: Ipv4Addr,
-    pub prefix: u8,
-}
-
-impl HnsNet {
-    pub fn of(node: &Node, network: &str, adapter: &str) -> HnsNet {
-        HnsNet {
-            name: network.into(),
-            subnet: node.pod_cidr,
-            gateway: nth(node.pod_cidr, 1),
-            adapter: adapter.into(),
-            placeholder: PLACEHOLDER.into(),
-            placeholder_subnet: PLACEHOLDER_SUBNET.into(),
-            placeholder_gateway: PLACEHOLDER_GATEWAY.into(),
-        }
-    }
-}
-
-impl HostEp {
-    pub fn of(node: &Node, network: &str) -> HostEp {
-        HostEp {
-            network: network.into(),
-            name: endpoint_name(network),
-            ip: nth(node.pod_cidr, 2),
-            prefix: node.pod_cidr.prefix_len(),
-        }
-    }
-}
-
-/// A route the boot task puts back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BootRoute {
-    pub dst: Ipv4Net,
-    pub via: Ipv4Addr,
-}
-
-/// What the boot task re-ensures on an l2bridge node (endpoints do not
-/// survive a reboot, G1; a re-created vSwitch takes routes with it, F1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct L2Boot {
-    pub network: HnsNet,
-    pub endpoint: HostEp,
-    /// Forwarding on the interfaces holding these (the vSwitch's host vNIC
-    /// and the host endpoint).
-    pub forwarding: Vec<Ipv4Addr>,
-    pub routes: Vec<BootRoute>,
-}
-
-/// The Windows node of the examples the grammar and contract tests render
-/// (win01 at 10.0.0.11 with 192.168.1.0/24, beside lin01).
-#[doc(hidden)]
-pub fn example_node() -> Node {
-    crate::alloc::test_node(
-        "win01",
-        crate::inventory::Os::Windows,
-        "10.0.0.11",
-        "192.168.1.0/24",
-        "192.168.0.0/16",
-        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
-    )
 }
 
 #[cfg(test)]

@@ -5,17 +5,14 @@ use std::collections::BTreeSet;
 
 use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
-use super::desired::WindowsDesired;
 use super::facts::{WindowsFacts, normalise_image};
-pub(super) use super::items::{common_items, file_items, route_items, service_items};
+use super::items::{WinDiff, common_items, file_items, route_items, service_items};
 use super::k8s::Hosting;
 use super::nic::Nics;
 use super::preflight::{preflight, routable_adapter};
-use super::{CLUSTER_FILE, KUBE_PROXY_SWITCH, POD_CIDR_FILE};
+use super::{CLUSTER_FILE, KUBE_PROXY_SWITCH, POD_CIDR_FILE, WindowsDesired};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
-
-pub type WinDiff = Diff<WinAction>;
 
 fn hosting_word(d: &WindowsDesired, name: &str) -> &'static str {
     match d
@@ -284,10 +281,11 @@ mod tests {
     use crate::diff::Describe;
     use crate::inventory::KubeVersion;
     use crate::inventory::Os;
-    use crate::os::windows::desired::{FileSource, WinFile, WinService};
     use crate::os::windows::facts::WinRoute;
     use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch, VersionFact};
+    use crate::os::windows::files::{FileSource, WinFile};
     use crate::os::windows::firewall;
+    use crate::os::windows::service::WinService;
     use crate::os::windows::{KUBE_PROXY_SWITCH, WIN_DIR};
 
     const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
@@ -342,8 +340,7 @@ mod tests {
                 svc("kube-proxy", "kubelet", Hosting::Service),
             ],
             notes: vec![],
-            profile: crate::os::windows::k8s::Profile::Transparent,
-            l2: None,
+            profile: crate::os::windows::ProfileDesired::Transparent,
         }
     }
 

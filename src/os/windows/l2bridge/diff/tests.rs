@@ -5,10 +5,15 @@
 use super::*;
 use crate::diff::Describe;
 use crate::inventory::{Inventory, Os};
-use crate::os::windows::desired::Uploads;
 use crate::os::windows::facts::{
     FileFact, HnsEndpoint, HnsSubnet, Service, TaskFact, VersionFact, WinRoute,
 };
+use crate::os::windows::files::Uploads;
+
+/// The profile's diff with the desired state's own l2bridge part.
+fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff, Conflict> {
+    super::diff(node, d, d.profile.l2().expect("l2bridge desired state"), f)
+}
 
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: t\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n";
 
@@ -68,7 +73,7 @@ fn fresh(d: &WindowsDesired) -> WindowsFacts {
         path: r"C:\k\kube-log-runner.exe".into(),
         sha256: "00".into(),
     });
-    assert_eq!(d.profile, Profile::L2Bridge);
+    assert_eq!(d.profile.kind(), Profile::L2Bridge);
     f
 }
 
@@ -132,7 +137,7 @@ fn converged(d: &WindowsDesired) -> WindowsFacts {
     }];
     f.sandbox_images = vec!["registry.k8s.io/pause:3.10.2".into()];
     f.cni_conf_files = vec!["10-kwinctl.conf".into()];
-    let l2 = d.l2.as_ref().unwrap();
+    let l2 = d.profile.l2().unwrap();
     for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
         f.files.push(FileFact {
             path: a.marker.clone(),
@@ -152,7 +157,7 @@ fn converged(d: &WindowsDesired) -> WindowsFacts {
             sha256: file.sha256.clone(),
         });
     }
-    f.firewall = super::super::firewall::rules(
+    f.firewall = crate::os::windows::firewall::rules(
         &n,
         &[
             ("kubelet", r"C:\k\kubelet.exe".into()),
@@ -436,5 +441,4 @@ fn a_running_service_whose_health_endpoint_fails_is_restarted() {
     assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
 }
 
-#[path = "l2diff_logs_tests.rs"]
 mod logs;

@@ -11,17 +11,18 @@
 
 use std::net::Ipv4Addr;
 
-use super::action::WinAction;
-use super::boot::{BOOT_TASK, BootSpec};
-use super::desired::{WinFile, WindowsDesired};
-use super::diff::{WinDiff, common_items, file_items, route_items, service_items};
-use super::facts::{Adapter, HnsNetwork, WindowsFacts, normalise_image, parse_build};
-use super::k8s::{self, Hosting, Profile};
-use super::l2bridge::{self as l2, BootRoute, HnsNet, HostEp, L2Boot, L2Desired};
-use super::preflight::{binary_versions, missing_files, pause_image};
-use super::{CLUSTER_FILE, POD_CIDR_FILE};
+use super::{self as l2, L2Desired};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Item};
+use crate::os::windows::action::WinAction;
+use crate::os::windows::boot::{BOOT_TASK, BootRoute, BootSpec, L2Boot};
+use crate::os::windows::facts::{Adapter, HnsNetwork, WindowsFacts, normalise_image, parse_build};
+use crate::os::windows::files::WinFile;
+use crate::os::windows::hns::{HnsNet, HostEp};
+use crate::os::windows::items::{WinDiff, common_items, file_items, route_items, service_items};
+use crate::os::windows::k8s::{self, Hosting, Profile};
+use crate::os::windows::preflight::{binary_versions, missing_files, pause_image};
+use crate::os::windows::{CLUSTER_FILE, POD_CIDR_FILE, WindowsDesired};
 
 /// Windows Server 2019: the first build the profile runs on (k8s.yaml).
 const MIN_BUILD: u32 = 17763;
@@ -108,7 +109,7 @@ pub fn preflight(
         problems.push("kwinctl cannot tell whether the Containers feature is installed (Get-WindowsFeature Containers failed)".into());
     }
     let card = card(node, d, f, &mut problems);
-    missing_files(d, f, &mut problems);
+    missing_files(d, f, l2::archive_key, &mut problems);
     binary_versions(d, f, &mut problems);
     if l2.containerd.is_none() {
         let out = f
@@ -136,7 +137,7 @@ pub fn preflight(
     let transparent: Vec<String> = f
         .switches
         .iter()
-        .filter(|s| s.name == super::KUBE_PROXY_SWITCH)
+        .filter(|s| s.name == crate::os::windows::KUBE_PROXY_SWITCH)
         .map(|s| format!("the Hyper-V switch {}", s.name))
         .chain(
             f.networks
@@ -186,8 +187,12 @@ fn subnet_is(n: &HnsNetwork, prefix: &str, gateway: &str) -> bool {
         .any(|s| s.prefix == prefix && s.gateway.as_deref() == Some(gateway))
 }
 
-pub fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff, Conflict> {
-    let l2 = d.l2.as_ref().expect("l2bridge desired state");
+pub fn diff(
+    node: &Node,
+    d: &WindowsDesired,
+    l2: &L2Desired,
+    f: &WindowsFacts,
+) -> Result<WinDiff, Conflict> {
     let card = preflight(node, d, l2, f)?;
     let mut items: Vec<Item<WinAction>> = Vec::new();
     let mut notes = vec![format!(
@@ -366,10 +371,8 @@ pub fn boot_spec(node: &Node, d: &WindowsDesired, card: &str) -> BootSpec {
     BootSpec::l2bridge(l2, node.address, services)
 }
 
-#[path = "l2reset.rs"]
-mod l2reset;
-pub use l2reset::{examples, reset};
+mod reset;
+pub use reset::reset;
 
 #[cfg(test)]
-#[path = "l2diff_tests.rs"]
 mod tests;

@@ -58,7 +58,7 @@ pub fn reset(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> WinDiff {
         }),
     );
     let mut paths: Vec<String> = d.files.iter().map(|f| f.path.clone()).collect();
-    if let Some(l2) = &d.l2 {
+    if let Some(l2) = d.profile.l2() {
         paths.extend(l2.files.iter().map(|f| f.path.clone()));
         paths.push(l2::CNI_CONF.into());
         for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
@@ -90,56 +90,7 @@ pub fn reset(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> WinDiff {
         items,
         notes: vec![format!(
             "the Containers feature, the placeholder network {} (and with it the vSwitch) and containerd's images are left in place",
-            l2::PLACEHOLDER
+            crate::os::windows::hns::PLACEHOLDER
         )],
     }
-}
-
-/// One of each l2bridge action, for the contract and grammar tests.
-#[doc(hidden)]
-pub fn examples() -> Vec<WinAction> {
-    let node = l2::example_node();
-    let archive = l2::Archive {
-        name: "containerd".into(),
-        archive: WinFile {
-            path: r"C:\k\kwinctl\containerd.tar.gz".into(),
-            sha256: "ef".repeat(32),
-            source: crate::os::windows::FileSource::Url(
-                "https://dl.example.invalid/containerd-1.7.20-windows-amd64.tar.gz".into(),
-            ),
-            version: Some("1.7.20".into()),
-            version_regex: Some(r"^containerd \S+ v1\.7\.20(?:[-+ ]|$)".into()),
-        },
-        members: l2::containerd_members(),
-        version_binary: Some(l2::CONTAINERD_EXE.into()),
-        marker: r"C:\k\kwinctl\containerd.archive".into(),
-    };
-    vec![
-        WinAction::InstallFeature {
-            name: "Containers".into(),
-        },
-        WinAction::InstallArchive {
-            archive: Box::new(archive),
-        },
-        WinAction::EnsureHnsNetwork {
-            net: HnsNet::of(&node, "cbr0", "Ethernet"),
-            replace: true,
-        },
-        WinAction::EnsureHostEndpoint {
-            ep: HostEp::of(&node, "cbr0"),
-        },
-        WinAction::SetForwarding {
-            addresses: vec![node.address, l2::nth(node.pod_cidr, 2)],
-        },
-        WinAction::PullSandbox {
-            image: "registry.k8s.io/pause:3.10.2".into(),
-        },
-        WinAction::RemoveHnsNetwork {
-            name: "cbr0".into(),
-        },
-        WinAction::RestartService {
-            name: "kube-proxy".into(),
-            port: l2::KUBE_PROXY_HEALTHZ,
-        },
-    ]
 }

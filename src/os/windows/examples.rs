@@ -1,0 +1,210 @@
+//! One of every Windows action, for the contract, grammar and snapshot
+//! tests: the actions both profiles share and the transparent profile's,
+//! then the l2bridge profile's.
+
+use super::POD_CIDR_FILE;
+use super::action::WinAction;
+use super::files::{Archive, FileSource, WinFile};
+use super::hns::{HnsNet, HostEp, nth};
+use super::l2bridge;
+
+/// One of every action, for the contract and grammar tests (and a compile
+/// error in `every_kind_has_an_example` when a variant is added without one).
+#[doc(hidden)]
+pub fn examples() -> Vec<WinAction> {
+    let svc = crate::os::windows::service::example_service();
+    vec![
+        WinAction::RecordPodCidr {
+            pod_cidr: "192.168.1.0/24".parse().unwrap(),
+            cluster: "demo".into(),
+            cluster_id: "0123456789abcdef".into(),
+        },
+        WinAction::EnableRouting,
+        WinAction::CreateSwitch,
+        WinAction::CreateNetwork {
+            name: "kwinctl".into(),
+            subnet: "192.168.1.0/24".parse().unwrap(),
+            gateway: "192.168.1.1".parse().unwrap(),
+            interface: "Ethernet 2".into(),
+            replace: true,
+        },
+        WinAction::SetGatewayAddress {
+            adapter: "vEthernet (HNSTransparent)".into(),
+            gateway: "192.168.1.1".parse().unwrap(),
+            prefix: 24,
+            node_address: "10.0.0.11".parse().unwrap(),
+        },
+        WinAction::AddRoute {
+            dst: "192.168.0.0/24".parse().unwrap(),
+            via: "10.0.0.10".parse().unwrap(),
+            replace: false,
+        },
+        WinAction::AddRoute {
+            dst: "192.168.2.0/24".parse().unwrap(),
+            via: "10.0.0.12".parse().unwrap(),
+            replace: true,
+        },
+        WinAction::DelRoute {
+            dst: "192.168.9.0/24".parse().unwrap(),
+            via: None,
+        },
+        WinAction::PullImage {
+            image: "mcr.microsoft.com/k8s/core/pause:1.2.0".into(),
+        },
+        WinAction::PlaceFile {
+            file: WinFile {
+                path: r"C:\k\kubelet.exe".into(),
+                sha256: "ab".repeat(32),
+                source: FileSource::Url("https://dl.example.invalid/v1.16/kubelet.exe".into()),
+                version: Some("1.16.15".into()),
+                version_regex: Some(r"^Kubernetes v1\.16\.15(?:[-+]\S*)?$".into()),
+            },
+        },
+        WinAction::PlaceFile {
+            file: WinFile {
+                path: r"C:\k\config".into(),
+                sha256: "cd".repeat(32),
+                source: FileSource::Inline(b"apiVersion: v1\nkind: Config\n".to_vec().into()),
+                version: None,
+                version_regex: None,
+            },
+        },
+        WinAction::InstallService {
+            service: svc.clone(),
+            exists: false,
+        },
+        WinAction::InstallService {
+            service: svc.clone(),
+            exists: true,
+        },
+        WinAction::StartService {
+            name: "kube-proxy".into(),
+        },
+        WinAction::InstallTask {
+            service: crate::os::windows::service::example_task(),
+            exists: true,
+        },
+        WinAction::StartTask {
+            name: "kubelet".into(),
+        },
+        WinAction::InstallBootTask {
+            boot: crate::os::windows::boot::example(),
+        },
+        WinAction::RemoveService {
+            name: "kube-proxy".into(),
+        },
+        WinAction::RemoveTask {
+            name: "kubelet".into(),
+        },
+        WinAction::SetFirewall {
+            rules: crate::os::windows::firewall::example(),
+        },
+        WinAction::RemoveFirewall,
+        WinAction::RemoveNetwork {
+            name: "kwinctl".into(),
+        },
+        WinAction::RemoveSwitch,
+        WinAction::RemoveFile {
+            path: POD_CIDR_FILE.into(),
+        },
+    ]
+    .into_iter()
+    .chain(l2bridge())
+    .collect()
+}
+
+/// One of each l2bridge action, for the contract and grammar tests.
+fn l2bridge() -> Vec<WinAction> {
+    let node = crate::os::windows::example_node();
+    let archive = Archive {
+        name: "containerd".into(),
+        archive: WinFile {
+            path: r"C:\k\kwinctl\containerd.tar.gz".into(),
+            sha256: "ef".repeat(32),
+            source: crate::os::windows::FileSource::Url(
+                "https://dl.example.invalid/containerd-1.7.20-windows-amd64.tar.gz".into(),
+            ),
+            version: Some("1.7.20".into()),
+            version_regex: Some(r"^containerd \S+ v1\.7\.20(?:[-+ ]|$)".into()),
+        },
+        members: l2bridge::containerd_members(),
+        version_binary: Some(l2bridge::CONTAINERD_EXE.into()),
+        marker: r"C:\k\kwinctl\containerd.archive".into(),
+    };
+    vec![
+        WinAction::InstallFeature {
+            name: "Containers".into(),
+        },
+        WinAction::InstallArchive {
+            archive: Box::new(archive),
+        },
+        WinAction::EnsureHnsNetwork {
+            net: HnsNet::of(&node, "cbr0", "Ethernet"),
+            replace: true,
+        },
+        WinAction::EnsureHostEndpoint {
+            ep: HostEp::of(&node, "cbr0"),
+        },
+        WinAction::SetForwarding {
+            addresses: vec![node.address, nth(node.pod_cidr, 2)],
+        },
+        WinAction::PullSandbox {
+            image: "registry.k8s.io/pause:3.10.2".into(),
+        },
+        WinAction::RemoveHnsNetwork {
+            name: "cbr0".into(),
+        },
+        WinAction::RestartService {
+            name: "kube-proxy".into(),
+            port: l2bridge::KUBE_PROXY_HEALTHZ,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Adding a variant breaks this match: add it to [`examples`] too.
+    #[test]
+    fn every_kind_has_an_example() {
+        let kinds: std::collections::BTreeSet<&str> = examples()
+            .iter()
+            .map(|a| match a {
+                WinAction::RecordPodCidr { .. } => "record_pod_cidr",
+                WinAction::EnableRouting => "enable_routing",
+                WinAction::CreateSwitch => "create_switch",
+                WinAction::CreateNetwork { .. } => "create_network",
+                WinAction::SetGatewayAddress { .. } => "set_gateway_address",
+                WinAction::AddRoute { .. } => "add_route",
+                WinAction::DelRoute { .. } => "del_route",
+                WinAction::PullImage { .. } => "pull_image",
+                WinAction::PlaceFile { .. } => "place_file",
+                WinAction::InstallService { .. } => "install_service",
+                WinAction::StartService { .. } => "start_service",
+                WinAction::InstallTask { .. } => "install_task",
+                WinAction::StartTask { .. } => "start_task",
+                WinAction::InstallBootTask { .. } => "install_boot_task",
+                WinAction::RemoveService { .. } => "remove_service",
+                WinAction::RemoveTask { .. } => "remove_task",
+                WinAction::SetFirewall { .. } => "set_firewall",
+                WinAction::RemoveFirewall => "remove_firewall",
+                WinAction::RemoveNetwork { .. } => "remove_network",
+                WinAction::RemoveSwitch => "remove_switch",
+                WinAction::RemoveFile { .. } => "remove_file",
+                WinAction::InstallFeature { .. } => "install_feature",
+                WinAction::InstallArchive { .. } => "install_archive",
+                WinAction::EnsureHnsNetwork { .. } => "ensure_hns_network",
+                WinAction::EnsureHostEndpoint { .. } => "ensure_host_endpoint",
+                WinAction::SetForwarding { .. } => "set_forwarding",
+                WinAction::PullSandbox { .. } => "pull_sandbox",
+                WinAction::RemoveHnsNetwork { .. } => "remove_hns_network",
+                WinAction::RestartService { .. } => "restart_service",
+            })
+            .collect();
+        assert_eq!(kinds.len(), 29);
+        for a in examples() {
+            assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
+        }
+    }
+}
