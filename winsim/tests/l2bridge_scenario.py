@@ -1,13 +1,11 @@
-#!/usr/bin/env python3
-"""Self-test of winsim's l2bridge handlers, without kwinctl.
-
-Run as root: `python3 winsim/selftest_l2bridge.py` (5-10 s). It makes three
-network namespaces of its own (a simulated Windows host, its card
-"Ethernet" = 198.18.248.2, and a Linux peer 198.18.248.10 on a veth pair;
-later a pod behind the host's vSwitch; nothing in the machine's own
-namespace), feeds hand-written scripts with the contract's
-`# kwinctl-sim:` headers (/work/wt/L2BRIDGE-CONTRACT.md) to winsim's
-`execute(script, state_path)` inside the host's namespace — and, for the
+"""The l2bridge scenario of winsim's self-test, run by
+tests/test_l2bridge_netns.py inside the namespaces it makes (root, 5-10 s):
+`python -m winsim.tests.l2bridge_scenario inner` in the simulated host's
+namespace (its card "Ethernet" = 198.18.248.2, a Linux peer 198.18.248.10 on
+a veth pair; later a pod behind the host's vSwitch; nothing in the machine's
+own namespace). It feeds hand-written scripts with kwinctl's
+`# kwinctl-sim:` headers to winsim's `execute(script, state_path)` inside
+the host's namespace — and, for the
 vSwitch step, to a real `winsim.py serve` over WinRM (Basic over HTTP) from
 the peer's namespace — and checks what the contract and the spec
 (shared/research/modern-profile.md) say:
@@ -37,8 +35,9 @@ the peer's namespace — and checks what the contract and the spec
   kubelet, --windows-service is the wrapped program's (1053), kube-proxy's
   network is read behind the runner, a new runner file restarts its services.
 
-Every wait is bounded; the namespaces and the server go even on failure.
-Exit 0 when every check passed.
+Every wait is bounded; the server goes even on failure (the namespaces are
+the test's). Prints one `ok  `/`FAIL` line per check; exit 0 when every
+check passed.
 """
 
 import base64
@@ -53,12 +52,18 @@ import tempfile
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # winsim/
 NODE, PEER = "198.18.248.2", "198.18.248.10"
 P = "10.244.3"
-# the namespaces' names, set by the outer process for the inner one
-_ID = os.environ.setdefault("WINSIM_SELFTEST_ID", str(os.getpid()))
-HOSTNS, PEERNS, PODNS = "kwst%sh" % _ID, "kwst%sp" % _ID, "kwst%sq" % _ID
+
+
+def netns_names(test_id):
+    """The host's, the peer's and the pod's namespace for one run."""
+    return "kwst%sh" % test_id, "kwst%sp" % test_id, "kwst%sq" % test_id
+
+
+# the namespaces' names, set by the test for the processes it starts
+HOSTNS, PEERNS, PODNS = netns_names(os.environ.get("WINSIM_SELFTEST_ID", str(os.getpid())))
 FAILED = []
 
 
@@ -70,83 +75,6 @@ def check(what, ok, detail=""):
 
 def sh(*a, **kw):
     return subprocess.run(list(a), capture_output=True, text=True, timeout=30, check=kw.get("check", True))
-
-
-# ------------------------------------------------------------------ k8sbin's table (no root needed)
-
-
-def flag_table():
-    """The release edges of the flags kwinctl must not pass (spec §5/§6)."""
-    sys.path.insert(0, HERE)
-    import k8sbin
-
-    def starts(component, version, *args):
-        return k8sbin.check_args(component, "Kubernetes v%s" % version, list(args)) is None
-    ok = "--cgroups-per-qos=false", "--enforce-node-allocatable="
-    for flag, last in (("--container-runtime=remote", "1.26.0"), ("--pod-infra-container-image=p", "1.34.0"),
-                       ("--log-dir=C:\\k\\logs", "1.25.0"), ("--logtostderr=false", "1.25.0"),
-                       ("--network-plugin=cni", "1.23.0")):
-        nxt = "1.%d.0" % (int(last.split(".")[1]) + 1)
-        check("kubelet %s: on %s, not on %s" % (flag.split("=")[0], last, nxt),
-              starts("kubelet", last, flag, *ok) and not starts("kubelet", nxt, flag, *ok))
-    kp = ("--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true")
-    check("kube-proxy --enable-dsr: needs WinDSR=true on 1.32, default on 1.33, locked true on 1.34",
-          not starts("kube-proxy", "1.32.0", *kp) and starts("kube-proxy", "1.32.0", *kp, "--feature-gates=WinDSR=true")
-          and starts("kube-proxy", "1.33.0", *kp) and not starts("kube-proxy", "1.34.0", *kp, "--feature-gates=WinDSR=false"))
-    check("kube-proxy: no userspace on 1.26; kernelspace is the default there (needs a network name)",
-          starts("kube-proxy", "1.25.0", "--proxy-mode=userspace") and not starts("kube-proxy", "1.26.0", "--proxy-mode=userspace")
-          and not starts("kube-proxy", "1.26.0") and starts("kube-proxy", "1.26.0", "--network-name=cbr0"))
-    check("kubelet cgroups: fatal on 1.29, not on 1.30", not starts("kubelet", "1.29.0") and starts("kubelet", "1.30.0"))
-    # kube-log-runner (kube-log-runner.go; Go's flag package; resource.Quantity)
-    argv = k8sbin.split_command_line("C:\\k\\kube-log-runner.exe -log-file=C:\\k\\logs\\kubelet.log "
-                                     "-log-file-size=100M -log-file-age=168h -flush-interval=5s "
-                                     "C:\\k\\kubelet.exe --windows-service --v=2")
-    runner, prog = k8sbin.unwrap(argv)
-    check("unwrap: the runner's flags, then the program and its arguments (Go's flag stops at the first non-flag)",
-          runner == argv[:5] and prog == ["C:\\k\\kubelet.exe", "--windows-service", "--v=2"], (runner, prog))
-    check("unwrap: not a runner -> (None, argv)", k8sbin.unwrap(["C:\\k\\kubelet.exe", "--v=2"])
-          == (None, ["C:\\k\\kubelet.exe", "--v=2"]))
-    check("quantities: 100M = 100000000, 100Mi = 104857600",
-          k8sbin.go_quantity("100M") == (100000000, None) and k8sbin.go_quantity("100Mi") == (104857600, None))
-    r30, r34 = "Kubernetes v1.30.0", "Kubernetes v1.34.0"
-    check("runner 1.30: -log-file-size undefined (exit 2 text); 1.34 takes it; --log-file (two dashes) and "
-          "`-log-file PATH` accepted; no program: not enough arguments to run",
-          k8sbin.runner_check(r30, argv).startswith("flag provided but not defined: -log-file-size\n")
-          and k8sbin.runner_check(r34, argv) is None
-          and k8sbin.runner_check(r30, ["kube-log-runner.exe", "--log-file", "x.log", "kubelet.exe"]) is None
-          and k8sbin.runner_check(r34, ["kube-log-runner.exe", "-log-file=x.log"]).endswith(
-              "not enough arguments to run")
-          and "invalid value \"100MB\" for flag -log-file-size" in k8sbin.runner_check(
-              r34, ["kube-log-runner.exe", "-log-file-size=100MB", "kubelet.exe"]))
-
-
-# ------------------------------------------------------------------ outer
-
-
-def outer():
-    flag_table()
-    if os.geteuid() != 0:
-        sys.exit("selftest_l2bridge: needs root (network namespaces)")
-    try:
-        sh("ip", "netns", "add", HOSTNS)
-        sh("ip", "netns", "add", PEERNS)
-        sh("ip", "-n", HOSTNS, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", PEERNS)
-        for ns, ip in ((HOSTNS, NODE), (PEERNS, PEER)):
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-        r = subprocess.run(["ip", "netns", "exec", HOSTNS, sys.executable, os.path.abspath(__file__), "inner"],
-                           timeout=120)
-        return r.returncode or (1 if FAILED else 0)
-    finally:
-        for ns in (HOSTNS, PEERNS, PODNS):
-            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
-            for p in pids:
-                try:
-                    os.kill(int(p), 9)
-                except (OSError, ValueError):
-                    pass
-            sh("ip", "netns", "del", ns, check=False)
 
 
 # ------------------------------------------------------------------ client (in the peer's namespace)
@@ -195,7 +123,7 @@ def over_winrm(script):
     with tempfile.NamedTemporaryFile("w", suffix=".ps1", delete=False) as f:
         f.write(script)
     try:
-        return subprocess.run(["ip", "netns", "exec", PEERNS, sys.executable, os.path.abspath(__file__),
+        return subprocess.run(["ip", "netns", "exec", PEERNS, sys.executable, "-m", __spec__.name,
                                "client", NODE, f.name], capture_output=True, text=True, timeout=40)
     finally:
         os.unlink(f.name)
@@ -215,8 +143,7 @@ def tgz(files):
 
 
 def inner():
-    sys.path.insert(0, HERE)
-    import winsim
+    from winsim import host as winsim  # execute, reboot
     tmp = tempfile.mkdtemp(prefix="winsim-selftest-")
     dl = os.path.join(tmp, "dl")
     os.makedirs(dl)
@@ -545,6 +472,8 @@ def log_runner(winsim, state, base):
     e2e_node kubelet_windows.go and GCE k8s-node-setup.psm1 register the
     runner as the service's program). containerd runs (the reboot above);
     kubelet.exe and kube-proxy.exe are 1.30.4 here."""
+    from winsim.scm import kube_proxy_network
+
     def st():
         return json.load(open(state))
 
@@ -577,7 +506,7 @@ def log_runner(winsim, state, base):
     check("kube-proxy behind a 1.30 runner: running, its --network-name found through the runner's argv, "
           "healthz 10256 ok; the short Command env line",
           ok_of(out, 0) and ok_of(out, 1) and d["services"]["kube-proxy"]["status"] == "Running"
-          and winsim.kube_proxy_network(d) == "cbr0" and {"port": 10256, "ok": True} in f["health"]
+          and kube_proxy_network(d) == "cbr0" and {"port": 10256, "ok": True} in f["health"]
           and "Command env: (log-file=C:\\k\\logs\\kube-proxy.log, also-stdout=false, redirect-stderr=true)"
           in d["logs"].get("runner:kube-proxy", ""), (out, d["logs"].get("runner:kube-proxy")))
     # (a) a 1.34 runner with the rotation flags starts a 1.34 kubelet service
@@ -642,4 +571,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "client":
         client(sys.argv[2], sys.argv[3])
         sys.exit(0)
-    sys.exit(outer())
+    sys.exit("usage: python -m winsim.tests.l2bridge_scenario inner|client IP SCRIPT")
