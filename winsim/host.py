@@ -7,8 +7,9 @@ import json
 import threading
 import time
 
+from . import boot
 from .actions import common, l2bridge, transparent
-from .boot import BOOT_TASK, boot_run
+from .boot import BOOT_TASK
 from .facts import facts
 from .files import file_of
 from .hns import l2bridge_reboot
@@ -183,8 +184,10 @@ def reboot(state_path, drop_hns):
         # tasks at startup: kwinctl's boot task first (it starts the
         # others), then any wrapper task with its own trigger (no WinRM
         # call to keep at boot: the vSwitch's note is dropped)
+        # every process ended with the host, the boot task's loops too
+        d["boot_instances"] = []
         if BOOT_TASK in d["tasks"] and d["tasks"][BOOT_TASK].get("startup", True):
-            boot_run(d, d["tasks"][BOOT_TASK]["boot"])
+            boot.start(d, "at startup")
         for name, t in d["tasks"].items():
             if name != BOOT_TASK and t.get("startup", True) and not t["running"]:
                 try:

@@ -93,6 +93,8 @@ def scm_start(d, name):
     template adds the command line to run by hand. The services it depends
     on start first (other dependencies, such as docker, are taken as
     running)."""
+    if name not in d["services"]:
+        raise ActionError("Start-Service : Cannot find any service with service name '%s'." % name)
     s = d["services"][name]
     for dep in s["depends"]:
         if dep in d["services"] and d["services"][dep]["status"] != "Running":
@@ -139,6 +141,8 @@ def task_start(d, name):
     """The start script of a wrapper task (install_task): Start-Process with
     the arguments, stderr to the error log; Confirm-KwRunning's message when
     the binary is gone. (The boot task is boot.py's.)"""
+    if name not in d["tasks"]:
+        raise ActionError("Start-ScheduledTask : The system cannot find the file specified.")
     t = d["tasks"][name]
     svc = t["service"]
     why = start_binary(d, svc["exe"], k8sbin.split_command_line(svc["args"]), svc.get("env"))

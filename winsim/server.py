@@ -16,6 +16,7 @@ import threading
 import uuid
 
 from . import util
+from .boot import BootClock
 from .host import execute
 from .net import apply_firewall
 from .state import ConnectionDropped, State
@@ -346,5 +347,7 @@ def serve(cfg):
         servers.append(s)
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()
+    # the running boot-task instances' loops (boot.py)
+    BootClock(cfg.state).start()
     log("winsim listening on %s (http %s, https %s)" % (cfg.listen, cfg.http_port, cfg.https_port))
     servers[0].serve_forever()

@@ -33,6 +33,7 @@ class State:
                 self.data = json.load(f)
         except FileNotFoundError:
             self.data = {}
+        self.before = json.dumps(self.data, sort_keys=True)
         d = self.data
         d.setdefault("build", "10.0.14393")
         d.setdefault("hyperv_module", True)
@@ -82,7 +83,10 @@ class State:
 
     def __exit__(self, exc_type, exc, tb):
         # (a dropped connection keeps what the script did)
-        if exc_type is None or issubclass(exc_type, ConnectionDropped):
+        # (nothing changed: the file stays as it is, so a test's own write
+        # of the file between two reads is not undone)
+        changed = json.dumps(self.data, sort_keys=True) != self.before
+        if (exc_type is None or issubclass(exc_type, ConnectionDropped)) and changed:
             tmp = self.path + ".tmp"
             with open(tmp, "w") as f:
                 json.dump(self.data, f, indent=1, sort_keys=True)

@@ -5,8 +5,8 @@ import hashlib
 import os
 import re
 
-from .. import k8sbin
-from ..boot import BOOT_TASK, boot_run
+from .. import boot, k8sbin
+from ..boot import BOOT_TASK
 from ..files import fetched, file_of, record_file
 from ..net import active_routes, apply_firewall, remove_routes
 from ..scm import running_dependents, scm_start, scm_stop, swap_restart, task_start
@@ -120,12 +120,27 @@ def act_install_task(d, h):
 
 
 def act_install_boot_task(d, h):
+    """Register the boot task (a new registration, with the script the block
+    writes). Running instances go only as the block says: Stop-ScheduledTask
+    before Unregister-ScheduledTask stops the registered task's instances,
+    ending the script's powershell.exe ends every one; unregistering and
+    registering again stops none (boot.py). Start-ScheduledTask after
+    Register-ScheduledTask starts the new one."""
+    old = d["tasks"].get(BOOT_TASK)
+    if old is not None and boot.stops_registered(h):
+        boot.stop_instances(d, old.get("registration"), "Stop-ScheduledTask")
+    if boot.kills_script_processes(h):
+        boot.stop_instances(d, None, "its powershell.exe ended")
+    reg = d.get("next_boot_registration", 1)
+    d["next_boot_registration"] = reg + 1
     d["tasks"][BOOT_TASK] = {
         "state": "Ready", "running": False, "startup": block_has(h, r"-AtStartup"),
         "description": "kwinctl: the pods' network, gateway and forwarding, then kubelet and kube-proxy "
                        "[kwinctl %s]" % h["boot"]["fingerprint"],
-        "boot": h["boot"],
+        "boot": h["boot"], "registration": reg, "script": boot.script_of(h),
     }
+    if boot.starts_registered(h):
+        boot.start(d, "Start-ScheduledTask after Register-ScheduledTask")
 
 
 def act_start_task(d, h):
@@ -133,12 +148,15 @@ def act_start_task(d, h):
         raise ActionError("Start-ScheduledTask : The system cannot find the file specified.")
     t = d["tasks"][h["name"]]
     if "boot" in t:
-        boot_run(d, t["boot"])
+        boot.start(d, "Start-ScheduledTask")
     else:
         task_start(d, h["name"])
 
 
 def act_remove_task(d, h):
+    t = d["tasks"].get(h["name"])
+    if t is not None and "boot" in t and boot.stops_registered(h):
+        boot.stop_instances(d, t.get("registration"), "Stop-ScheduledTask")
     d["tasks"].pop(h["name"], None)
 
 

@@ -408,6 +408,7 @@ def scenario(winsim, state, containerd, tmp):
 
     # 8. reboot: endpoints are lost; the boot task brings them back
     boot = {"fingerprint": "x", "services": ["kubelet", "kube-proxy"], "tasks": [], "profile": "l2bridge",
+            "node_address": NODE,
             "l2bridge": {"network": dict(NET, replace=False), "endpoint": EP, "forwarding": [NODE, P + ".2"],
                          "routes": [{"dst": "10.244.0.0/24", "via": PEER}]}}
     # (registered without a startup trigger first: the reboot alone)
@@ -432,6 +433,8 @@ def scenario(winsim, state, containerd, tmp):
           and {"port": 10248, "ok": True} in f["health"] and {"port": 10256, "ok": True} in f["health"],
           (log, f["hns_endpoints"], f["health"]))
 
+    boot_loop(winsim, state, boot)
+
     # 9. immutable subnet; replace; reset
     other = dict(NET, subnet="10.244.4.0/24", gateway="10.244.4.1")
     out, _ = run(winsim, state, Script().act("ensure_hns_network", replace=False, **other))
@@ -455,6 +458,166 @@ def scenario(winsim, state, containerd, tmp):
           f["cni_conf_files"])
     log_runner(winsim, state, base)
     return server
+
+
+# ------------------------------------------------------------------ the boot task's loop
+
+
+PEER2 = "198.18.248.11"  # another next hop on the node's subnet (need not answer)
+TASK = "'\\kwinctl\\'"
+
+
+def boot_block(fixed, routes):
+    """An install_boot_task block as kwinctl's template writes it: `fixed`
+    False as before the fix (re-registers without stopping the running
+    instance, starts none; the loop's Remove-NetRoute takes the destination
+    on every interface in the active store), True as after it."""
+    if fixed:
+        repair = ("    foreach ($store in @(''ActiveStore'', ''PersistentStore'')) {\n"
+                  "        Remove-NetRoute -AddressFamily IPv4 -DestinationPrefix ''%s'' -InterfaceIndex $ifIndex "
+                  "-NextHop ''%s'' -PolicyStore $store -Confirm:$false -ErrorAction SilentlyContinue\n    }")
+    else:
+        repair = ("    Remove-NetRoute -AddressFamily IPv4 -DestinationPrefix ''%s'' -Confirm:$false "
+                  "-ErrorAction SilentlyContinue")
+    script = "\n".join(["function Confirm-KwRoutes {"] + [
+        (repair % (r["dst"], r["via"]) if fixed else repair % r["dst"])
+        + "\n    New-NetRoute -DestinationPrefix ''%s'' -InterfaceIndex $ifIndex -NextHop ''%s''" % (r["dst"], r["via"])
+        for r in routes] + ["}", "while ($true) {", "    Start-Sleep -Seconds 10", "}"])
+    lines = ["$name = 'kwinctl-boot'", "if (Get-ScheduledTask -TaskPath %s -TaskName $name) {" % TASK]
+    if fixed:
+        lines.append("    Stop-ScheduledTask -TaskPath %s -TaskName $name" % TASK)
+    lines += ["    Unregister-ScheduledTask -TaskPath %s -TaskName $name -Confirm:$false" % TASK, "}"]
+    if fixed:
+        lines.append("Get-CimInstance -ClassName Win32_Process -Filter \"Name = 'powershell.exe'\" | Where-Object "
+                     "{ $_.CommandLine -like '*kwinctl-boot-start.ps1*' } | ForEach-Object "
+                     "{ Stop-Process -Id $_.ProcessId -Force }")
+    lines += ["Set-Content -LiteralPath $script -Encoding UTF8 -Value '%s'" % script,
+              "$trigger = New-ScheduledTaskTrigger -AtStartup",
+              "Register-ScheduledTask -TaskPath %s -TaskName $name -Trigger $trigger | Out-Null" % TASK]
+    if fixed:
+        lines.append("Start-ScheduledTask -TaskPath %s -TaskName $name" % TASK)
+    return "\n".join(lines)
+
+
+def boot_loop(winsim, state, boot):
+    """12. The boot task's loop (winsim/README.md "The boot task's loop"):
+    an instance keeps the spec and script it started with; re-registering
+    does not stop it; its unscoped, one-store route repair re-adds a
+    removed route and takes a moved one's new next hop away; a fixed
+    install stops it and starts a new one, whose repair touches only its
+    own route, in both stores."""
+    from winsim import boot as bootmod
+    from winsim.state import State
+
+    def spec(routes, fp):
+        b = json.loads(json.dumps(boot))
+        b["l2bridge"]["routes"] = routes
+        b["fingerprint"] = fp
+        return b
+
+    def install(fixed, routes, fp):
+        out, _ = run(winsim, state, Script().act("install_boot_task", boot_block(fixed, routes),
+                                                 boot=spec(routes, fp)))
+        check("install_boot_task (%s) ok" % ("fixed" if fixed else "old"), ok_of(out), out)
+
+    def tick():
+        with State(state) as d:
+            for inst in list(d.get("boot_instances", [])):
+                bootmod.loop_once(d, inst)
+
+    def st():
+        return json.load(open(state))
+
+    def vias(dst):
+        return sorted(via for x, via, _ in winsim_routes() if x == dst)
+
+    def winsim_routes():
+        from winsim.net import active_routes
+        return active_routes()
+
+    def runner(*acts):
+        s = Script()
+        for kind, fields in acts:
+            s.act(kind, "foreach ($store in @('ActiveStore', 'PersistentStore')) { Remove-NetRoute -PolicyStore "
+                  "$store }", **fields)
+        out, _ = run(winsim, state, s)
+        check("the runner's route actions", all(ok_of(out, i) for i in range(len(acts))), out)
+
+    a, b9 = "10.244.0.0/24", "10.244.9.0/24"
+    runner(("add_route", {"dst": b9, "via": PEER, "replace": False}))
+    first = [{"dst": a, "via": PEER}, {"dst": b9, "via": PEER}]
+    install(False, first, "old1")
+    d = st()
+    check("an old install starts no instance (no loop before the first reboot)",
+          d.get("boot_instances", []) == [] and not d["tasks"]["kwinctl-boot"]["running"], d.get("boot_instances"))
+    winsim.reboot(state, False)
+    d = st()
+    check("at startup an instance starts with the registered spec",
+          [i["spec"]["fingerprint"] for i in d["boot_instances"]] == ["old1"], d.get("boot_instances"))
+    # peer b9 leaves the inventory, a's next hop moves to PEER2: the runner
+    # deletes and replaces the routes, then re-installs the task (old way)
+    runner(("del_route", {"dst": b9, "via": PEER}), ("add_route", {"dst": a, "via": PEER2, "replace": True}))
+    second = [{"dst": a, "via": PEER2}]
+    install(False, second, "old2")
+    d = st()
+    check("re-registering does not stop the running instance (it keeps its spec)",
+          [i["spec"]["fingerprint"] for i in d["boot_instances"]] == ["old1"], d["boot_instances"])
+    tick()
+    check("the stale loop re-adds the removed peer's route", vias(b9) == [PEER], winsim_routes())
+    check("the stale loop's unscoped Remove-NetRoute takes the moved route's new next hop away",
+          vias(a) == [PEER], winsim_routes())
+    log = st()["logs"].get("winsim:boot-loop", "")
+    check("the loop log says what the instance changed", "instance 1: New-NetRoute %s via %s" % (b9, PEER) in log,
+          log)
+    # the one-store repair: a route gone from the active store but kept in
+    # the persistent one is never repaired (New-NetRoute: already exists)
+    sh("ip", "route", "del", b9)
+    tick()
+    log = st()["logs"].get("C:\\k\\logs\\kwinctl-boot.log", "")
+    check("an active-store-only repair cannot add a route the persistent store holds",
+          vias(b9) == [] and "Instance MSFT_NetRoute already exists" in log, (winsim_routes(), log))
+
+    # the fixed install: the old instance's powershell.exe ends, the new
+    # registration's instance starts at once
+    runner(("del_route", {"dst": b9, "via": PEER}), ("add_route", {"dst": a, "via": PEER2, "replace": True}))
+    install(True, second, "new1")
+    d = st()
+    check("a fixed install ends the earlier instance and starts one with the new spec",
+          [i["spec"]["fingerprint"] for i in d["boot_instances"]] == ["new1"]
+          and d["tasks"]["kwinctl-boot"]["running"], d["boot_instances"])
+    for _ in range(3):
+        tick()
+    check("no stale route: the removed peer's stays removed, the moved one keeps its new next hop",
+          vias(b9) == [] and vias(a) == [PEER2], winsim_routes())
+    # the scoped repair in both stores: only its own route, also when only
+    # the persistent copy is left
+    sh("ip", "route", "replace", a, "nexthop", "via", PEER2, "nexthop", "via", PEER)
+    sh("ip", "route", "replace", a, "via", PEER)
+    tick()
+    d = st()
+    check("the scoped repair leaves another next hop alone and restores its own in both stores",
+          vias(a) == [PEER, PEER2] and sum(1 for p in d["persistent_routes"] if p["dst"] == a) == 1,
+          (winsim_routes(), d["persistent_routes"]))
+    sh("ip", "route", "replace", a, "via", PEER2)
+    # IgnoreNew; Stop-ScheduledTask stops the registered task's instances
+    out, _ = run(winsim, state, Script().act("start_task", "Start-ScheduledTask", name="kwinctl-boot"))
+    check("Start-ScheduledTask while an instance runs starts no second one",
+          ok_of(out) and len(st()["boot_instances"]) == 1, st()["boot_instances"])
+    install(False, second, "old3")
+    out, _ = run(winsim, state, Script().act(
+        "remove_task", "Stop-ScheduledTask -TaskPath %s -TaskName $name\nUnregister-ScheduledTask" % TASK,
+        name="kwinctl-boot"))
+    check("Stop-ScheduledTask stops only the registered task's instances (none: new1's registration is gone)",
+          [i["spec"]["fingerprint"] for i in st()["boot_instances"]] == ["new1"], st()["boot_instances"])
+    install(True, second, "new2")
+    out, _ = run(winsim, state, Script().act(
+        "remove_task", "Stop-ScheduledTask -TaskPath %s -TaskName $name\nUnregister-ScheduledTask" % TASK,
+        name="kwinctl-boot"))
+    check("remove_task with Stop-ScheduledTask stops the running instance", st()["boot_instances"] == [],
+          st()["boot_instances"])
+    # as before this step: the boot task registered with the scenario's spec
+    runner(("add_route", {"dst": a, "via": PEER, "replace": True}))
+    out, _ = run(winsim, state, Script().act("install_boot_task", "Register-ScheduledTask -AtStartup", boot=boot))
 
 
 RUNNER = "C:\\k\\kube-log-runner.exe"

@@ -49,6 +49,7 @@ def test_l2bridge_scenario(namespaces):
     r = subprocess.run(["ip", "netns", "exec", hostns, sys.executable, "-m", "winsim.tests.l2bridge_scenario",
                         "inner"], capture_output=True, text=True, timeout=120, env=env, cwd=str(REPO))
     checks = [line for line in r.stdout.splitlines() if line.startswith(("ok  ", "FAIL"))]
+    print("\n".join(checks))
     failed = [line for line in checks if line.startswith("FAIL")]
     assert len(checks) >= 40, r.stdout + r.stderr
     assert not failed and r.returncode == 0, "\n".join(failed) + "\n" + r.stderr[-3000:]
