@@ -407,8 +407,15 @@ fn the_boot_tasks_loop_follows_the_inventory() {
         Some(&vec![lab.ip("win2")])
     );
 
-    // 1. A loop runs right after the first `up`: a route it keeps, taken
-    // away, comes back within a few periods.
+    // 1. A loop runs right after the first `up` (the task is running, as
+    // the probe would report it): a route it keeps, taken away, comes back
+    // within a few periods.
+    assert_eq!(
+        lab.win_state_json("win1")["tasks"]["kwinctl-boot"]["running"],
+        true,
+        "{}",
+        lab.win_state_json("win1")["tasks"]
+    );
     let o = lab.exec("win1", &format!("ip route del {h2_block}"));
     assert!(o.status.success(), "{}", text(&o));
     assert!(
