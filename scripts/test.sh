@@ -10,7 +10,9 @@ fi
 scripts/setup.sh
 # Labs left behind by a crashed earlier run.
 lab/lab.sh gc || true
-# winsim's l2bridge handlers on their own (5-10 s, namespaces of its own)
-timeout 120 python3 winsim/selftest_l2bridge.py
+# winsim's own tests (unit tests, and its l2bridge handlers in namespaces
+# of their own: 5-10 s)
+winsim/setup-venv.sh --dev
+timeout 300 winsim/.venv/bin/python -m pytest -q winsim/tests
 cargo build --ignore-rust-version --all-targets --locked
 cargo test --ignore-rust-version --locked -- --test-threads="${KWINCTL_TEST_THREADS:-4}"

@@ -338,3 +338,186 @@ fn assert_runner_logs(st: &serde_json::Value, h: &str, rotating: bool) {
         );
     }
 }
+
+/// A host's routes: destination -> next hops, sorted.
+type Routes = std::collections::BTreeMap<String, Vec<String>>;
+
+/// The routes of a simulated Windows host's kernel table (its active store).
+fn win_routes(lab: &Lab, h: &str) -> Routes {
+    let o = lab.exec(h, "ip -j -4 route show table main");
+    assert!(o.status.success(), "{h}: ip route: {}", text(&o));
+    let rs: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ip -j route");
+    let mut out = Routes::new();
+    for r in rs.as_array().unwrap() {
+        let dst = r["dst"].as_str().unwrap_or_default().to_string();
+        let hops = match r["nexthops"].as_array() {
+            Some(n) => n.clone(),
+            None => vec![r.clone()],
+        };
+        for nh in hops {
+            if let Some(via) = nh["gateway"].as_str() {
+                out.entry(dst.clone()).or_default().push(via.to_string());
+            }
+        }
+    }
+    out.values_mut().for_each(|v| v.sort());
+    out
+}
+
+/// Wait up to `limit` for `f` to hold, polling every 200 ms.
+fn eventually(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    f()
+}
+
+/// The l2bridge boot task's loop (issue 24 item 3; docs/windows-boot-task.md):
+/// it runs right after the first `up` (not only after a reboot), and when
+/// `up` re-installs the task with a new spec the old loop is stopped, so a
+/// removed peer's route stays removed and a route whose next hop moved is
+/// not put back to the old one. The simulated hosts run the loop every
+/// second (`boot_loop_seconds`).
+#[test]
+fn the_boot_tasks_loop_follows_the_inventory() {
+    if !require_root() {
+        return;
+    }
+    const PERIOD: f64 = 1.0;
+    let periods = |n: f64| std::time::Duration::from_secs_f64(PERIOD * n);
+    let lab = Lab::up_windows_builds(2, &["2022", "2022"], Some("Installed"));
+    use_l2bridge(&lab, K8S, CONTAINERD, None);
+    for h in ["win1", "win2"] {
+        let mut st = lab.win_state_json(h);
+        st["boot_loop_seconds"] = PERIOD.into();
+        write(&lab.win_state(h), &st.to_string());
+    }
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let cidr = |h: &str| host(&s, h)["pod_cidr"].as_str().unwrap().to_string();
+    let (h2_block, win2_block) = (cidr("h2"), cidr("win2"));
+    assert_eq!(
+        win_routes(&lab, "win1").get(&win2_block),
+        Some(&vec![lab.ip("win2")])
+    );
+
+    // 1. A loop runs right after the first `up` (the task is running, as
+    // the probe would report it): a route it keeps, taken away, comes back
+    // within a few periods.
+    assert_eq!(
+        lab.win_state_json("win1")["tasks"]["kwinctl-boot"]["running"],
+        true,
+        "{}",
+        lab.win_state_json("win1")["tasks"]
+    );
+    let o = lab.exec("win1", &format!("ip route del {h2_block}"));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        eventually(periods(6.0), || win_routes(&lab, "win1").get(&h2_block)
+            == Some(&vec![lab.ip("h2")])),
+        "no boot-task loop put {h2_block} back on win1: {:?}; loop log: {}",
+        win_routes(&lab, "win1"),
+        lab.win_state_json("win1")["logs"]["winsim:boot-loop"]
+    );
+
+    // 2. win2 leaves the inventory: `up` drops win1's route to its block
+    // and re-installs the boot task with the new spec; for three periods
+    // and more the route stays removed and the loop changes no route.
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    let mut without = String::new();
+    let mut skipping = false;
+    for line in inv.lines() {
+        if line.starts_with("  - name: ") {
+            skipping = line == "  - name: win2";
+        } else if !line.starts_with("    ") {
+            skipping = false;
+        }
+        if !skipping {
+            without += line;
+            without.push('\n');
+        }
+    }
+    assert!(!without.contains("win2"), "{without}");
+    write(lab.inventory(), &without);
+    let loop_log = || {
+        lab.win_state_json("win1")["logs"]["winsim:boot-loop"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let steady = |what: &str, ok: &dyn Fn(&Routes) -> bool| {
+        let before = loop_log();
+        let deadline = std::time::Instant::now() + periods(4.0);
+        while std::time::Instant::now() < deadline {
+            let r = win_routes(&lab, "win1");
+            assert!(ok(&r), "{what} on win1: {r:?}\nloop log: {}", loop_log());
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let after = loop_log();
+        let since = after.strip_prefix(before.as_str()).unwrap_or(&after);
+        assert!(
+            !since.contains("NetRoute"),
+            "{what}: the loop changed routes: {since}"
+        );
+    };
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    steady("win2's route stays removed", &|r| {
+        !r.contains_key(&win2_block)
+    });
+
+    // 3. win2 is reset (it is reached at its remembered address), so is h2,
+    // which then takes win2's old block: on win1 that route's next hop
+    // moves to h2 and h2's old block goes.
+    // (the removed host's WinRM settings: the inventory's defaults)
+    let winrm = format!(
+        "defaults:\n  winrm: {{ port: 5985, tls: false, auth: ntlm, password_file: {} }}\n",
+        lab.dir().join("winrm-password").display()
+    );
+    assert!(without.contains("defaults:\n"), "{without}");
+    write(lab.inventory(), &without.replacen("defaults:\n", &winrm, 1));
+    let o = kwinctl(&["reset", "-i", &i, "--yes", "--limit", "win2,h2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let pinned = without.replace(
+        "  - name: h2\n",
+        &format!("  - name: h2\n    pod_cidr: {win2_block}\n"),
+    );
+    assert_ne!(pinned, without);
+    write(lab.inventory(), &pinned);
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let want = vec![lab.ip("h2")];
+    steady(
+        "the moved route keeps its new next hop, h2's old block is gone",
+        &|r| r.get(&win2_block) == Some(&want) && !r.contains_key(&h2_block),
+    );
+    let st = lab.win_state_json("win1");
+    assert!(
+        st["persistent_routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["dst"] != h2_block.as_str()
+                && (r["dst"] != win2_block.as_str() || r["via"] == lab.ip("h2").as_str())),
+        "{}",
+        st["persistent_routes"]
+    );
+    // the running loop is the new one: it keeps the moved route
+    let o = lab.exec("win1", &format!("ip route del {win2_block}"));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        eventually(periods(6.0), || win_routes(&lab, "win1").get(&win2_block)
+            == Some(&want)),
+        "the loop did not restore {win2_block} via h2: {:?}",
+        win_routes(&lab, "win1")
+    );
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}

@@ -445,8 +445,8 @@ def go_quantity(s):
     """resource.ParseQuantity(s).Value() (rounded up, as Value does): 100M =
     100000000, 100Mi = 104857600; or the error text (apimachinery
     resource/quantity.go ErrFormatWrong, ErrSuffix)."""
-    from fractions import Fraction
     import math
+    from fractions import Fraction
     m = _QTY.match(s)
     if not m or m.group(1).count(".") > 1 or m.group(1).strip("+-") in ("", "."):
         return None, ("quantities must match the regular expression "

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Create winsim/.venv with the simulator's Python packages (idempotent).
+# --dev: also the lint and test tools (requirements-dev.txt: ruff, pytest).
 set -euo pipefail
 cd "$(dirname "$0")"
 py=${PYTHON:-python3}
@@ -9,5 +10,12 @@ if [ ! -x .venv/bin/python ]; then
   }
 fi
 if ! .venv/bin/python -c 'import spnego, cryptography' 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+fi
+if [ "${1:-}" = "--dev" ]; then
+  missing=$(comm -23 <(grep -v '^#' requirements-dev.txt | grep . | sort) \
+    <(.venv/bin/python -m pip freeze --disable-pip-version-check 2>/dev/null | sort))
+  if [ -n "$missing" ]; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  fi
 fi

@@ -24,6 +24,12 @@ pub const BOOT_TASK: &str = "kwinctl-boot";
 /// Bump when the boot script's template changes, so hosts get the new one.
 const BOOT_VERSION: &str = "kwinctl-boot-1";
 
+/// The l2bridge boot script's own version: 2 repairs only its own routes, in
+/// both stores, and its task is stopped before and started after each
+/// install (docs/windows-boot-task.md). The transparent script is unchanged,
+/// so its hosts keep their task.
+const L2BRIDGE_BOOT_VERSION: &str = "kwinctl-boot-l2bridge-2";
+
 /// What the boot script restores and starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BootSpec {
@@ -109,7 +115,12 @@ impl BootSpec {
     fn digest(&self) -> String {
         let mut b = self.clone();
         b.fingerprint = String::new();
-        let digest = serde_json::to_vec(&(&b, BOOT_VERSION)).expect("boot JSON");
+        let version = if self.l2bridge.is_some() {
+            L2BRIDGE_BOOT_VERSION
+        } else {
+            BOOT_VERSION
+        };
+        let digest = serde_json::to_vec(&(&b, version)).expect("boot JSON");
         sha256_bytes(&digest)[..16].to_string()
     }
 

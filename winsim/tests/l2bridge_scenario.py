@@ -1,13 +1,11 @@
-#!/usr/bin/env python3
-"""Self-test of winsim's l2bridge handlers, without kwinctl.
-
-Run as root: `python3 winsim/selftest_l2bridge.py` (5-10 s). It makes three
-network namespaces of its own (a simulated Windows host, its card
-"Ethernet" = 198.18.248.2, and a Linux peer 198.18.248.10 on a veth pair;
-later a pod behind the host's vSwitch; nothing in the machine's own
-namespace), feeds hand-written scripts with the contract's
-`# kwinctl-sim:` headers (/work/wt/L2BRIDGE-CONTRACT.md) to winsim's
-`execute(script, state_path)` inside the host's namespace — and, for the
+"""The l2bridge scenario of winsim's self-test, run by
+tests/test_l2bridge_netns.py inside the namespaces it makes (root, 5-10 s):
+`python -m winsim.tests.l2bridge_scenario inner` in the simulated host's
+namespace (its card "Ethernet" = 198.18.248.2, a Linux peer 198.18.248.10 on
+a veth pair; later a pod behind the host's vSwitch; nothing in the machine's
+own namespace). It feeds hand-written scripts with kwinctl's
+`# kwinctl-sim:` headers to winsim's `execute(script, state_path)` inside
+the host's namespace — and, for the
 vSwitch step, to a real `winsim.py serve` over WinRM (Basic over HTTP) from
 the peer's namespace — and checks what the contract and the spec
 (shared/research/modern-profile.md) say:
@@ -37,8 +35,9 @@ the peer's namespace — and checks what the contract and the spec
   kubelet, --windows-service is the wrapped program's (1053), kube-proxy's
   network is read behind the runner, a new runner file restarts its services.
 
-Every wait is bounded; the namespaces and the server go even on failure.
-Exit 0 when every check passed.
+Every wait is bounded; the server goes even on failure (the namespaces are
+the test's). Prints one `ok  `/`FAIL` line per check; exit 0 when every
+check passed.
 """
 
 import base64
@@ -53,12 +52,18 @@ import tempfile
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # winsim/
 NODE, PEER = "198.18.248.2", "198.18.248.10"
 P = "10.244.3"
-# the namespaces' names, set by the outer process for the inner one
-_ID = os.environ.setdefault("WINSIM_SELFTEST_ID", str(os.getpid()))
-HOSTNS, PEERNS, PODNS = "kwst%sh" % _ID, "kwst%sp" % _ID, "kwst%sq" % _ID
+
+
+def netns_names(test_id):
+    """The host's, the peer's and the pod's namespace for one run."""
+    return "kwst%sh" % test_id, "kwst%sp" % test_id, "kwst%sq" % test_id
+
+
+# the namespaces' names, set by the test for the processes it starts
+HOSTNS, PEERNS, PODNS = netns_names(os.environ.get("WINSIM_SELFTEST_ID", str(os.getpid())))
 FAILED = []
 
 
@@ -70,83 +75,6 @@ def check(what, ok, detail=""):
 
 def sh(*a, **kw):
     return subprocess.run(list(a), capture_output=True, text=True, timeout=30, check=kw.get("check", True))
-
-
-# ------------------------------------------------------------------ k8sbin's table (no root needed)
-
-
-def flag_table():
-    """The release edges of the flags kwinctl must not pass (spec §5/§6)."""
-    sys.path.insert(0, HERE)
-    import k8sbin
-
-    def starts(component, version, *args):
-        return k8sbin.check_args(component, "Kubernetes v%s" % version, list(args)) is None
-    ok = "--cgroups-per-qos=false", "--enforce-node-allocatable="
-    for flag, last in (("--container-runtime=remote", "1.26.0"), ("--pod-infra-container-image=p", "1.34.0"),
-                       ("--log-dir=C:\\k\\logs", "1.25.0"), ("--logtostderr=false", "1.25.0"),
-                       ("--network-plugin=cni", "1.23.0")):
-        nxt = "1.%d.0" % (int(last.split(".")[1]) + 1)
-        check("kubelet %s: on %s, not on %s" % (flag.split("=")[0], last, nxt),
-              starts("kubelet", last, flag, *ok) and not starts("kubelet", nxt, flag, *ok))
-    kp = ("--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true")
-    check("kube-proxy --enable-dsr: needs WinDSR=true on 1.32, default on 1.33, locked true on 1.34",
-          not starts("kube-proxy", "1.32.0", *kp) and starts("kube-proxy", "1.32.0", *kp, "--feature-gates=WinDSR=true")
-          and starts("kube-proxy", "1.33.0", *kp) and not starts("kube-proxy", "1.34.0", *kp, "--feature-gates=WinDSR=false"))
-    check("kube-proxy: no userspace on 1.26; kernelspace is the default there (needs a network name)",
-          starts("kube-proxy", "1.25.0", "--proxy-mode=userspace") and not starts("kube-proxy", "1.26.0", "--proxy-mode=userspace")
-          and not starts("kube-proxy", "1.26.0") and starts("kube-proxy", "1.26.0", "--network-name=cbr0"))
-    check("kubelet cgroups: fatal on 1.29, not on 1.30", not starts("kubelet", "1.29.0") and starts("kubelet", "1.30.0"))
-    # kube-log-runner (kube-log-runner.go; Go's flag package; resource.Quantity)
-    argv = k8sbin.split_command_line("C:\\k\\kube-log-runner.exe -log-file=C:\\k\\logs\\kubelet.log "
-                                     "-log-file-size=100M -log-file-age=168h -flush-interval=5s "
-                                     "C:\\k\\kubelet.exe --windows-service --v=2")
-    runner, prog = k8sbin.unwrap(argv)
-    check("unwrap: the runner's flags, then the program and its arguments (Go's flag stops at the first non-flag)",
-          runner == argv[:5] and prog == ["C:\\k\\kubelet.exe", "--windows-service", "--v=2"], (runner, prog))
-    check("unwrap: not a runner -> (None, argv)", k8sbin.unwrap(["C:\\k\\kubelet.exe", "--v=2"])
-          == (None, ["C:\\k\\kubelet.exe", "--v=2"]))
-    check("quantities: 100M = 100000000, 100Mi = 104857600",
-          k8sbin.go_quantity("100M") == (100000000, None) and k8sbin.go_quantity("100Mi") == (104857600, None))
-    r30, r34 = "Kubernetes v1.30.0", "Kubernetes v1.34.0"
-    check("runner 1.30: -log-file-size undefined (exit 2 text); 1.34 takes it; --log-file (two dashes) and "
-          "`-log-file PATH` accepted; no program: not enough arguments to run",
-          k8sbin.runner_check(r30, argv).startswith("flag provided but not defined: -log-file-size\n")
-          and k8sbin.runner_check(r34, argv) is None
-          and k8sbin.runner_check(r30, ["kube-log-runner.exe", "--log-file", "x.log", "kubelet.exe"]) is None
-          and k8sbin.runner_check(r34, ["kube-log-runner.exe", "-log-file=x.log"]).endswith(
-              "not enough arguments to run")
-          and "invalid value \"100MB\" for flag -log-file-size" in k8sbin.runner_check(
-              r34, ["kube-log-runner.exe", "-log-file-size=100MB", "kubelet.exe"]))
-
-
-# ------------------------------------------------------------------ outer
-
-
-def outer():
-    flag_table()
-    if os.geteuid() != 0:
-        sys.exit("selftest_l2bridge: needs root (network namespaces)")
-    try:
-        sh("ip", "netns", "add", HOSTNS)
-        sh("ip", "netns", "add", PEERNS)
-        sh("ip", "-n", HOSTNS, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", PEERNS)
-        for ns, ip in ((HOSTNS, NODE), (PEERNS, PEER)):
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-        r = subprocess.run(["ip", "netns", "exec", HOSTNS, sys.executable, os.path.abspath(__file__), "inner"],
-                           timeout=120)
-        return r.returncode or (1 if FAILED else 0)
-    finally:
-        for ns in (HOSTNS, PEERNS, PODNS):
-            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
-            for p in pids:
-                try:
-                    os.kill(int(p), 9)
-                except (OSError, ValueError):
-                    pass
-            sh("ip", "netns", "del", ns, check=False)
 
 
 # ------------------------------------------------------------------ client (in the peer's namespace)
@@ -195,7 +123,7 @@ def over_winrm(script):
     with tempfile.NamedTemporaryFile("w", suffix=".ps1", delete=False) as f:
         f.write(script)
     try:
-        return subprocess.run(["ip", "netns", "exec", PEERNS, sys.executable, os.path.abspath(__file__),
+        return subprocess.run(["ip", "netns", "exec", PEERNS, sys.executable, "-m", __spec__.name,
                                "client", NODE, f.name], capture_output=True, text=True, timeout=40)
     finally:
         os.unlink(f.name)
@@ -215,8 +143,7 @@ def tgz(files):
 
 
 def inner():
-    sys.path.insert(0, HERE)
-    import winsim
+    from winsim import host as winsim  # execute, reboot
     tmp = tempfile.mkdtemp(prefix="winsim-selftest-")
     dl = os.path.join(tmp, "dl")
     os.makedirs(dl)
@@ -481,6 +408,7 @@ def scenario(winsim, state, containerd, tmp):
 
     # 8. reboot: endpoints are lost; the boot task brings them back
     boot = {"fingerprint": "x", "services": ["kubelet", "kube-proxy"], "tasks": [], "profile": "l2bridge",
+            "node_address": NODE,
             "l2bridge": {"network": dict(NET, replace=False), "endpoint": EP, "forwarding": [NODE, P + ".2"],
                          "routes": [{"dst": "10.244.0.0/24", "via": PEER}]}}
     # (registered without a startup trigger first: the reboot alone)
@@ -504,6 +432,8 @@ def scenario(winsim, state, containerd, tmp):
           and f["hns_endpoints"][0]["attached"] and "host endpoint: done" in log
           and {"port": 10248, "ok": True} in f["health"] and {"port": 10256, "ok": True} in f["health"],
           (log, f["hns_endpoints"], f["health"]))
+
+    boot_loop(winsim, state, boot)
 
     # 9. immutable subnet; replace; reset
     other = dict(NET, subnet="10.244.4.0/24", gateway="10.244.4.1")
@@ -530,6 +460,166 @@ def scenario(winsim, state, containerd, tmp):
     return server
 
 
+# ------------------------------------------------------------------ the boot task's loop
+
+
+PEER2 = "198.18.248.11"  # another next hop on the node's subnet (need not answer)
+TASK = "'\\kwinctl\\'"
+
+
+def boot_block(fixed, routes):
+    """An install_boot_task block as kwinctl's template writes it: `fixed`
+    False as before the fix (re-registers without stopping the running
+    instance, starts none; the loop's Remove-NetRoute takes the destination
+    on every interface in the active store), True as after it."""
+    if fixed:
+        repair = ("    foreach ($store in @(''ActiveStore'', ''PersistentStore'')) {\n"
+                  "        Remove-NetRoute -AddressFamily IPv4 -DestinationPrefix ''%s'' -InterfaceIndex $ifIndex "
+                  "-NextHop ''%s'' -PolicyStore $store -Confirm:$false -ErrorAction SilentlyContinue\n    }")
+    else:
+        repair = ("    Remove-NetRoute -AddressFamily IPv4 -DestinationPrefix ''%s'' -Confirm:$false "
+                  "-ErrorAction SilentlyContinue")
+    script = "\n".join(["function Confirm-KwRoutes {"] + [
+        (repair % (r["dst"], r["via"]) if fixed else repair % r["dst"])
+        + "\n    New-NetRoute -DestinationPrefix ''%s'' -InterfaceIndex $ifIndex -NextHop ''%s''" % (r["dst"], r["via"])
+        for r in routes] + ["}", "while ($true) {", "    Start-Sleep -Seconds 10", "}"])
+    lines = ["$name = 'kwinctl-boot'", "if (Get-ScheduledTask -TaskPath %s -TaskName $name) {" % TASK]
+    if fixed:
+        lines.append("    Stop-ScheduledTask -TaskPath %s -TaskName $name" % TASK)
+    lines += ["    Unregister-ScheduledTask -TaskPath %s -TaskName $name -Confirm:$false" % TASK, "}"]
+    if fixed:
+        lines.append("Get-CimInstance -ClassName Win32_Process -Filter \"Name = 'powershell.exe'\" | Where-Object "
+                     "{ $_.CommandLine -like '*kwinctl-boot-start.ps1*' } | ForEach-Object "
+                     "{ Stop-Process -Id $_.ProcessId -Force }")
+    lines += ["Set-Content -LiteralPath $script -Encoding UTF8 -Value '%s'" % script,
+              "$trigger = New-ScheduledTaskTrigger -AtStartup",
+              "Register-ScheduledTask -TaskPath %s -TaskName $name -Trigger $trigger | Out-Null" % TASK]
+    if fixed:
+        lines.append("Start-ScheduledTask -TaskPath %s -TaskName $name" % TASK)
+    return "\n".join(lines)
+
+
+def boot_loop(winsim, state, boot):
+    """12. The boot task's loop (winsim/README.md "The boot task's loop"):
+    an instance keeps the spec and script it started with; re-registering
+    does not stop it; its unscoped, one-store route repair re-adds a
+    removed route and takes a moved one's new next hop away; a fixed
+    install stops it and starts a new one, whose repair touches only its
+    own route, in both stores."""
+    from winsim import boot as bootmod
+    from winsim.state import State
+
+    def spec(routes, fp):
+        b = json.loads(json.dumps(boot))
+        b["l2bridge"]["routes"] = routes
+        b["fingerprint"] = fp
+        return b
+
+    def install(fixed, routes, fp):
+        out, _ = run(winsim, state, Script().act("install_boot_task", boot_block(fixed, routes),
+                                                 boot=spec(routes, fp)))
+        check("install_boot_task (%s) ok" % ("fixed" if fixed else "old"), ok_of(out), out)
+
+    def tick():
+        with State(state) as d:
+            for inst in list(d.get("boot_instances", [])):
+                bootmod.loop_once(d, inst)
+
+    def st():
+        return json.load(open(state))
+
+    def vias(dst):
+        return sorted(via for x, via, _ in winsim_routes() if x == dst)
+
+    def winsim_routes():
+        from winsim.net import active_routes
+        return active_routes()
+
+    def runner(*acts):
+        s = Script()
+        for kind, fields in acts:
+            s.act(kind, "foreach ($store in @('ActiveStore', 'PersistentStore')) { Remove-NetRoute -PolicyStore "
+                  "$store }", **fields)
+        out, _ = run(winsim, state, s)
+        check("the runner's route actions", all(ok_of(out, i) for i in range(len(acts))), out)
+
+    a, b9 = "10.244.0.0/24", "10.244.9.0/24"
+    runner(("add_route", {"dst": b9, "via": PEER, "replace": False}))
+    first = [{"dst": a, "via": PEER}, {"dst": b9, "via": PEER}]
+    install(False, first, "old1")
+    d = st()
+    check("an old install starts no instance (no loop before the first reboot)",
+          d.get("boot_instances", []) == [] and not d["tasks"]["kwinctl-boot"]["running"], d.get("boot_instances"))
+    winsim.reboot(state, False)
+    d = st()
+    check("at startup an instance starts with the registered spec",
+          [i["spec"]["fingerprint"] for i in d["boot_instances"]] == ["old1"], d.get("boot_instances"))
+    # peer b9 leaves the inventory, a's next hop moves to PEER2: the runner
+    # deletes and replaces the routes, then re-installs the task (old way)
+    runner(("del_route", {"dst": b9, "via": PEER}), ("add_route", {"dst": a, "via": PEER2, "replace": True}))
+    second = [{"dst": a, "via": PEER2}]
+    install(False, second, "old2")
+    d = st()
+    check("re-registering does not stop the running instance (it keeps its spec)",
+          [i["spec"]["fingerprint"] for i in d["boot_instances"]] == ["old1"], d["boot_instances"])
+    tick()
+    check("the stale loop re-adds the removed peer's route", vias(b9) == [PEER], winsim_routes())
+    check("the stale loop's unscoped Remove-NetRoute takes the moved route's new next hop away",
+          vias(a) == [PEER], winsim_routes())
+    log = st()["logs"].get("winsim:boot-loop", "")
+    check("the loop log says what the instance changed", "instance 1: New-NetRoute %s via %s" % (b9, PEER) in log,
+          log)
+    # the one-store repair: a route gone from the active store but kept in
+    # the persistent one is never repaired (New-NetRoute: already exists)
+    sh("ip", "route", "del", b9)
+    tick()
+    log = st()["logs"].get("C:\\k\\logs\\kwinctl-boot.log", "")
+    check("an active-store-only repair cannot add a route the persistent store holds",
+          vias(b9) == [] and "Instance MSFT_NetRoute already exists" in log, (winsim_routes(), log))
+
+    # the fixed install: the old instance's powershell.exe ends, the new
+    # registration's instance starts at once
+    runner(("del_route", {"dst": b9, "via": PEER}), ("add_route", {"dst": a, "via": PEER2, "replace": True}))
+    install(True, second, "new1")
+    d = st()
+    check("a fixed install ends the earlier instance and starts one with the new spec",
+          [i["spec"]["fingerprint"] for i in d["boot_instances"]] == ["new1"]
+          and d["tasks"]["kwinctl-boot"]["running"], d["boot_instances"])
+    for _ in range(3):
+        tick()
+    check("no stale route: the removed peer's stays removed, the moved one keeps its new next hop",
+          vias(b9) == [] and vias(a) == [PEER2], winsim_routes())
+    # the scoped repair in both stores: only its own route, also when only
+    # the persistent copy is left
+    sh("ip", "route", "replace", a, "nexthop", "via", PEER2, "nexthop", "via", PEER)
+    sh("ip", "route", "replace", a, "via", PEER)
+    tick()
+    d = st()
+    check("the scoped repair leaves another next hop alone and restores its own in both stores",
+          vias(a) == [PEER, PEER2] and sum(1 for p in d["persistent_routes"] if p["dst"] == a) == 1,
+          (winsim_routes(), d["persistent_routes"]))
+    sh("ip", "route", "replace", a, "via", PEER2)
+    # IgnoreNew; Stop-ScheduledTask stops the registered task's instances
+    out, _ = run(winsim, state, Script().act("start_task", "Start-ScheduledTask", name="kwinctl-boot"))
+    check("Start-ScheduledTask while an instance runs starts no second one",
+          ok_of(out) and len(st()["boot_instances"]) == 1, st()["boot_instances"])
+    install(False, second, "old3")
+    out, _ = run(winsim, state, Script().act(
+        "remove_task", "Stop-ScheduledTask -TaskPath %s -TaskName $name\nUnregister-ScheduledTask" % TASK,
+        name="kwinctl-boot"))
+    check("Stop-ScheduledTask stops only the registered task's instances (none: new1's registration is gone)",
+          [i["spec"]["fingerprint"] for i in st()["boot_instances"]] == ["new1"], st()["boot_instances"])
+    install(True, second, "new2")
+    out, _ = run(winsim, state, Script().act(
+        "remove_task", "Stop-ScheduledTask -TaskPath %s -TaskName $name\nUnregister-ScheduledTask" % TASK,
+        name="kwinctl-boot"))
+    check("remove_task with Stop-ScheduledTask stops the running instance", st()["boot_instances"] == [],
+          st()["boot_instances"])
+    # as before this step: the boot task registered with the scenario's spec
+    runner(("add_route", {"dst": a, "via": PEER, "replace": True}))
+    out, _ = run(winsim, state, Script().act("install_boot_task", "Register-ScheduledTask -AtStartup", boot=boot))
+
+
 RUNNER = "C:\\k\\kube-log-runner.exe"
 ROTATE = "-log-file-size=100M -log-file-age=168h -flush-interval=5s "
 
@@ -545,6 +635,8 @@ def log_runner(winsim, state, base):
     e2e_node kubelet_windows.go and GCE k8s-node-setup.psm1 register the
     runner as the service's program). containerd runs (the reboot above);
     kubelet.exe and kube-proxy.exe are 1.30.4 here."""
+    from winsim.scm import kube_proxy_network
+
     def st():
         return json.load(open(state))
 
@@ -577,7 +669,7 @@ def log_runner(winsim, state, base):
     check("kube-proxy behind a 1.30 runner: running, its --network-name found through the runner's argv, "
           "healthz 10256 ok; the short Command env line",
           ok_of(out, 0) and ok_of(out, 1) and d["services"]["kube-proxy"]["status"] == "Running"
-          and winsim.kube_proxy_network(d) == "cbr0" and {"port": 10256, "ok": True} in f["health"]
+          and kube_proxy_network(d) == "cbr0" and {"port": 10256, "ok": True} in f["health"]
           and "Command env: (log-file=C:\\k\\logs\\kube-proxy.log, also-stdout=false, redirect-stderr=true)"
           in d["logs"].get("runner:kube-proxy", ""), (out, d["logs"].get("runner:kube-proxy")))
     # (a) a 1.34 runner with the rotation flags starts a 1.34 kubelet service
@@ -642,4 +734,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "client":
         client(sys.argv[2], sys.argv[3])
         sys.exit(0)
-    sys.exit(outer())
+    sys.exit("usage: python -m winsim.tests.l2bridge_scenario inner|client IP SCRIPT")

@@ -1,0 +1,199 @@
+"""Action handlers both profiles use: routes, files, services, tasks, the boot
+task, firewall rules, the pod CIDR record."""
+
+import hashlib
+import os
+import re
+
+from .. import boot, k8sbin
+from ..boot import BOOT_TASK
+from ..files import fetched, file_of, record_file
+from ..net import active_routes, apply_firewall, remove_routes
+from ..scm import running_dependents, scm_start, scm_stop, swap_restart, task_start
+from ..state import ActionError
+from ..util import block_has, sh
+
+# One handler per action kind: `act_<kind>(d, h)` carries out the header
+# `h` (the action's serde form) on the state `d`. The name is the contract
+# with kwinctl: an action's kind is also its template's name, and
+# kwinctl's contract test (src/os/contract.rs) checks that every kind has a
+# handler here (`winsim.py kinds` lists them).
+
+
+def act_record_pod_cidr(d, h):
+    d["pod_cidr"] = h["pod_cidr"]
+    d["cluster"] = "%s %s" % (h["cluster"], h["cluster_id"])
+
+
+def act_add_route(d, h):
+    if h.get("replace"):
+        remove_routes(d, h)
+    # New-NetRoute writes both stores ("By default, a route is saved in both
+    # stores"); a copy of another next hop left in the persistent store
+    # stays, and the same route already there is an error
+    if any((r["dst"], r["via"]) == (h["dst"], h["via"]) for r in d["persistent_routes"]):
+        raise ActionError("New-NetRoute : Instance MSFT_NetRoute already exists")
+    sh("ip", "route", "replace", h["dst"], "via", h["via"])
+    dev = next((v for dst, via, v in active_routes() if dst == h["dst"]), None)
+    d["persistent_routes"] = [r for r in d["persistent_routes"]
+                              if (r["dst"], r["via"]) != (h["dst"], h["via"])]
+    d["persistent_routes"].append({"dst": h["dst"], "via": h["via"], "dev": dev})
+
+
+def act_del_route(d, h):
+    remove_routes(d, h)
+
+
+def act_place_file(d, h):
+    f = h["file"]
+    dest = f["path"]
+    content = fetched(d, h, f)
+    sha = hashlib.sha256(content).hexdigest()
+    line = k8sbin.version_line(content)
+    if f.get("version_regex"):
+        if line is None:
+            tmp = re.sub(r"(\.[^.\\]*)?$", lambda m: ".kwinctl-%d-tmp%s" % (os.getpid(), m.group(1) or ""), dest,
+                         count=1)
+            raise ActionError("Program '%s' failed to run: The specified executable is not a valid application "
+                              "for this OS platform." % os.path.basename(tmp.replace("\\", "/")))
+        if not re.match(f["version_regex"], line):
+            raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
+                              % (dest, line, f.get("version")))
+    record_file(d, dest, sha, line)
+    swap_restart(d, h, [dest])
+
+
+def act_install_service(d, h):
+    s = h["service"]
+    name = s["name"]
+    # the start mode the block gives New-Service, Set-Service or Change
+    m = re.search(r"-StartupType (\w+)|StartMode = '(\w+)'", h.get("_block", ""))
+    start = (m.group(1) or m.group(2)) if m else "Automatic"
+    old = d["services"].get(name)
+    dependents = []
+    if old is None:
+        d["services"][name] = {
+            "status": "Stopped", "start": start, "binpath": s["binpath"], "display": s["display"],
+            "env": s["env"], "depends": s["depends"], "restart": True,
+        }
+    else:
+        dependents = running_dependents(d, name)
+        scm_stop(d, name)
+        if block_has(h, r"-MethodName Change") or block_has(h, r"'sc\.exe' @\('config'"):
+            # through the service manager: its copy changes now
+            old["binpath"], old["depends"] = s["binpath"], s["depends"]
+            old.pop("registry", None)
+        else:
+            # raw registry writes: the service manager reads them at boot
+            old["registry"] = {"binpath": s["binpath"], "depends": s["depends"]}
+        old.update(start=start, env=s["env"], restart=True)
+    scm_start(d, name)
+    if block_has(h, r"DependentServices"):
+        for other in dependents:
+            scm_start(d, other)
+
+
+def act_start_service(d, h):
+    if h["name"] not in d["services"]:
+        raise ActionError("Start-Service: Cannot find any service with service name '%s'." % h["name"])
+    scm_start(d, h["name"])
+
+
+def act_restart_service(d, h):
+    """Restart-Service -Force: stopped (its dependents with it) and started."""
+    if h["name"] not in d["services"]:
+        raise ActionError("Restart-Service : Cannot find any service with service name '%s'." % h["name"])
+    scm_stop(d, h["name"])
+    scm_start(d, h["name"])
+
+
+def act_install_task(d, h):
+    s = h["service"]
+    d["tasks"][s["name"]] = {
+        "state": "Ready", "running": False,
+        "description": "%s [kwinctl %s]" % (s["display"], s["fingerprint"]),
+        "service": {"exe": s["exe"], "args": s["args"], "env": s["env"]},
+        # a trigger at startup, if the block registers one
+        "startup": block_has(h, r"-AtStartup"),
+    }
+    task_start(d, s["name"])
+
+
+def act_install_boot_task(d, h):
+    """Register the boot task (a new registration, with the script the block
+    writes). Running instances go only as the block says: Stop-ScheduledTask
+    before Unregister-ScheduledTask stops the registered task's instances,
+    ending the script's powershell.exe ends every one; unregistering and
+    registering again stops none (boot.py). Start-ScheduledTask after
+    Register-ScheduledTask starts the new one."""
+    old = d["tasks"].get(BOOT_TASK)
+    if old is not None and boot.stops_registered(h):
+        boot.stop_instances(d, old.get("registration"), "Stop-ScheduledTask")
+    if boot.kills_script_processes(h):
+        boot.stop_instances(d, None, "its powershell.exe ended")
+    reg = d.get("next_boot_registration", 1)
+    d["next_boot_registration"] = reg + 1
+    d["tasks"][BOOT_TASK] = {
+        "state": "Ready", "running": False, "startup": block_has(h, r"-AtStartup"),
+        "description": "kwinctl: the pods' network, gateway and forwarding, then kubelet and kube-proxy "
+                       "[kwinctl %s]" % h["boot"]["fingerprint"],
+        "boot": h["boot"], "registration": reg, "script": boot.script_of(h),
+    }
+    if boot.starts_registered(h):
+        boot.start(d, "Start-ScheduledTask after Register-ScheduledTask")
+
+
+def act_start_task(d, h):
+    if h["name"] not in d["tasks"]:
+        raise ActionError("Start-ScheduledTask : The system cannot find the file specified.")
+    t = d["tasks"][h["name"]]
+    if "boot" in t:
+        boot.start(d, "Start-ScheduledTask")
+    else:
+        task_start(d, h["name"])
+
+
+def act_remove_task(d, h):
+    t = d["tasks"].get(h["name"])
+    if t is not None and "boot" in t and boot.stops_registered(h):
+        boot.stop_instances(d, t.get("registration"), "Stop-ScheduledTask")
+    d["tasks"].pop(h["name"], None)
+
+
+def act_remove_service(d, h):
+    if h["name"] in d["services"]:
+        scm_stop(d, h["name"])
+    d["services"].pop(h["name"], None)
+
+
+def act_set_firewall(d, h):
+    # the block removes every kwinctl-* rule, then adds the header's
+    d["firewall"] = {n: r for n, r in d["firewall"].items() if not n.lower().startswith("kwinctl-")}
+    for r in h["rules"]:
+        d["firewall"][r["name"]] = {
+            "display": r["display"], "description": r["description"], "protocol": r["protocol"],
+            "icmp_type": 8 if r["protocol"].lower() == "icmpv4" else None, "program": r.get("program"),
+            "remote": r["remote"], "enabled": True,
+        }
+    apply_firewall(d)
+
+
+def act_remove_firewall(d, h):
+    d["firewall"] = {n: r for n, r in d["firewall"].items() if not n.lower().startswith("kwinctl-")}
+    apply_firewall(d)
+
+
+def act_remove_file(d, h):
+    if h["path"].lower().endswith("pod-cidr.txt"):
+        d["pod_cidr"] = None
+    if h["path"].lower().endswith("cluster.txt"):
+        d["cluster"] = None
+    p = file_of(d, h["path"])
+    if p:
+        d["files"].pop(p)
+        d["file_versions"].pop(p, None)
+
+
+def act_fail(d, h):
+    """A test's action that fails with the given stderr."""
+    raise ActionError(h.get("stderr", "failed"))

@@ -1,0 +1,96 @@
+"""The simulated host's state file (`State`, locked, shared with `reboot`) and
+the two ways an action ends early: `ActionError` (PowerShell reports an
+error) and `ConnectionDropped` (the node's address moved: no answer)."""
+
+import fcntl
+import json
+import os
+
+DEFAULT_NICS = [{"name": "Ethernet", "dev": "eth0"}, {"name": "Ethernet 2", "dev": "eth1"}]
+
+
+class ActionError(Exception):
+    pass
+
+
+class ConnectionDropped(Exception):
+    """The script cut the host off from the client (its address moved or
+    went): the state is kept and the connection is closed unanswered."""
+
+
+class State:
+    """The simulated host's persistent state, shared with `reboot` (locked)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock_path = path + ".lock"
+
+    def __enter__(self):
+        self.lock_file = open(self.lock_path, "a+")
+        fcntl.flock(self.lock_file, fcntl.LOCK_EX)
+        try:
+            with open(self.path) as f:
+                self.data = json.load(f)
+        except FileNotFoundError:
+            self.data = {}
+        self.before = json.dumps(self.data, sort_keys=True)
+        d = self.data
+        d.setdefault("build", "10.0.14393")
+        d.setdefault("hyperv_module", True)
+        d.setdefault("docker_version", "17.06.2-ee-16")
+        d.setdefault("routing_installed", False)
+        # Get-WindowsFeature InstallState; a knob makes the Routing install
+        # wait for a restart
+        d.setdefault("hyperv_role", "Installed")
+        d.setdefault("routing_state", "Installed" if d["routing_installed"] else "Available")
+        d.setdefault("switches", [])
+        d.setdefault("networks", [])
+        d.setdefault("images", [])
+        d.setdefault("files", {})
+        # path -> what `<file> --version` prints (None: not a program)
+        d.setdefault("file_versions", {})
+        d.setdefault("services", {})
+        # kwinctl's scheduled tasks (\\kwinctl\\<name>)
+        d.setdefault("tasks", {})
+        # image -> the Windows version it is built on (docker inspect .OsVersion)
+        d.setdefault("image_os", {})
+        # what the simulated binaries wrote (log files, the event log)
+        d.setdefault("logs", {})
+        d.setdefault("pod_cidr", None)
+        d.setdefault("persistent_routes", [])
+        # the network cards (see "adapters" below) and the adapters' DHCP
+        # setting: a card without static configuration is on DHCP
+        d.setdefault("nics", [dict(n) for n in DEFAULT_NICS])
+        d.setdefault("dhcp", {n["name"]: i > 0 for i, n in enumerate(d["nics"])})
+        # forwarding of the adapters that are records (Docker's NAT adapter)
+        d.setdefault("fwd_records", {})
+        # the card a transparent network took: {nic, dev, addrs, adapter}
+        d.setdefault("bound", None)
+        # Windows Firewall: rules by name ({display, description, protocol,
+        # icmp_type, program, remote, enabled}); on unless the knob says not
+        d.setdefault("firewall", {})
+        d.setdefault("firewall_on", True)
+        # l2bridge (see "l2bridge" below): Get-WindowsFeature states, HNS
+        # networks and endpoints, the external vSwitch, containerd's images
+        d.setdefault("features", {})
+        d["features"].setdefault("Containers", "Available")
+        d.setdefault("hns_networks", [])
+        d.setdefault("hns_endpoints", [])
+        d.setdefault("vswitch", None)
+        d.setdefault("sandbox_images", [])
+        d.setdefault("next_ifindex", 10)
+        return d
+
+    def __exit__(self, exc_type, exc, tb):
+        # (a dropped connection keeps what the script did)
+        # (nothing changed: the file stays as it is, so a test's own write
+        # of the file between two reads is not undone)
+        changed = json.dumps(self.data, sort_keys=True) != self.before
+        if (exc_type is None or issubclass(exc_type, ConnectionDropped)) and changed:
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.data, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        fcntl.flock(self.lock_file, fcntl.LOCK_UN)
+        self.lock_file.close()
+        return False

@@ -1,0 +1,110 @@
+"""winsim's pure parts, without root or a namespace: header handling, the
+facts' renderings, image builds, the command line's table."""
+
+import base64
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from winsim import facts, hns, host, util
+
+WINSIM_PY = Path(__file__).resolve().parent.parent / "winsim.py"
+
+
+def test_handlers_are_the_act_functions_of_actions():
+    kinds = host.handlers()
+    assert {"add_route", "create_network", "ensure_hns_network", "install_boot_task", "start_task"} <= set(kinds)
+    for kind, f in kinds.items():
+        assert f.__name__ == "act_" + kind
+        assert f.__module__.startswith("winsim.actions.")
+
+
+def test_kinds_subcommand_runs_without_the_server_packages():
+    # kwinctl's contract test runs it with the system python3 (src/os/contract.rs)
+    out = subprocess.run([sys.executable, "-S", str(WINSIM_PY), "kinds"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == sorted(host.handlers())
+
+
+def test_command_table_lists_the_subcommands():
+    import importlib.util
+    saved = list(sys.path)
+    try:
+        spec = importlib.util.spec_from_file_location("winsim_entry", WINSIM_PY)
+        entry = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(entry)
+    finally:
+        sys.path[:] = saved
+    assert {"serve", "reboot", "gencert", "kinds"} <= set(entry.COMMANDS)
+
+
+def test_execute_refuses_scripts_without_headers(tmp_path):
+    state = str(tmp_path / "state.json")
+    assert host.execute("Write-Host hi\n", state) == ("", "winsim: unknown action header: the script has none\n", 1)
+    out, err, code = host.execute("# kwinctl-sim: {not json\n", state)
+    assert code == 1 and "bad action header" in err
+
+
+def test_block_has_reads_the_block_under_the_header():
+    h = {"_block": "Set-NetIPInterface -Dhcp Disabled\nNew-NetIPAddress"}
+    assert util.block_has(h, r"-Dhcp Disabled")
+    assert not util.block_has(h, r"-Forwarding Enabled")
+    assert not util.block_has({}, r"anything")
+
+
+def test_norm_image():
+    assert util.norm_image(" Registry.k8s.io/Pause ") == "registry.k8s.io/pause:latest"
+    assert util.norm_image("registry.k8s.io/pause:3.9") == "registry.k8s.io/pause:3.9"
+    assert util.norm_image("localhost:5000/pause") == "localhost:5000/pause:latest"
+    assert util.norm_image("img@sha256:abc") == "img@sha256:abc"
+
+
+def test_failure_actions_blob_is_three_restarts_after_10s():
+    blob = facts.failure_actions_blob(True)
+    reset, _, _, count, offset = struct.unpack("<5I", blob[:20])
+    assert (reset, count, offset) == (86400, 3, 20)
+    assert [struct.unpack("<2I", blob[20 + 8 * i:28 + 8 * i]) for i in range(3)] == [(1, 10000)] * 3
+    assert facts.failure_actions_blob(False) == b""
+
+
+def svc(**kw):
+    s = {"status": "Running", "start": "Manual", "binpath": "C:\\k\\kubelet.exe", "depends": [], "restart": True}
+    s.update(kw)
+    return s
+
+
+def test_service_fact_environment_and_recovery():
+    d = {"locale": "en-US"}
+    # a service without an Environment: @($null) unless the probe filters it
+    assert host_fact(d, {}, svc(env=None))["env"] == [None]
+    assert host_fact(d, {"_block": "(x).Environment | Where-Object { $_ }"}, svc(env=None))["env"] == []
+    f = host_fact(d, {"_block": "-Name FailureActions"}, svc(env=["A=1"]))
+    assert f["env"] == ["A=1"] and f["restart"]
+    assert base64.b64decode(f["failure_actions"]) == facts.failure_actions_blob(True)
+    # sc.exe qfailure says RESTART only on an English host
+    assert not host_fact({"locale": "de-DE"}, {}, svc(env=[]))["restart"]
+
+
+def host_fact(d, probe, s):
+    return facts.service_fact(d, probe, "kubelet", s)
+
+
+def test_image_builds_table_and_knob():
+    assert 20348 in hns.image_builds({}, "registry.k8s.io/pause:3.9")
+    assert 26100 not in hns.image_builds({}, "registry.k8s.io/pause:3.9")
+    assert 26100 in hns.image_builds({}, "registry.k8s.io/pause:3.10.2")
+    assert hns.image_builds({}, "example.invalid/unknown:1") is None
+    assert hns.image_builds({"image_builds": {"example.invalid/x:1": ["10.0.17763"]}}, "example.invalid/x:1") == [17763]
+
+
+def test_state_defaults(tmp_path):
+    from winsim.state import State
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"build": "10.0.17763"}))
+    with State(str(p)) as d:
+        assert d["build"] == "10.0.17763" and d["routing_state"] == "Available"
+        assert [n["name"] for n in d["nics"]] == ["Ethernet", "Ethernet 2"]
+        assert d["dhcp"] == {"Ethernet": False, "Ethernet 2": True}
+    assert json.loads(p.read_text())["features"] == {"Containers": "Available"}
