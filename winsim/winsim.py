@@ -50,6 +50,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k8sbin  # noqa: E402  (the simulated kubelet.exe / kube-proxy.exe)
+import pods  # noqa: E402  (what a pod started on the host gets: winsim/README.md "Pods")
 
 HEADER = "# kwinctl-sim: "
 BOUNDARY = b"--Encrypted Boundary"
@@ -806,6 +807,7 @@ def act_place_file(d, h):
             raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
                               % (dest, line, f.get("version")))
     record_file(d, dest, sha, line)
+    pods.keep_text(d, dest, content)
     swap_restart(d, h, [dest])
 
 
@@ -2079,7 +2081,11 @@ def main():
     g.add_argument("--cn", required=True)
     g.add_argument("--ca", required=True, help="where to write the CA certificate")
     sub.add_parser("kinds")
+    for name in ("pod-start", "pod-delete"):
+        pods.add_args(sub.add_parser(name), name)
     a = p.parse_args()
+    if a.cmd in ("pod-start", "pod-delete"):
+        sys.exit(pods.cli(a, State))
     if a.cmd == "serve":
         serve(a)
     elif a.cmd == "reboot":
