@@ -122,6 +122,12 @@ impl Lab {
         Lab::up_env(linux, builds.len(), 0, &env)
     }
 
+    /// `linux` Linux hosts and `windows` simulated Windows hosts running
+    /// Kubernetes `k8s` (KWINCTL_LAB_K8S: the fake binaries' release).
+    pub fn up_release(linux: usize, windows: usize, k8s: &str) -> Lab {
+        Lab::up_env(linux, windows, 0, &[("KWINCTL_LAB_K8S", k8s)])
+    }
+
     fn up_env(linux: usize, windows: usize, systemd: usize, env: &[(&str, &str)]) -> Lab {
         let dir = tempfile::Builder::new()
             .prefix("kwinctl-lab-")
@@ -417,6 +423,126 @@ impl Lab {
     /// namespace) with real sudo: `nopasswd` for /bin/sh, or `password`.
     pub fn user(&self, host: &str, user: &str, sudo: &str) {
         check(&lab_sh(&["user", &self.dir_s(), host, user, sudo]), "user");
+    }
+}
+
+// ---- pods as the nodes' kubelets would start them (lab.sh kpod, issue 24)
+impl Lab {
+    /// A pod `ns`/`name` on `host` as its kubelet would start it (dnsPolicy
+    /// ClusterFirst): on a simulated Windows host winsim decides its IP and
+    /// DNS from what kwinctl wrote (winsim/pods.py), on a Linux host the
+    /// lab's stand-in CNI does. The decision, with the pod's `netns` and
+    /// `address` when it has one (`lab.sh kpod`).
+    pub fn kpod(&self, host: &str, ns: &str, name: &str) -> serde_json::Value {
+        let o = lab_sh(&["kpod", &self.dir_s(), host, ns, name]);
+        check(&o, "kpod");
+        serde_json::from_slice(&o.stdout).expect("kpod JSON")
+    }
+    /// Delete a pod made by [`Lab::kpod`].
+    pub fn kpod_del(&self, host: &str, ns: &str, name: &str) {
+        check(
+            &lab_sh(&["kpod-del", &self.dir_s(), host, ns, name]),
+            "kpod-del",
+        );
+    }
+    /// Whether a TCP connection from `pod` (a [`Lab::kpod`] decision) to
+    /// `ip`:`port` opens within 5 s (every pod listens on 8080).
+    pub fn pod_connects(&self, pod: &serde_json::Value, ip: &str, port: u16) -> bool {
+        let netns = pod["netns"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the pod has no network namespace: {pod}"));
+        let o = run(
+            Command::new("ip").args([
+                "netns",
+                "exec",
+                netns,
+                "timeout",
+                "5",
+                "bash",
+                "-c",
+                &format!("exec 3<>/dev/tcp/{ip}/{port}"),
+            ]),
+            Duration::from_secs(20),
+        );
+        o.status.success()
+    }
+    /// lab/kubectl-standin as `host`'s kubectl, modelling CoreDNS at
+    /// `dns_ip` for `domain` (`lab.sh kubectl`).
+    pub fn install_kubectl(&self, host: &str, dns_ip: &str, domain: &str) {
+        check(
+            &lab_sh(&[
+                "kubectl",
+                &self.dir_s(),
+                host,
+                "--dns-ip",
+                dns_ip,
+                "--domain",
+                domain,
+            ]),
+            "kubectl",
+        );
+    }
+    /// Each host's pod CIDR as kwinctl's state file records it.
+    pub fn pod_cidr(&self, host: &str) -> ipnet::Ipv4Net {
+        let st: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join("inventory.kwinctl-state.json"))
+                .expect("kwinctl's state file (after `up`)"),
+        )
+        .expect("state JSON");
+        st["pod_cidrs"][host]
+            .as_str()
+            .unwrap_or_else(|| panic!("no pod CIDR for {host} in {st}"))
+            .parse()
+            .expect("a CIDR")
+    }
+    /// The lab's inventory switched to Kubernetes `k8s` on the l2bridge
+    /// profile: the lab's fake kubelet.exe, kube-proxy.exe and
+    /// kube-log-runner.exe of that release, its fake containerd (release
+    /// `containerd`) and CNI plugins archives.
+    pub fn use_l2bridge(&self, k8s: &str, containerd: &str) {
+        let vdir = self.dir.join("dl").join(format!("v{k8s}"));
+        std::fs::create_dir_all(&vdir).unwrap();
+        let mut shas = std::collections::BTreeMap::new();
+        for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
+            let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{k8s}\n");
+            std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
+            use sha2::Digest;
+            let sha: String = sha2::Sha256::digest(content.as_bytes())
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect();
+            shas.insert(b, sha);
+        }
+        let (cd_url, cd_sha) =
+            self.download(&format!("containerd-{containerd}-windows-amd64.tar.gz"));
+        let (cni_url, cni_sha) = self.download("cni-plugins-windows-amd64-v1.6.2.tgz");
+        let bin = |b: &str| {
+            format!(
+                "        {b}: {{ url: \"https://dl.lab.invalid/v{k8s}/{b}.exe\", sha256: {} }}\n",
+                shas[b]
+            )
+        };
+        let mut out = String::new();
+        for line in std::fs::read_to_string(&self.inventory).unwrap().lines() {
+            let t = line.trim_start();
+            if t.starts_with("kubernetes_version:") {
+                out += &format!(
+                    "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
+                );
+            } else if t.starts_with("kubelet: {") {
+                out += &bin("kubelet");
+            } else if t.starts_with("kube-proxy: {") {
+                out += &bin("kube-proxy");
+                out += &bin("kube-log-runner");
+                out += &format!(
+                    "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
+                );
+            } else {
+                out += line;
+                out.push('\n');
+            }
+        }
+        std::fs::write(&self.inventory, out).unwrap();
     }
 }
 
