@@ -94,7 +94,7 @@ fn pods_everywhere(lab: &Lab, windows: &[&str], first: u32, dns: bool) -> Vec<se
 /// Containers installed) after `up` on Kubernetes `k8s`.
 fn l2bridge_lab(k8s: &str, containerd: &str) -> Lab {
     let lab = Lab::up_windows_builds(1, &["2019", "2022"], Some("Installed"));
-    lab.use_l2bridge(k8s, containerd);
+    lab.use_l2bridge(k8s, containerd, None);
     up(&lab);
     lab
 }
@@ -345,6 +345,20 @@ fn kubectl_standin(lab: &Lab, dns: bool) {
                 text(&o)
             );
         }
+    }
+    // today's `verify` reads the nodes through the stand-in (its probe's
+    // jsonpath): both Windows nodes Ready, with kwinctl's blocks
+    let o = kwinctl(&["verify", "-i", &lab.inv(), "--output", "json"]);
+    let s = common::summary(&o);
+    for h in ["win1", "win2"] {
+        let r = common::host(&s, h);
+        let c = r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "kubernetes node Ready")
+            .unwrap_or_else(|| panic!("{h}: no node check in {}", text(&o)));
+        assert_eq!(c["pass"], true, "{h}: {c}");
     }
     let o = kubectl(lab, "auth can-i create pods -n kw-pods");
     assert_eq!(

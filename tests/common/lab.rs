@@ -495,16 +495,24 @@ impl Lab {
             .parse()
             .expect("a CIDR")
     }
-    /// The lab's inventory switched to Kubernetes `k8s` on the l2bridge
-    /// profile: the lab's fake kubelet.exe, kube-proxy.exe and
-    /// kube-log-runner.exe of that release, its fake containerd (release
+    /// The lab's inventory switched to Kubernetes `k8s` on the l2bridge profile
+    /// (the default from 1.24): the lab's fake kubelet.exe, kube-proxy.exe and
+    /// kube-log-runner.exe of that release, and its fake containerd (release
     /// `containerd`) and CNI plugins archives.
-    pub fn use_l2bridge(&self, k8s: &str, containerd: &str) {
-        let vdir = self.dir.join("dl").join(format!("v{k8s}"));
+    /// `runner`: kube-log-runner.exe from that release instead, named in
+    /// cluster.log_runner_version.
+    pub fn use_l2bridge(&self, k8s: &str, containerd: &str, runner: Option<&str>) {
+        let dl = self.dir.join("dl");
+        let vdir = dl.join(format!("v{k8s}"));
         std::fs::create_dir_all(&vdir).unwrap();
         let mut shas = std::collections::BTreeMap::new();
         for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
-            let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{k8s}\n");
+            let release = if b == "kube-log-runner" {
+                runner.unwrap_or(k8s)
+            } else {
+                k8s
+            };
+            let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{release}\n");
             std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
             use sha2::Digest;
             let sha: String = sha2::Sha256::digest(content.as_bytes())
@@ -529,6 +537,9 @@ impl Lab {
                 out += &format!(
                     "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
                 );
+                if let Some(r) = runner {
+                    out += &format!("  log_runner_version: \"{r}\"\n");
+                }
             } else if t.starts_with("kubelet: {") {
                 out += &bin("kubelet");
             } else if t.starts_with("kube-proxy: {") {

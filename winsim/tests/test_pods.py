@@ -122,25 +122,32 @@ def test_host_local_is_sequential_and_runs_out():
     assert pods.start(d, "default", "again")["ip"] == "198.19.1.4"
 
 
-def test_no_cni_conf_no_pod():
-    d = state("l2-130-win1")
-    remove(d, CNI_CONF)
-    dec = pods.start(d, "default", "p")
-    assert not dec["ok"] and "cni plugin not initialized" in dec["error"]
-
-
-def test_plugin_binary_missing():
-    d = state("l2-130-win1")
-    remove(d, "C:\\opt\\cni\\bin\\win-bridge.exe")
-    dec = pods.start(d, "default", "p")
-    assert 'failed to find plugin "win-bridge" in path [C:/opt/cni/bin]' in dec["error"]
-
-
-def test_hns_network_missing():
-    d = state("l2-130-win1")
+def drop_network(d):
     d["hns_networks"] = [n for n in d["hns_networks"] if n["name"] != "cbr0"]
+
+
+def set_status(service, status):
+    def f(d):
+        d["services"][service]["status"] = status
+    return f
+
+
+@pytest.mark.parametrize("breaks, error", [
+    (lambda d: remove(d, CNI_CONF), "cni plugin not initialized"),
+    (lambda d: remove(d, "C:\\opt\\cni\\bin\\win-bridge.exe"),
+     'failed to find plugin "win-bridge" in path [C:/opt/cni/bin]'),
+    (drop_network, 'Network name "cbr0" not found'),
+    # no config.toml: containerd's own conf dir, where nothing is
+    (lambda d: remove(d, "C:\\Program Files\\containerd\\config.toml"), "C:\\Program Files\\containerd\\cni\\conf"),
+    (set_status("containerd", "Stopped"), "containerd is not running"),
+    (set_status("kubelet", "Stopped"), "kubelet is not running"),
+], ids=["no-conf", "no-plugin", "no-network", "containerd-defaults", "containerd-stopped", "kubelet-stopped"])
+def test_a_break_in_the_chain_keeps_the_pod_pending(breaks, error):
+    d = state("l2-130-win1")
+    breaks(d)
     dec = pods.start(d, "default", "p")
-    assert 'Network name "cbr0" not found' in dec["error"]
+    assert not dec["ok"] and dec["phase"] == "Pending" and dec["ip"] is None
+    assert error in dec["error"], dec
 
 
 def test_the_first_conf_file_in_name_order_wins():
@@ -171,19 +178,6 @@ def test_a_changed_file_is_not_read_from_stale_text():
     d["files"][pods.file_key(d, CNI_CONF)] = "0" * 64
     assert pods.text_of(d, CNI_CONF) is None
     assert "does not know its content" in pods.start(d, "default", "p")["error"]
-
-
-def test_containerd_defaults_without_config_file():
-    d = state("l2-130-win1")
-    remove(d, "C:\\Program Files\\containerd\\config.toml")
-    dec = pods.start(d, "default", "p")
-    assert "C:\\Program Files\\containerd\\cni\\conf" in dec["error"]
-
-
-def test_containerd_stopped():
-    d = state("l2-130-win1")
-    d["services"]["containerd"]["status"] = "Stopped"
-    assert "containerd is not running" in pods.start(d, "default", "p")["error"]
 
 
 def test_image_of_another_build_or_os_is_refused():
@@ -244,13 +238,6 @@ def test_dockershim_with_cni_uses_the_cni_path():
     dec = pods.start(d, "default", "p")
     assert dec["ok"] and dec["runtime"] == "docker" and dec["ip"] == "198.19.1.3"
     assert dec["nameservers"] == [DNS_IP]
-
-
-def test_kubelet_not_running():
-    d = state("l2-130-win1")
-    d["services"]["kubelet"]["status"] = "Stopped"
-    dec = pods.start(d, "default", "p")
-    assert not dec["ok"] and "not running" in dec["error"]
 
 
 # ------------------------------------------------------------------ CLI
