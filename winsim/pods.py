@@ -23,7 +23,6 @@ longer matches its text is read as unknown.
 
 import ipaddress
 import json
-import tomllib
 
 import k8sbin
 
@@ -277,12 +276,21 @@ def containerd_config(d, why):
         why.append("containerd: no config file it reads (%s): its Windows defaults (config_windows.go)" % path)
         return cfg
     try:
+        import tomllib  # Python 3.11+; winsim's other parts do not need it
+    except ImportError:
+        cfg["error"] = "winsim: reading containerd's config needs Python 3.11 or newer (tomllib)"
+        return cfg
+    try:
         t = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         cfg["error"] = "containerd: failed to load TOML: %s: %s" % (path, e)
         return cfg
     version = t.get("version", 1)
     plugins = t.get("plugins", {})
+    if version == 1:
+        # version 1 keys a plugin's section by its ID, "cri" (containerd@v1.7.20
+        # services/server/config/config.go Decode, pkg/cri/cri.go)
+        plugins = {"io.containerd.grpc.v1.cri": plugins.get("cri", {})}
     if version == 3:
         cni = plugins.get("io.containerd.cri.v1.runtime", {}).get("cni", {})
         images = plugins.get("io.containerd.cri.v1.images", {})

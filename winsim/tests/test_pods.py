@@ -94,6 +94,14 @@ def test_containerd_2_reads_version_3_config():
     assert "version 3" in why[0]
 
 
+def test_containerd_version_1_config_names_the_plugin_cri():
+    d = state("l2-130-win1")
+    place(d, "C:\\Program Files\\containerd\\config.toml",
+          '[plugins.cri.cni]\nbin_dir = "C:/other/bin"\nconf_dir = "C:/etc/cni/net.d"\n')
+    dec = pods.start(d, "default", "p")
+    assert 'failed to find plugin "win-bridge" in path [C:/other/bin]' in dec["error"], dec
+
+
 def test_dns_policies_none_and_default():
     d = with_kubelet_flags(state("l2-130-win1"), "--cluster-dns=" + DNS_IP)
     none = pods.start(d, "default", "a", "None")
