@@ -114,6 +114,30 @@ fn l2bridge_1_30_pods_get_an_ip_from_3_and_reach_each_other() {
     let p = lab.kpod("win1", NS, "second");
     assert_eq!(p["ip"], nth(&lab, "win1", 4).to_string(), "{p}");
     lab.kpod_del("win1", NS, "second");
+    assert!(
+        !std::path::Path::new("/run/netns")
+            .join(p["netns"].as_str().unwrap())
+            .exists(),
+        "kpod-del left {p}"
+    );
+    // `lab.sh down` takes every pod's namespace and listener with it
+    let o = lab.down();
+    assert!(o.status.success(), "{}", text(&o));
+    for p in &pods {
+        let ns = p["netns"].as_str().unwrap();
+        assert!(
+            !std::path::Path::new("/run/netns").join(ns).exists(),
+            "{ns} left"
+        );
+        // gone, or a zombie its (re)parent has not reaped yet
+        let pid = p["listener_pid"].as_u64().unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(") ").next().unwrap_or("").chars().next();
+        assert!(
+            stat.is_empty() || state == Some('Z'),
+            "listener {pid} of {ns} left: {stat}"
+        );
+    }
 }
 
 #[test]
