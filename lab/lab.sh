@@ -1118,6 +1118,9 @@ cmd_kpod() { # DIR HOST NS NAME [--dns-policy P] [--image I]
   if [ -n "$addr" ]; then
     seq=$( (flock 8; n=$(( $(cat "$dir/pods/.seq" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$dir/pods/.seq"; echo "$n") 8>>"$dir/pods/.lock")
     pns="kwl${LAB_ID}q$seq"
+    # a namespace of that name is a leftover of an earlier lab with this id
+    # (taken down by a lab.sh that knew no pods): it goes
+    if [ -e "/run/netns/$pns" ]; then kill_nss "$pns"; ip netns del "$pns" 2>/dev/null || true; fi
     ip netns add "$pns"
     ip -n "$hns" link add "kwq$seq" type veth peer name eth0 netns "$pns"
     ip -n "$hns" link set "kwq$seq" master "$sw" up
