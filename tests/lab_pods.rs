@@ -91,9 +91,15 @@ fn pods_everywhere(lab: &Lab, windows: &[&str], first: u32, dns: bool) -> Vec<se
 }
 
 /// An l2bridge lab (a Linux control plane, Windows Server 2019 and 2022,
-/// Containers installed) after `up` on Kubernetes `k8s`.
+/// Containers installed) after `up` on Kubernetes `k8s` with containerd
+/// `containerd` (2.x: its config.toml is version 3).
 fn l2bridge_lab(k8s: &str, containerd: &str) -> Lab {
-    let lab = Lab::up_windows_builds(1, &["2019", "2022"], Some("Installed"));
+    let lab = Lab::up_windows_builds_env(
+        1,
+        &["2019", "2022"],
+        Some("Installed"),
+        &[("KWINCTL_LAB_CONTAINERD", containerd)],
+    );
     lab.use_l2bridge(k8s, containerd, None);
     up(&lab);
     lab
@@ -155,8 +161,14 @@ fn l2bridge_1_34_pods_get_an_ip_from_3_and_reach_each_other() {
     if !require_root() {
         return;
     }
-    let lab = l2bridge_lab("1.34.2", "1.7.28");
-    pods_everywhere(&lab, &["win1", "win2"], 3, false);
+    let lab = l2bridge_lab("1.34.2", "2.1.4");
+    let pods = pods_everywhere(&lab, &["win1", "win2"], 3, false);
+    // the CNI dirs came from containerd 2's version 3 config.toml
+    assert!(
+        pods[0]["why"].to_string().contains("version 3"),
+        "{}",
+        pods[0]
+    );
 }
 
 #[test]
@@ -165,7 +177,7 @@ fn l2bridge_1_34_pods_get_the_cluster_dns() {
     if !require_root() {
         return;
     }
-    let lab = l2bridge_lab("1.34.2", "1.7.28");
+    let lab = l2bridge_lab("1.34.2", "2.1.4");
     pods_everywhere(&lab, &["win1", "win2"], 3, true);
 }
 
