@@ -30,6 +30,11 @@
 #                                bridge (l2bridge: on the vSwitch HNSVSwitch,
 #                                GATEWAY the host endpoint P+2), ADDR,
 #                                default route via GATEWAY
+#   lab.sh kpod DIR HOST NS NAME [--dns-policy P] [--image I]
+#                                a pod as HOST's kubelet would start it (see
+#                                "kubelet's pods" below); kpod-del DIR HOST NS NAME
+#   lab.sh kubectl DIR HOST --dns-ip IP --domain D
+#                                lab/kubectl-standin as HOST's kubectl
 #   lab.sh gc                    remove labs whose owner process is gone
 #   lab.sh hidden DIR NAME VIA linux|windows
 #                                a host reachable only through VIA (a lab host
@@ -722,7 +727,9 @@ cmd_down() {
     if [ -e "/run/netns/$(wns_of "$j")p" ]; then nss+=("$(wns_of "$j")p"); fi
   done
   mapfile -t -O "${#nss[@]}" nss < <(hidden_nss "$dir")
+  mapfile -t -O "${#nss[@]}" nss < <(pod_nss)
   kill_nss "${nss[@]}"
+  if j=$(anchor_pid "$dir"); then kill "$j" 2>/dev/null || true; fi
   # Deleting the namespaces first takes their veth pairs with them, in one
   # batch: much faster than deleting hundreds of veths one by one.
   if [ "${#nss[@]}" -gt 0 ]; then
@@ -777,7 +784,7 @@ cmd_gc() {
         # shellcheck disable=SC2046
         sd_stop $(cat "$d/sd")
       fi
-      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwz][0-9]+p?$" || true)
+      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwzq][0-9]+p?$" || true)
       kill_nss "${nss[@]}"
       for n in "${nss[@]}"; do
         ip netns del "$n" 2>/dev/null || true
@@ -992,6 +999,216 @@ cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
     || die "sshd on $host:$port did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
 }
 
+# ------------------------------------------------------------------ kubelet's pods
+# Pods as a node's kubelet would start them (issue 24), kept in this section
+# so that other changes to the lab merge easily. Each pod is a network
+# namespace kwl<id>q<seq> behind its node, with a listener on 8080 (as
+# `agnhost netexec --http-port=8080`), described in DIR/pods/HOST/NS/NAME.json.
+#   Windows host: winsim decides the pod's IP, gateway and DNS from what
+#   kwinctl wrote (`winsim.py pod-start`, winsim/pods.py); the namespace
+#   hangs on the transparent network's bridge or the l2bridge vSwitch.
+#   Linux host: the lab's stand-in for the node's CNI plugin (the bridge
+#   plugin's layout: a bridge kwcni0 at P+1 in the node, forwarding on, pods
+#   from P+2, P = the node's block from kwinctl's /etc/kwinctl/pod-cidr) and
+#   ClusterFirst DNS with the lab cluster's values (cluster.dns_service_ip
+#   and cluster.dns_domain of DIR/inventory.yaml, else the 10th address of
+#   service_cidr and cluster.local, as kubeadm).
+POD_LISTENER='import http.server, sys
+name = sys.argv[1].encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(name)))
+        self.end_headers()
+        self.wfile.write(name)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()'
+
+# What the stand-in CNI of a Linux node gives a pod: the decision's JSON.
+linux_pod_decision() { # DIR hJ NS NAME POLICY
+  python3 - "$@" <<'PY'
+import glob, ipaddress, json, os, re, sys
+d, host, ns, name, policy = sys.argv[1:]
+cidr = open(os.path.join(d, "hosts", host, "etc-kwinctl", "pod-cidr")).read().split()[0]
+net = ipaddress.ip_network(cidr)
+inv = open(os.path.join(d, "inventory.yaml")).read()
+def key(k):
+    m = re.search(r"^\s+%s:\s*\"?([^\"\s]+)" % k, inv, re.M)
+    return m.group(1) if m else None
+dns_ip = key("dns_service_ip") or str(ipaddress.ip_network(key("service_cidr")).network_address + 10)
+domain = key("dns_domain") or "cluster.local"
+used = set()
+for f in glob.glob(os.path.join(d, "pods", host, "*", "*.json")):
+    with open(f) as fh:
+        used.add(json.load(fh).get("address", "").split("/")[0])
+ip = next((str(a) for a in net.hosts() if int(a) >= int(net.network_address) + 2 and str(a) not in used), None)
+dec = {"ok": ip is not None, "phase": "Running" if ip else "Pending", "ip": ip, "prefix_len": net.prefixlen,
+       "gateway": str(net.network_address + 1), "runtime": "lab stand-in CNI (bridge)", "events": [],
+       "error": None if ip else "no IP addresses available in range set: %s" % cidr,
+       "namespace": ns, "name": name, "dns_policy": policy,
+       "why": ["lab: the node's block %s (/etc/kwinctl/pod-cidr), bridge kwcni0 at .1, pods from .2" % cidr]}
+if policy in ("ClusterFirst", "ClusterFirstWithHostNet"):
+    dec.update(nameservers=[dns_ip], searches=["%s.svc.%s" % (ns, domain), "svc." + domain, domain],
+               options=["ndots:5"])
+elif policy == "Default":
+    servers = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver ")]
+    dec.update(nameservers=servers, searches=[], options=[])
+else:
+    dec.update(nameservers=[], searches=[], options=[])
+print(json.dumps(dec, indent=1))
+PY
+}
+
+pod_field() { # JSON KEY: a field of a decision (address: the container's address)
+  python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+k = sys.argv[2]
+v = d.get("container_ip") or d.get("ip") if k == "address" else d.get(k)
+print("" if v is None else v)' "$1" "$2"
+}
+
+cmd_kpod() { # DIR HOST NS NAME [--dns-policy P] [--image I]
+  local dir=$1 host=$2 ns=$3 name=$4 policy=ClusterFirst image="" j hns sw dec addr plen gw seq pns pid i
+  shift 4
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dns-policy) policy=$2; shift 2 ;;
+      --image) image=$2; shift 2 ;;
+      *) die "usage: lab.sh kpod DIR HOST NS NAME [--dns-policy P] [--image I]" ;;
+    esac
+  done
+  [[ "$ns" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]] || die "namespace $ns is not a DNS label"
+  [[ "$name" =~ ^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$ ]] || die "pod name $name is not a DNS subdomain"
+  load "$dir"
+  cmd_kpod_del "$dir" "$host" "$ns" "$name" >/dev/null 2>&1 || true
+  mkdir -p "$dir/pods/$host/$ns"
+  case "$host" in
+    win[0-9]*)
+      j=${host#win}
+      [ -f "$dir/hosts/$host/state.json" ] || die "no Windows host $host"
+      hns=$(wns_of "$j")
+      dec=$("$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" pod-start "$dir/hosts/$host/state.json" \
+        --namespace "$ns" --name "$name" --dns-policy "$policy" ${image:+--image "$image"}) || true
+      [ -n "$dec" ] || die "winsim pod-start gave no decision"
+      sw=HNSTransparent
+      ip -n "$hns" link show HNSTransparent >/dev/null 2>&1 || sw=HNSVSwitch
+      ;;
+    h[0-9]*)
+      j=$(num_of "$host")
+      hns=$(ns_of "$j")
+      [ -f "$dir/hosts/$host/etc-kwinctl/pod-cidr" ] || die "$host has no kwinctl record /etc/kwinctl/pod-cidr (run kwinctl up first)"
+      dec=$(linux_pod_decision "$dir" "$host" "$ns" "$name" "$policy")
+      sw=kwcni0
+      gw=$(pod_field "$dec" gateway)
+      if ! ip -n "$hns" link show kwcni0 >/dev/null 2>&1; then
+        ip -n "$hns" link add kwcni0 type bridge
+        ip -n "$hns" addr add "$gw/$(pod_field "$dec" prefix_len)" dev kwcni0
+        ip -n "$hns" link set kwcni0 up
+      fi
+      # the bridge plugin turns forwarding on when it is the gateway
+      ip netns exec "$hns" sysctl -q -w net.ipv4.ip_forward=1
+      ;;
+    *) die "no lab host $host (winJ or hJ)" ;;
+  esac
+  addr=$(pod_field "$dec" address)
+  plen=$(pod_field "$dec" prefix_len)
+  gw=$(pod_field "$dec" gateway)
+  pns="" pid=""
+  if [ -n "$addr" ]; then
+    seq=$( (flock 8; n=$(( $(cat "$dir/pods/.seq" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$dir/pods/.seq"; echo "$n") 8>>"$dir/pods/.lock")
+    pns="kwl${LAB_ID}q$seq"
+    # a namespace of that name is a leftover of an earlier lab with this id
+    # (taken down by a lab.sh that knew no pods): it goes
+    if [ -e "/run/netns/$pns" ]; then kill_nss "$pns"; ip netns del "$pns" 2>/dev/null || true; fi
+    ip netns add "$pns"
+    ip -n "$hns" link add "kwq$seq" type veth peer name eth0 netns "$pns"
+    ip -n "$hns" link set "kwq$seq" master "$sw" up
+    ip -n "$pns" link set lo up
+    ip -n "$pns" addr add "$addr/$plen" dev eth0
+    ip -n "$pns" link set eth0 up
+    ip -n "$pns" route add default via "$gw"
+    ip netns exec "$pns" setsid python3 -c "$POD_LISTENER" "$name" </dev/null >/dev/null 2>&1 &
+    pid=$!
+    for ((i = 0; i < 100; i++)); do
+      if ip netns exec "$pns" bash -c 'exec 3<>/dev/tcp/127.0.0.1/8080' 2>/dev/null; then break; fi
+      sleep 0.05
+    done
+  fi
+  python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+d.update(host=sys.argv[2], netns=sys.argv[3] or None, address=(sys.argv[4] + "/" + sys.argv[5]) if sys.argv[4] else None,
+         listener_pid=int(sys.argv[6]) if sys.argv[6] else None, image=sys.argv[7] or None)
+with open(sys.argv[8], "w") as f:
+    json.dump(d, f, indent=1)
+print(json.dumps(d, indent=1))' "$dec" "$host" "$pns" "$addr" "$plen" "$pid" "$image" "$dir/pods/$host/$ns/$name.json"
+}
+
+cmd_kpod_del() { # DIR HOST NS NAME
+  local dir=$1 host=$2 ns=$3 name=$4 f pns pid
+  load "$dir"
+  f="$dir/pods/$host/$ns/$name.json"
+  case "$host" in
+    win[0-9]*)
+      "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" pod-delete "$dir/hosts/$host/state.json" \
+        --namespace "$ns" --name "$name" >/dev/null ;;
+  esac
+  [ -f "$f" ] || { echo "lab.sh: no pod $ns/$name on $host" >&2; return 1; }
+  pns=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("netns") or "")' "$f")
+  if [ -n "$pns" ] && [ -e "/run/netns/$pns" ]; then
+    kill_nss "$pns"
+    ip netns del "$pns" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+pod_nss() { # every pod namespace of this lab
+  ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E "^kwl${LAB_ID}q[0-9]+$" || true
+}
+
+# The kubectl stand-in (lab/kubectl-standin) as HOST's /usr/local/bin/kubectl,
+# with its configuration beside it: the lab folder, this script and the
+# cluster DNS it models (CoreDNS at IP, domain D). A host's sshd runs in a
+# mount namespace of its own, which does not see the pod namespaces made
+# after it started: the stand-in enters the namespaces of an anchor process
+# (`kwinctl-lab-anchor`, started here in this script's, ended by `down`).
+ANCHOR=kwinctl-lab-anchor
+anchor_pid() { # DIR: the lab's anchor process, if it runs
+  local pid
+  pid=$(cat "$1/kubectl/anchor.pid" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ "$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -1)" = "$ANCHOR" ] \
+    && echo "$pid"
+}
+cmd_kubectl() { # DIR HOST --dns-ip IP --domain D
+  local dir=$1 host=$2 dns="" domain="" bin anchor
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dns-ip) dns=$2; shift 2 ;;
+      --domain) domain=$2; shift 2 ;;
+      *) die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D" ;;
+    esac
+  done
+  [ -n "$dns" ] && [ -n "$domain" ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D"
+  load "$dir"
+  dir=$(cd "$dir" && pwd)
+  bin="$dir/hosts/$host/usr-local-bin"
+  [ -d "$dir/hosts/$host" ] || die "no lab host $host"
+  mkdir -p "$bin" "$dir/kubectl"
+  if ! anchor=$(anchor_pid "$dir"); then
+    setsid bash -c "exec -a $ANCHOR sleep infinity" </dev/null >/dev/null 2>&1 &
+    anchor=$!
+    echo "$anchor" > "$dir/kubectl/anchor.pid"
+  fi
+  install -m 0755 "$(dirname "$WINSIM")/lab/kubectl-standin" "$bin/kubectl"
+  python3 -c 'import json, sys
+json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3], "dns_ip": sys.argv[4],
+           "domain": sys.argv[5], "self": sys.argv[6], "anchor_pid": int(sys.argv[7])}, open(sys.argv[8], "w"),
+          indent=1)' \
+    "$dir" "$(dirname "$WINSIM")/lab/lab.sh" "$WINSIM" "$dns" "$domain" "$bin/kubectl" "$anchor" \
+    "$bin/.kubectl-standin.json"
+}
+
 case "${1:-}" in
   hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
@@ -1017,6 +1234,9 @@ case "${1:-}" in
     cmd_reboot "${@:2}" ;;
   rekey) [ $# -eq 3 ] || die "usage: lab.sh rekey DIR HOST"; cmd_rekey "$2" "$3" ;;
   pod) [ $# -eq 5 ] || die "usage: lab.sh pod DIR winJ ADDR/PREFIX GATEWAY"; cmd_pod "$2" "$3" "$4" "$5" ;;
+  kpod) [ $# -ge 5 ] || die "usage: lab.sh kpod DIR HOST NS NAME [--dns-policy P] [--image I]"; cmd_kpod "${@:2}" ;;
+  kpod-del) [ $# -eq 5 ] || die "usage: lab.sh kpod-del DIR HOST NS NAME"; cmd_kpod_del "$2" "$3" "$4" "$5" ;;
+  kubectl) [ $# -ge 3 ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D"; cmd_kubectl "${@:2}" ;;
   user) [ $# -eq 5 ] || die "usage: lab.sh user DIR HOST USER nopasswd|password"; cmd_user "$2" "$3" "$4" "$5" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)

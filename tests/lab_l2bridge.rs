@@ -10,7 +10,7 @@
 mod common;
 
 use common::lab::{Lab, require_root};
-use common::{count, host, kwinctl, summary, text, write};
+use common::{count, host, kwinctl, summary, text};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
@@ -19,76 +19,13 @@ const CONTAINERD: &str = "1.7.20";
 const K8S_ROTATING: &str = "1.34.2";
 const CONTAINERD_ROTATING: &str = "1.7.28";
 
-fn sha256(b: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
-/// The lab's inventory switched to Kubernetes `k8s` on the l2bridge profile
-/// (the default from 1.24): the lab's fake kubelet.exe, kube-proxy.exe and
-/// kube-log-runner.exe of that release, and its fake containerd (release
-/// `containerd`) and CNI plugins archives.
-/// `runner`: kube-log-runner.exe from that release instead, named in
-/// cluster.log_runner_version.
-fn use_l2bridge(lab: &Lab, k8s: &str, containerd: &str, runner: Option<&str>) {
-    let dl = lab.dir().join("dl");
-    let vdir = dl.join(format!("v{k8s}"));
-    std::fs::create_dir_all(&vdir).unwrap();
-    let mut shas = std::collections::BTreeMap::new();
-    for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
-        let release = if b == "kube-log-runner" {
-            runner.unwrap_or(k8s)
-        } else {
-            k8s
-        };
-        let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{release}\n");
-        std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
-        shas.insert(b, sha256(content.as_bytes()));
-    }
-    let (cd_url, cd_sha) = lab.download(&format!("containerd-{containerd}-windows-amd64.tar.gz"));
-    let (cni_url, cni_sha) = lab.download("cni-plugins-windows-amd64-v1.6.2.tgz");
-    let bin = |b: &str| {
-        format!(
-            "        {b}: {{ url: \"https://dl.lab.invalid/v{k8s}/{b}.exe\", sha256: {} }}\n",
-            shas[b]
-        )
-    };
-    let mut out = String::new();
-    for line in std::fs::read_to_string(lab.inventory()).unwrap().lines() {
-        let t = line.trim_start();
-        if t.starts_with("kubernetes_version:") {
-            out += &format!(
-                "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
-            );
-            if let Some(r) = runner {
-                out += &format!("  log_runner_version: \"{r}\"\n");
-            }
-        } else if t.starts_with("kubelet: {") {
-            out += &bin("kubelet");
-        } else if t.starts_with("kube-proxy: {") {
-            out += &bin("kube-proxy");
-            out += &bin("kube-log-runner");
-            out += &format!(
-                "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
-            );
-        } else {
-            out += line;
-            out.push('\n');
-        }
-    }
-    write(lab.inventory(), &out);
-}
-
 #[test]
 fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     if !require_root() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2019", "2022"], None);
-    use_l2bridge(&lab, K8S, CONTAINERD, None);
+    lab.use_l2bridge(K8S, CONTAINERD, None);
     let i = lab.inv();
     let o = kwinctl(&["check", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -259,7 +196,7 @@ fn up_reboot_restarts_the_host_and_goes_on() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2022"], None);
-    use_l2bridge(&lab, K8S_ROTATING, CONTAINERD_ROTATING, None);
+    lab.use_l2bridge(K8S_ROTATING, CONTAINERD_ROTATING, None);
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -292,7 +229,7 @@ fn a_newer_log_runner_rotates_an_older_kubelets_logs() {
         return;
     }
     let lab = Lab::up_windows_builds(1, &["2022"], Some("Installed"));
-    use_l2bridge(&lab, K8S, CONTAINERD, Some(K8S_ROTATING));
+    lab.use_l2bridge(K8S, CONTAINERD, Some(K8S_ROTATING));
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -42,7 +42,8 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
 else:
     sys.path.insert(0, os.path.dirname(_HERE))
 
-from winsim import certs, host, server  # noqa: E402  (after the path above)
+from winsim import certs, host, pods, server  # noqa: E402  (after the path above)
+from winsim.state import State  # noqa: E402
 
 
 def _serve(p):
@@ -78,6 +79,13 @@ def _kinds(p):
     return lambda a: print("\n".join(sorted(host.handlers())))
 
 
+def _pod(name):
+    def declare(p):
+        pods.add_args(p, name)
+        return lambda a: pods.cli(a, State)
+    return declare
+
+
 # The subcommands: name -> a function that declares its arguments on its
 # parser and returns what runs it (called with the parsed arguments). A new
 # subcommand is one entry here.
@@ -86,6 +94,9 @@ COMMANDS = {
     "reboot": _reboot,
     "gencert": _gencert,
     "kinds": _kinds,
+    # a pod started / deleted on the host (winsim/README.md "Pods")
+    "pod-start": _pod("pod-start"),
+    "pod-delete": _pod("pod-delete"),
 }
 
 
@@ -98,4 +109,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -114,12 +114,30 @@ impl Lab {
     /// or "Installed"; None: winsim's default, Available). Passed to
     /// lab.sh as KWINCTL_LAB_WIN_BUILDS and KWINCTL_LAB_CONTAINERS.
     pub fn up_windows_builds(linux: usize, builds: &[&str], containers: Option<&str>) -> Lab {
+        Lab::up_windows_builds_env(linux, builds, containers, &[])
+    }
+
+    /// [`Lab::up_windows_builds`] with more of lab.sh's environment, e.g.
+    /// `KWINCTL_LAB_CONTAINERD` (one more containerd release in DIR/dl).
+    pub fn up_windows_builds_env(
+        linux: usize,
+        builds: &[&str],
+        containers: Option<&str>,
+        more: &[(&str, &str)],
+    ) -> Lab {
         let b = builds.join(",");
         let mut env = vec![("KWINCTL_LAB_WIN_BUILDS", b.as_str())];
         if let Some(c) = containers {
             env.push(("KWINCTL_LAB_CONTAINERS", c));
         }
+        env.extend_from_slice(more);
         Lab::up_env(linux, builds.len(), 0, &env)
+    }
+
+    /// `linux` Linux hosts and `windows` simulated Windows hosts running
+    /// Kubernetes `k8s` (KWINCTL_LAB_K8S: the fake binaries' release).
+    pub fn up_release(linux: usize, windows: usize, k8s: &str) -> Lab {
+        Lab::up_env(linux, windows, 0, &[("KWINCTL_LAB_K8S", k8s)])
     }
 
     fn up_env(linux: usize, windows: usize, systemd: usize, env: &[(&str, &str)]) -> Lab {
@@ -417,6 +435,137 @@ impl Lab {
     /// namespace) with real sudo: `nopasswd` for /bin/sh, or `password`.
     pub fn user(&self, host: &str, user: &str, sudo: &str) {
         check(&lab_sh(&["user", &self.dir_s(), host, user, sudo]), "user");
+    }
+}
+
+// ---- pods as the nodes' kubelets would start them (lab.sh kpod, issue 24)
+impl Lab {
+    /// A pod `ns`/`name` on `host` as its kubelet would start it (dnsPolicy
+    /// ClusterFirst): on a simulated Windows host winsim decides its IP and
+    /// DNS from what kwinctl wrote (winsim/pods.py), on a Linux host the
+    /// lab's stand-in CNI does. The decision, with the pod's `netns` and
+    /// `address` when it has one (`lab.sh kpod`).
+    pub fn kpod(&self, host: &str, ns: &str, name: &str) -> serde_json::Value {
+        let o = lab_sh(&["kpod", &self.dir_s(), host, ns, name]);
+        check(&o, "kpod");
+        serde_json::from_slice(&o.stdout).expect("kpod JSON")
+    }
+    /// Delete a pod made by [`Lab::kpod`].
+    pub fn kpod_del(&self, host: &str, ns: &str, name: &str) {
+        check(
+            &lab_sh(&["kpod-del", &self.dir_s(), host, ns, name]),
+            "kpod-del",
+        );
+    }
+    /// Whether a TCP connection from `pod` (a [`Lab::kpod`] decision) to
+    /// `ip`:`port` opens within 5 s (every pod listens on 8080).
+    pub fn pod_connects(&self, pod: &serde_json::Value, ip: &str, port: u16) -> bool {
+        let netns = pod["netns"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the pod has no network namespace: {pod}"));
+        let o = run(
+            Command::new("ip").args([
+                "netns",
+                "exec",
+                netns,
+                "timeout",
+                "5",
+                "bash",
+                "-c",
+                &format!("exec 3<>/dev/tcp/{ip}/{port}"),
+            ]),
+            Duration::from_secs(20),
+        );
+        o.status.success()
+    }
+    /// lab/kubectl-standin as `host`'s kubectl, modelling CoreDNS at
+    /// `dns_ip` for `domain` (`lab.sh kubectl`).
+    pub fn install_kubectl(&self, host: &str, dns_ip: &str, domain: &str) {
+        check(
+            &lab_sh(&[
+                "kubectl",
+                &self.dir_s(),
+                host,
+                "--dns-ip",
+                dns_ip,
+                "--domain",
+                domain,
+            ]),
+            "kubectl",
+        );
+    }
+    /// Each host's pod CIDR as kwinctl's state file records it.
+    pub fn pod_cidr(&self, host: &str) -> ipnet::Ipv4Net {
+        let st: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join("inventory.kwinctl-state.json"))
+                .expect("kwinctl's state file (after `up`)"),
+        )
+        .expect("state JSON");
+        st["pod_cidrs"][host]
+            .as_str()
+            .unwrap_or_else(|| panic!("no pod CIDR for {host} in {st}"))
+            .parse()
+            .expect("a CIDR")
+    }
+    /// The lab's inventory switched to Kubernetes `k8s` on the l2bridge profile
+    /// (the default from 1.24): the lab's fake kubelet.exe, kube-proxy.exe and
+    /// kube-log-runner.exe of that release, and its fake containerd (release
+    /// `containerd`) and CNI plugins archives.
+    /// `runner`: kube-log-runner.exe from that release instead, named in
+    /// cluster.log_runner_version.
+    pub fn use_l2bridge(&self, k8s: &str, containerd: &str, runner: Option<&str>) {
+        let dl = self.dir.join("dl");
+        let vdir = dl.join(format!("v{k8s}"));
+        std::fs::create_dir_all(&vdir).unwrap();
+        let mut shas = std::collections::BTreeMap::new();
+        for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
+            let release = if b == "kube-log-runner" {
+                runner.unwrap_or(k8s)
+            } else {
+                k8s
+            };
+            let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{release}\n");
+            std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
+            use sha2::Digest;
+            let sha: String = sha2::Sha256::digest(content.as_bytes())
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect();
+            shas.insert(b, sha);
+        }
+        let (cd_url, cd_sha) =
+            self.download(&format!("containerd-{containerd}-windows-amd64.tar.gz"));
+        let (cni_url, cni_sha) = self.download("cni-plugins-windows-amd64-v1.6.2.tgz");
+        let bin = |b: &str| {
+            format!(
+                "        {b}: {{ url: \"https://dl.lab.invalid/v{k8s}/{b}.exe\", sha256: {} }}\n",
+                shas[b]
+            )
+        };
+        let mut out = String::new();
+        for line in std::fs::read_to_string(&self.inventory).unwrap().lines() {
+            let t = line.trim_start();
+            if t.starts_with("kubernetes_version:") {
+                out += &format!(
+                    "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
+                );
+                if let Some(r) = runner {
+                    out += &format!("  log_runner_version: \"{r}\"\n");
+                }
+            } else if t.starts_with("kubelet: {") {
+                out += &bin("kubelet");
+            } else if t.starts_with("kube-proxy: {") {
+                out += &bin("kube-proxy");
+                out += &bin("kube-log-runner");
+                out += &format!(
+                    "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
+                );
+            } else {
+                out += line;
+                out.push('\n');
+            }
+        }
+        std::fs::write(&self.inventory, out).unwrap();
     }
 }
 

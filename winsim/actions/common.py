@@ -5,7 +5,7 @@ import hashlib
 import os
 import re
 
-from .. import boot, k8sbin
+from .. import boot, k8sbin, pods
 from ..boot import BOOT_TASK
 from ..files import fetched, file_of, record_file
 from ..net import active_routes, apply_firewall, remove_routes
@@ -60,6 +60,7 @@ def act_place_file(d, h):
             raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
                               % (dest, line, f.get("version")))
     record_file(d, dest, sha, line)
+    pods.keep_text(d, dest, content)
     swap_restart(d, h, [dest])
 
 
