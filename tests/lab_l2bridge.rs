@@ -10,7 +10,7 @@
 mod common;
 
 use common::lab::{Lab, require_root};
-use common::{count, host, kwinctl, summary, text};
+use common::{count, host, kwinctl, summary, text, write};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
@@ -327,7 +327,7 @@ fn the_boot_tasks_loop_follows_the_inventory() {
     const PERIOD: f64 = 1.0;
     let periods = |n: f64| std::time::Duration::from_secs_f64(PERIOD * n);
     let lab = Lab::up_windows_builds(2, &["2022", "2022"], Some("Installed"));
-    use_l2bridge(&lab, K8S, CONTAINERD, None);
+    lab.use_l2bridge(K8S, CONTAINERD, None);
     for h in ["win1", "win2"] {
         let mut st = lab.win_state_json(h);
         st["boot_loop_seconds"] = PERIOD.into();
