@@ -1,5 +1,5 @@
 //! The l2bridge profile's rows: its range, command lines by release, builds,
-//! containerd and pause, and README's matrix.
+//! containerd and pause, and docs/windows.md's matrix.
 
 use super::*;
 
@@ -143,7 +143,7 @@ fn l2bridge_builds_containerd_and_pause() {
     assert!(containerd_refusal(m("1.37"), cv("2.3.0")).is_some());
 }
 
-/// One README cell of the l2bridge matrix.
+/// One docs/windows.md cell of the l2bridge matrix.
 fn l2_cell(m: Minor, build: u32) -> String {
     if let Some(why) = build_refusal(m, Profile::L2Bridge, build) {
         return if why.contains("only Windows Server 2022 and 2025") {
@@ -157,7 +157,7 @@ fn l2_cell(m: Minor, build: u32) -> String {
     format!("`{}`", default_pause(m, build).unwrap())
 }
 
-/// README's l2bridge matrix (releases × builds, with containerd) is what the
+/// docs/windows.md's l2bridge matrix (releases × builds, with containerd) is what the
 /// code does.
 #[test]
 fn the_readme_l2bridge_table_matches_the_code() {
@@ -180,10 +180,10 @@ fn the_readme_l2bridge_table_matches_the_code() {
             l2_cell(mv, 26100)
         );
     }
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/windows.md");
     assert!(
         readme.contains(&t),
-        "README.md's l2bridge table differs from the code; it should read:\n{t}"
+        "docs/windows.md's l2bridge table differs from the code; it should read:\n{t}"
     );
 }
 

@@ -324,7 +324,7 @@ fn windows_builds_and_pause_images_by_release() {
     }
 }
 
-/// One README cell: what kwinctl does for release `m` on `build`.
+/// One docs/windows.md cell: what kwinctl does for release `m` on `build`.
 fn cell(m: Minor, build: u32) -> String {
     if let Some(why) = refusal(m, Profile::Transparent, true) {
         let mut r = Vec::new();
@@ -358,7 +358,7 @@ fn cell(m: Minor, build: u32) -> String {
     format!("supported ({hosting}; pause `{pause}`)")
 }
 
-/// README's table of releases × Windows Server builds is what the code does.
+/// docs/windows.md's table of releases × Windows Server builds is what the code does.
 #[test]
 fn the_readme_table_matches_the_code() {
     let mut t = String::from(
@@ -368,9 +368,9 @@ fn the_readme_table_matches_the_code() {
         let m = Minor::new(1, n);
         t += &format!("| 1.{n} | {} | {} |\n", cell(m, 14393), cell(m, 17763));
     }
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/windows.md");
     assert!(
         readme.contains(&t),
-        "README.md's release table differs from the code; it should read:\n{t}"
+        "docs/windows.md's release table differs from the code; it should read:\n{t}"
     );
 }
