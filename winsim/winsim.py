@@ -566,8 +566,8 @@ def scm_start(d, name):
         prog = argv
         why = start_binary(d, argv[0], argv[1:], s.get("env"))
     # the flag that makes the program talk to SCM: kubelet and kube-proxy's
-    # --windows-service (K4); containerd's --run-service, which
-    # --register-service stores with the other arguments (D6). Behind
+    # --windows-service (docs/research/kubernetes.md#k4); containerd's --run-service, which
+    # --register-service stores with the other arguments (docs/research/containerd.md#d6). Behind
     # kube-log-runner it is the wrapped program's (the runner itself never
     # talks to SCM; Kubernetes' e2e_node kubelet_windows.go and GCE's
     # k8s-node-setup.psm1 pass --windows-service to the program) [V].
@@ -1072,9 +1072,9 @@ def act_fail(d, h):
 # ------------------------------------------------------------------ l2bridge
 #
 # The l2bridge profile (containerd + HNS L2Bridge + win-bridge + kernelspace
-# kube-proxy, Kubernetes 1.24+). Sources: shared/research/modern-profile.md
-# (its keys: F1 flannel hostgw_windows.go, G1 GCE k8s-node-setup.psm1, K1
-# winkernel proxier.go, D2/D6 containerd, W1 website intro.md, ...), listed
+# kube-proxy, Kubernetes 1.24+). Sources: docs/research/l2bridge-profile.md
+# (its keys: docs/research/flannel.md#f1 flannel hostgw_windows.go, docs/research/kubernetes.md#g1 GCE k8s-node-setup.psm1, docs/research/kubernetes.md#k1
+# winkernel proxier.go, docs/research/containerd.md#d2, docs/research/containerd.md#d6 containerd, docs/research/kubernetes-website.md#w1 website intro.md, ...), listed
 # per behaviour in winsim/README.md "l2bridge". Linux stands-ins:
 #   the external vSwitch      the bridge VSW_DEV, the card enslaved, the
 #                             card's MAC, the node address moved to it: its
@@ -1094,7 +1094,7 @@ DUP = "hnsCall failed in Win32: The object already exists. (0x1392)"
 # registry.k8s.io/pause tags -> the Windows builds their manifest lists hold
 # (kubernetes build/pause/CHANGELOG.md: 3.4 adds 1809, 1903, 1909, 2004;
 # 3.4.1 adds 20H2; 3.6 adds 2022; 3.7 removes 1903, 1909, 2004; 3.9 removes
-# 20H2; D8: 3.10.2 adds ltsc2025; that 3.10.2 keeps 1809: B).
+# 20H2; docs/research/containerd.md#d8: 3.10.2 adds ltsc2025; that 3.10.2 keeps 1809: B).
 _P34 = [17763, 18362, 18363, 19041]
 _P341 = _P34 + [19042]
 _P36 = _P341 + [20348]
@@ -1106,7 +1106,7 @@ IMAGE_BUILDS = {}
 for _repo in ("registry.k8s.io/pause", "k8s.gcr.io/pause"):  # k8s.gcr.io: the same images (B)
     for _tag, _b in PAUSE_BUILDS.items():
         IMAGE_BUILDS["%s:%s" % (_repo, _tag)] = _b
-# Microsoft's signed copy (W1; its builds: B) and the v2 one used for 2025
+# Microsoft's signed copy (docs/research/kubernetes-website.md#w1; its builds: B) and the v2 one used for 2025
 # (B: image-builder PR #1985)
 IMAGE_BUILDS["mcr.microsoft.com/oss/kubernetes/pause:3.6"] = [17763, 20348]
 IMAGE_BUILDS["mcr.microsoft.com/oss/v2/kubernetes/pause:3.10.1-3"] = [17763, 20348, 26100]
@@ -1121,7 +1121,7 @@ def new_ifindex(d):
 
 def hns_ready(d):
     """HNS (and so containerd) works only once the Containers feature is
-    installed and the host restarted (spec §8.1; S2 "Please reboot and
+    installed and the host restarted (docs/research/l2bridge-profile.md#p8-item-1; docs/research/sig-windows-tools.md#s2 "Please reboot and
     re-run this script"; dockerd without it: "failed to open service hns:
     The specified service does not exist as an installed service",
     MicrosoftDocs/Virtualization-Documentation #1270)."""
@@ -1149,10 +1149,10 @@ def card_named(d, name, host):
 def vswitch_create(d, nic):
     """The first L2Bridge network on a card makes the external vSwitch: the
     card becomes its port, its address moves to the vSwitch's host vNIC
-    "vEthernet (<card>)" with a NEW ifIndex (F1 "the interface is modified,
-    esp the name, index"; G1, M1), which starts without forwarding (§8.4);
-    routes bound to the card's old ifIndex are gone from both stores (G1:
-    routes vanish; F1); its default gateway moves with the address (B)."""
+    "vEthernet (<card>)" with a NEW ifIndex (docs/research/flannel.md#f1 "the interface is modified,
+    esp the name, index"; docs/research/kubernetes.md#g1, docs/research/microsoft-sdn.md#m1), which starts without forwarding (docs/research/l2bridge-profile.md#p8-item-4);
+    routes bound to the card's old ifIndex are gone from both stores (docs/research/kubernetes.md#g1:
+    routes vanish; docs/research/flannel.md#f1); its default gateway moves with the address (B)."""
     dev = nic["dev"]
     addrs = addrs_of(dev)
     defaults = [r for r in gateway_routes(dev) if r["dst"] == "default"]
@@ -1178,7 +1178,7 @@ def vswitch_create(d, nic):
     d["dhcp"][name] = d["dhcp"].get(nic["name"], False)
     # WinRM keeps answering on the address (its socket is bound to the
     # address, not the card); the call in flight survives the blip unless
-    # the knob says the connection dies (spec §8.2 "multi-second
+    # the knob says the connection dies (docs/research/l2bridge-profile.md#p8-item-2 "multi-second
     # connectivity loss"; whether a WinRM call survives it: B)
     if not d.get("vswitch_drops_connection"):
         d["_address_move_ok"] = True
@@ -1198,7 +1198,7 @@ def endpoint_detach(d, ep):
 
 
 def network_remove(d, net):
-    """Removing a network destroys its endpoints (host vNICs too) (§8.3)."""
+    """Removing a network destroys its endpoints (host vNICs too) (docs/research/l2bridge-profile.md#p8-item-3)."""
     for ep in [e for e in d["hns_endpoints"] if e["network_id"] == net["id"]]:
         endpoint_detach(d, ep)
         d["hns_endpoints"].remove(ep)
@@ -1211,7 +1211,7 @@ def network_create(d, name, subnet, gateway, nic, host):
                           % (nic["name"], d["vswitch"]["nic"]))
     if not d.get("vswitch"):
         vswitch_create(d, nic)
-    # ManagementIP: HNS publishes it on the network asynchronously (F1
+    # ManagementIP: HNS publishes it on the network asynchronously (docs/research/flannel.md#f1
     # polls for it); the simulator sets it at once
     net = {"name": name, "id": str(uuid.uuid4()).upper(), "type": "L2Bridge",
            "subnets": [{"prefix": subnet, "gateway": gateway}], "management_ip": management_ip(d),
@@ -1222,7 +1222,7 @@ def network_create(d, name, subnet, gateway, nic, host):
 
 def act_install_feature(d, h):
     """Install-WindowsFeature: Installed stays; otherwise InstallPending
-    until the restart (S2 "Please reboot and re-run this script"; G1
+    until the restart (docs/research/sig-windows-tools.md#s2 "Please reboot and re-run this script"; docs/research/kubernetes.md#g1
     "computer must be restarted")."""
     name = h["name"]
     if d["features"].get(name, "Available") == "Installed":
@@ -1276,9 +1276,9 @@ def act_install_archive(d, h):
 
 
 def act_ensure_hns_network(d, h):
-    """The placeholder network, then the pod network (§3). A network's
+    """The placeholder network, then the pod network (docs/research/l2bridge-profile.md#p3). A network's
     subnet and gateway cannot change: delete and create (replace), which
-    destroys its endpoints and gives a new id (§8.3)."""
+    destroys its endpoints and gives a new id (docs/research/l2bridge-profile.md#p8-item-3)."""
     hns_ready(d)
     nic = card_named(d, h.get("adapter"), h.get("_host", {}))
     if nic is None:
@@ -1304,11 +1304,11 @@ def act_ensure_hns_network(d, h):
 
 
 def act_ensure_host_endpoint(d, h):
-    """The host endpoint (F1 "Ensure a 1.2 endpoint ... in the host
+    """The host endpoint (docs/research/flannel.md#f1 "Ensure a 1.2 endpoint ... in the host
     compartment", HostAttach(1)): an endpoint of that name with another IP
     goes first; an IP another endpoint holds, or the network's gateway,
     is 0x1392 (k8s #74766); attaching makes the host vNIC "vEthernet
-    (<name>)" with the IP, no forwarding; already attached is fine (F1,
+    (<name>)" with the IP, no forwarding; already attached is fine (docs/research/flannel.md#f1,
     flannel #1391)."""
     hns_ready(d)
     net = hns_network(d, h["network"])
@@ -1328,7 +1328,7 @@ def act_ensure_host_endpoint(d, h):
               "prefix": h["prefix"], "dev": None, "index": None}
         d["hns_endpoints"].append(ep)
     if ep.get("dev") and link_exists(ep["dev"]):
-        return  # "This endpoint is already attached to the switch." (F1: success)
+        return  # "This endpoint is already attached to the switch." (docs/research/flannel.md#f1: success)
     i = new_ifindex(d)
     dev = "hep%d" % i
     sh("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "b")
@@ -1343,7 +1343,7 @@ def act_ensure_host_endpoint(d, h):
 
 def act_set_forwarding(d, h):
     """Set-NetIPInterface -Forwarding Enabled on the adapter holding each
-    address (F2; G1 uses netsh for "vEthernet (cbr0)")."""
+    address (docs/research/flannel.md#f2; docs/research/kubernetes.md#g1 uses netsh for "vEthernet (cbr0)")."""
     for addr in h["addresses"]:
         dev = dev_holding(addr)
         if dev is None:
@@ -1362,7 +1362,7 @@ def image_builds(d, image):
 
 def act_pull_sandbox(d, h):
     """ctr -n k8s.io pull: needs containerd's pipe; process isolation needs
-    a windows/amd64 entry of the host's build (W1)."""
+    a windows/amd64 entry of the host's build (docs/research/kubernetes-website.md#w1)."""
     if not containerd_running(d):
         raise ActionError('ctr: failed to dial "%s": context deadline exceeded: connection error: desc = '
                           '"transport: Error while dialing: open %s: The system cannot find the file specified."'
@@ -1381,7 +1381,7 @@ def act_pull_sandbox(d, h):
 
 def act_remove_hns_network(d, h):
     """Reset: the network and its endpoints go; the placeholder and the
-    vSwitch stay (so no second blip; G1 quoting daschott, M1)."""
+    vSwitch stay (so no second blip; docs/research/kubernetes.md#g1 quoting daschott, docs/research/microsoft-sdn.md#m1)."""
     net = hns_network(d, h["name"])
     if net is not None:
         network_remove(d, net)
@@ -1399,7 +1399,7 @@ def containerd_running(d):
 def containerd_start(d, line, args):
     """containerd.exe as a service: a binary whose --version line is
     containerd's; it needs the Containers feature (HCS and HNS) installed
-    and the host restarted (spec §8.1; the message: B)."""
+    and the host restarted (docs/research/l2bridge-profile.md#p8-item-1; the message: B)."""
     if not line or not re.match(r"^containerd github\.com/containerd/containerd v\d", line):
         return "not a valid Win32 application"
     if d["features"].get("Containers") != "Installed":
@@ -1411,7 +1411,7 @@ def containerd_start(d, line, args):
 def kubelet_needs_runtime(d, line, args):
     """A 1.24+ kubelet dials its CRI endpoint at start and exits when nothing
     answers ("validate service connection", kubelet remote_runtime.go: B
-    for the exact text); the l2bridge endpoint is containerd's pipe (D3)."""
+    for the exact text); the l2bridge endpoint is containerd's pipe (docs/research/containerd.md#d3)."""
     v = k8sbin.minor_of(line)
     if not v or v < (1, 24):
         return None
@@ -1441,7 +1441,7 @@ def service_program(d, binpath):
 
 def kube_proxy_network(d):
     """The HNS network kube-proxy looks for: --network-name, else
-    $env:KUBE_NETWORK (K1)."""
+    $env:KUBE_NETWORK (docs/research/kubernetes.md#k1)."""
     s = d["services"].get("kube-proxy")
     if s:
         argv, env = service_program(d, s["binpath"]), s.get("env")
@@ -1457,7 +1457,7 @@ def kube_proxy_network(d):
 def health(d, port):
     """curl http://127.0.0.1:PORT/healthz: 10248 the kubelet's, 10256
     kube-proxy's, which stays unhealthy while it loops on "Unable to find
-    HNS Network specified" (K1)."""
+    HNS Network specified" (docs/research/kubernetes.md#k1)."""
     if port == 10248:
         return component_running(d, "kubelet")
     if port == 10256:
@@ -1489,7 +1489,7 @@ def l2bridge_facts(d, probe):
         "hns_endpoints": [{"name": e["name"], "id": e["id"], "network_id": e["network_id"], "ip": e["ip"],
                            "attached": attached(e)} for e in d["hns_endpoints"]],
         # containerd reads the conf dir sorted by name and loads the first
-        # (max_conf_num=1, D2)
+        # (max_conf_num=1, docs/research/containerd.md#d2)
         "cni_conf_files": sorted(p[len(CNI_DIR):] for p in d["files"]
                                  if p.lower().startswith(CNI_DIR) and "\\" not in p[len(CNI_DIR):]),
         "sandbox_images": list(d["sandbox_images"]),
@@ -1500,7 +1500,7 @@ def l2bridge_facts(d, probe):
 
 def l2bridge_reboot(d):
     """At a restart HNS networks (and the vSwitch with its vNIC and
-    address) persist, endpoints do not (G1 "the HNS network does seem to
+    address) persist, endpoints do not (docs/research/kubernetes.md#g1 "the HNS network does seem to
     persist across reboots, the HNS endpoints do not")."""
     for ep in d["hns_endpoints"]:
         endpoint_detach(d, ep)
@@ -1509,8 +1509,8 @@ def l2bridge_reboot(d):
 
 def l2bridge_boot(d, b, step):
     """The l2bridge boot script: the network (only if missing), the host
-    endpoint (lost at reboot, G1), forwarding, the routes (re-added on the
-    vNIC if missing; F2 re-checks its routes), each step logged."""
+    endpoint (lost at reboot, docs/research/kubernetes.md#g1), forwarding, the routes (re-added on the
+    vNIC if missing; docs/research/flannel.md#f2 re-checks its routes), each step logged."""
     lb = b["l2bridge"]
     host = {"address": (lb.get("forwarding") or [None])[0]}
 

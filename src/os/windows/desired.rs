@@ -73,7 +73,7 @@ pub struct WindowsDesired {
 /// base64 in a PowerShell string literal: read into UTF-16, parsed, then
 /// decoded — about five times the file in the host's memory, against
 /// WinRS's per-shell memory quota (MaxMemoryPerShellMB) — and in one remote
-/// call (research defect 24). A real kubelet.exe is over 100 MB: serve it
+/// call (docs/research/windows-transparent.md#defect-24). A real kubelet.exe is over 100 MB: serve it
 /// over HTTP(S) instead.
 pub const MAX_INLINE: u64 = 32 << 20;
 
@@ -258,7 +258,7 @@ impl WindowsDesired {
         if l2 {
             // As `containerd --register-service` registers it: the service
             // runs `containerd.exe --run-service` with the other arguments
-            // (D6), starting automatically.
+            // (docs/research/containerd.md#d6), starting automatically.
             services.push(
                 WinService::new(
                     "containerd",

@@ -1,10 +1,10 @@
-//! The l2bridge profile (Kubernetes 1.24+; research/modern-profile.md, the
+//! The l2bridge profile (Kubernetes 1.24+; docs/research/l2bridge-profile.md, the
 //! keys in brackets are its sources): containerd as the runtime, an HNS
 //! L2Bridge network on the node's pod CIDR that kwinctl creates itself
-//! (win-bridge never creates it, C1), a host endpoint at P+2 that is every
-//! pod's gateway (F1, C1), the win-bridge CNI config, and routes to every
+//! (win-bridge never creates it, docs/research/cni-plugins.md#c1), a host endpoint at P+2 that is every
+//! pod's gateway (docs/research/flannel.md#f1, docs/research/cni-plugins.md#c1), the win-bridge CNI config, and routes to every
 //! other pod CIDR via that node's address on the vSwitch's host vNIC (what
-//! flannel's host-gw programs, F1/F2). What does not depend on the node's
+//! flannel's host-gw programs, docs/research/flannel.md#f1, docs/research/flannel.md#f2). What does not depend on the node's
 //! pod CIDR is decided here; the diff is in `l2diff.rs`.
 
 use std::net::Ipv4Addr;
@@ -17,29 +17,29 @@ use crate::alloc::Node;
 use crate::hash::sha256_bytes;
 use crate::inventory::ContainerdVersion;
 
-/// The network's name when the inventory names none: flannel's (F1), so
+/// The network's name when the inventory names none: flannel's (docs/research/flannel.md#f1), so
 /// that switching to flanneld later reuses the objects.
 pub const NETWORK: &str = "cbr0";
 /// The one-time placeholder network: the first L2Bridge network creates the
-/// external vSwitch (the host's address moves, the network blips, G1/M1);
+/// external vSwitch (the host's address moves, the network blips, docs/research/kubernetes.md#g1, docs/research/microsoft-sdn.md#m1);
 /// with this one in place `cbr0` can be re-created without another blip
-/// (G1 quoting daschott; M1 CreateExternalNetwork).
+/// (docs/research/kubernetes.md#g1 quoting daschott; docs/research/microsoft-sdn.md#m1 CreateExternalNetwork).
 pub const PLACEHOLDER: &str = "External";
 pub const PLACEHOLDER_SUBNET: &str = "192.168.255.0/30";
 pub const PLACEHOLDER_GATEWAY: &str = "192.168.255.1";
-/// containerd's folder and its default pipe (D3).
+/// containerd's folder and its default pipe (docs/research/containerd.md#d3).
 pub const CONTAINERD_DIR: &str = r"C:\Program Files\containerd";
 pub const CONTAINERD_EXE: &str = r"C:\Program Files\containerd\containerd.exe";
 pub const CONTAINERD_CONFIG: &str = r"C:\Program Files\containerd\config.toml";
 pub const CONTAINERD_PIPE: &str = r"\\.\pipe\containerd-containerd";
-/// sig-windows-tools' CNI folders (S2), written into containerd's config.
+/// sig-windows-tools' CNI folders (docs/research/sig-windows-tools.md#s2), written into containerd's config.
 pub const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
 pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
 /// containerd loads only the first file of the conf dir (max_conf_num=1,
-/// D2): kwinctl's must sort first.
+/// docs/research/containerd.md#d2): kwinctl's must sort first.
 pub const CNI_CONF: &str = r"C:\etc\cni\net.d\10-kwinctl.conf";
 pub const CNI_CONF_NAME: &str = "10-kwinctl.conf";
-/// crictl's config (S2 writes it to the user's profile; kwinctl keeps it
+/// crictl's config (docs/research/sig-windows-tools.md#s2 writes it to the user's profile; kwinctl keeps it
 /// beside its other files). A crictl.exe in C:\k finds it without flags:
 /// when `--config` / `CRI_CONFIG_FILE` is not given and the default file is
 /// absent, crictl "searches the program's directory as well" (cri-tools
@@ -88,7 +88,7 @@ pub struct L2Desired {
     pub service_cidr: Ipv4Net,
 }
 
-/// The files of containerd's Windows tarball kwinctl uses (`bin/…`, D4).
+/// The files of containerd's Windows tarball kwinctl uses (`bin/…`, docs/research/containerd.md#d4).
 pub fn containerd_members() -> Vec<String> {
     ["containerd.exe", "containerd-shim-runhcs-v1.exe", "ctr.exe"]
         .iter()
@@ -96,7 +96,7 @@ pub fn containerd_members() -> Vec<String> {
         .collect()
 }
 
-/// The CNI plugins the profile uses (C6: the Windows archive holds
+/// The CNI plugins the profile uses (docs/research/cni-plugins.md#c6: the Windows archive holds
 /// win-bridge.exe, win-overlay.exe and host-local.exe).
 pub fn cni_members() -> Vec<String> {
     ["win-bridge.exe", "host-local.exe"]
@@ -118,10 +118,10 @@ fn inline(path: &str, text: String) -> WinFile {
 
 /// containerd's config for its release line: the CNI folders and the pinned
 /// sandbox (pause) image — the image pods actually use is containerd's, not
-/// the kubelet's (D2). 1.x reads `version = 2` (the CRI plugin's
+/// the kubelet's (docs/research/containerd.md#d2). 1.x reads `version = 2` (the CRI plugin's
 /// `sandbox_image`, `cni.bin_dir`); 2.x reads `version = 3`, where the
 /// sandbox is `pinned_images.sandbox` and 2.1+ takes `bin_dirs` (2.0:
-/// `bin_dir`) (D5).
+/// `bin_dir`) (docs/research/containerd.md#d5).
 pub fn containerd_config(cv: ContainerdVersion, pause: &str) -> String {
     let dir = |p: &str| p.replace('\\', "/");
     let (bin, conf) = (dir(CNI_BIN_DIR), dir(CNI_CONF_DIR));
@@ -142,7 +142,7 @@ pub fn containerd_config(cv: ContainerdVersion, pause: &str) -> String {
     }
 }
 
-/// crictl's config: containerd's pipe (S2).
+/// crictl's config: containerd's pipe (docs/research/sig-windows-tools.md#s2).
 pub fn crictl_config() -> String {
     "runtime-endpoint: npipe:////./pipe/containerd-containerd\nimage-endpoint: npipe:////./pipe/containerd-containerd\n".into()
 }
@@ -172,23 +172,23 @@ impl L2Desired {
 }
 
 /// Addresses of a node's pod CIDR: P+1 is the HNS network's reserved
-/// gateway (F1 `subnet.IP + 1`), P+2 the host endpoint and the pods'
-/// gateway (F1, C1 "needs to be x.2"), pods from P+3 (C4, k8s #74766).
+/// gateway (docs/research/flannel.md#f1 `subnet.IP + 1`), P+2 the host endpoint and the pods'
+/// gateway (docs/research/flannel.md#f1, docs/research/cni-plugins.md#c1 "needs to be x.2"), pods from P+3 (docs/research/cni-plugins.md#c4, k8s #74766).
 pub fn nth(net: Ipv4Net, n: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(net.network()) + n)
 }
 
-/// The host endpoint's name for `network` (flannel's `cbr0_ep`, F1).
+/// The host endpoint's name for `network` (flannel's `cbr0_ep`, docs/research/flannel.md#f1).
 pub fn endpoint_name(network: &str) -> String {
     format!("{network}_ep")
 }
 
 /// The win-bridge CNI config of a node (section 3 of the spec): HCN v2
-/// (`apiVersion: 2`, required with containerd: C3, D7), host-local IPAM from
+/// (`apiVersion: 2`, required with containerd: docs/research/cni-plugins.md#c3, docs/research/containerd.md#d7), host-local IPAM from
 /// P+3, OutBoundNAT exceptions for the cluster, service and node networks
-/// (M1: kwinctl names the nodes' own addresses, /32 each, rather than a
-/// node subnet it does not know), SDNRoute for the service CIDR and the node's own address (M1, G1,
-/// C5), DNS and port mappings from the runtime (C2).
+/// (docs/research/microsoft-sdn.md#m1: kwinctl names the nodes' own addresses, /32 each, rather than a
+/// node subnet it does not know), SDNRoute for the service CIDR and the node's own address (docs/research/microsoft-sdn.md#m1, docs/research/kubernetes.md#g1,
+/// docs/research/cni-plugins.md#c5), DNS and port mappings from the runtime (docs/research/cni-plugins.md#c2).
 pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
     let p = node.pod_cidr;
     let mut nodes: Vec<Ipv4Addr> = node.peers().map(|n| n.address).collect();
@@ -236,7 +236,7 @@ pub fn cni_file(node: &Node, network: &str, service_cidr: Ipv4Net) -> WinFile {
 pub struct HnsNet {
     pub name: String,
     pub subnet: Ipv4Net,
-    /// P+1, reserved (F1).
+    /// P+1, reserved (docs/research/flannel.md#f1).
     pub gateway: Ipv4Addr,
     /// The network card the vSwitch takes.
     pub adapter: String,
@@ -287,7 +287,7 @@ pub struct BootRoute {
 }
 
 /// What the boot task re-ensures on an l2bridge node (endpoints do not
-/// survive a reboot, G1; a re-created vSwitch takes routes with it, F1).
+/// survive a reboot, docs/research/kubernetes.md#g1; a re-created vSwitch takes routes with it, docs/research/flannel.md#f1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct L2Boot {
     pub network: HnsNet,
