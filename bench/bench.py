@@ -722,7 +722,7 @@ def environment():
         ("CPU model", sh_out("awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo")),
         ("memory", mem),
         ("kernel", sh_out("uname -srm")),
-        ("kwinctl", "%s, release build (%s)" % (rev, KW)),
+        ("kwinctl", "%s, release build (%s)" % (rev, os.path.relpath(KW, ROOT) if KW.startswith(ROOT + os.sep) else KW)),
         ("ansible-core", sh_out("%s/ansible --version" % VENV)),
         ("pyinfra", sh_out("%s/pyinfra --version" % VENV)),
         ("Python", sh_out("%s/python --version" % VENV)),
@@ -866,10 +866,10 @@ def report(results, args, meta, extra):
     else:
         w("None: every run reached every host and did what it should.")
     w("")
-    findings = os.path.join(ROOT, "bench", "FINDINGS.md")
-    if os.path.exists(findings):
-        w("## Profiling findings (by hand, see bench/FINDINGS.md for when and on which revision)\n")
-        w(open(findings).read().strip() + "\n")
+    findings = findings_section()
+    if findings:
+        w("## Profiling findings (by hand, see bench/README.md for when and on which revision)\n")
+        w(findings + "\n")
     if extra:
         w("## WinRM\n\n| what | | | result |\n|---|---|---|---|\n" + "\n".join(extra) + "\n")
 
@@ -1047,6 +1047,33 @@ def write_report(results, args, meta, extra):
     log("wrote " + args.out)
 
 
+def findings_section():
+    """The hand-written profiling findings: bench/README.md's "Profiling
+    findings" section (its headings one level up, as in RESULTS.md)."""
+    readme = os.path.join(ROOT, "bench", "README.md")
+    if not os.path.exists(readme):
+        return ""
+    text = open(readme).read()
+    start = text.find("### Profiling findings\n")
+    if start < 0:
+        return ""
+    body = text[start + len("### Profiling findings\n"):]
+    end = body.find("\n### ")
+    return body[:end if end >= 0 else len(body)].strip()
+
+
+def scrub(s, meta):
+    """A command line or note without this machine's paths: each lab folder
+    becomes DIR and the kwinctl binary its path relative to the repository."""
+    if not isinstance(s, str):
+        return s
+    for d, _ in meta["commands"].values():
+        s = s.replace(d, "DIR")
+    if KW:
+        s = s.replace(KW, os.path.relpath(KW, ROOT) if KW.startswith(ROOT + os.sep) else os.path.basename(KW))
+    return s
+
+
 def save_raw(path, results, meta, extra):
     rows = []
     for key, v in results.items():
@@ -1055,7 +1082,9 @@ def save_raw(path, results, meta, extra):
                                               "conns")
                   if hasattr(m, k)} for m in v]
         rows.append(list(key) + [v])
-    meta = dict(meta, commands={str(n): c for n, c in meta["commands"].items()},
+    commands = {str(n): ["DIR", {task: {t: scrub(c, meta) for t, c in by.items()} for task, by in cmds.items()}]
+                for n, (_, cmds) in meta["commands"].items()}
+    meta = dict(meta, commands=commands, env=[[k, scrub(v, meta)] for k, v in meta["env"]],
                 lab_up={str(n): t for n, t in meta["lab_up"].items()})
     with open(path, "w") as f:
         json.dump({"results": rows, "meta": meta, "extra": extra}, f, indent=1)

@@ -2,10 +2,11 @@
 """Offline scale: what `kwinctl check` and `render --host` cost at 1,000 to
 10,000 hosts (no host is contacted). Wall time and peak RSS from GNU time,
 median of 3 runs; optionally the same for another kwinctl binary (an older
-build) in the same run, for a before/after. Writes bench/OFFLINE.md.
+build) in the same run, for a before/after. Prints a Markdown table (or
+writes it to --out FILE); the latest is under "Offline scale" in bench/README.md.
 
     bench/offline.py [--bin target/release/kwinctl] [--before OTHER_BINARY]
-                     [--sizes 1000,5000,10000] [--runs 3] [--out bench/OFFLINE.md]
+                     [--sizes 1000,5000,10000] [--runs 3] [--out FILE]
 
 Targets (the hostile-input issue): `check` of 10,000 hosts under 1 s and
 200 MB; `render --host` of one host of 10,000 under 1 s.
@@ -57,7 +58,7 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--before-runs", type=int, default=1,
                    help="runs of the --before binary (an old build can take minutes per run)")
-    p.add_argument("--out", default="bench/OFFLINE.md")
+    p.add_argument("--out", default="-", help="file to write the table to (default: stdout)")
     a = p.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     binaries = [("kwinctl", a.bin)] + ([("before", a.before)] if a.before else [])
@@ -86,6 +87,9 @@ def main():
             verdict = "%s (< %.0f s%s)" % ("met" if ok else "MISSED", target[0],
                                              ", < %d MB" % (target[1] // 1024) if target[1] else "")
         out.append("| %d | `%s` | %s | %.2f s | %.1f MiB | %s |" % (n, what, label, wall, kib / 1024, verdict))
+    if a.out == "-":
+        print("\n".join(out))
+        return
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")
     print("wrote", a.out)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What resolving every host through OpenSSH (`ssh -G`) costs `kwinctl plan`
 # at N hosts (default 200), with and without an ssh config. Needs root (a
-# network namespace); not part of the test suite. The README's SSH section
-# quotes its numbers.
+# network namespace); not part of the test suite. docs/performance.md
+# ("Resolving hosts through OpenSSH") quotes its numbers.
 #
 #   bench/resolve-cost.sh [KWINCTL [N [RUNS [OLD_KWINCTL]]]]
 #

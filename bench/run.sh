@@ -26,7 +26,7 @@
 # and, from the lowest RTT's cells, the CPU-per-host table.
 # Smoke check of the plumbing (about 2 minutes; exits 1 if a tool's run took
 # under 2 RTT or fewer than N connections went through the proxy):
-#   sudo bench/run.sh --wan 100 --sizes 2 --runs 1 --target-runs 1 --tools kwinctl,ssh,pyinfra,ansible --ansible-sizes 2 --out /tmp/wan-smoke.md
+#   sudo bench/run.sh --wan 100 --sizes 2 --runs 1 --target-runs 1 --tools kwinctl,ssh,pyinfra,ansible --ansible-sizes 2 --out wan-smoke.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

@@ -119,9 +119,9 @@ fake_binaries() { # DIR version
   fake_archives "$1"
 }
 # The l2bridge profile's downloads, as their projects publish them:
-# containerd release tarballs (bin/*.exe, D4; the first line of each fake
+# containerd release tarballs (bin/*.exe, docs/research/containerd.md#d4; the first line of each fake
 # binary is its `--version` line) and the CNI plugins' Windows tgz (./*.exe,
-# C6). containerd 1.7.20 and 1.7.28 (Kubernetes 1.34 needs containerd
+# docs/research/cni-plugins.md#c6). containerd 1.7.20 and 1.7.28 (Kubernetes 1.34 needs containerd
 # 1.7.28+: containerd RELEASES.md, "Kubernetes support"), plus
 # $KWINCTL_LAB_CONTAINERD when it is another. Byte-for-byte the same on
 # every run (sorted, mtime 0, gzip -n).
@@ -151,8 +151,8 @@ fake_archives() { # DIR
   rm -rf "$t"
   ( cd "$dl" && sha256sum "${files[@]}" cni-plugins-windows-amd64-v1.6.2.tgz > SHA256SUMS )
 }
-# Windows Server builds by name (W1, K7: 2019 = 10.0.17763; 2022 =
-# 10.0.20348 and 2025 = 10.0.26100: spec §1, B)
+# Windows Server builds by name (docs/research/kubernetes-website.md#w1, docs/research/kubernetes.md#k7: 2019 = 10.0.17763; 2022 =
+# 10.0.20348 and 2025 = 10.0.26100: docs/research/l2bridge-profile.md#p1, B)
 win_build() { # 2016|2019|2022|2025|10.0.N
   case "$1" in
     2016) echo 10.0.14393 ;; 2019) echo 10.0.17763 ;; 2022) echo 10.0.20348 ;; 2025) echo 10.0.26100 ;;
@@ -268,7 +268,7 @@ add_host_ns() { # netns veth ip: a namespace on the bridge with eth0 = ip/24
 # reboots. A reboot is real: `systemctl reboot` inside ends the container
 # (nspawn exits 133) and the host's supervisor starts it again (new network
 # namespace, units run again). Needs systemd-container and debootstrap
-# (scripts/setup.sh installs them). Facts: ../../shared/LAB-NOTES.md, and
+# (scripts/setup.sh installs them). Facts: docs/research/lab.md, and
 # systemd-nspawn(1): --keep-unit --register=no (no machined or system bus
 # here), exit status 133 on reboot.
 SD_CACHE=${KWINCTL_LAB_CACHE:-/var/cache/kwinctl-lab}

@@ -66,7 +66,7 @@ enum Command {
         from: ImportFrom,
     },
     /// Print a shell completion script, e.g. `kwinctl completions bash >
-    /// /etc/bash_completion.d/kwinctl` (see README, "CLI").
+    /// /etc/bash_completion.d/kwinctl` (see docs/cli.md).
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,

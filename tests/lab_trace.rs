@@ -13,7 +13,7 @@ use common::lab::{Lab, require_root};
 use common::{kwinctl, text};
 
 /// Most request/reply exchanges a converged-or-not `verify` may cost one
-/// host (TCP handshake included); bench/ROUNDTRIPS.md says where each goes.
+/// host (TCP handshake included); bench/README.md ("Where the round trips go") says where each goes.
 const SSH_MAX: u64 = 8;
 const WINRM_MAX: u64 = 8;
 

@@ -501,7 +501,7 @@ fn native_stderr_redirections_run_under_continue() {
         found += s.matches("2>").count();
     }
     assert!(found > 0, "no redirection checked");
-    // the check finds the lines kwinctl had (research defect 14)
+    // the check finds the lines kwinctl had (docs/research/windows-transparent.md#defect-14)
     for bad in [
         "$ErrorActionPreference = 'Stop'\nfunction F {\n    param([string]$Exe)\n    $out = & $Exe 2>&1\n}\n",
         "$ErrorActionPreference = 'Stop'\n$v = docker version --format x 2>$null\n",

@@ -206,8 +206,8 @@ def boot_run(d, b, script=None):
 def l2bridge_steps(d, b, script, who):
     """The l2bridge boot script's Confirm-Kw* functions, run at boot and in
     every pass of its loop: the network (only if missing), the host
-    endpoint (lost at reboot, G1; left alone while its address exists),
-    forwarding, the routes (F2 re-checks its routes)."""
+    endpoint (lost at reboot, docs/research/kubernetes.md#g1; left alone while its address exists),
+    forwarding, the routes (docs/research/flannel.md#f2 re-checks its routes)."""
     lb = b["l2bridge"]
     host = {"address": (lb.get("forwarding") or [None])[0]}
 

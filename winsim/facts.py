@@ -115,7 +115,7 @@ def l2bridge_facts(d, probe):
         "hns_endpoints": [{"name": e["name"], "id": e["id"], "network_id": e["network_id"], "ip": e["ip"],
                            "attached": attached(e)} for e in d["hns_endpoints"]],
         # containerd reads the conf dir sorted by name and loads the first
-        # (max_conf_num=1, D2)
+        # (max_conf_num=1, docs/research/containerd.md#d2)
         "cni_conf_files": sorted(p[len(CNI_DIR):] for p in d["files"]
                                  if p.lower().startswith(CNI_DIR) and "\\" not in p[len(CNI_DIR):]),
         "sandbox_images": list(d["sandbox_images"]),

@@ -34,7 +34,7 @@ DUP = "hnsCall failed in Win32: The object already exists. (0x1392)"
 # registry.k8s.io/pause tags -> the Windows builds their manifest lists hold
 # (kubernetes build/pause/CHANGELOG.md: 3.4 adds 1809, 1903, 1909, 2004;
 # 3.4.1 adds 20H2; 3.6 adds 2022; 3.7 removes 1903, 1909, 2004; 3.9 removes
-# 20H2; D8: 3.10.2 adds ltsc2025; that 3.10.2 keeps 1809: B).
+# 20H2; docs/research/containerd.md#d8: 3.10.2 adds ltsc2025; that 3.10.2 keeps 1809: B).
 _P34 = [17763, 18362, 18363, 19041]
 
 
@@ -62,7 +62,7 @@ for _repo in ("registry.k8s.io/pause", "k8s.gcr.io/pause"):  # k8s.gcr.io: the s
         IMAGE_BUILDS["%s:%s" % (_repo, _tag)] = _b
 
 
-# Microsoft's signed copy (W1; its builds: B) and the v2 one used for 2025
+# Microsoft's signed copy (docs/research/kubernetes-website.md#w1; its builds: B) and the v2 one used for 2025
 # (B: image-builder PR #1985)
 IMAGE_BUILDS["mcr.microsoft.com/oss/kubernetes/pause:3.6"] = [17763, 20348]
 
@@ -79,7 +79,7 @@ def new_ifindex(d):
 
 def hns_ready(d):
     """HNS (and so containerd) works only once the Containers feature is
-    installed and the host restarted (spec §8.1; S2 "Please reboot and
+    installed and the host restarted (spec §8.1; docs/research/sig-windows-tools.md#s2 "Please reboot and
     re-run this script"; dockerd without it: "failed to open service hns:
     The specified service does not exist as an installed service",
     MicrosoftDocs/Virtualization-Documentation #1270)."""
@@ -107,10 +107,11 @@ def card_named(d, name, host):
 def vswitch_create(d, nic):
     """The first L2Bridge network on a card makes the external vSwitch: the
     card becomes its port, its address moves to the vSwitch's host vNIC
-    "vEthernet (<card>)" with a NEW ifIndex (F1 "the interface is modified,
-    esp the name, index"; G1, M1), which starts without forwarding (§8.4);
-    routes bound to the card's old ifIndex are gone from both stores (G1:
-    routes vanish; F1); its default gateway moves with the address (B)."""
+    "vEthernet (<card>)" with a NEW ifIndex (docs/research/flannel.md#f1 "the interface is modified,
+    esp the name, index"; docs/research/kubernetes.md#g1, docs/research/microsoft-sdn.md#m1), which starts without
+    forwarding (§8.4);
+    routes bound to the card's old ifIndex are gone from both stores (docs/research/kubernetes.md#g1:
+    routes vanish; docs/research/flannel.md#f1); its default gateway moves with the address (B)."""
     dev = nic["dev"]
     addrs = addrs_of(dev)
     defaults = [r for r in gateway_routes(dev) if r["dst"] == "default"]
@@ -169,7 +170,7 @@ def network_create(d, name, subnet, gateway, nic, host):
                           % (nic["name"], d["vswitch"]["nic"]))
     if not d.get("vswitch"):
         vswitch_create(d, nic)
-    # ManagementIP: HNS publishes it on the network asynchronously (F1
+    # ManagementIP: HNS publishes it on the network asynchronously (docs/research/flannel.md#f1
     # polls for it); the simulator sets it at once
     net = {"name": name, "id": str(uuid.uuid4()).upper(), "type": "L2Bridge",
            "subnets": [{"prefix": subnet, "gateway": gateway}], "management_ip": management_ip(d),
@@ -199,7 +200,7 @@ def transparent_hns(d):
 
 def l2bridge_reboot(d):
     """At a restart HNS networks (and the vSwitch with its vNIC and
-    address) persist, endpoints do not (G1 "the HNS network does seem to
+    address) persist, endpoints do not (docs/research/kubernetes.md#g1 "the HNS network does seem to
     persist across reboots, the HNS endpoints do not")."""
     for ep in d["hns_endpoints"]:
         endpoint_detach(d, ep)

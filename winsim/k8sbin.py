@@ -60,8 +60,9 @@ FLAGS = {
         "--container-runtime-endpoint": ((1, 5), None),
         "--cluster-dns": ((1, 0), None),
         "--cluster-domain": ((1, 0), None),
-        # --- the l2bridge profile's kubelet (1.24+; spec modern-profile.md §5,
-        # S1's flag list, G2's Windows kubelet flags). Ranges from the
+        # --- the l2bridge profile's kubelet (1.24+; docs/research/l2bridge-profile.md#p5,
+        # docs/research/sig-windows-tools.md#s1's flag list, docs/research/kubernetes.md#g2's Windows kubelet flags).
+        # Ranges from the
         # releases' sources; "B:" where the first release was not checked
         # (all of these exist long before 1.24, which is all that matters here).
         "--config": ((1, 10), None),                    # B: first release (KubeletConfiguration file)
@@ -73,16 +74,16 @@ FLAGS = {
         "--vmodule": ((1, 0), None),                    # klog; kept by KEP-2845 with -v
         "--image-credential-provider-config": ((1, 20), None),  # KEP-2133 alpha in 1.20 (B: release)
         "--image-credential-provider-bin-dir": ((1, 20), None),
-        # --container-runtime: removed in 1.27 (k8s #114017, spec §5)
+        # --container-runtime: removed in 1.27 (k8s #114017, docs/research/l2bridge-profile.md#p5)
         "--container-runtime": ((1, 0), (1, 26)),
-        # dockershim's flags, removed with it in 1.24 (spec §5 "removed in
-        # 1.24 [V: S1 comment]")
+        # dockershim's flags, removed with it in 1.24 (docs/research/l2bridge-profile.md#p5 "removed in
+        # 1.24 [V: docs/research/sig-windows-tools.md#s1 comment]")
         "--cni-bin-dir": ((1, 0), (1, 23)),
         "--cni-conf-dir": ((1, 0), (1, 23)),
         "--cni-cache-dir": ((1, 0), (1, 23)),
         "--image-pull-progress-deadline": ((1, 0), (1, 23)),
         # the other klog flags KEP-2845 deprecated and PR #112120 removed in
-        # 1.26 (spec §5: "only -v/--vmodule remain")
+        # 1.26 (docs/research/l2bridge-profile.md#p5: "only -v/--vmodule remain")
         "--log-file": ((1, 0), (1, 25)),
         "--log-file-max-size": ((1, 0), (1, 25)),
         "--alsologtostderr": ((1, 0), (1, 25)),
@@ -106,7 +107,8 @@ FLAGS = {
         # B: the winkernel flags, added with it
         "--network-name": ((1, 14), None),
         "--source-vip": ((1, 14), None),
-        # the l2bridge profile's kube-proxy (spec §6; K2 addOSFlags lists
+        # the l2bridge profile's kube-proxy (docs/research/l2bridge-profile.md#p6; docs/research/kubernetes.md#k2
+        # addOSFlags lists
         # windows-service, source-vip, network-name, enable-dsr,
         # root-hnsendpoint-name, forward-healthcheck-vip)
         "--enable-dsr": ((1, 14), None),               # B: with WinDSR alpha (1.14)
@@ -200,9 +202,9 @@ def unknown_flag(component, v, flag):
             "Usage:\n  %s [flags]\n" % (flag, component))
 
 
-# Feature gates kube-proxy's Windows checks read (K3 pkg/features/kube_features.go,
-# spec §6): (alpha from, beta = default on from, GA = locked true from).
-# WinDSR: alpha 1.14, beta (on by default) 1.33, GA locked true 1.34 [V: K3].
+# Feature gates kube-proxy's Windows checks read (docs/research/kubernetes.md#k3 pkg/features/kube_features.go,
+# docs/research/l2bridge-profile.md#p6): (alpha from, beta = default on from, GA = locked true from).
+# WinDSR: alpha 1.14, beta (on by default) 1.33, GA locked true 1.34 [V: docs/research/kubernetes.md#k3].
 # Their removal is pending (k8s #141988): still known up to NEWEST here (B).
 GATES = {
     "WinDSR": {"from": (1, 14), "default_on": (1, 33), "locked": (1, 34)},
@@ -287,7 +289,7 @@ def check_args(component, line, args, env=None):
         if mode is not None and not (mode in PROXY_MODES and within(PROXY_MODES[mode], v)):
             return "F0101 00:00:00.000000    4242 server.go:495] invalid proxy mode %r on Windows" % mode
         if proxy_mode(seen, v) == "kernelspace":
-            # K1: the winkernel proxier takes the network from --network-name
+            # docs/research/kubernetes.md#k1: the winkernel proxier takes the network from --network-name
             # or $env:KUBE_NETWORK, else it fails
             if not seen.get("--network-name") and not env_value(env, "KUBE_NETWORK"):
                 return ("E0101 00:00:00.000000    4242 server.go:552] \"Error running ProxyServer\" "
@@ -299,7 +301,8 @@ def check_args(component, line, args, env=None):
             dsr, err = gate_on("WinDSR", gates, v)
             if err:
                 return "E0101 00:00:00.000000    4242 server.go:495] %s" % err
-            # K1/K2: --enable-dsr without the gate: "WinDSR feature gate not enabled"
+            # docs/research/kubernetes.md#k1, docs/research/kubernetes.md#k2: --enable-dsr without the gate: "WinDSR
+            # feature gate not enabled"
             if seen.get("--enable-dsr", "false").lower() == "true" and not dsr:
                 return ("E0101 00:00:00.000000    4242 server.go:552] \"Error running ProxyServer\" "
                         "err=\"WinDSR feature gate not enabled\"")
@@ -311,10 +314,10 @@ def check_args(component, line, args, env=None):
 
 
 def cgroups_problems(seen):
-    """The kubelet's Windows validation of the cgroups settings (K5
+    """The kubelet's Windows validation of the cgroups settings (docs/research/kubernetes.md#k5
     validation_windows.go): fatal on 1.11-1.29 (PR #62984; #78925 quotes
     "invalid configuration: CgroupsPerQOS (--cgroups-per-qos) true is not
-    supported on Windows"), a warning from 1.30 (PR #123137, K5 new)."""
+    supported on Windows"), a warning from 1.30 (PR #123137, docs/research/kubernetes.md#k5 new)."""
     bad = []
     if seen.get("--cgroups-per-qos", "true") != "false":
         bad.append("invalid configuration: CgroupsPerQOS (--cgroups-per-qos) true is not supported on Windows")
@@ -327,7 +330,7 @@ def cgroups_problems(seen):
 def warnings(component, line, args):
     """What a release that starts prints as warnings (kept in the logs):
     from 1.30 the cgroups settings are "ignored configuration option"
-    warnings instead of fatal (K5 new, PR #123137)."""
+    warnings instead of fatal (docs/research/kubernetes.md#k5 new, PR #123137)."""
     v = minor_of(line)
     seen, _ = parse_flags(args)
     if component == "kubelet" and v and v >= (1, 30) and seen is not None:

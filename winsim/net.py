@@ -32,9 +32,11 @@ NAT_INDEX, SWITCH_INDEX, HNS_INDEX = 7, 8, 9
 
 #
 # The l2bridge profile (containerd + HNS L2Bridge + win-bridge + kernelspace
-# kube-proxy, Kubernetes 1.24+). Sources: shared/research/modern-profile.md
-# (its keys: F1 flannel hostgw_windows.go, G1 GCE k8s-node-setup.psm1, K1
-# winkernel proxier.go, D2/D6 containerd, W1 website intro.md, ...), listed
+# kube-proxy, Kubernetes 1.24+). Sources: docs/research/l2bridge-profile.md
+# (its keys: docs/research/flannel.md#f1 flannel hostgw_windows.go, docs/research/kubernetes.md#g1 GCE
+# k8s-node-setup.psm1, docs/research/kubernetes.md#k1
+# winkernel proxier.go, docs/research/containerd.md#d2/D6 containerd, docs/research/kubernetes-website.md#w1 website
+# intro.md, ...), listed
 # per behaviour in winsim/README.md "l2bridge". Linux stands-ins:
 #   the external vSwitch      the bridge VSW_DEV, the card enslaved, the
 #                             card's MAC, the node address moved to it: its

@@ -234,7 +234,7 @@ def image_builds(d, image):
 
 def image_refused(d, image, runtime):
     """containerd/Docker refuse an image without an entry for the host's
-    build (process isolation needs the same build: W1)."""
+    build (process isolation needs the same build: docs/research/kubernetes-website.md#w1)."""
     if not image:
         return None
     builds = image_builds(d, image)

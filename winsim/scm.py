@@ -106,8 +106,8 @@ def scm_start(d, name):
         prog = argv
         why = start_binary(d, argv[0], argv[1:], s.get("env"))
     # the flag that makes the program talk to SCM: kubelet and kube-proxy's
-    # --windows-service (K4); containerd's --run-service, which
-    # --register-service stores with the other arguments (D6). Behind
+    # --windows-service (docs/research/kubernetes.md#k4); containerd's --run-service, which
+    # --register-service stores with the other arguments (docs/research/containerd.md#d6). Behind
     # kube-log-runner it is the wrapped program's (the runner itself never
     # talks to SCM; Kubernetes' e2e_node kubelet_windows.go and GCE's
     # k8s-node-setup.psm1 pass --windows-service to the program) [V].
@@ -201,7 +201,7 @@ def containerd_start(d, line, args):
 def kubelet_needs_runtime(d, line, args):
     """A 1.24+ kubelet dials its CRI endpoint at start and exits when nothing
     answers ("validate service connection", kubelet remote_runtime.go: B
-    for the exact text); the l2bridge endpoint is containerd's pipe (D3)."""
+    for the exact text); the l2bridge endpoint is containerd's pipe (docs/research/containerd.md#d3)."""
     v = k8sbin.minor_of(line)
     if not v or v < (1, 24):
         return None
@@ -231,7 +231,7 @@ def service_program(d, binpath):
 
 def kube_proxy_network(d):
     """The HNS network kube-proxy looks for: --network-name, else
-    $env:KUBE_NETWORK (K1)."""
+    $env:KUBE_NETWORK (docs/research/kubernetes.md#k1)."""
     s = d["services"].get("kube-proxy")
     if s:
         argv, env = service_program(d, s["binpath"]), s.get("env")
@@ -247,7 +247,7 @@ def kube_proxy_network(d):
 def health(d, port):
     """curl http://127.0.0.1:PORT/healthz: 10248 the kubelet's, 10256
     kube-proxy's, which stays unhealthy while it loops on "Unable to find
-    HNS Network specified" (K1)."""
+    HNS Network specified" (docs/research/kubernetes.md#k1)."""
     if port == 10248:
         return component_running(d, "kubelet")
     if port == 10256:

@@ -44,7 +44,7 @@ impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Pairs<K
     }
 }
 
-/// A kwinctl inventory (see README, "Inventory").
+/// A kwinctl inventory (see docs/inventory.md).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(title = "kwinctl inventory")]

@@ -42,7 +42,7 @@ pub(super) fn first_line(s: &str) -> String {
 
 pub(super) fn yaml_hint(msg: &str) -> String {
     if msg.contains("unknown field") {
-        "remove the key or fix its spelling; see the inventory format in README.md".into()
+        "remove the key or fix its spelling; see the inventory format in docs/inventory.md".into()
     } else if [
         "invalid u8",
         "invalid u16",
@@ -54,11 +54,11 @@ pub(super) fn yaml_hint(msg: &str) -> String {
     {
         "this key takes a whole number (a port, a prefix length)".into()
     } else if msg.contains("invalid type") {
-        "wrong type for this key; see the inventory format in README.md".into()
+        "wrong type for this key; see the inventory format in docs/inventory.md".into()
     } else if msg.contains("missing field") {
-        "add the missing key; see the inventory format in README.md".into()
+        "add the missing key; see the inventory format in docs/inventory.md".into()
     } else {
-        "fix the YAML at that position; see the inventory format in README.md".into()
+        "fix the YAML at that position; see the inventory format in docs/inventory.md".into()
     }
 }
 

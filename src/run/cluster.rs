@@ -25,7 +25,7 @@ pub(super) struct Readiness {
     view: Option<Option<K8sView>>,
     held: Vec<(usize, HostReport)>,
     /// The Windows nodes' kubelets set `node.kubernetes.io/windows-build`
-    /// (the l2bridge profile's releases: the kubelet sets it itself, K7).
+    /// (the l2bridge profile's releases: the kubelet sets it itself, docs/research/kubernetes.md#k7).
     build_label: bool,
 }
 

@@ -214,7 +214,7 @@ mod bootstrap_tests {
     use super::*;
 
     /// The bootstrap, as both transports send it, makes stdin and stdout
-    /// UTF-8 before it reads the script (research defect 23: OpenSSH set
+    /// UTF-8 before it reads the script (docs/research/windows-transparent.md#defect-23: OpenSSH set
     /// no code page), and stays far below cmd.exe's 8191 characters.
     #[test]
     fn the_bootstrap_reads_and_writes_utf8_on_every_transport() {

@@ -32,7 +32,8 @@ from ..util import norm_image, sh, slow
 
 def act_install_feature(d, h):
     """Install-WindowsFeature: Installed stays; otherwise InstallPending
-    until the restart (S2 "Please reboot and re-run this script"; G1
+    until the restart (docs/research/sig-windows-tools.md#s2 "Please reboot and re-run this script";
+    docs/research/kubernetes.md#g1
     "computer must be restarted")."""
     name = h["name"]
     if d["features"].get(name, "Available") == "Installed":
@@ -112,11 +113,11 @@ def act_ensure_hns_network(d, h):
 
 
 def act_ensure_host_endpoint(d, h):
-    """The host endpoint (F1 "Ensure a 1.2 endpoint ... in the host
+    """The host endpoint (docs/research/flannel.md#f1 "Ensure a 1.2 endpoint ... in the host
     compartment", HostAttach(1)): an endpoint of that name with another IP
     goes first; an IP another endpoint holds, or the network's gateway,
     is 0x1392 (k8s #74766); attaching makes the host vNIC "vEthernet
-    (<name>)" with the IP, no forwarding; already attached is fine (F1,
+    (<name>)" with the IP, no forwarding; already attached is fine (docs/research/flannel.md#f1,
     flannel #1391)."""
     hns_ready(d)
     net = hns_network(d, h["network"])
@@ -136,7 +137,7 @@ def act_ensure_host_endpoint(d, h):
               "prefix": h["prefix"], "dev": None, "index": None}
         d["hns_endpoints"].append(ep)
     if ep.get("dev") and link_exists(ep["dev"]):
-        return  # "This endpoint is already attached to the switch." (F1: success)
+        return  # "This endpoint is already attached to the switch." (docs/research/flannel.md#f1: success)
     i = new_ifindex(d)
     dev = "hep%d" % i
     sh("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "b")
@@ -151,7 +152,7 @@ def act_ensure_host_endpoint(d, h):
 
 def act_set_forwarding(d, h):
     """Set-NetIPInterface -Forwarding Enabled on the adapter holding each
-    address (F2; G1 uses netsh for "vEthernet (cbr0)")."""
+    address (docs/research/flannel.md#f2; docs/research/kubernetes.md#g1 uses netsh for "vEthernet (cbr0)")."""
     for addr in h["addresses"]:
         dev = dev_holding(addr)
         if dev is None:
@@ -162,7 +163,7 @@ def act_set_forwarding(d, h):
 
 def act_pull_sandbox(d, h):
     """ctr -n k8s.io pull: needs containerd's pipe; process isolation needs
-    a windows/amd64 entry of the host's build (W1)."""
+    a windows/amd64 entry of the host's build (docs/research/kubernetes-website.md#w1)."""
     if not containerd_running(d):
         raise ActionError('ctr: failed to dial "%s": context deadline exceeded: connection error: desc = '
                           '"transport: Error while dialing: open %s: The system cannot find the file specified."'
@@ -181,7 +182,8 @@ def act_pull_sandbox(d, h):
 
 def act_remove_hns_network(d, h):
     """Reset: the network and its endpoints go; the placeholder and the
-    vSwitch stay (so no second blip; G1 quoting daschott, M1)."""
+    vSwitch stay (so no second blip; docs/research/kubernetes.md#g1 quoting daschott,
+    docs/research/microsoft-sdn.md#m1)."""
     net = hns_network(d, h["name"])
     if net is not None:
         network_remove(d, net)

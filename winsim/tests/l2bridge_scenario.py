@@ -8,26 +8,27 @@ own namespace). It feeds hand-written scripts with kwinctl's
 the host's namespace — and, for the
 vSwitch step, to a real `winsim.py serve` over WinRM (Basic over HTTP) from
 the peer's namespace — and checks what the contract and the spec
-(shared/research/modern-profile.md) say:
+(docs/research/l2bridge-profile.md) say:
 
 - the Containers feature: HNS and containerd refuse until installed AND
-  restarted (S2, G1);
+  restarted (docs/research/sig-windows-tools.md#s2, docs/research/kubernetes.md#g1);
 - install_archive: members by base name, version line, marker, a missing
   member refused;
 - the first external vSwitch: the node address moves to "vEthernet
   (Ethernet)" with a new ifIndex, routes bound to the card's ifIndex are
-  gone from both stores (F1, G1), the WinRM call in flight is answered and
+  gone from both stores (docs/research/flannel.md#f1, docs/research/kubernetes.md#g1), the WinRM call in flight is
+  answered and
   the server keeps answering new connections on the address;
 - host endpoint: attached vNIC; 0x1392 for a duplicate IP and for the
   gateway (k8s #74766); forwarding per adapter: a pod on the vSwitch
   (its own namespace, gateway P+2) reaches the peer only once both vNICs
   forward (§8.4);
-- routes on the vNIC's ifIndex; endpoints lost at a reboot (G1) and
+- routes on the vNIC's ifIndex; endpoints lost at a reboot (docs/research/kubernetes.md#g1) and
   restored by the boot task (boot_run);
 - pull_sandbox: containerd's pipe needed; a build without an image entry
-  refused (W1, pause CHANGELOG, D8);
-- kube-proxy's healthz false until its network exists (K1); a 1.29 kubelet
-  fatal without --cgroups-per-qos=false (K5), 1.30 only warns;
+  refused (docs/research/kubernetes-website.md#w1, pause CHANGELOG, docs/research/containerd.md#d8);
+- kube-proxy's healthz false until its network exists (docs/research/kubernetes.md#k1); a 1.29 kubelet
+  fatal without --cgroups-per-qos=false (docs/research/kubernetes.md#k5), 1.30 only warns;
 - a network's subnet is immutable unless replaced (new id, endpoints gone);
   reset keeps the placeholder and the vSwitch;
 - services wrapped in kube-log-runner: a 1.30 runner refuses -log-file-size
@@ -321,12 +322,14 @@ def scenario(winsim, state, containerd, tmp):
     kpbin = "C:\\k\\kube-proxy.exe --windows-service --proxy-mode=kernelspace --hostname-override=win1"
     out, _ = run(winsim, state, Script().act("install_service", MANUAL,
                                              service=service("kube-proxy", kpbin)))
-    check("kube-proxy without a network name exits (K1)", "KUBE_NETWORK and network-flag not initialized"
+    check("kube-proxy without a network name exits (docs/research/kubernetes.md#k1)", "KUBE_NETWORK and "
+          "network-flag not initialized"
           in json.load(open(state))["logs"]["scm:kube-proxy"], out)
     out, _ = run(winsim, state, Script().act("install_service", MANUAL,
                                              service=service("kube-proxy", kpbin + " --enable-dsr=true "
                                                              "--network-name=cbr0")))
-    check("kube-proxy 1.30 --enable-dsr without the WinDSR gate exits (K1, K3)",
+    check("kube-proxy 1.30 --enable-dsr without the WinDSR gate exits (docs/research/kubernetes.md#k1, "
+          "docs/research/kubernetes.md#k3)",
           "WinDSR feature gate not enabled" in json.load(open(state))["logs"]["scm:kube-proxy"], out)
     kpbin += " --network-name=cbr0 --enable-dsr=true --feature-gates=WinDSR=true"
     out, f = run(winsim, state, Script().act("install_service", MANUAL,
@@ -415,7 +418,8 @@ def scenario(winsim, state, containerd, tmp):
     out, _ = run(winsim, state, Script().act("install_boot_task", "Register-ScheduledTask", boot=boot))
     winsim.reboot(state, False)
     f = probe(winsim, state)
-    check("after a reboot: no endpoint, no vEthernet (cbr0_ep); networks, vSwitch and address stay (G1)",
+    check("after a reboot: no endpoint, no vEthernet (cbr0_ep); networks, vSwitch and address stay "
+          "(docs/research/kubernetes.md#g1)",
           f["hns_endpoints"] == [] and adapter(f, "vEthernet (cbr0_ep)") is None
           and {n["name"] for n in f["hns_networks"]} == {"External", "cbr0"}
           and NODE in adapter(f, "vEthernet (Ethernet)")["ipv4"], f["hns_endpoints"])

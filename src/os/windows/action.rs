@@ -116,7 +116,7 @@ pub enum WinAction {
         path: String,
     },
     /// l2bridge: a Windows feature (Containers: HNS and containerd need it
-    /// and a restart, S2/G1).
+    /// and a restart, docs/research/sig-windows-tools.md#s2, docs/research/kubernetes.md#g1).
     InstallFeature {
         name: String,
     },

@@ -6,7 +6,7 @@
 //! has (moby `daemon_windows.go`: "Remove networks not present in HNS";
 //! only non-default `nat` networks are re-created), and a re-created
 //! network's adapter has neither the pods' gateway address nor forwarding
-//! (research/windows-fidelity.md defect 20). kwinctl therefore registers
+//! (docs/research/windows-transparent.md#defect-20). kwinctl therefore registers
 //! kubelet and kube-proxy to start on demand (a native service's start mode
 //! Manual, a wrapper task without a trigger) and this task starts them
 //! once the network is back: nothing starts them before it.
@@ -141,7 +141,7 @@ pub struct BootRoute {
 }
 
 /// What the boot task re-ensures on an l2bridge node (endpoints do not
-/// survive a reboot, G1; a re-created vSwitch takes routes with it, F1).
+/// survive a reboot, docs/research/kubernetes.md#g1; a re-created vSwitch takes routes with it, docs/research/flannel.md#f1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct L2Boot {
     pub network: super::hns::HnsNet,

@@ -164,7 +164,7 @@ impl WindowsDesired {
         if l2 {
             // As `containerd --register-service` registers it: the service
             // runs `containerd.exe --run-service` with the other arguments
-            // (D6), starting automatically.
+            // (docs/research/containerd.md#d6), starting automatically.
             services.push(
                 WinService::new(
                     "containerd",

@@ -178,7 +178,7 @@ pub struct HnsNetwork {
     #[serde(default, deserialize_with = "nullable")]
     pub subnets: Vec<HnsSubnet>,
     /// The node address HNS publishes on the network once the vSwitch
-    /// holds it (F1 polls for it).
+    /// holds it (docs/research/flannel.md#f1 polls for it).
     #[serde(default)]
     pub management_ip: Option<String>,
     /// The network card it was created on (`NetworkAdapterName`).
@@ -507,7 +507,7 @@ mod tests {
     #[test]
     fn a_service_without_an_environment_parses() {
         // Windows PowerShell 5.1: @((Get-ItemProperty …).Environment) of a
-        // service without one is @($null), one element (research defect 13)
+        // service without one is @($null), one element (docs/research/windows-transparent.md#defect-13)
         let f = WindowsFacts::parse(
             &SAMPLE.replace(r#""env":["CONTAINER_NETWORK=kwinctl"]"#, r#""env":[null]"#),
         )

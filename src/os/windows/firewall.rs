@@ -9,8 +9,8 @@
 //! off: B) and blocks inbound connections to programs without a rule;
 //! acs-engine turned the firewall off altogether ("Turn off Firewall to
 //! enable pods to talk to service endpoints. (Kubelet should eventually do
-//! this)", kuberneteswindowssetup.ps1; research/windows-fidelity.md defect
-//! 10) — kwinctl opens only what it needs, to the cluster only.
+//! this)", kuberneteswindowssetup.ps1;
+//! docs/research/windows-transparent.md#defect-10) — kwinctl opens only what it needs, to the cluster only.
 
 use serde::Serialize;
 

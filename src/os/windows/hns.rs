@@ -11,20 +11,20 @@ use serde::Serialize;
 use crate::alloc::Node;
 
 /// The one-time placeholder network: the first L2Bridge network creates the
-/// external vSwitch (the host's address moves, the network blips, G1/M1);
+/// external vSwitch (the host's address moves, the network blips, docs/research/kubernetes.md#g1/M1);
 /// with this one in place `cbr0` can be re-created without another blip
-/// (G1 quoting daschott; M1 CreateExternalNetwork).
+/// (docs/research/kubernetes.md#g1 quoting daschott; docs/research/microsoft-sdn.md#m1 CreateExternalNetwork).
 pub const PLACEHOLDER: &str = "External";
 pub const PLACEHOLDER_SUBNET: &str = "192.168.255.0/30";
 pub const PLACEHOLDER_GATEWAY: &str = "192.168.255.1";
 /// Addresses of a node's pod CIDR: P+1 is the HNS network's reserved
-/// gateway (F1 `subnet.IP + 1`), P+2 the host endpoint and the pods'
-/// gateway (F1, C1 "needs to be x.2"), pods from P+3 (C4, k8s #74766).
+/// gateway (docs/research/flannel.md#f1 `subnet.IP + 1`), P+2 the host endpoint and the pods'
+/// gateway (docs/research/flannel.md#f1, docs/research/cni-plugins.md#c1 "needs to be x.2"), pods from P+3 (docs/research/cni-plugins.md#c4, k8s #74766).
 pub fn nth(net: Ipv4Net, n: u32) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(net.network()) + n)
 }
 
-/// The host endpoint's name for `network` (flannel's `cbr0_ep`, F1).
+/// The host endpoint's name for `network` (flannel's `cbr0_ep`, docs/research/flannel.md#f1).
 pub fn endpoint_name(network: &str) -> String {
     format!("{network}_ep")
 }
@@ -35,7 +35,7 @@ pub fn endpoint_name(network: &str) -> String {
 pub struct HnsNet {
     pub name: String,
     pub subnet: Ipv4Net,
-    /// P+1, reserved (F1).
+    /// P+1, reserved (docs/research/flannel.md#f1).
     pub gateway: Ipv4Addr,
     /// The network card the vSwitch takes.
     pub adapter: String,

@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn one_nic_and_dockers_nat_adapter_is_refused() {
-        // the research's defect 4: the old "second adapter" check counted
+        // docs/research/windows-transparent.md#defect-4: the old "second adapter" check counted
         // Docker's NAT adapter
         for nat in ["vEthernet (HNS Internal NIC)", "vEthernet (nat)"] {
             let f = facts(vec![

@@ -180,7 +180,7 @@ fn the_readme_l2bridge_table_matches_the_code() {
             l2_cell(mv, 26100)
         );
     }
-    let readme = include_str!("../../../../README.md");
+    let readme = include_str!("../../../../docs/windows.md");
     assert!(
         readme.contains(&t),
         "README.md's l2bridge table differs from the code; it should read:\n{t}"

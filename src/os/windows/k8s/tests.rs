@@ -368,7 +368,7 @@ fn the_readme_table_matches_the_code() {
         let m = Minor::new(1, n);
         t += &format!("| 1.{n} | {} | {} |\n", cell(m, 14393), cell(m, 17763));
     }
-    let readme = include_str!("../../../../README.md");
+    let readme = include_str!("../../../../docs/windows.md");
     assert!(
         readme.contains(&t),
         "README.md's release table differs from the code; it should read:\n{t}"

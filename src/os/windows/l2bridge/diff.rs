@@ -1,8 +1,8 @@
 //! The l2bridge profile's preflight, diff and reset (`l2bridge.rs` has the
-//! desired state; research/modern-profile.md the sources, in brackets).
+//! desired state; docs/research/l2bridge-profile.md the sources, in brackets).
 //!
 //! Order on a host: firewall and pod CIDR record; the Containers feature
-//! (a restart before HNS and containerd work, S2/G1: until then nothing
+//! (a restart before HNS and containerd work, docs/research/sig-windows-tools.md#s2, docs/research/kubernetes.md#g1: until then nothing
 //! after the files is done, and the host reports "reboot required");
 //! containerd and the CNI plugins; config files; the containerd service and
 //! the sandbox image; the HNS network (placeholder first), host endpoint and
@@ -42,7 +42,7 @@ fn is(a: &str, b: &str) -> bool {
 
 /// The network card the vSwitch takes: the one the inventory names, else
 /// the one holding the node's address (under the vSwitch once it exists:
-/// the address moves to `vEthernet (<card>)`, F1/G1).
+/// the address moves to `vEthernet (<card>)`, docs/research/flannel.md#f1, docs/research/kubernetes.md#g1).
 fn card(
     node: &Node,
     d: &WindowsDesired,
@@ -154,7 +154,7 @@ pub fn preflight(
             node.name
         ));
     }
-    // containerd loads only the first file of its conf dir (D2).
+    // containerd loads only the first file of its conf dir (docs/research/containerd.md#d2).
     if let Some(first) = f
         .cni_conf_files
         .iter()
@@ -272,7 +272,7 @@ pub fn diff(
             && n.adapter.as_deref().is_none_or(|a| is(a, &card))
     });
     // No external network on the card yet: the first one creates the
-    // vSwitch, moving the address and dropping the routes there (F1, G1).
+    // vSwitch, moving the address and dropping the routes there (docs/research/flannel.md#f1, docs/research/kubernetes.md#g1).
     let new_vswitch = !f.hns_networks.iter().any(|n| {
         (is(&n.kind, "L2Bridge") || is(&n.kind, "External"))
             && n.adapter.as_deref().is_none_or(|a| is(a, &card))
@@ -320,7 +320,7 @@ pub fn diff(
     });
     let before = items.len();
     service_items(&kube, f, &mut items);
-    // kubelet's and kube-proxy's health endpoints (spec §7), for services
+    // kubelet's and kube-proxy's health endpoints (docs/research/l2bridge-profile.md#p7), for services
     // that run and are not being (re)installed or started now
     let touched: Vec<String> = items[before..]
         .iter()

@@ -1,10 +1,10 @@
-//! The l2bridge profile (Kubernetes 1.24+; research/modern-profile.md, the
+//! The l2bridge profile (Kubernetes 1.24+; docs/research/l2bridge-profile.md, the
 //! keys in brackets are its sources): containerd as the runtime, an HNS
 //! L2Bridge network on the node's pod CIDR that kwinctl creates itself
-//! (win-bridge never creates it, C1), a host endpoint at P+2 that is every
-//! pod's gateway (F1, C1), the win-bridge CNI config, and routes to every
+//! (win-bridge never creates it, docs/research/cni-plugins.md#c1), a host endpoint at P+2 that is every
+//! pod's gateway (docs/research/flannel.md#f1, docs/research/cni-plugins.md#c1), the win-bridge CNI config, and routes to every
 //! other pod CIDR via that node's address on the vSwitch's host vNIC (what
-//! flannel's host-gw programs, F1/F2). What does not depend on the node's
+//! flannel's host-gw programs, docs/research/flannel.md#f1/F2). What does not depend on the node's
 //! pod CIDR is decided here; the diff is in `l2diff.rs`.
 
 use std::net::Ipv4Addr;
@@ -19,22 +19,22 @@ use crate::inventory::ContainerdVersion;
 
 pub mod diff;
 
-/// The network's name when the inventory names none: flannel's (F1), so
+/// The network's name when the inventory names none: flannel's (docs/research/flannel.md#f1), so
 /// that switching to flanneld later reuses the objects.
 pub const NETWORK: &str = "cbr0";
-/// containerd's folder and its default pipe (D3).
+/// containerd's folder and its default pipe (docs/research/containerd.md#d3).
 pub const CONTAINERD_DIR: &str = r"C:\Program Files\containerd";
 pub const CONTAINERD_EXE: &str = r"C:\Program Files\containerd\containerd.exe";
 pub const CONTAINERD_CONFIG: &str = r"C:\Program Files\containerd\config.toml";
 pub const CONTAINERD_PIPE: &str = r"\\.\pipe\containerd-containerd";
-/// sig-windows-tools' CNI folders (S2), written into containerd's config.
+/// sig-windows-tools' CNI folders (docs/research/sig-windows-tools.md#s2), written into containerd's config.
 pub const CNI_BIN_DIR: &str = r"C:\opt\cni\bin";
 pub const CNI_CONF_DIR: &str = r"C:\etc\cni\net.d";
 /// containerd loads only the first file of the conf dir (max_conf_num=1,
-/// D2): kwinctl's must sort first.
+/// docs/research/containerd.md#d2): kwinctl's must sort first.
 pub const CNI_CONF: &str = r"C:\etc\cni\net.d\10-kwinctl.conf";
 pub const CNI_CONF_NAME: &str = "10-kwinctl.conf";
-/// crictl's config (S2 writes it to the user's profile; kwinctl keeps it
+/// crictl's config (docs/research/sig-windows-tools.md#s2 writes it to the user's profile; kwinctl keeps it
 /// beside its other files). A crictl.exe in C:\k finds it without flags:
 /// when `--config` / `CRI_CONFIG_FILE` is not given and the default file is
 /// absent, crictl "searches the program's directory as well" (cri-tools
@@ -58,7 +58,7 @@ pub struct L2Desired {
     pub service_cidr: Ipv4Net,
 }
 
-/// The files of containerd's Windows tarball kwinctl uses (`bin/…`, D4).
+/// The files of containerd's Windows tarball kwinctl uses (`bin/…`, docs/research/containerd.md#d4).
 pub fn containerd_members() -> Vec<String> {
     ["containerd.exe", "containerd-shim-runhcs-v1.exe", "ctr.exe"]
         .iter()
@@ -66,7 +66,7 @@ pub fn containerd_members() -> Vec<String> {
         .collect()
 }
 
-/// The CNI plugins the profile uses (C6: the Windows archive holds
+/// The CNI plugins the profile uses (docs/research/cni-plugins.md#c6: the Windows archive holds
 /// win-bridge.exe, win-overlay.exe and host-local.exe).
 pub fn cni_members() -> Vec<String> {
     ["win-bridge.exe", "host-local.exe"]
@@ -89,10 +89,10 @@ pub fn archive_key(path: &str) -> Option<&'static str> {
 
 /// containerd's config for its release line: the CNI folders and the pinned
 /// sandbox (pause) image — the image pods actually use is containerd's, not
-/// the kubelet's (D2). 1.x reads `version = 2` (the CRI plugin's
+/// the kubelet's (docs/research/containerd.md#d2). 1.x reads `version = 2` (the CRI plugin's
 /// `sandbox_image`, `cni.bin_dir`); 2.x reads `version = 3`, where the
 /// sandbox is `pinned_images.sandbox` and 2.1+ takes `bin_dirs` (2.0:
-/// `bin_dir`) (D5).
+/// `bin_dir`) (docs/research/containerd.md#d5).
 pub fn containerd_config(cv: ContainerdVersion, pause: &str) -> String {
     let dir = |p: &str| p.replace('\\', "/");
     let (bin, conf) = (dir(CNI_BIN_DIR), dir(CNI_CONF_DIR));
@@ -113,7 +113,7 @@ pub fn containerd_config(cv: ContainerdVersion, pause: &str) -> String {
     }
 }
 
-/// crictl's config: containerd's pipe (S2).
+/// crictl's config: containerd's pipe (docs/research/sig-windows-tools.md#s2).
 pub fn crictl_config() -> String {
     "runtime-endpoint: npipe:////./pipe/containerd-containerd\nimage-endpoint: npipe:////./pipe/containerd-containerd\n".into()
 }
@@ -143,11 +143,11 @@ impl L2Desired {
 }
 
 /// The win-bridge CNI config of a node (section 3 of the spec): HCN v2
-/// (`apiVersion: 2`, required with containerd: C3, D7), host-local IPAM from
+/// (`apiVersion: 2`, required with containerd: docs/research/cni-plugins.md#c3, docs/research/containerd.md#d7), host-local IPAM from
 /// P+3, OutBoundNAT exceptions for the cluster, service and node networks
-/// (M1: kwinctl names the nodes' own addresses, /32 each, rather than a
-/// node subnet it does not know), SDNRoute for the service CIDR and the node's own address (M1, G1,
-/// C5), DNS and port mappings from the runtime (C2).
+/// (docs/research/microsoft-sdn.md#m1: kwinctl names the nodes' own addresses, /32 each, rather than a
+/// node subnet it does not know), SDNRoute for the service CIDR and the node's own address (docs/research/microsoft-sdn.md#m1, docs/research/kubernetes.md#g1,
+/// docs/research/cni-plugins.md#c5), DNS and port mappings from the runtime (docs/research/cni-plugins.md#c2).
 pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
     let p = node.pod_cidr;
     let mut nodes: Vec<Ipv4Addr> = node.peers().map(|n| n.address).collect();

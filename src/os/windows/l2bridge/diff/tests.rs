@@ -276,7 +276,7 @@ fn after_the_restart_the_rest_follows_in_order_and_a_converged_host_has_nothing_
 fn a_reboot_loses_the_host_endpoint_and_the_diff_puts_it_back() {
     let d = desired();
     let mut f = converged(&d);
-    // endpoints do not survive a reboot (G1): the object and its vNIC go
+    // endpoints do not survive a reboot (docs/research/kubernetes.md#g1): the object and its vNIC go
     f.hns_endpoints.clear();
     f.adapters.retain(|a| a.name != "vEthernet (cbr0_ep)");
     for s in f.services.iter_mut().filter(|s| s.name != "containerd") {
