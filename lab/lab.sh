@@ -50,8 +50,8 @@
 #                                key, certified by CA_KEY (a host certificate)
 #                                when given
 #
-# Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.13.12, the newest
-# release Windows Server 2016 runs): fake kubelet.exe/kube-proxy.exe that
+# Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.10.13, the newest
+# release kwinctl's transparent profile runs: from 1.11 its pods get no IP): fake kubelet.exe/kube-proxy.exe that
 # report it (see fake_binaries), downloaded from DIR/dl by winsim.
 # For the l2bridge profile DIR/dl also holds fake containerd 1.7.20 and
 # 1.7.28 tarballs (and $KWINCTL_LAB_CONTAINERD's), a CNI plugins tarball and
@@ -175,7 +175,7 @@ win_state_json() { # DIR j: the host's first state file
   esac
   # Kubernetes 1.24+ (no dockershim: the l2bridge profile, containerd) on a
   # host without Docker, so without Docker's NAT adapter
-  case "${KWINCTL_LAB_K8S:-1.13.12}" in
+  case "${KWINCTL_LAB_K8S:-1.10.13}" in
     1.[0-9].*|1.1[0-9].*|1.2[0-3].*) ;;
     *) extra="$extra, \"docker_version\": null" ;;
   esac
@@ -641,7 +641,7 @@ cmd_up() {
     echo "  node_prefix: 24"
     echo "  service_cidr: 198.18.240.0/20"
     echo "  api_server: https://$(host_ip 1):6443"
-    echo "  kubernetes_version: \"${KWINCTL_LAB_K8S:-1.13.12}\""
+    echo "  kubernetes_version: \"${KWINCTL_LAB_K8S:-1.10.13}\""
     echo "  kubeconfig: $dir/kubeconfig"
     echo "defaults:"
     echo "  ssh: { user: root, port: 22, identity: $dir/id_ed25519, known_hosts: $dir/known_hosts }"
@@ -681,7 +681,7 @@ cmd_up() {
   if [ "$m" -gt 0 ]; then
     "$WINSIM/setup-venv.sh"
     ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
-    local k8s=${KWINCTL_LAB_K8S:-1.13.12}
+    local k8s=${KWINCTL_LAB_K8S:-1.10.13}
     fake_binaries "$dir" "$k8s"
     for j in $(seq 1 "$m"); do
       hd="$dir/hosts/win$j"

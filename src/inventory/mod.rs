@@ -158,6 +158,10 @@ pub struct Cluster {
     pub containerd_version: Option<ContainerdVersion>,
     /// The release of windows.binaries.kube-log-runner (`None`: kubernetes_version's).
     pub log_runner_version: Option<KubeVersion>,
+    /// The cluster DNS service's address (kubelet's `--cluster-dns`).
+    pub dns_service_ip: Ipv4Addr,
+    /// The cluster's DNS domain (kubelet's `--cluster-domain`).
+    pub dns_domain: String,
     /// Where keys that later checks point at are in the inventory.
     pub pos: ClusterPos,
 }
@@ -174,6 +178,8 @@ pub struct ClusterPos {
     pub windows_profile: Option<Pos>,
     pub containerd_version: Option<Pos>,
     pub log_runner_version: Option<Pos>,
+    pub dns_service_ip: Option<Pos>,
+    pub dns_domain: Option<Pos>,
 }
 
 /// What the inventory says about an SSH connection. Each value set here is
@@ -600,6 +606,41 @@ hosts:
         assert!(p.message.contains("inside the cluster CIDR"), "{p:?}");
         let p = first(&GOOD.replace("address: 10.0.0.10", "address: 10.96.0.1"));
         assert!(p.message.contains("inside the service CIDR"), "{p:?}");
+    }
+
+    #[test]
+    fn cluster_dns_defaults_to_the_tenth_service_address_and_is_checked() {
+        let inv = parse(GOOD).unwrap();
+        assert_eq!(inv.cluster.dns_service_ip.to_string(), "10.96.0.10");
+        assert_eq!(inv.cluster.dns_domain, "cluster.local");
+        let with = |extra: &str| {
+            GOOD.replace(
+                "  service_cidr: 10.96.0.0/12\n",
+                &format!("  service_cidr: 10.96.0.0/12\n{extra}"),
+            )
+        };
+        let inv = parse(&with(
+            "  dns_service_ip: 10.96.0.53\n  dns_domain: Corp.Example.\n",
+        ))
+        .unwrap();
+        assert_eq!(inv.cluster.dns_service_ip.to_string(), "10.96.0.53");
+        assert_eq!(inv.cluster.dns_domain, "corp.example");
+        let p = first(&with("  dns_service_ip: 10.0.0.10\n"));
+        assert!(
+            p.message
+                .contains("not a service address of service_cidr 10.96.0.0/12"),
+            "{p:?}"
+        );
+        assert!(p.hint.contains("10.96.0.10"), "{p:?}");
+        assert_eq!((p.pos.line, p.pos.column), (5, 19), "{p:?}");
+        let p = first(&with("  dns_service_ip: 10.96.0.0\n"));
+        assert!(p.message.contains("not a service address"), "{p:?}");
+        let p = first(&with("  dns_service_ip: kube-dns\n"));
+        assert!(p.message.contains("not an IPv4 address"), "{p:?}");
+        for bad in ["-bad.local", "a..b", "under_score.local", "x y"] {
+            let p = first(&with(&format!("  dns_domain: \"{bad}\"\n")));
+            assert!(p.message.contains("is not a DNS domain"), "{bad}: {p:?}");
+        }
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub(super) struct RawCluster {
     #[schemars(with = "Option<String>")]
     pub(super) pause_image: Option<Spanned<String>>,
     #[serde(default)]
-    /// How Windows nodes are built: `transparent` (Docker, Kubernetes up to 1.23) or `l2bridge` (containerd + HNS L2Bridge + win-bridge, 1.24 and later); default: by kubernetes_version.
+    /// How Windows nodes are built: `transparent` (Docker, Kubernetes 1.5 to 1.10: from 1.11 its pods get no IP) or `l2bridge` (containerd + HNS L2Bridge + win-bridge, 1.24 and later); default: by kubernetes_version.
     #[schemars(with = "Option<String>")]
     pub(super) windows_profile: Option<Spanned<String>>,
     #[serde(default)]
@@ -106,6 +106,14 @@ pub(super) struct RawCluster {
     /// The Kubernetes release windows.binaries.kube-log-runner comes from, when not kubernetes_version's (l2bridge, 1.26 and later): its -log-file-size rotation exists from 1.34, and the runner only starts the binary it wraps, so a 1.34+ runner gives rotating logs to older releases.
     #[schemars(with = "Option<String>")]
     pub(super) log_runner_version: Option<Spanned<String>>,
+    #[serde(default)]
+    /// The cluster DNS service's address that kubelets hand to pods (kubelet's --cluster-dns); default: the 10th address of service_cidr, as kubeadm chooses it.
+    #[schemars(with = "Option<String>")]
+    pub(super) dns_service_ip: Option<Spanned<String>>,
+    #[serde(default)]
+    /// The cluster's DNS domain (kubelet's --cluster-domain); default `cluster.local`.
+    #[schemars(with = "Option<String>")]
+    pub(super) dns_domain: Option<Spanned<String>>,
 }
 
 impl super::ClusterPos {
@@ -120,6 +128,8 @@ impl super::ClusterPos {
             windows_profile: c.windows_profile.as_ref().map(pos),
             containerd_version: c.containerd_version.as_ref().map(pos),
             log_runner_version: c.log_runner_version.as_ref().map(pos),
+            dns_service_ip: c.dns_service_ip.as_ref().map(pos),
+            dns_domain: c.dns_domain.as_ref().map(pos),
         }
     }
 }

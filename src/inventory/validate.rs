@@ -318,6 +318,8 @@ impl Validator {
             ("windows_profile", c.windows_profile.as_ref()),
             ("containerd_version", c.containerd_version.as_ref()),
             ("log_runner_version", c.log_runner_version.as_ref()),
+            ("dns_service_ip", c.dns_service_ip.as_ref()),
+            ("dns_domain", c.dns_domain.as_ref()),
         ];
         let mut unfilled = false;
         for (key, v) in keys {
@@ -407,7 +409,7 @@ impl Validator {
             ("windows_profile", c.windows_profile.as_ref()),
             WindowsProfile::parse,
             "a Windows profile",
-            "use `transparent` (Docker, Kubernetes up to 1.23) or `l2bridge` (containerd, 1.24 and later), or leave it out to choose by kubernetes_version",
+            "use `transparent` (Docker, Kubernetes 1.5 to 1.10) or `l2bridge` (containerd, 1.24 and later), or leave it out to choose by kubernetes_version",
             &mut ok,
         );
         let containerd_version = self.optional(
@@ -424,6 +426,7 @@ impl Validator {
             "write the release windows.binaries.kube-log-runner comes from, e.g. \"1.34.2\"",
             &mut ok,
         );
+        let (dns_service_ip, dns_domain) = self.cluster_dns(c, service_cidr, &mut ok);
         if !ok {
             return None;
         }
@@ -439,8 +442,71 @@ impl Validator {
             windows_profile_given,
             containerd_version,
             log_runner_version,
+            dns_service_ip: dns_service_ip?,
+            dns_domain,
             pos: ClusterPos::of(c),
         })
+    }
+
+    /// The cluster DNS address (default: the service CIDR's 10th address,
+    /// as kubeadm picks it: docs/research/kubernetes.md#cluster-dns) and
+    /// domain (default `cluster.local`).
+    fn cluster_dns(
+        &mut self,
+        c: &RawCluster,
+        service_cidr: Option<Ipv4Net>,
+        ok: &mut bool,
+    ) -> (Option<Ipv4Addr>, String) {
+        let ip = match (&c.dns_service_ip, service_cidr) {
+            (Some(v), sc) => match v.value.trim().parse::<Ipv4Addr>() {
+                Ok(ip)
+                    if sc.is_none_or(|sc| {
+                        sc.contains(&ip) && ip != sc.network() && ip != sc.broadcast()
+                    }) =>
+                {
+                    Some(ip)
+                }
+                Ok(ip) => {
+                    let sc = sc.expect("checked above");
+                    self.problem(
+                        v.into(),
+                        format!("dns_service_ip {ip} is not a service address of service_cidr {sc}"),
+                        format!(
+                            "the cluster DNS service (kube-dns/CoreDNS) has a ClusterIP inside service_cidr: `kubectl -n kube-system get service kube-dns` shows it (kubeadm's default is {})",
+                            dns_default(sc)
+                        ),
+                    );
+                    *ok = false;
+                    None
+                }
+                Err(_) => {
+                    self.problem(
+                        v.into(),
+                        format!("dns_service_ip {} is not an IPv4 address", echo(&v.value)),
+                        "write the cluster DNS service's ClusterIP, e.g. 10.96.0.10",
+                    );
+                    *ok = false;
+                    None
+                }
+            },
+            (None, sc) => sc.map(dns_default),
+        };
+        let domain = match &c.dns_domain {
+            Some(d) => {
+                let name = d.value.trim().trim_end_matches('.').to_ascii_lowercase();
+                if !dns_name(&name) {
+                    self.problem(
+                        d.into(),
+                        format!("dns_domain {} is not a DNS domain", echo(&d.value)),
+                        "write the cluster's domain as kubelets' --cluster-domain takes it, e.g. cluster.local",
+                    );
+                    *ok = false;
+                }
+                name
+            }
+            None => DEFAULT_DNS_DOMAIN.to_string(),
+        };
+        (ip, domain)
     }
 
     fn host(
@@ -734,4 +800,26 @@ impl Validator {
             bastion: w.bastion.as_ref().and_then(|b| self.bastion(b)),
         }))
     }
+}
+
+/// The cluster domain kubeadm and the kubelets' documentation use.
+pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
+
+/// kubeadm's cluster DNS address: the service CIDR's 10th address.
+pub fn dns_default(service_cidr: Ipv4Net) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(service_cidr.network()) + 10)
+}
+
+/// A DNS domain as RFC 1123 labels: letters, digits and `-`, 1 to 63 each,
+/// not starting or ending with `-`, at most 253 in all.
+fn dns_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }

@@ -134,7 +134,7 @@ impl fmt::Display for KubeVersion {
 #[serde(rename_all = "lowercase")]
 pub enum WindowsProfile {
     /// The 1.5 guide's: Docker `transparent` network, dockershim, userspace
-    /// kube-proxy (Kubernetes up to 1.23).
+    /// kube-proxy (Kubernetes 1.5 to 1.10: from 1.11 its pods get no IP).
     Transparent,
     /// containerd, an HNS L2Bridge network with the win-bridge CNI plugin,
     /// kernelspace kube-proxy (Kubernetes 1.24 and later).

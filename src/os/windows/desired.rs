@@ -154,6 +154,8 @@ impl WindowsDesired {
             network: &network,
             proxy_adapter: &proxy_adapter,
             host_endpoint: &super::hns::endpoint_name(&network),
+            cluster_dns: &inv.cluster.dns_service_ip.to_string(),
+            cluster_domain: &inv.cluster.dns_domain,
         };
         let mut services = Vec::new();
         let mut wrapped = false;
@@ -295,7 +297,11 @@ impl WindowsDesired {
                 containerd,
                 cni,
                 &pause_image,
-                inv.cluster.service_cidr,
+                l2bridge::CniCluster {
+                    service_cidr: inv.cluster.service_cidr,
+                    dns_service_ip: inv.cluster.dns_service_ip,
+                    dns_domain: inv.cluster.dns_domain.clone(),
+                },
             );
             required_files.extend(d.required.iter().cloned());
             Some(d)

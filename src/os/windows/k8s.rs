@@ -254,6 +254,10 @@ pub struct Values<'a> {
     pub host_endpoint: &'a str,
     /// The wrapped binary's log file (filled in by [`log_runner`]).
     pub log_file: &'a str,
+    /// The cluster DNS service's address (`cluster.dns_service_ip`).
+    pub cluster_dns: &'a str,
+    /// The cluster's DNS domain (`cluster.dns_domain`).
+    pub cluster_domain: &'a str,
 }
 
 impl Values<'_> {
@@ -268,6 +272,8 @@ impl Values<'_> {
             .replace("{proxy_adapter}", self.proxy_adapter)
             .replace("{host_endpoint}", self.host_endpoint)
             .replace("{log_file}", self.log_file)
+            .replace("{cluster_dns}", self.cluster_dns)
+            .replace("{cluster_domain}", self.cluster_domain)
     }
 }
 

@@ -20,6 +20,8 @@ fn values() -> Values<'static> {
         api_server: "https://10.0.0.10:6443",
         log_dir: r"C:\k\logs",
         log_file: "",
+        cluster_dns: "10.96.0.10",
+        cluster_domain: "cluster.local",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
         host_endpoint: "cbr0_ep",
@@ -229,7 +231,7 @@ fn kube_log_runner_wraps_the_services_where_klog_writes_no_files() {
             }
         }
     }
-    // the transparent profile (up to 1.23) never wraps
+    // the transparent profile (up to 1.10, refused from 1.11) never wraps
     let t = log_runner(
         Component::Kubelet,
         m("1.23"),

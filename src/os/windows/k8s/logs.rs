@@ -40,6 +40,8 @@ pub fn log_runner(
     let file = log_file(c, v.log_dir);
     let v = Values {
         log_file: &file,
+        cluster_dns: "10.96.0.10",
+        cluster_domain: "cluster.local",
         ..v.clone()
     };
     let args: Vec<String> = rows(Component::LogRunner, p)

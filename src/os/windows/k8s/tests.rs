@@ -14,6 +14,8 @@ const PLACEHOLDERS: &[&str] = &[
     "{network}",
     "{proxy_adapter}",
     "{host_endpoint}",
+    "{cluster_dns}",
+    "{cluster_domain}",
 ];
 
 fn values(kubeconfig: bool) -> Values<'static> {
@@ -24,6 +26,8 @@ fn values(kubeconfig: bool) -> Values<'static> {
         api_server: "https://10.0.0.10:6443",
         log_dir: r"C:\k\logs",
         log_file: "",
+        cluster_dns: "10.96.0.10",
+        cluster_domain: "cluster.local",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
         host_endpoint: "cbr0_ep",
@@ -110,17 +114,24 @@ fn the_table_is_well_formed_and_every_boundary_has_a_source() {
 }
 
 #[test]
-fn the_profile_runs_1_5_to_1_23_and_says_why_not_elsewhere() {
+fn the_profile_runs_1_5_to_1_10_and_says_why_not_elsewhere() {
     assert_eq!(
         profile_range(Profile::Transparent),
-        (m("1.5"), Some(m("1.23")))
+        (m("1.5"), Some(m("1.10")))
     );
-    for minor in 5..=23 {
+    for minor in 5..=10 {
         assert_eq!(
             refusal(Minor::new(1, minor), Profile::Transparent, true),
             None,
             "1.{minor}"
         );
+    }
+    // from 1.11 a pod on the transparent network gets no IP (PR #61940)
+    for minor in 11..=23 {
+        let e = refusal(Minor::new(1, minor), Profile::Transparent, true).unwrap();
+        assert!(e.contains("gets no pod IP") && e.contains("#61940"), "{e}");
+        assert!(e.contains("windows_profile: l2bridge"), "{e}");
+        assert!(e.contains("supports Kubernetes 1.5 to 1.10"), "{e}");
     }
     let e = refusal(m("1.4"), Profile::Transparent, true).unwrap();
     assert!(e.contains("Windows nodes arrived in Kubernetes 1.5"), "{e}");
@@ -128,7 +139,7 @@ fn the_profile_runs_1_5_to_1_23_and_says_why_not_elsewhere() {
         let e = refusal(m(v), Profile::Transparent, true).unwrap();
         assert!(e.contains("dockershim"), "{e}");
         assert!(!e.contains("userspace mode"), "{e}");
-        assert!(e.contains("supports Kubernetes 1.5 to 1.23"), "{e}");
+        assert!(e.contains("supports Kubernetes 1.5 to 1.10"), "{e}");
     }
     let e = refusal(m("1.26"), Profile::Transparent, true).unwrap();
     assert!(
@@ -154,6 +165,8 @@ fn command_lines_for_the_named_releases() {
             "--hostname-override=10.0.0.11",
             "--pod-infra-container-image=apprenda/pause",
             "--resolv-conf=",
+            "--cluster-dns=10.96.0.10",
+            "--cluster-domain=cluster.local",
             "--api-servers=https://10.0.0.10:6443",
             r"--log-dir=C:\k\logs",
             "--logtostderr=false",
@@ -316,7 +329,7 @@ fn windows_builds_and_pause_images_by_release() {
     assert_eq!(pause_builds("apprenda/pause:latest"), Some(&[14393][..]));
     assert_eq!(pause_builds("example/other"), None);
     // every release the profile runs has a build and a default pause image
-    for n in 5..=23 {
+    for n in 5..=10 {
         let mv = Minor::new(1, n);
         let b = fresh_build(mv, Profile::Transparent);
         assert_eq!(build_refusal(mv, Profile::Transparent, b), None, "1.{n}");
@@ -331,7 +344,10 @@ fn cell(m: Minor, build: u32) -> String {
         if why.contains("arrived in Kubernetes 1.5") {
             r.push("no Windows nodes before 1.5");
         }
-        if why.contains("dockershim") {
+        if why.contains("gets no pod IP") {
+            r.push("pods get no IP from 1.11 (PR #61940)");
+        }
+        if why.contains("was removed in\n1.24") || why.contains("was removed in 1.24") {
             r.push("dockershim removed in 1.24");
         }
         if why.contains("userspace mode") {

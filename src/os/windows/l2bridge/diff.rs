@@ -225,7 +225,7 @@ pub fn diff(
             }),
         });
     }
-    let cni: WinFile = l2::cni_file(node, &d.network, l2.service_cidr);
+    let cni: WinFile = l2::cni_file(node, &d.network, &l2.cni);
     let files: Vec<WinFile> = d
         .files
         .iter()

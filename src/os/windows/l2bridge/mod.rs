@@ -55,7 +55,17 @@ pub struct L2Desired {
     pub files: Vec<WinFile>,
     /// The files the profile needs, placed by kwinctl or not.
     pub required: Vec<String>,
+    /// What the CNI config says of the cluster's networks.
+    pub cni: CniCluster,
+}
+
+/// The cluster's side of a node's CNI config: the service network and the
+/// cluster DNS (`cluster.dns_service_ip`, `cluster.dns_domain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CniCluster {
     pub service_cidr: Ipv4Net,
+    pub dns_service_ip: Ipv4Addr,
+    pub dns_domain: String,
 }
 
 /// The files of containerd's Windows tarball kwinctl uses (`bin/…`, docs/research/containerd.md#d4).
@@ -124,7 +134,7 @@ impl L2Desired {
         containerd: Option<Archive>,
         cni_plugins: Option<Archive>,
         pause: &str,
-        service_cidr: Ipv4Net,
+        cni: CniCluster,
     ) -> L2Desired {
         let mut required = containerd_members();
         required.extend(cni_members());
@@ -137,7 +147,7 @@ impl L2Desired {
                 inline(CRICTL_CONFIG, crictl_config()),
             ],
             required,
-            service_cidr,
+            cni,
         }
     }
 }
@@ -148,7 +158,8 @@ impl L2Desired {
 /// (docs/research/microsoft-sdn.md#m1: kwinctl names the nodes' own addresses, /32 each, rather than a
 /// node subnet it does not know), SDNRoute for the service CIDR and the node's own address (docs/research/microsoft-sdn.md#m1, docs/research/kubernetes.md#g1,
 /// docs/research/cni-plugins.md#c5), DNS and port mappings from the runtime (docs/research/cni-plugins.md#c2).
-pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
+pub fn cni_config(node: &Node, network: &str, cluster: &CniCluster) -> String {
+    let service_cidr = cluster.service_cidr;
     let p = node.pod_cidr;
     let mut nodes: Vec<Ipv4Addr> = node.peers().map(|n| n.address).collect();
     nodes.push(node.address);
@@ -156,7 +167,6 @@ pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
     nodes.dedup();
     let mut exceptions = vec![node.cluster_cidr().to_string(), service_cidr.to_string()];
     exceptions.extend(nodes.iter().map(|a| format!("{a}/32")));
-    let dns = nth(service_cidr, 10);
     let v = serde_json::json!({
         "cniVersion": "0.3.1",
         "name": network,
@@ -170,7 +180,13 @@ pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
             "rangeEnd": Ipv4Addr::from(u32::from(p.broadcast()) - 1).to_string(),
             "dataDir": "C:/var/lib/cni/networks",
         },
-        "dns": { "Nameservers": [dns.to_string()], "Search": ["svc.cluster.local"] },
+        // The fallback: the runtime's DNS (the kubelet's --cluster-dns and
+        // search list, through the dns capability) wins over it
+        // (docs/research/pods.md, GetDNS).
+        "dns": {
+            "Nameservers": [cluster.dns_service_ip.to_string()],
+            "Search": [format!("svc.{}", cluster.dns_domain)],
+        },
         "loopbackDSR": true,
         "policies": [
             { "name": "EndpointPolicy", "value": { "Type": "OutBoundNAT", "Settings": {
@@ -185,8 +201,8 @@ pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
 }
 
 /// The CNI config as a file to place.
-pub fn cni_file(node: &Node, network: &str, service_cidr: Ipv4Net) -> WinFile {
-    inline(CNI_CONF, cni_config(node, network, service_cidr))
+pub fn cni_file(node: &Node, network: &str, cluster: &CniCluster) -> WinFile {
+    inline(CNI_CONF, cni_config(node, network, cluster))
 }
 
 #[cfg(test)]
@@ -222,13 +238,19 @@ mod tests {
             "10.244.0.0/16",
             &[("lin01", "192.168.1.10", "10.244.0.0/24")],
         );
-        let text = cni_config(&node, "cbr0", "10.96.0.0/12".parse().unwrap());
+        let cluster = CniCluster {
+            service_cidr: "10.96.0.0/12".parse().unwrap(),
+            dns_service_ip: "10.96.0.53".parse().unwrap(),
+            dns_domain: "corp.example".into(),
+        };
+        let text = cni_config(&node, "cbr0", &cluster);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["name"], "cbr0");
         assert_eq!(v["apiVersion"], 2);
         assert_eq!(v["ipam"]["rangeStart"], "10.244.3.3");
         assert_eq!(v["ipam"]["rangeEnd"], "10.244.3.254");
-        assert_eq!(v["dns"]["Nameservers"][0], "10.96.0.10");
+        assert_eq!(v["dns"]["Nameservers"], serde_json::json!(["10.96.0.53"]));
+        assert_eq!(v["dns"]["Search"], serde_json::json!(["svc.corp.example"]));
         assert_eq!(
             v["policies"][0]["value"]["Settings"]["Exceptions"],
             serde_json::json!([

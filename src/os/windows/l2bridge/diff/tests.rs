@@ -150,7 +150,7 @@ fn converged(d: &WindowsDesired) -> WindowsFacts {
             });
         }
     }
-    let cni = l2::cni_file(&n, &d.network, l2.service_cidr);
+    let cni = l2::cni_file(&n, &d.network, &l2.cni);
     for file in d.files.iter().chain(&l2.files).chain([&cni]) {
         f.files.push(FileFact {
             path: file.path.clone(),
