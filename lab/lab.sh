@@ -40,6 +40,11 @@
 #                                a login user besides root on HOST, with real
 #                                sudo: passwordless for /bin/sh, or asking for
 #                                a password
+#   lab.sh readdress DIR hJ ADDR
+#                                move Linux host hJ to ADDR (on the lab's
+#                                /24): the new address first, then the old
+#                                one goes; its sshd listens on ADDR only
+#                                (DIR/known_hosts and hosts.tsv follow)
 #   lab.sh sshd-port DIR HOST PORT [CA_KEY]
 #                                one more sshd in HOST on PORT with its own host
 #                                key, certified by CA_KEY (a host certificate)
@@ -968,6 +973,30 @@ cmd_hidden() { # DIR NAME VIA KIND
     *) die "kind is linux or windows" ;;
   esac
 }
+cmd_readdress() { # DIR hJ ADDR
+  local dir=$1 j ns hd old new=$3
+  load "$dir"
+  j=$(num_of "$2")
+  ns=$(ns_of "$j")
+  hd="$dir/hosts/h$j"
+  case "$new" in "198.18.$LAB_ID."[0-9]*) ;; *) die "$new is not on the lab's $SUBNET" ;; esac
+  old=$(awk '$1 == "ListenAddress" { print $2 }' "$hd/sshd_config")
+  [ "$old" != "$new" ] || die "$2 is at $new already"
+  if lab_tsv "$dir" | awk -v a="$new" '$2 == a { f = 1 } END { exit !f }'; then die "$new is taken"; fi
+  # the old address is the primary one: keep the new one when it goes
+  ip netns exec "$ns" sysctl -q -w net.ipv4.conf.eth0.promote_secondaries=1
+  ip -n "$ns" addr add "$new/24" dev eth0
+  ip -n "$ns" addr del "$old/24" dev eth0
+  stop_sshd "$dir" "$j"
+  sed -i "s/^ListenAddress .*/ListenAddress $new/" "$hd/sshd_config"
+  start_sshd "$dir" "$j"
+  wait_port "$new" 20 || die "sshd of $2 did not come back on $new"
+  awk -v o="$old" -v n="$new" '$1 == o { $1 = n } { print }' "$dir/known_hosts" > "$dir/known_hosts.new"
+  mv "$dir/known_hosts.new" "$dir/known_hosts"
+  awk -v h="h$j" -v n="$new" 'BEGIN { FS = OFS = "\t" } $1 == h { $2 = n } { print }' "$dir/hosts.tsv" > "$dir/hosts.tsv.new"
+  mv "$dir/hosts.tsv.new" "$dir/hosts.tsv"
+  echo "lab.sh: h$j moved from $old to $new"
+}
 cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
   local dir=$1 host=$2 port=$3 ca=${4:-} ns ip hd
   load "$dir"
@@ -994,6 +1023,7 @@ cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
 
 case "${1:-}" in
   hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
+  readdress) [ $# -eq 4 ] || die "usage: lab.sh readdress DIR hJ ADDR"; cmd_readdress "$2" "$3" "$4" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
     [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
