@@ -29,7 +29,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Offline: validate the inventory and print the pod CIDR plan. Contacts nothing.
-    Check(Common),
+    Check {
+        #[command(flatten)]
+        common: Common,
+        /// Also fail (exit 2) on what only `plan`/`up` need: an unset WinRM
+        /// password variable, an unreadable password or key file (without
+        /// it they are warnings).
+        #[arg(long)]
+        strict: bool,
+    },
     /// Offline: print the script each host would get on a fresh machine.
     Render {
         #[command(flatten)]
@@ -190,7 +198,7 @@ fn main() -> ExitCode {
         }
     };
     let (name, json) = match &cli.command {
-        Command::Check(c) => ("check", c.output == Format::Json),
+        Command::Check { common: c, .. } => ("check", c.output == Format::Json),
         Command::Render { common, .. } => ("render", common.output == Format::Json),
         Command::Plan { common: c, .. } => (Mode::Plan.name(), c.output == Format::Json),
         Command::Up(c) => (Mode::Up.name(), c.output == Format::Json),
@@ -210,7 +218,7 @@ fn main() -> ExitCode {
         };
     }
     let result = match cli.command {
-        Command::Check(c) => cmd::check(&c),
+        Command::Check { common, strict } => cmd::check(&common, strict),
         Command::Render { common, host } => cmd::render(&common, host.as_deref()),
         Command::Plan {
             common,

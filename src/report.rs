@@ -204,18 +204,17 @@ impl Reporter {
         }
         let mut text = paint_tags(&safe_text(&details), style);
         // the table is kwinctl's own text (made safe cell by cell), coloured
-        text.push_str(&summary_table(reports, style));
+        text.push_str(&summary_table(self.mode, reports, style));
         text.push('\n');
         let failed: Vec<&str> = reports
             .iter()
             .filter(|r| r.status == HostStatus::Failed)
             .map(|r| r.host.as_str())
             .collect();
-        let changed: usize = reports.iter().map(|r| r.count(ActionStatus::Changed)).sum();
         let mut tail = format!(
-            "{} hosts, {} changed, {} failed in {:.1}s",
-            reports.len(),
-            changed,
+            "{}, {}, {} failed in {:.1}s",
+            plural(reports.len(), "host"),
+            changes_line(self.mode, reports),
             failed.len(),
             self.start.elapsed().as_secs_f64()
         );
@@ -239,6 +238,42 @@ impl Reporter {
         }
         text.push_str(&safe_text(&tail));
         let _ = writeln!(std::io::stdout().lock(), "{text}");
+    }
+}
+
+/// `1 host`, `2 hosts`.
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// How many changes the run made, or (`plan`) would make, and on how many
+/// hosts.
+fn changes_line(mode: Mode, reports: &[HostReport]) -> String {
+    let status = if mode.previews() {
+        ActionStatus::Planned
+    } else {
+        ActionStatus::Changed
+    };
+    let n: usize = reports.iter().map(|r| r.count(status)).sum();
+    let on = reports.iter().filter(|r| r.count(status) > 0).count();
+    let on = if n > 0 {
+        format!(" on {}", plural(on, "host"))
+    } else {
+        String::new()
+    };
+    if mode.previews() {
+        format!("would change {n}{on}")
+    } else {
+        format!("{n} changed{on}")
+    }
+}
+
+/// A report's block, or `pending` while it is not decided.
+fn pod_cidr_text(r: &HostReport) -> String {
+    if r.pod_cidr_pending {
+        "pending".into()
+    } else {
+        r.pod_cidr.to_string()
     }
 }
 
@@ -307,7 +342,12 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         .collect();
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
     if mode.previews() {
-        s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
+        s.push_str(&format!(
+            "{} ({}, {}):\n",
+            r.host,
+            r.address,
+            pod_cidr_text(r)
+        ));
         if let Some(route) = &r.route {
             s.push_str(&format!("  connection: {route}\n"));
         }
@@ -366,15 +406,21 @@ fn status_color(s: HostStatus) -> Option<Color> {
     }
 }
 
-/// The summary table, laid out for `style` (see [`Grid`]).
-pub fn summary_table(reports: &[HostReport], style: Style) -> String {
+/// The summary table, laid out for `style` (see [`Grid`]); `plan` counts
+/// what it would change (TO DO), the others what they changed.
+pub fn summary_table(mode: Mode, reports: &[HostReport], style: Style) -> String {
+    let (changes, status) = if mode.previews() {
+        (Column::new("TO DO"), ActionStatus::Planned)
+    } else {
+        (Column::new("CHANGED").short("CHG"), ActionStatus::Changed)
+    };
     let mut g = Grid::new(&[
         Column::new("HOST"),
         Column::new("OS").optional(),
         Column::new("ADDRESS"),
         Column::new("POD CIDR"),
         Column::new("STATUS"),
-        Column::new("CHANGED").short("CHG"),
+        changes,
         Column::new("UNCHANGED").optional(),
         Column::new("FAILED").short("FAIL"),
         Column::new("CHECKS"),
@@ -395,9 +441,9 @@ pub fn summary_table(reports: &[HostReport], style: Style) -> String {
             plain(safe_text(&r.host)),
             plain(r.os.to_string()),
             plain(r.address.to_string()),
-            plain(r.pod_cidr.to_string()),
+            plain(pod_cidr_text(r)),
             (r.status.to_string(), status_color(r.status)),
-            plain(r.count(ActionStatus::Changed).to_string()),
+            plain(r.count(status).to_string()),
             plain(r.count(ActionStatus::Ok).to_string()),
             plain(r.count(ActionStatus::Failed).to_string()),
             plain(checks),
@@ -443,6 +489,7 @@ mod tests {
         let rs = reports();
         for width in [80u16, 60] {
             let t = summary_table(
+                Mode::Up,
                 &rs,
                 Style {
                     color: false,
@@ -465,16 +512,53 @@ mod tests {
                 }
             }
         }
-        let wide = summary_table(&rs, Style::plain());
+        let wide = summary_table(Mode::Up, &rs, Style::plain());
         for h in ["OS", "UNCHANGED", "TIME", "windows", "12.3s"] {
             assert!(wide.contains(h), "{h}\n{wide}");
         }
+    }
+
+    /// `plan` counts what it would change, and a block not yet decided
+    /// shows as pending (not as the start of the cluster CIDR).
+    #[test]
+    fn plan_counts_what_it_would_change_and_undecided_blocks_are_pending() {
+        let mut rs = reports();
+        for (r, n) in rs.iter_mut().zip([3, 0, 2, 0]) {
+            for k in 0..n {
+                r.actions.push(ActionReport {
+                    key: format!("a{k}"),
+                    action: format!("add route {k}"),
+                    status: ActionStatus::Planned,
+                    stderr: String::new(),
+                });
+            }
+        }
+        rs[3].pod_cidr_pending = true;
+        assert_eq!(changes_line(Mode::Plan, &rs), "would change 5 on 2 hosts");
+        assert_eq!(changes_line(Mode::Up, &rs), "0 changed");
+        rs[1].actions.push(ActionReport {
+            key: "x".into(),
+            action: "x".into(),
+            status: ActionStatus::Changed,
+            stderr: String::new(),
+        });
+        assert_eq!(changes_line(Mode::Up, &rs), "1 changed on 1 host");
+        let t = summary_table(Mode::Plan, &rs, Style::plain());
+        assert!(t.contains("TO DO"), "{t}");
+        let line = |h: &str| t.lines().find(|l| l.contains(h)).unwrap().to_string();
+        assert!(line("worker-00").contains(" 3 "), "{t}");
+        assert!(line("worker-03").contains("pending"), "{t}");
+        assert!(!line("worker-03").contains("198.19.203.0/24"), "{t}");
+        assert!(
+            host_details(Mode::Plan, &rs[3]).starts_with("worker-03 (198.18.100.103, pending):")
+        );
     }
 
     #[test]
     fn status_words_are_coloured_only_when_asked() {
         let rs = reports();
         let coloured = summary_table(
+            Mode::Up,
             &rs,
             Style {
                 color: true,
@@ -482,7 +566,7 @@ mod tests {
             },
         );
         assert!(coloured.contains("\x1b[38;5;1m failed"), "{coloured:?}");
-        assert!(!summary_table(&rs, Style::plain()).contains('\x1b'));
+        assert!(!summary_table(Mode::Up, &rs, Style::plain()).contains('\x1b'));
         let details = "h (1.2.3.4):\n  FAILED add route\n      |   FAILED from the host\n";
         let on = Style {
             color: true,

@@ -205,12 +205,40 @@ fn unset_winrm_password_variable_is_bad_input() {
     let err = bad(&inv_text, &["verify"]);
     assert!(err.contains("KWINCTL_TEST_UNSET_PW is not set"), "{err}");
     assert!(err.contains("bad.yaml:16:5"), "{err}");
-    // check is offline and does not need it
+    // check is offline: it passes, but warns with the position, and
+    // --strict fails on it
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("ok.yaml");
     write(&inv, &inv_text);
     let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: ")
+            && err.contains(
+                "ok.yaml:16:5: host w: the WinRM password variable KWINCTL_TEST_UNSET_PW is not set"
+            )
+            && err.contains("fix: export KWINCTL_TEST_UNSET_PW=..."),
+        "{err}"
+    );
+    let o = kwinctl(&["check", "--strict", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("KWINCTL_TEST_UNSET_PW is not set"),
+        "{}",
+        common::text(&o)
+    );
+    // set, it is neither
+    let o = common::kwinctl_env(
+        &["check", "--strict", "-i", inv.to_str().unwrap()],
+        &[("KWINCTL_TEST_UNSET_PW", "x")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("warning"),
+        "{}",
+        common::text(&o)
+    );
 }
 
 #[test]

@@ -60,6 +60,11 @@ fn a_node_moved_to_a_new_address_keeps_its_block_and_every_peer_follows() {
         "{all}"
     );
     assert!(!all.contains("disputed"), "{all}");
+    // the summary counts what plan would change, not "0 changed"
+    assert!(
+        all.contains("would change ") && !all.contains(" 0 changed"),
+        "{all}"
+    );
     assert!(
         all.contains(&format!(
             "replace route {h2_block} via {old} with via {new}"
