@@ -28,6 +28,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a commented inventory to start from (l2bridge, containerd, the
+    /// newest Kubernetes release kwinctl knows, Windows Server 2022), from
+    /// flags or by questions on a terminal.
+    Init(cmd::init::InitArgs),
     /// Offline: validate the inventory and print the pod CIDR plan. Contacts nothing.
     Check {
         #[command(flatten)]
@@ -218,6 +222,7 @@ fn main() -> ExitCode {
         };
     }
     let result = match cli.command {
+        Command::Init(a) => cmd::init(&a),
         Command::Check { common, strict } => cmd::check(&common, strict),
         Command::Render { common, host } => cmd::render(&common, host.as_deref()),
         Command::Plan {

@@ -2,6 +2,7 @@
 //! line and turns the outcome into an exit code.
 
 mod check;
+pub mod init;
 mod remote;
 mod render;
 mod reset;
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 pub use check::check;
+pub use init::init;
 pub use remote::remote;
 pub use render::render;
 pub use reset::reset;

@@ -9,6 +9,7 @@ mod bastion;
 mod groups;
 pub mod kubeconfig;
 mod linux;
+mod placeholder;
 mod raw;
 mod same;
 mod validate;
@@ -341,6 +342,12 @@ impl Inventory {
                 hint: yaml_hint(&e.to_string()),
             }])
         })?;
+        // placeholders first: until they are filled in, what else is wrong
+        // may only be their consequence
+        let unfilled = placeholder::problems(text);
+        if !unfilled.is_empty() {
+            return Err(err(unfilled));
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         let mut v = Validator {
             base: base.to_path_buf(),
