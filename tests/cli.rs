@@ -5,7 +5,10 @@ mod common;
 
 use common::{kwinctl, text, write};
 
-const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/seed-1.5-transparent.yaml"
+);
 
 #[test]
 fn check_prints_the_seed_plan() {
@@ -13,7 +16,7 @@ fn check_prints_the_seed_plan() {
     let inv = dir.path().join("example.yaml");
     std::fs::copy(EXAMPLE, &inv).unwrap();
     std::fs::copy(
-        EXAMPLE.replace("example.yaml", "example.kubeconfig"),
+        EXAMPLE.replace("seed-1.5-transparent.yaml", "example.kubeconfig"),
         dir.path().join("example.kubeconfig"),
     )
     .unwrap();
@@ -300,7 +303,7 @@ fn an_upload_over_the_inline_limit_is_refused_with_advice() {
     let inv = dir.path().join("inv.yaml");
     let yaml = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/inventories/example.yaml"
+        "/inventories/seed-1.5-transparent.yaml"
     ))
     .unwrap()
     .replace(
