@@ -45,6 +45,9 @@ pub struct Reporter {
     bar: Option<ProgressBar>,
     verbose: bool,
     done: Mutex<usize>,
+    /// Each failure's words, by the first host that failed so: a host
+    /// failing the same way says so instead of repeating them.
+    errors: Mutex<std::collections::BTreeMap<String, String>>,
     total: usize,
     start: Instant,
 }
@@ -80,6 +83,7 @@ impl Reporter {
             bar,
             verbose,
             done: Mutex::new(0),
+            errors: Mutex::new(Default::default()),
             total,
             start: Instant::now(),
         };
@@ -135,12 +139,21 @@ impl Reporter {
             *d
         };
         self.json(Event::Host { report: r });
-        let line = format!(
-            "[{n}/{}] {}: {}",
-            self.total,
-            r.host,
-            one_line_status(self.mode, r)
-        );
+        let status = match &r.error {
+            Some(e) => {
+                let words = e.to_string();
+                let mut seen = self.errors.lock().unwrap();
+                match seen.get(&words) {
+                    Some(first) => format!("FAILED: the same as {first}"),
+                    None => {
+                        seen.insert(words, r.host.clone());
+                        one_line_status(self.mode, r)
+                    }
+                }
+            }
+            None => one_line_status(self.mode, r),
+        };
+        let line = format!("[{n}/{}] {}: {status}", self.total, r.host);
         match &self.bar {
             Some(b) => {
                 b.inc(1);
@@ -198,10 +211,12 @@ impl Reporter {
             return;
         }
         let style = Style::stdout();
+        let shared = Shared::of(reports);
         let mut details = String::new();
         for r in reports {
-            details.push_str(&host_details(self.mode, r));
+            details.push_str(&host_details(self.mode, r, &shared));
         }
+        details.push_str(&shared.text());
         let mut text = paint_tags(&safe_text(&details), style);
         // the table is kwinctl's own text (made safe cell by cell), coloured
         text.push_str(&summary_table(self.mode, reports, style));
@@ -333,7 +348,59 @@ fn one_line_status(mode: Mode, r: &HostReport) -> String {
     }
 }
 
-fn host_details(mode: Mode, r: &HostReport) -> String {
+/// Notes and errors that more than one host has: printed once, after the
+/// hosts' details, with the hosts they concern.
+#[derive(Default)]
+struct Shared {
+    notes: Vec<(String, Vec<String>)>,
+    errors: Vec<(String, Vec<String>)>,
+}
+
+impl Shared {
+    fn of(reports: &[HostReport]) -> Shared {
+        fn group(items: impl Iterator<Item = (String, String)>) -> Vec<(String, Vec<String>)> {
+            let mut by: Vec<(String, Vec<String>)> = Vec::new();
+            for (text, host) in items {
+                match by.iter_mut().find(|(t, _)| *t == text) {
+                    Some((_, hosts)) => hosts.push(host),
+                    None => by.push((text, vec![host])),
+                }
+            }
+            by.retain(|(_, hosts)| hosts.len() > 1);
+            by
+        }
+        Shared {
+            notes: group(
+                reports
+                    .iter()
+                    .flat_map(|r| r.notes.iter().map(|n| (n.clone(), r.host.clone()))),
+            ),
+            errors: group(
+                reports
+                    .iter()
+                    .filter_map(|r| r.error.as_ref().map(|e| (e.to_string(), r.host.clone()))),
+            ),
+        }
+    }
+    fn note(&self, n: &str) -> bool {
+        self.notes.iter().any(|(t, _)| t == n)
+    }
+    fn error(&self, e: &str) -> bool {
+        self.errors.iter().any(|(t, _)| t == e)
+    }
+    fn text(&self) -> String {
+        let mut s = String::new();
+        for (e, hosts) in &self.errors {
+            s.push_str(&format!("{}:\n  ERROR: {e}\n", hosts.join(", ")));
+        }
+        for (n, hosts) in &self.notes {
+            s.push_str(&format!("{}:\n  note: {n}\n", hosts.join(", ")));
+        }
+        s
+    }
+}
+
+fn host_details(mode: Mode, r: &HostReport, shared: &Shared) -> String {
     let mut s = String::new();
     let interesting: Vec<&ActionReport> = r
         .actions
@@ -352,7 +419,7 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
             s.push_str(&format!("  connection: {route}\n"));
         }
         if let Some(e) = &r.error {
-            s.push_str(&format!("  ERROR: {e}\n"));
+            s.push_str(&error_line(e, shared));
         } else if interesting.is_empty() {
             s.push_str("  nothing to do\n");
         }
@@ -383,16 +450,25 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
             }
         }
         if let Some(e) = &r.error {
-            s.push_str(&format!("  ERROR: {e}\n"));
+            s.push_str(&error_line(e, shared));
         }
         for c in failed_checks {
             s.push_str(&format!("  FAIL {}: {}\n", c.name, c.detail));
         }
     }
-    for n in &r.notes {
+    for n in r.notes.iter().filter(|n| !shared.note(n)) {
         s.push_str(&format!("  note: {n}\n"));
     }
     s
+}
+
+fn error_line(e: &crate::outcome::HostError, shared: &Shared) -> String {
+    let words = e.to_string();
+    if shared.error(&words) {
+        "  ERROR: (shared with other hosts: below)\n".into()
+    } else {
+        format!("  ERROR: {words}\n")
+    }
 }
 
 /// The status word's colour on a terminal.
@@ -550,8 +626,45 @@ mod tests {
         assert!(line("worker-03").contains("pending"), "{t}");
         assert!(!line("worker-03").contains("198.19.203.0/24"), "{t}");
         assert!(
-            host_details(Mode::Plan, &rs[3]).starts_with("worker-03 (198.18.100.103, pending):")
+            host_details(Mode::Plan, &rs[3], &Shared::default())
+                .starts_with("worker-03 (198.18.100.103, pending):")
         );
+    }
+
+    /// A note or an error several hosts share is printed once, naming
+    /// them; what one host has stays with it.
+    #[test]
+    fn shared_notes_and_errors_are_printed_once_with_their_hosts() {
+        let mut rs = reports();
+        for r in &mut rs {
+            r.notes.push("one identity for every node".into());
+        }
+        rs[0].notes.push("only mine".into());
+        let lock = crate::outcome::HostError::Refused("the cluster lock is held by x".into());
+        rs[2].error = Some(lock.clone());
+        rs[3].error = Some(lock);
+        let shared = Shared::of(&rs);
+        let mut all = String::new();
+        for r in &rs {
+            all.push_str(&host_details(Mode::Plan, r, &shared));
+        }
+        all.push_str(&shared.text());
+        assert_eq!(
+            all.matches("one identity for every node").count(),
+            1,
+            "{all}"
+        );
+        assert!(
+            all.contains("worker-00, worker-01, worker-02, worker-03:\n  note: one identity"),
+            "{all}"
+        );
+        assert_eq!(
+            all.matches("the cluster lock is held by x").count(),
+            1,
+            "{all}"
+        );
+        assert!(all.contains("worker-02, worker-03:\n  ERROR: "), "{all}");
+        assert!(all.contains("  note: only mine"), "{all}");
     }
 
     #[test]
