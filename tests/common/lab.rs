@@ -114,11 +114,23 @@ impl Lab {
     /// or "Installed"; None: winsim's default, Available). Passed to
     /// lab.sh as KWINCTL_LAB_WIN_BUILDS and KWINCTL_LAB_CONTAINERS.
     pub fn up_windows_builds(linux: usize, builds: &[&str], containers: Option<&str>) -> Lab {
+        Lab::up_windows_builds_env(linux, builds, containers, &[])
+    }
+
+    /// As [`Lab::up_windows_builds`], with more of lab.sh's environment
+    /// (e.g. KWINCTL_LAB_K8S, KWINCTL_LAB_CONTAINERD).
+    pub fn up_windows_builds_env(
+        linux: usize,
+        builds: &[&str],
+        containers: Option<&str>,
+        more: &[(&str, &str)],
+    ) -> Lab {
         let b = builds.join(",");
         let mut env = vec![("KWINCTL_LAB_WIN_BUILDS", b.as_str())];
         if let Some(c) = containers {
             env.push(("KWINCTL_LAB_CONTAINERS", c));
         }
+        env.extend_from_slice(more);
         Lab::up_env(linux, builds.len(), 0, &env)
     }
 
