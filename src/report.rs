@@ -256,6 +256,9 @@ impl Reporter {
     }
 }
 
+mod shared;
+use shared::{Shared, error_line};
+
 /// `1 host`, `2 hosts`.
 pub fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
@@ -348,58 +351,6 @@ fn one_line_status(mode: Mode, r: &HostReport) -> String {
     }
 }
 
-/// Notes and errors that more than one host has: printed once, after the
-/// hosts' details, with the hosts they concern.
-#[derive(Default)]
-struct Shared {
-    notes: Vec<(String, Vec<String>)>,
-    errors: Vec<(String, Vec<String>)>,
-}
-
-impl Shared {
-    fn of(reports: &[HostReport]) -> Shared {
-        fn group(items: impl Iterator<Item = (String, String)>) -> Vec<(String, Vec<String>)> {
-            let mut by: Vec<(String, Vec<String>)> = Vec::new();
-            for (text, host) in items {
-                match by.iter_mut().find(|(t, _)| *t == text) {
-                    Some((_, hosts)) => hosts.push(host),
-                    None => by.push((text, vec![host])),
-                }
-            }
-            by.retain(|(_, hosts)| hosts.len() > 1);
-            by
-        }
-        Shared {
-            notes: group(
-                reports
-                    .iter()
-                    .flat_map(|r| r.notes.iter().map(|n| (n.clone(), r.host.clone()))),
-            ),
-            errors: group(
-                reports
-                    .iter()
-                    .filter_map(|r| r.error.as_ref().map(|e| (e.to_string(), r.host.clone()))),
-            ),
-        }
-    }
-    fn note(&self, n: &str) -> bool {
-        self.notes.iter().any(|(t, _)| t == n)
-    }
-    fn error(&self, e: &str) -> bool {
-        self.errors.iter().any(|(t, _)| t == e)
-    }
-    fn text(&self) -> String {
-        let mut s = String::new();
-        for (e, hosts) in &self.errors {
-            s.push_str(&format!("{}:\n  ERROR: {e}\n", hosts.join(", ")));
-        }
-        for (n, hosts) in &self.notes {
-            s.push_str(&format!("{}:\n  note: {n}\n", hosts.join(", ")));
-        }
-        s
-    }
-}
-
 fn host_details(mode: Mode, r: &HostReport, shared: &Shared) -> String {
     let mut s = String::new();
     let interesting: Vec<&ActionReport> = r
@@ -460,15 +411,6 @@ fn host_details(mode: Mode, r: &HostReport, shared: &Shared) -> String {
         s.push_str(&format!("  note: {n}\n"));
     }
     s
-}
-
-fn error_line(e: &crate::outcome::HostError, shared: &Shared) -> String {
-    let words = e.to_string();
-    if shared.error(&words) {
-        "  ERROR: (shared with other hosts: below)\n".into()
-    } else {
-        format!("  ERROR: {words}\n")
-    }
 }
 
 /// The status word's colour on a terminal.
