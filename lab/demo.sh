@@ -2,7 +2,7 @@
 # A newcomer's first run: installs what is needed, builds kwinctl, creates a
 # local lab of N Linux hosts (network namespaces, one sshd each, addresses in
 # 198.18.0.0/15) and runs check, up, up again, verify against it.
-# Usage (as root): lab/demo.sh [N] [M]   (N Linux hosts, default 4; M simulated Windows hosts, default 2; the lab folder is $KWINCTL_DEMO_DIR or /tmp/kwinctl-demo)
+# Usage (as root): lab/demo.sh [N] [M]   (N Linux hosts, default 4; M simulated Windows hosts, default 2; the lab folder is $KWINCTL_DEMO_DIR, or a new private one under /tmp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -11,7 +11,17 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 N=${1:-4}
 W=${2:-2}
-DIR=${KWINCTL_DEMO_DIR:-/tmp/kwinctl-demo}
+# A folder of this run's own unless one is given: a machine shared by
+# several people runs several demos.
+if [ -n "${KWINCTL_DEMO_DIR:-}" ]; then
+  DIR=$KWINCTL_DEMO_DIR
+  if [ -e "$DIR/lab.env" ]; then
+    echo "$DIR already holds a lab (maybe someone else's): tear it down with lab/lab.sh down $DIR, or leave KWINCTL_DEMO_DIR unset for a folder of this run's own" >&2
+    exit 2
+  fi
+else
+  DIR=$(mktemp -d /tmp/kwinctl-demo.XXXXXX)
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   for d in "${SUDO_USER:+$(getent passwd "$SUDO_USER" | cut -d: -f6)/.cargo/bin}" /root/.cargo/bin; do
     [ -n "$d" ] && [ -x "$d/cargo" ] && PATH="$d:$PATH" && break
@@ -23,10 +33,6 @@ scripts/setup.sh
 echo "== building kwinctl (release)"
 cargo build --release --ignore-rust-version --locked
 K=$PWD/target/release/kwinctl
-if [ -e "$DIR/lab.env" ]; then
-  echo "== removing the previous demo lab in $DIR"
-  lab/lab.sh down "$DIR"
-fi
 echo "== creating a lab of $N Linux and $W simulated Windows hosts in $DIR"
 # Owned by pid 1: `lab.sh gc` leaves the demo lab alone.
 KWINCTL_LAB_OWNER=1 lab/lab.sh up "$DIR" --linux "$N" --windows "$W"

@@ -35,7 +35,10 @@
 #                                "kubelet's pods" below); kpod-del DIR HOST NS NAME
 #   lab.sh kubectl DIR HOST --dns-ip IP --domain D
 #                                lab/kubectl-standin as HOST's kubectl
-#   lab.sh gc                    remove labs whose owner process is gone
+#   lab.sh gc                    remove labs whose owner process is gone: its
+#                                pid is dead, or now another process (its
+#                                start time, recorded beside it, differs);
+#                                a lab whose owner lives is never removed
 #   lab.sh hidden DIR NAME VIA linux|windows
 #                                a host reachable only through VIA (a lab host
 #                                or another hidden host): its own veth pair
@@ -45,6 +48,11 @@
 #                                a login user besides root on HOST, with real
 #                                sudo: passwordless for /bin/sh, or asking for
 #                                a password
+#   lab.sh readdress DIR hJ ADDR
+#                                move Linux host hJ to ADDR (on the lab's
+#                                /24): the new address first, then the old
+#                                one goes; its sshd listens on ADDR only
+#                                (DIR/known_hosts and hosts.tsv follow)
 #   lab.sh sshd-port DIR HOST PORT [CA_KEY]
 #                                one more sshd in HOST on PORT with its own host
 #                                key, certified by CA_KEY (a host certificate)
@@ -71,6 +79,27 @@ GUARD_PROTO=197       # marks the guard route as the lab's
 SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 
 die() { echo "lab.sh: $*" >&2; exit 1; }
+# A process's start time (clock ticks since boot, /proc/PID/stat field 22):
+# with its pid, it names one process, even after the pid is reused.
+start_time() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  # the command name (field 2) may hold spaces: count from after its ")"
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "${20}"
+}
+# Whether the process that owns lab record D still lives: its pid runs and
+# is the same process (same start time; a record without one is kept while
+# its pid runs).
+owner_lives() {
+  local d=$1 owner want
+  owner=$(cat "$d/pid" 2>/dev/null || echo 0)
+  [ "$owner" -gt 0 ] 2>/dev/null && kill -0 "$owner" 2>/dev/null || return 1
+  want=$(cat "$d/start" 2>/dev/null || true)
+  [ -z "$want" ] || [ "$(start_time "$owner")" = "$want" ]
+}
 # Labs share the registry, the ARP table size and the guard route: changes to
 # them (and the check whether any lab is left) happen under this lock.
 LOCKED=0
@@ -598,7 +627,9 @@ cmd_up() {
   done
   [ -n "$id" ] || die "no free lab id in $REG"
   echo "$dir" > "$REG/$id/dir"
-  echo "${KWINCTL_LAB_OWNER:-$PPID}" > "$REG/$id/pid"
+  owner=${KWINCTL_LAB_OWNER:-$PPID}
+  echo "$owner" > "$REG/$id/pid"
+  start_time "$owner" > "$REG/$id/start"
   LAB_ID=$id BRIDGE="kwl$id" SUBNET="198.18.$id.0/24" N=$n M=$m S=$s
   printf 'LAB_ID=%s\nBRIDGE=%s\nSUBNET=%s\nN=%s\nM=%s\nS=%s\n' "$LAB_ID" "$BRIDGE" "$SUBNET" "$N" "$M" "$S" > "$dir/lab.env"
   # Any failure from here on (a `die` too) takes down what was made.
@@ -712,6 +743,7 @@ cmd_up() {
   fi
   sd_up "$dir" "$s"
   trap - EXIT
+  echo "lab.sh: lab $id is up in $dir: $n Linux, $m Windows, $s systemd hosts on 198.18.$id.0/24; inventory $dir/inventory.yaml"
 }
 
 # ------------------------------------------------------------------ down
@@ -766,13 +798,12 @@ restore_if_idle() {
 }
 
 cmd_gc() {
-  local d owner dir
+  local d dir
   [ -d "$REG" ] || return 0
   for d in "$REG"/*/; do
     [ -d "$d" ] || continue
-    owner=$(cat "$d/pid" 2>/dev/null || echo 0)
     dir=$(cat "$d/dir" 2>/dev/null || echo "")
-    if [ "$owner" -gt 0 ] && kill -0 "$owner" 2>/dev/null; then continue; fi
+    if owner_lives "$d"; then continue; fi
     echo "lab.sh gc: removing lab $(basename "$d") ($dir)" >&2
     if [ -n "$dir" ] && [ -f "$dir/lab.env" ]; then
       cmd_down "$dir"
@@ -810,14 +841,23 @@ cmd_reboot() {
   esac
   j=$(num_of "$2")
   ns=$(ns_of "$j")
+  local ip routes n=0
+  ip=$(awk '$1 == "ListenAddress" { print $2 }' "$dir/hosts/h$j/sshd_config")
   stop_sshd "$dir" "$j"
-  ip -n "$ns" -4 route show table main | grep -v 'proto kernel' | while read -r r; do
+  # whatever happens from here on, the host gets its sshd back
+  trap 'start_sshd "$dir" "$j" || true; echo "lab.sh: reboot of h$j failed; its sshd was restarted" >&2' EXIT
+  routes=$(ip -n "$ns" -4 route show table main | { grep -v 'proto kernel' || true; })
+  while read -r r; do
+    [ -n "$r" ] || continue
     # shellcheck disable=SC2086
     ip -n "$ns" route del $r 2>/dev/null || true
-  done
+    n=$((n + 1))
+  done <<< "$routes"
   ip netns exec "$ns" sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'
+  trap - EXIT
   start_sshd "$dir" "$j"
-  wait_port "$(host_ip "$j")" 20 || die "sshd of $2 did not come back"
+  wait_port "$ip" 20 || die "sshd of $2 did not come back on $ip"
+  echo "lab.sh: $2 rebooted: $n routes dropped, forwarding off, sshd back on $ip"
 }
 
 cmd_pod() { # DIR winJ ADDR/PREFIX GATEWAY
@@ -974,6 +1014,30 @@ cmd_hidden() { # DIR NAME VIA KIND
       ;;
     *) die "kind is linux or windows" ;;
   esac
+}
+cmd_readdress() { # DIR hJ ADDR
+  local dir=$1 j ns hd old new=$3
+  load "$dir"
+  j=$(num_of "$2")
+  ns=$(ns_of "$j")
+  hd="$dir/hosts/h$j"
+  case "$new" in "198.18.$LAB_ID."[0-9]*) ;; *) die "$new is not on the lab's $SUBNET" ;; esac
+  old=$(awk '$1 == "ListenAddress" { print $2 }' "$hd/sshd_config")
+  [ "$old" != "$new" ] || die "$2 is at $new already"
+  if lab_tsv "$dir" | awk -v a="$new" '$2 == a { f = 1 } END { exit !f }'; then die "$new is taken"; fi
+  # the old address is the primary one: keep the new one when it goes
+  ip netns exec "$ns" sysctl -q -w net.ipv4.conf.eth0.promote_secondaries=1
+  ip -n "$ns" addr add "$new/24" dev eth0
+  ip -n "$ns" addr del "$old/24" dev eth0
+  stop_sshd "$dir" "$j"
+  sed -i "s/^ListenAddress .*/ListenAddress $new/" "$hd/sshd_config"
+  start_sshd "$dir" "$j"
+  wait_port "$new" 20 || die "sshd of $2 did not come back on $new"
+  awk -v o="$old" -v n="$new" '$1 == o { $1 = n } { print }' "$dir/known_hosts" > "$dir/known_hosts.new"
+  mv "$dir/known_hosts.new" "$dir/known_hosts"
+  awk -v h="h$j" -v n="$new" 'BEGIN { FS = OFS = "\t" } $1 == h { $2 = n } { print }' "$dir/hosts.tsv" > "$dir/hosts.tsv.new"
+  mv "$dir/hosts.tsv.new" "$dir/hosts.tsv"
+  echo "lab.sh: h$j moved from $old to $new"
 }
 cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
   local dir=$1 host=$2 port=$3 ca=${4:-} ns ip hd
@@ -1209,8 +1273,15 @@ json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3],
     "$bin/.kubectl-standin.json"
 }
 
+# A lab folder given as a relative path is made absolute once, here: sshd
+# re-executes itself and must find its config by an absolute path.
+case "${1:-}" in
+  down | reboot | rekey | pod | user | stop-sshd | start-sshd | exec | hidden | sshd-port | readdress | kpod | kpod-del | kubectl)
+    if [ $# -ge 2 ] && [ -d "$2" ]; then set -- "$1" "$(cd "$2" && pwd)" "${@:3}"; fi ;;
+esac
 case "${1:-}" in
   hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
+  readdress) [ $# -eq 4 ] || die "usage: lab.sh readdress DIR hJ ADDR"; cmd_readdress "$2" "$3" "$4" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
     [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
@@ -1241,7 +1312,8 @@ case "${1:-}" in
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)
     [ $# -eq 3 ] || die "usage: lab.sh start-sshd DIR HOST"
-    load "$2"; j=$(num_of "$3"); start_sshd "$2" "$j"; wait_port "$(host_ip "$j")" 20 || die "sshd did not start" ;;
+    load "$2"; j=$(num_of "$3"); start_sshd "$2" "$j"
+    wait_port "$(awk '$1 == "ListenAddress" { print $2 }' "$2/hosts/h$j/sshd_config")" 20 || die "sshd did not start" ;;
   exec)
     case "${3:-}" in win[0-9]*)
       load "$2"; j=${3#win}; shift 3
@@ -1258,5 +1330,7 @@ case "${1:-}" in
     fi
     exec ip netns exec "$(ns_of "$j")" "$@" ;;
   gc) cmd_gc ;;
+  # whether `gc` would keep DIR's lab for its owner (exit 0) or not (1)
+  _owner-lives) load "$2"; owner_lives "$REG/$LAB_ID" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
 esac

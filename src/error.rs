@@ -44,12 +44,20 @@ impl Exit {
 }
 
 /// The exit codes, for `--help`.
-pub const EXIT_CODES: &str = "Exit codes: 0 all good; 1 a host failed, verify found a problem, \
+pub const EXIT_CODES: &str = crate::exit_codes!();
+
+/// [`EXIT_CODES`] as a literal, for `concat!`.
+#[macro_export]
+macro_rules! exit_codes {
+    () => {
+        "Exit codes: 0 all good; 1 a host failed, verify found a problem, \
 or reset's question was declined; \
 2 bad input (command line, inventory, state file), nothing contacted; \
 3 another kwinctl run holds the lock, nothing contacted; \
 4 kwinctl could not do its own work on this machine (state file, runtime); \
-130 / 143 interrupted (SIGINT / SIGTERM).";
+130 / 143 interrupted (SIGINT / SIGTERM)."
+    };
+}
 
 /// A command that failed as a whole.
 #[derive(Debug)]

@@ -251,6 +251,11 @@ pub struct HostReport {
     pub address: Ipv4Addr,
     #[schemars(with = "String")]
     pub pod_cidr: Ipv4Net,
+    /// The host's block is not decided (the run ended before the
+    /// allocation, or the node could not be asked and the state file has
+    /// none): `pod_cidr` is then only a placeholder. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pod_cidr_pending: bool,
     /// How the host was reached: `ssh user@address:port via ...`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
@@ -284,6 +289,7 @@ impl HostReport {
             os,
             address,
             pod_cidr,
+            pod_cidr_pending: false,
             route: None,
             status: HostStatus::Ok,
             actions: Vec::new(),

@@ -45,6 +45,9 @@ pub struct Reporter {
     bar: Option<ProgressBar>,
     verbose: bool,
     done: Mutex<usize>,
+    /// Each failure's words, by the first host that failed so: a host
+    /// failing the same way says so instead of repeating them.
+    errors: Mutex<std::collections::BTreeMap<String, String>>,
     total: usize,
     start: Instant,
 }
@@ -80,6 +83,7 @@ impl Reporter {
             bar,
             verbose,
             done: Mutex::new(0),
+            errors: Mutex::new(Default::default()),
             total,
             start: Instant::now(),
         };
@@ -135,12 +139,21 @@ impl Reporter {
             *d
         };
         self.json(Event::Host { report: r });
-        let line = format!(
-            "[{n}/{}] {}: {}",
-            self.total,
-            r.host,
-            one_line_status(self.mode, r)
-        );
+        let status = match &r.error {
+            Some(e) => {
+                let words = e.to_string();
+                let mut seen = self.errors.lock().unwrap();
+                match seen.get(&words) {
+                    Some(first) => format!("FAILED: the same as {first}"),
+                    None => {
+                        seen.insert(words, r.host.clone());
+                        one_line_status(self.mode, r)
+                    }
+                }
+            }
+            None => one_line_status(self.mode, r),
+        };
+        let line = format!("[{n}/{}] {}: {status}", self.total, r.host);
         match &self.bar {
             Some(b) => {
                 b.inc(1);
@@ -198,24 +211,25 @@ impl Reporter {
             return;
         }
         let style = Style::stdout();
+        let shared = Shared::of(reports);
         let mut details = String::new();
         for r in reports {
-            details.push_str(&host_details(self.mode, r));
+            details.push_str(&host_details(self.mode, r, &shared));
         }
+        details.push_str(&shared.text());
         let mut text = paint_tags(&safe_text(&details), style);
         // the table is kwinctl's own text (made safe cell by cell), coloured
-        text.push_str(&summary_table(reports, style));
+        text.push_str(&summary_table(self.mode, reports, style));
         text.push('\n');
         let failed: Vec<&str> = reports
             .iter()
             .filter(|r| r.status == HostStatus::Failed)
             .map(|r| r.host.as_str())
             .collect();
-        let changed: usize = reports.iter().map(|r| r.count(ActionStatus::Changed)).sum();
         let mut tail = format!(
-            "{} hosts, {} changed, {} failed in {:.1}s",
-            reports.len(),
-            changed,
+            "{}, {}, {} failed in {:.1}s",
+            plural(reports.len(), "host"),
+            changes_line(self.mode, reports),
             failed.len(),
             self.start.elapsed().as_secs_f64()
         );
@@ -239,6 +253,45 @@ impl Reporter {
         }
         text.push_str(&safe_text(&tail));
         let _ = writeln!(std::io::stdout().lock(), "{text}");
+    }
+}
+
+mod shared;
+use shared::{Shared, error_line};
+
+/// `1 host`, `2 hosts`.
+pub fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// How many changes the run made, or (`plan`) would make, and on how many
+/// hosts.
+fn changes_line(mode: Mode, reports: &[HostReport]) -> String {
+    let status = if mode.previews() {
+        ActionStatus::Planned
+    } else {
+        ActionStatus::Changed
+    };
+    let n: usize = reports.iter().map(|r| r.count(status)).sum();
+    let on = reports.iter().filter(|r| r.count(status) > 0).count();
+    let on = if n > 0 {
+        format!(" on {}", plural(on, "host"))
+    } else {
+        String::new()
+    };
+    if mode.previews() {
+        format!("would change {n}{on}")
+    } else {
+        format!("{n} changed{on}")
+    }
+}
+
+/// A report's block, or `pending` while it is not decided.
+fn pod_cidr_text(r: &HostReport) -> String {
+    if r.pod_cidr_pending {
+        "pending".into()
+    } else {
+        r.pod_cidr.to_string()
     }
 }
 
@@ -298,7 +351,7 @@ fn one_line_status(mode: Mode, r: &HostReport) -> String {
     }
 }
 
-fn host_details(mode: Mode, r: &HostReport) -> String {
+fn host_details(mode: Mode, r: &HostReport, shared: &Shared) -> String {
     let mut s = String::new();
     let interesting: Vec<&ActionReport> = r
         .actions
@@ -307,12 +360,17 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
         .collect();
     let failed_checks: Vec<&Check> = r.failed_checks().collect();
     if mode.previews() {
-        s.push_str(&format!("{} ({}, {}):\n", r.host, r.address, r.pod_cidr));
+        s.push_str(&format!(
+            "{} ({}, {}):\n",
+            r.host,
+            r.address,
+            pod_cidr_text(r)
+        ));
         if let Some(route) = &r.route {
             s.push_str(&format!("  connection: {route}\n"));
         }
         if let Some(e) = &r.error {
-            s.push_str(&format!("  ERROR: {e}\n"));
+            s.push_str(&error_line(e, shared));
         } else if interesting.is_empty() {
             s.push_str("  nothing to do\n");
         }
@@ -343,13 +401,13 @@ fn host_details(mode: Mode, r: &HostReport) -> String {
             }
         }
         if let Some(e) = &r.error {
-            s.push_str(&format!("  ERROR: {e}\n"));
+            s.push_str(&error_line(e, shared));
         }
         for c in failed_checks {
             s.push_str(&format!("  FAIL {}: {}\n", c.name, c.detail));
         }
     }
-    for n in &r.notes {
+    for n in r.notes.iter().filter(|n| !shared.note(n)) {
         s.push_str(&format!("  note: {n}\n"));
     }
     s
@@ -366,15 +424,21 @@ fn status_color(s: HostStatus) -> Option<Color> {
     }
 }
 
-/// The summary table, laid out for `style` (see [`Grid`]).
-pub fn summary_table(reports: &[HostReport], style: Style) -> String {
+/// The summary table, laid out for `style` (see [`Grid`]); `plan` counts
+/// what it would change (TO DO), the others what they changed.
+pub fn summary_table(mode: Mode, reports: &[HostReport], style: Style) -> String {
+    let (changes, status) = if mode.previews() {
+        (Column::new("TO DO"), ActionStatus::Planned)
+    } else {
+        (Column::new("CHANGED").short("CHG"), ActionStatus::Changed)
+    };
     let mut g = Grid::new(&[
         Column::new("HOST"),
         Column::new("OS").optional(),
         Column::new("ADDRESS"),
         Column::new("POD CIDR"),
         Column::new("STATUS"),
-        Column::new("CHANGED").short("CHG"),
+        changes,
         Column::new("UNCHANGED").optional(),
         Column::new("FAILED").short("FAIL"),
         Column::new("CHECKS"),
@@ -395,9 +459,9 @@ pub fn summary_table(reports: &[HostReport], style: Style) -> String {
             plain(safe_text(&r.host)),
             plain(r.os.to_string()),
             plain(r.address.to_string()),
-            plain(r.pod_cidr.to_string()),
+            plain(pod_cidr_text(r)),
             (r.status.to_string(), status_color(r.status)),
-            plain(r.count(ActionStatus::Changed).to_string()),
+            plain(r.count(status).to_string()),
             plain(r.count(ActionStatus::Ok).to_string()),
             plain(r.count(ActionStatus::Failed).to_string()),
             plain(checks),
@@ -443,6 +507,7 @@ mod tests {
         let rs = reports();
         for width in [80u16, 60] {
             let t = summary_table(
+                Mode::Up,
                 &rs,
                 Style {
                     color: false,
@@ -465,16 +530,90 @@ mod tests {
                 }
             }
         }
-        let wide = summary_table(&rs, Style::plain());
+        let wide = summary_table(Mode::Up, &rs, Style::plain());
         for h in ["OS", "UNCHANGED", "TIME", "windows", "12.3s"] {
             assert!(wide.contains(h), "{h}\n{wide}");
         }
+    }
+
+    /// `plan` counts what it would change, and a block not yet decided
+    /// shows as pending (not as the start of the cluster CIDR).
+    #[test]
+    fn plan_counts_what_it_would_change_and_undecided_blocks_are_pending() {
+        let mut rs = reports();
+        for (r, n) in rs.iter_mut().zip([3, 0, 2, 0]) {
+            for k in 0..n {
+                r.actions.push(ActionReport {
+                    key: format!("a{k}"),
+                    action: format!("add route {k}"),
+                    status: ActionStatus::Planned,
+                    stderr: String::new(),
+                });
+            }
+        }
+        rs[3].pod_cidr_pending = true;
+        assert_eq!(changes_line(Mode::Plan, &rs), "would change 5 on 2 hosts");
+        assert_eq!(changes_line(Mode::Up, &rs), "0 changed");
+        rs[1].actions.push(ActionReport {
+            key: "x".into(),
+            action: "x".into(),
+            status: ActionStatus::Changed,
+            stderr: String::new(),
+        });
+        assert_eq!(changes_line(Mode::Up, &rs), "1 changed on 1 host");
+        let t = summary_table(Mode::Plan, &rs, Style::plain());
+        assert!(t.contains("TO DO"), "{t}");
+        let line = |h: &str| t.lines().find(|l| l.contains(h)).unwrap().to_string();
+        assert!(line("worker-00").contains(" 3 "), "{t}");
+        assert!(line("worker-03").contains("pending"), "{t}");
+        assert!(!line("worker-03").contains("198.19.203.0/24"), "{t}");
+        assert!(
+            host_details(Mode::Plan, &rs[3], &Shared::default())
+                .starts_with("worker-03 (198.18.100.103, pending):")
+        );
+    }
+
+    /// A note or an error several hosts share is printed once, naming
+    /// them; what one host has stays with it.
+    #[test]
+    fn shared_notes_and_errors_are_printed_once_with_their_hosts() {
+        let mut rs = reports();
+        for r in &mut rs {
+            r.notes.push("one identity for every node".into());
+        }
+        rs[0].notes.push("only mine".into());
+        let lock = crate::outcome::HostError::Refused("the cluster lock is held by x".into());
+        rs[2].error = Some(lock.clone());
+        rs[3].error = Some(lock);
+        let shared = Shared::of(&rs);
+        let mut all = String::new();
+        for r in &rs {
+            all.push_str(&host_details(Mode::Plan, r, &shared));
+        }
+        all.push_str(&shared.text());
+        assert_eq!(
+            all.matches("one identity for every node").count(),
+            1,
+            "{all}"
+        );
+        assert!(
+            all.contains("worker-00, worker-01, worker-02, worker-03:\n  note: one identity"),
+            "{all}"
+        );
+        assert_eq!(
+            all.matches("the cluster lock is held by x").count(),
+            1,
+            "{all}"
+        );
+        assert!(all.contains("worker-02, worker-03:\n  ERROR: "), "{all}");
+        assert!(all.contains("  note: only mine"), "{all}");
     }
 
     #[test]
     fn status_words_are_coloured_only_when_asked() {
         let rs = reports();
         let coloured = summary_table(
+            Mode::Up,
             &rs,
             Style {
                 color: true,
@@ -482,7 +621,7 @@ mod tests {
             },
         );
         assert!(coloured.contains("\x1b[38;5;1m failed"), "{coloured:?}");
-        assert!(!summary_table(&rs, Style::plain()).contains('\x1b'));
+        assert!(!summary_table(Mode::Up, &rs, Style::plain()).contains('\x1b'));
         let details = "h (1.2.3.4):\n  FAILED add route\n      |   FAILED from the host\n";
         let on = Style {
             color: true,

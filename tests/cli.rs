@@ -5,7 +5,10 @@ mod common;
 
 use common::{kwinctl, text, write};
 
-const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/seed-1.5-transparent.yaml"
+);
 
 #[test]
 fn check_prints_the_seed_plan() {
@@ -13,7 +16,7 @@ fn check_prints_the_seed_plan() {
     let inv = dir.path().join("example.yaml");
     std::fs::copy(EXAMPLE, &inv).unwrap();
     std::fs::copy(
-        EXAMPLE.replace("example.yaml", "example.kubeconfig"),
+        EXAMPLE.replace("seed-1.5-transparent.yaml", "example.kubeconfig"),
         dir.path().join("example.kubeconfig"),
     )
     .unwrap();
@@ -205,12 +208,40 @@ fn unset_winrm_password_variable_is_bad_input() {
     let err = bad(&inv_text, &["verify"]);
     assert!(err.contains("KWINCTL_TEST_UNSET_PW is not set"), "{err}");
     assert!(err.contains("bad.yaml:16:5"), "{err}");
-    // check is offline and does not need it
+    // check is offline: it passes, but warns with the position, and
+    // --strict fails on it
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("ok.yaml");
     write(&inv, &inv_text);
     let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: ")
+            && err.contains(
+                "ok.yaml:16:5: host w: the WinRM password variable KWINCTL_TEST_UNSET_PW is not set"
+            )
+            && err.contains("fix: export KWINCTL_TEST_UNSET_PW=..."),
+        "{err}"
+    );
+    let o = kwinctl(&["check", "--strict", "-i", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("KWINCTL_TEST_UNSET_PW is not set"),
+        "{}",
+        common::text(&o)
+    );
+    // set, it is neither
+    let o = common::kwinctl_env(
+        &["check", "--strict", "-i", inv.to_str().unwrap()],
+        &[("KWINCTL_TEST_UNSET_PW", "x")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("warning"),
+        "{}",
+        common::text(&o)
+    );
 }
 
 #[test]
@@ -272,7 +303,7 @@ fn an_upload_over_the_inline_limit_is_refused_with_advice() {
     let inv = dir.path().join("inv.yaml");
     let yaml = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/inventories/example.yaml"
+        "/inventories/seed-1.5-transparent.yaml"
     ))
     .unwrap()
     .replace(

@@ -41,7 +41,7 @@ fn the_man_page_renders_and_installs_one_page_per_command() {
         "{page}"
     );
     assert!(
-        page.contains("Exit codes"),
+        page.contains("EXIT STATUS") && page.contains("2 bad input"),
         "the man page lists the exit codes"
     );
     let dir = tempfile::tempdir().unwrap();

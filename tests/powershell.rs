@@ -13,7 +13,11 @@ use kwinctl::inventory::Inventory;
 use kwinctl::os::windows::script::{self, ScriptHost, WinProbe};
 use kwinctl::os::windows::{WinAction, examples::examples};
 
-const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
+/// The seeds' topology (Kubernetes 1.13, Windows Server 2016, transparent).
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/seed-1.5-transparent.yaml"
+);
 
 /// Every command the rendered scripts may invoke.
 const ALLOWED: &[&str] = &[
@@ -158,7 +162,8 @@ fn load(text: &str) -> Inventory {
     Inventory::parse(Path::new(EXAMPLE), text).unwrap_or_else(|e| panic!("{e}"))
 }
 
-const L2BRIDGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/l2bridge.yaml");
+/// The example: the modern profile (l2bridge).
+const L2BRIDGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
 
 /// The l2bridge profile's scripts: they parse, use only known commands,
 /// carry the spec's steps, and are pinned.
@@ -216,7 +221,7 @@ fn example_inventory_scripts_parse_and_are_pinned() {
         ] {
             assert!(s.contains(step), "{host} lacks {step:?}");
         }
-        insta::assert_snapshot!(format!("example_{}", host.to_lowercase()), s);
+        insta::assert_snapshot!(format!("seed_{}", host.to_lowercase()), s);
     }
 }
 

@@ -25,7 +25,10 @@ const DATA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/data/ps51/desktop-5.1.14393.206-windows.json"
 );
-const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/inventories/example.yaml");
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/seed-1.5-transparent.yaml"
+);
 
 /// Parameters every cmdlet and advanced function takes (about_CommonParameters).
 const COMMON: &[&str] = &[

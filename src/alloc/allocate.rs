@@ -167,8 +167,34 @@ pub fn allocate(
         .map(|h| h.address)
         .chain(removed.values().filter_map(|r| r.address))
         .collect();
+    // Hosts that moved: the address the state file (or the registry) had
+    // for a host of this inventory, no host has any more. A kwinctl route
+    // via it to the block that host still claims is that host's, and is
+    // moved to its new address (not another operator's node).
+    let mut former: BTreeMap<Ipv4Addr, usize> = BTreeMap::new();
+    for (i, h) in inv.hosts.iter().enumerate() {
+        let old = state
+            .hosts
+            .get(&key(h))
+            .map(|k| k.address)
+            .into_iter()
+            .chain(registry.get(&key(h)).map(|e| e.address));
+        for a in old {
+            if !known.contains(&a) {
+                former.insert(a, i);
+            }
+        }
+    }
+    let mut moved: BTreeMap<usize, Ipv4Addr> = BTreeMap::new();
     for h in &inv.hosts {
         for (dst, via) in record(h).map(|r| r.routes.as_slice()).unwrap_or(&[]) {
+            if let Some(v) = via
+                && let Some(&j) = former.get(v)
+                && claims[j].is_some_and(|c| c.net == *dst)
+            {
+                moved.insert(j, *v);
+                continue;
+            }
             if let Some(v) = via
                 && !known.contains(v)
                 && cc.contains(dst)
@@ -188,6 +214,16 @@ pub fn allocate(
         }
     }
 
+    for (j, old) in &moved {
+        let h = &inv.hosts[*j];
+        notes.push(format!(
+            "{} moved from {old} to {}: it keeps {} (its record and the state file name it); every \
+             peer's route to it moves to the new address, and the route via {old} goes",
+            h.name,
+            h.address,
+            claims[*j].map(|c| c.net.to_string()).unwrap_or_default()
+        ));
+    }
     for e in registry.values() {
         if inv.host(&e.host).is_some() || removed.contains_key(&e.host) {
             continue;

@@ -21,6 +21,11 @@
 //! (those are *frozen*). So are kwinctl's routes via an address no host of
 //! this inventory has: another operator's node, or a host removed before
 //! the state remembered removals; their blocks are never handed out.
+//!
+//! A host of this inventory at a new address is no dispute: a kwinctl
+//! route via the address the state file (or the cluster's registry) had
+//! for it, to the block it still claims, is its own, and moves with it to
+//! the new next hop (a note says so).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

@@ -301,3 +301,59 @@ fn peers_and_routes() {
     assert_eq!(r[&net("198.19.1.0/24")].to_string(), "198.18.1.3");
     assert_eq!(nodes[2].peers().count(), 2);
 }
+
+#[test]
+fn a_node_at_a_new_address_keeps_its_block_and_its_peers_routes_move() {
+    // b was at 198.18.1.3 (the state file says so); it is now at .50
+    let a1 = allocate(&inv(&HOSTS), &State::default(), &None).unwrap();
+    let mut state = a1.state.clone();
+    state.cluster_id = Some("x".into());
+    let moved = inv(&[
+        ("a", "198.18.1.2", None),
+        ("b", "198.18.1.50", None),
+        ("c", "198.18.1.4", None),
+    ]);
+    let mut seen = records(
+        &[
+            ("a", "198.19.0.0/24"),
+            ("b", "198.19.1.0/24"),
+            ("c", "198.19.2.0/24"),
+        ],
+        "x",
+    );
+    let old: Ipv4Addr = "198.18.1.3".parse().unwrap();
+    for h in ["a", "c"] {
+        seen.as_mut().unwrap().get_mut(h).unwrap().routes = vec![(net("198.19.1.0/24"), Some(old))];
+    }
+    let a = allocate(&moved, &state, &seen).unwrap();
+    assert!(a.disputes.is_empty(), "{:?}", a.disputes);
+    assert_eq!(
+        cidrs(&a),
+        ["198.19.0.0/24", "198.19.1.0/24", "198.19.2.0/24"]
+    );
+    assert!(a.frozen.route(&net("198.19.1.0/24"), Some(old)).is_none());
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.starts_with("b moved from 198.18.1.3 to 198.18.1.50")),
+        "{:?}",
+        a.notes
+    );
+    // the peers' desired route is via the new address
+    let nodes = nodes(&moved, &a);
+    assert_eq!(
+        nodes[0].routes()[&net("198.19.1.0/24")].to_string(),
+        "198.18.1.50"
+    );
+    assert_eq!(a.state.hosts["b"].address.to_string(), "198.18.1.50");
+    // a route via an old address to a block the host does not hold stays
+    // another operator's
+    seen.as_mut().unwrap().get_mut("a").unwrap().routes = vec![(net("198.19.7.0/24"), Some(old))];
+    let a = allocate(&moved, &state, &seen).unwrap();
+    assert!(a.frozen.route(&net("198.19.7.0/24"), Some(old)).is_some());
+    // two nodes claiming one block stay a dispute
+    let mut twice = seen.clone();
+    twice.as_mut().unwrap().get_mut("c").unwrap().pod_cidr = Some(net("198.19.1.0/24"));
+    let a = allocate(&moved, &state, &twice).unwrap();
+    assert_eq!(a.disputes.len(), 2, "{:?}", a.disputes);
+}

@@ -10,9 +10,31 @@ use crate::events::{CheckSummary, ClusterView, Event, Line};
 use crate::report::Format;
 use crate::term::{Column, Grid, Style};
 
-pub fn check(c: &Common) -> Result<Exit, CliError> {
+/// `strict`: what `plan` and `up` would refuse but an offline check can
+/// leave to later (an unset WinRM password variable, an unreadable key
+/// file) fails the check instead of being a warning.
+pub fn check(c: &Common, strict: bool) -> Result<Exit, CliError> {
     let l = load(c)?;
-    selected(&l, &c.limit)?;
+    let chosen: Vec<&crate::inventory::Host> = selected(&l, &c.limit)?
+        .into_iter()
+        .map(|(h, _)| h)
+        .collect();
+    if let Err(e) = l.inv.check_credentials(&chosen) {
+        if strict {
+            return Err(e.into());
+        }
+        for p in e.to_string().lines() {
+            crate::report::err_line(&if p.starts_with(' ') {
+                p.to_string()
+            } else {
+                format!("warning: {p}")
+            });
+        }
+        crate::report::err_line(
+            "warning: `plan`, `up` and `verify` need these (exit 2 until they are set); \
+             `kwinctl check --strict` fails on them",
+        );
+    }
     let cl = &l.inv.cluster;
     let mut out = std::io::stdout().lock();
     if c.output == Format::Json {

@@ -2,6 +2,8 @@
 //! line and turns the outcome into an exit code.
 
 mod check;
+pub mod graph;
+pub mod init;
 mod remote;
 mod render;
 mod reset;
@@ -11,6 +13,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 pub use check::check;
+pub use graph::graph;
+pub use init::init;
 pub use remote::remote;
 pub use render::render;
 pub use reset::reset;
@@ -22,6 +26,12 @@ use crate::report::Format;
 use crate::state::{Sidecars, State};
 use crate::verify::ReachMode;
 
+/// Help headings of the options every remote command shares.
+const SELECTION: &str = "Which hosts";
+const CONNECTION: &str = "Connecting";
+const CHANGES: &str = "Changing hosts (up, reset)";
+const OUTPUT: &str = "Output";
+
 #[derive(Args, Clone)]
 pub struct Common {
     /// The inventory file.
@@ -31,51 +41,54 @@ pub struct Common {
     /// linux, windows, control-plane, worker), globs (web*), !exclusions,
     /// &intersections, @FILE (one per line); separated by commas, or colons:
     /// --limit 'web*:!web3'. A pattern that matches nothing is an error.
-    #[arg(long, value_name = "PATTERN,..")]
+    #[arg(long, value_name = "PATTERN,..", help_heading = SELECTION)]
     pub limit: Vec<String>,
     /// How many hosts at once.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = CONNECTION)]
     pub parallel: u32,
     /// Bound, in seconds, on connecting to a host and on each remote call.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400), help_heading = CONNECTION)]
     pub timeout: u64,
     /// Retries of transient connection failures (never of host-key or auth failures).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10), help_heading = CONNECTION)]
     pub retries: u32,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// How the results are printed: `text` for people (progress on
+    /// stderr, a table on stdout), `json` for programs (one JSON event per
+    /// line on stdout, the summary last; `kwinctl schema events`).
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "FORMAT", help_heading = OUTPUT)]
     pub output: Format,
     /// Trust and record host keys not yet in known_hosts (trust on first use).
-    #[arg(long)]
+    #[arg(long, help_heading = CONNECTION)]
     pub accept_new_host_keys: bool,
     /// OpenSSH client config, read as `ssh -F FILE` reads it (`none`: no
     /// config). Default: ~/.ssh/config and /etc/ssh/ssh_config, as `ssh`.
-    #[arg(long, value_name = "FILE|none", env = "KWINCTL_SSH_CONFIG")]
+    #[arg(long, value_name = "FILE|none", env = "KWINCTL_SSH_CONFIG", help_heading = CONNECTION)]
     pub ssh_config: Option<PathBuf>,
     /// Reachability checks: `all` (every node pings every other), `none`, or
     /// N (each node pings its N ring neighbours in address order, and is
     /// pinged by N). Default: the full mesh up to 16 peers, 4 neighbours beyond.
-    #[arg(long, value_name = "all|none|N", value_parser = parse_reach)]
+    #[arg(long, value_name = "all|none|N", value_parser = parse_reach, help_heading = CONNECTION)]
     pub reach: Option<ReachMode>,
     /// Only the hosts the last `up` (for `reset`: the last `reset`) did not
     /// get done: failed, interrupted, or never finished.
-    #[arg(long, conflicts_with = "limit")]
+    #[arg(long, conflicts_with = "limit", help_heading = SELECTION)]
     pub only_failed: bool,
     /// `up` and `reset`: once N selected hosts (or P% of them, rounded up)
     /// have failed, no further host starts changing anything (a rolling
     /// change with `--parallel 1`); those are reported not started.
-    #[arg(long, value_name = "N|P%", value_parser = parse_max_fail)]
+    #[arg(long, value_name = "N|P%", value_parser = parse_max_fail, help_heading = CHANGES)]
     pub max_fail: Option<MaxFail>,
     /// With `up --limit`: also make the route changes the other hosts need
     /// to reach a new or moved node (instead of failing them).
-    #[arg(long)]
+    #[arg(long, help_heading = CHANGES)]
     pub with_peer_routes: bool,
     /// `up`: a Windows host that needs a restart before kwinctl can go on
     /// (a feature it installed waits for it) is restarted, and `up` goes on
     /// with it once it is back (bounded: 15 minutes).
-    #[arg(long)]
+    #[arg(long, help_heading = CHANGES)]
     pub reboot: bool,
     /// More progress detail.
-    #[arg(short, long)]
+    #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,
 }
 

@@ -6,9 +6,11 @@
 //! offending value, not just at the file.
 
 mod bastion;
+mod credentials;
 mod groups;
 pub mod kubeconfig;
 mod linux;
+mod placeholder;
 mod raw;
 mod same;
 mod validate;
@@ -347,6 +349,12 @@ impl Inventory {
                 hint: yaml_hint(&e.to_string()),
             }])
         })?;
+        // placeholders first: until they are filled in, what else is wrong
+        // may only be their consequence
+        let unfilled = placeholder::problems(text);
+        if !unfilled.is_empty() {
+            return Err(err(unfilled));
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         let mut v = Validator {
             base: base.to_path_buf(),
@@ -402,73 +410,6 @@ impl Inventory {
         self.hosts
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case(name))
-    }
-
-    /// Check what connecting needs from the operator's machine (key files,
-    /// password variables), before anything is contacted.
-    pub fn check_credentials(&self, hosts: &[&Host]) -> Result<(), InventoryError> {
-        let mut problems = Vec::new();
-        for h in hosts {
-            let bastion = match &h.connection {
-                Connection::Ssh(s) => s.bastion.as_ref(),
-                Connection::WinRm(w) => w.bastion.as_ref(),
-            };
-            if let Some(b) = bastion
-                && let Some(id) = &b.identity
-                && let Err(e) = std::fs::File::open(id)
-            {
-                problems.push(Problem {
-                    pos: b.pos,
-                    message: format!(
-                        "host {}: bastion identity file {} cannot be read: {e}",
-                        h.name,
-                        id.display()
-                    ),
-                    hint: "point bastion.identity at a readable key, or remove it to use ssh-agent and ssh_config".into(),
-                });
-            }
-            match &h.connection {
-                Connection::Ssh(s) => {
-                    if let Some(id) = &s.identity
-                        && let Err(e) = std::fs::File::open(id)
-                    {
-                        problems.push(Problem {
-                            pos: h.pos,
-                            message: format!(
-                                "host {}: identity file {} cannot be read: {e}",
-                                h.name,
-                                id.display()
-                            ),
-                            hint: "point ssh.identity at a readable private key, or remove it to use ssh-agent".into(),
-                        });
-                    }
-                }
-                Connection::WinRm(w) => {
-                    if let Err(e) = w.password.read() {
-                        problems.push(Problem {
-                            pos: h.pos,
-                            message: format!("host {}: {e}", h.name),
-                            hint: match &w.password {
-                                PasswordSource::Env(var) => {
-                                    format!("export {var}=... before running kwinctl")
-                                }
-                                PasswordSource::File(_) => {
-                                    "point winrm.password_file at a readable file".into()
-                                }
-                            },
-                        });
-                    }
-                }
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(InventoryError {
-                file: self.path.clone(),
-                problems,
-            })
-        }
     }
 }
 

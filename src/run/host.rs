@@ -23,7 +23,7 @@ pub(super) async fn run(
     slot: tokio::sync::oneshot::Receiver<tokio::sync::OwnedSemaphorePermit>,
 ) -> Option<HostReport> {
     let ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
-    let r = t.blank(guess_pod_cidr(ctx, t));
+    let r = t.blank(guess_pod_cidr(ctx, t), &ctx.cluster.inventory);
     if ctx.interrupt.is_set() {
         return t.selected.then(|| r.interrupted(false));
     }
@@ -107,8 +107,8 @@ fn emit(ctx: &Ctx, host: &str, transport: &str, trace: &Trace) {
 }
 
 /// The block a host's report names before the allocation is made: the
-/// state file's, the pin, or the start of the cluster CIDR.
-fn guess_pod_cidr(ctx: &Ctx, t: &Target) -> Ipv4Net {
+/// state file's or the pin (`None`: not known yet, shown as pending).
+fn guess_pod_cidr(ctx: &Ctx, t: &Target) -> Option<Ipv4Net> {
     let state = &ctx.cluster.state;
     let key = t.host.name.to_ascii_lowercase();
     state
@@ -117,10 +117,6 @@ fn guess_pod_cidr(ctx: &Ctx, t: &Target) -> Ipv4Net {
         .copied()
         .or_else(|| state.removed.get(&key).map(|r| r.pod_cidr))
         .or(t.host.pod_cidr)
-        .unwrap_or_else(|| {
-            let cc = ctx.cluster.inventory.cluster.cluster_cidr;
-            Ipv4Net::new(cc.network(), ctx.cluster.inventory.cluster.node_prefix).unwrap_or(cc)
-        })
 }
 
 /// The command's flow, for whichever OS the host runs.
@@ -220,6 +216,7 @@ impl<'a> Flow<'a> {
             }
         };
         self.r.pod_cidr = node.pod_cidr;
+        self.r.pod_cidr_pending = false;
 
         // What the command would change here.
         let work: Result<Diff<O::Action>, Conflict> = match (ctx.mode, selected) {

@@ -144,8 +144,18 @@ pub struct Target {
 }
 
 impl Target {
-    fn blank(&self, pod_cidr: ipnet::Ipv4Net) -> HostReport {
-        let mut r = HostReport::new(&self.host.name, self.host.os, self.host.address, pod_cidr);
+    /// The host's report before anything is known; `pod_cidr`: the block
+    /// it is thought to have, `None` when that is not known yet (the
+    /// report then says the block is pending).
+    fn blank(&self, pod_cidr: Option<ipnet::Ipv4Net>, cluster: &Inventory) -> HostReport {
+        let cc = cluster.cluster.cluster_cidr;
+        let mut r = HostReport::new(
+            &self.host.name,
+            self.host.os,
+            self.host.address,
+            pod_cidr.unwrap_or(cc),
+        );
+        r.pod_cidr_pending = pod_cidr.is_none();
         r.route = self.route.clone();
         r
     }
@@ -307,7 +317,7 @@ pub async fn run_all(
     let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
     let slots = connect_slots(ctx.sem.clone(), targets.len());
     for ((i, t), slot) in targets.iter().enumerate().zip(slots) {
-        blanks.push(t.blank(ctx.cluster.inventory.cluster.cluster_cidr));
+        blanks.push(t.blank(None, &ctx.cluster.inventory));
         let ctx = ctx.clone();
         let t = t.clone();
         let lock_here = lock_at == Some(i);

@@ -117,8 +117,8 @@ impl Lab {
         Lab::up_windows_builds_env(linux, builds, containers, &[])
     }
 
-    /// [`Lab::up_windows_builds`] with more of lab.sh's environment, e.g.
-    /// `KWINCTL_LAB_CONTAINERD` (one more containerd release in DIR/dl).
+    /// As [`Lab::up_windows_builds`], with more of lab.sh's environment
+    /// (e.g. KWINCTL_LAB_K8S, KWINCTL_LAB_CONTAINERD).
     pub fn up_windows_builds_env(
         linux: usize,
         builds: &[&str],
@@ -421,6 +421,26 @@ impl Lab {
             .expect("winrm-password")
             .trim()
             .to_string()
+    }
+    /// Move Linux host `host` to `addr` on the lab's /24 (`lab.sh
+    /// readdress`): the old address is gone, its sshd listens on the new
+    /// one. The inventory is not changed.
+    pub fn readdress(&mut self, host: &str, addr: &str) {
+        check(
+            &lab_sh(&["readdress", &self.dir_s(), host, addr]),
+            "readdress",
+        );
+        let h = self
+            .hosts
+            .iter_mut()
+            .find(|h| h.name == host)
+            .unwrap_or_else(|| panic!("no lab host {host}"));
+        h.ip = addr.parse().expect("address");
+    }
+    /// The lab's /24 as its first three octets ("198.18.7").
+    pub fn net3(&self) -> String {
+        let ip = self.hosts[0].ip.octets();
+        format!("{}.{}.{}", ip[0], ip[1], ip[2])
     }
     pub fn rekey(&self, host: &str) {
         check(&lab_sh(&["rekey", &self.dir_s(), host]), "rekey");

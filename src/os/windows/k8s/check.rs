@@ -196,3 +196,14 @@ pub fn profile_words(p: Profile) -> &'static str {
         }
     }
 }
+
+/// The newest containerd release line's minimum containerd supports for
+/// Kubernetes `m` (what `kwinctl init` writes), if the table knows `m`.
+pub fn newest_containerd(m: Minor) -> Option<&'static str> {
+    TABLE
+        .containerd
+        .iter()
+        .find(|r| covers(&r.since, Some(&r.until), m))
+        .and_then(|r| r.minimum.last())
+        .map(String::as_str)
+}
