@@ -104,6 +104,36 @@ const DEFAULT_IDS: [&str; 7] = [
     "~/.ssh/id_dsa",
 ];
 
+const DEFAULT_CA_SIG_ALGS: [&str; 8] = [
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+];
+
+const DEFAULT_HOST_KEY_ALGS: [&str; 16] = [
+    "ssh-ed25519-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+    "sk-ssh-ed25519-cert-v01@openssh.com",
+    "sk-ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "rsa-sha2-512-cert-v01@openssh.com",
+    "rsa-sha2-256-cert-v01@openssh.com",
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+];
+
 /// A name no ssh_config block is written for (RFC 2606 `.invalid`).
 const NOBODY: &str = "kwinctl-no-such-host.invalid";
 
@@ -131,7 +161,7 @@ impl Resolver {
         let ssh = if scan.roots.is_empty() {
             None
         } else {
-            OpenSsh::new(&scan)?
+            OpenSsh::new(source)?
         };
         if ssh.is_none() && !scan.roots.is_empty() {
             let files: Vec<String> = scan.roots.iter().map(|p| p.display().to_string()).collect();
@@ -149,8 +179,38 @@ impl Resolver {
         })
     }
 
-    /// What OpenSSH says about `name` (asked once per question).
+    /// What OpenSSH says about `name`, with kwinctl's default user (root)
+    /// applied as `ssh -l root` would apply it when the config sets no user
+    /// of its own: then `Match user root` and `%r` see root, and a `User`
+    /// of the config (first pass or `Match final`) wins over it.
     async fn dump(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
+        if o.user.is_some() || self.me.name == "root" || self.ssh.is_none() {
+            return self.dump_as(name, o).await;
+        }
+        let as_root = Overrides {
+            user: Some("root".into()),
+            ..o.clone()
+        };
+        if !self.scan.sets("user") {
+            return self.dump_as(name, &as_root).await;
+        }
+        let d = self.dump_as(name, o).await?;
+        // the local user's name back: the config set no user for it,
+        // unless a `User` line says that very name (or builds it)
+        let own = self.scan.lines.iter().any(|l| {
+            l.keyword == "user"
+                && l.args
+                    .first()
+                    .is_some_and(|u| u == &self.me.name || u.contains('%'))
+        });
+        if d.one("user") == Some(self.me.name.as_str()) && !own {
+            return self.dump_as(name, &as_root).await;
+        }
+        Ok(d)
+    }
+
+    /// What OpenSSH says about `name` (asked once per question).
+    async fn dump_as(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
         let cell = self
             .dumps
             .lock()
@@ -202,6 +262,11 @@ impl Resolver {
         put("identitiesonly", "no".into());
         put("hashknownhosts", "no".into());
         put("connecttimeout", "none".into());
+        // OpenSSH 9.2's defaults (myproposal.h KEX_DEFAULT_PK_ALG and
+        // SSH_ALLOWED_CA_SIGALGS; `builtin_is_what_ssh_g_says_without_a_config`
+        // compares them with the installed ssh)
+        put("hostkeyalgorithms", DEFAULT_HOST_KEY_ALGS.join(","));
+        put("casignaturealgorithms", DEFAULT_CA_SIG_ALGS.join(","));
         Dump(m)
     }
 
@@ -286,12 +351,49 @@ impl Resolver {
                 .and_then(|t| t.parse::<u64>().ok())
                 .map(Duration::from_secs),
             family: Family::from_ssh(d.one("addressfamily")),
+            host_key_algorithms: list(d.one("hostkeyalgorithms")),
+            host_key_algorithms_set: self.scan.sets("hostkeyalgorithms"),
+            ca_signature_algorithms: list(d.one("casignaturealgorithms")),
+            revoked_host_keys: None,
             via,
         };
-        e.identities = raw_ids
-            .iter()
-            .map(|i| self.me.tilde(&expand_tokens(i, &e, &self.me)))
-            .collect();
+        let expand = |what: &str, v: &str, e: &Endpoint| {
+            expand_tokens(v, e, &self.me)
+                .map(|x| self.me.tilde(&x))
+                .map_err(|err| {
+                    format!(
+                        "{name}: ssh config {what} {err} ({}): OpenSSH stops there too; fix the value",
+                        self.scan.where_set(&what.to_ascii_lowercase())
+                    )
+                })
+        };
+        let mut ids = Vec::new();
+        for i in &raw_ids {
+            ids.push(expand("IdentityFile", i, &e)?);
+        }
+        e.identities = ids;
+        if let Some(r) = d
+            .one("revokedhostkeys")
+            .filter(|r| !r.eq_ignore_ascii_case("none"))
+        {
+            e.revoked_host_keys = Some(expand("RevokedHostKeys", r, &e)?);
+        }
+        // `ssh -G` prints the known_hosts paths joined by spaces: a path
+        // with a space in it cannot be told apart
+        for k in ["userknownhostsfile", "globalknownhostsfile"] {
+            if let Some(l) =
+                self.scan.lines.iter().find(|l| {
+                    l.keyword == k && l.args.iter().any(|a| a.contains(char::is_whitespace))
+                })
+            {
+                return Err(format!(
+                    "{name}: ssh config {} at {}: a known_hosts path with a space, which kwinctl cannot read back from `ssh -G`; \
+                     move the file to a path without spaces",
+                    echo(&l.text()),
+                    l.at()
+                ));
+            }
+        }
         Ok(Arc::new(e))
     }
 
@@ -402,6 +504,11 @@ impl Resolver {
     }
 }
 
+/// A comma-separated algorithm list.
+fn list(v: Option<&str>) -> Option<Vec<String>> {
+    v.map(|v| v.split(',').map(str::to_string).collect())
+}
+
 /// A `*KnownHostsFile` value: space-separated paths (`none`: no file).
 fn files(v: Option<&str>, me: &LocalUser) -> Vec<PathBuf> {
     v.unwrap_or("")
@@ -446,6 +553,19 @@ pub fn resolve(hosts: &[&Host], source: &ConfigSource) -> Result<Routes, String>
     }
 }
 
+/// One name resolved as `ssh -G -F FILE [-l USER] [-p PORT] [-i KEY] NAME`
+/// answers, with the same code a run uses (the entry point of
+/// tests/ssh_differential.rs).
+pub fn resolve_name(source: &ConfigSource, name: &str, o: &Overrides) -> Result<Endpoint, String> {
+    let r = Resolver::new(source)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the resolver: {e}"))?;
+    rt.block_on(r.endpoint(name, o, None, 0))
+        .map(|e| (*e).clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,8 +573,7 @@ mod tests {
     #[test]
     fn builtin_is_what_ssh_g_says_without_a_config() {
         let me = LocalUser::current();
-        let scan = Scan::read(&ConfigSource::None, &me).unwrap();
-        let Some(ssh) = OpenSsh::new(&scan).unwrap() else {
+        let Some(ssh) = OpenSsh::new(&ConfigSource::None).unwrap() else {
             panic!("the OpenSSH client (ssh) is needed for this test");
         };
         let with = |ssh| Resolver {
