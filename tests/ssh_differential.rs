@@ -381,14 +381,18 @@ fn kwinctl_resolves(case: &Case, cfg: &Path, dir: &Path) -> Said {
     o.identity = case
         .get("identity")
         .map(|i| PathBuf::from(i.replace("@DIR@", &dir.display().to_string())));
-    let e = match kwinctl::transport::resolve::resolve_name(
+    match kwinctl::transport::resolve::resolve_name(
         &ConfigSource::File(cfg.to_path_buf()),
         case.get("dest").unwrap(),
         &o,
     ) {
-        Ok(e) => e,
-        Err(e) => return Said::No(e),
-    };
+        Ok(e) => fields(&e),
+        Err(e) => Said::No(e),
+    }
+}
+
+/// The settings compared, as kwinctl resolved them.
+fn fields(e: &Endpoint) -> Said {
     let mut m = BTreeMap::new();
     m.insert("hostname", e.host.clone());
     m.insert("port", e.port.to_string());
@@ -401,7 +405,7 @@ fn kwinctl_resolves(case: &Case, cfg: &Path, dir: &Path) -> Said {
             .collect::<Vec<_>>()
             .join(" | "),
     );
-    m.insert("proxyjump", jump_spec(&e));
+    m.insert("proxyjump", jump_spec(e));
     m.insert("hostkeyalias", e.host_key_alias.clone().unwrap_or_default());
     m.insert(
         "stricthostkeychecking",
@@ -442,6 +446,92 @@ fn kwinctl_resolves(case: &Case, cfg: &Path, dir: &Path) -> Said {
             .unwrap_or_default(),
     );
     Said::Yes(m)
+}
+
+/// Many names through one resolver (answers shared between names matched
+/// by the same `Host` lines), each compared with its own `ssh -G`: a config
+/// of 100 Host blocks, and the system's /etc/ssh/ssh_config.
+#[test]
+fn class_answers_are_what_ssh_g_says() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = String::from("Host bastion\n  HostName 198.18.9.1\n  User jump\n");
+    for i in 0..100 {
+        match i % 5 {
+            0 => cfg += &format!("Host n{i}\n  HostName 198.18.1.{i}\n  Port {}\n", 2000 + i),
+            1 if i % 3 == 0 => {
+                std::fs::write(
+                    d.path().join(format!("inc{i}.conf")),
+                    format!("Port 0{i}\nHost m{i}\n  User im{i}\n"),
+                )
+                .unwrap();
+                cfg += &format!(
+                    "Host n{i} m{i}\n  Include {}/inc{i}.conf\n  User u{i}\n  HostName Up{i}.Example.Test\n",
+                    d.path().display()
+                );
+            }
+            1 => cfg += &format!("Host n{i} m{i}\n  User u{i}\n"),
+            2 => cfg += &format!("Host n{i}? !n{i}9\n  IdentityFile /k/{i}\n"),
+            3 => cfg += &format!("Host n{i}\n  HostName n{}\n", i + 1),
+            _ => cfg += &format!("Host *.z{i}.test\n  ProxyJump bastion\n  Port 22{i:02}\n"),
+        }
+    }
+    cfg += "Host 198.18.1.* !198.18.1.7\n  UserKnownHostsFile /kh/lab\nHost *\n  IdentityFile ~/.ssh/id_ed25519\n";
+    let path = d.path().join("config");
+    std::fs::write(&path, &cfg).unwrap();
+    let mut names: Vec<String> = Vec::new();
+    for i in [
+        0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 13, 14, 15, 16, 21, 22, 23, 36, 51, 99,
+    ] {
+        names.extend([
+            format!("n{i}"),
+            format!("m{i}"),
+            format!("n{i}1"),
+            format!("n{i}9"),
+        ]);
+        names.push(format!("h{i}.z{i}.test"));
+        names.push(format!("198.18.1.{i}"));
+    }
+    names.extend([
+        "N3".into(),
+        "n4".into(),
+        "198.18.1.7".into(),
+        "bastion".into(),
+        "x".into(),
+        "y".into(),
+    ]);
+    for source in [path.clone(), PathBuf::from("/etc/ssh/ssh_config")] {
+        if !source.is_file() {
+            continue;
+        }
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ours = kwinctl::transport::resolve::resolve_names(
+            &ConfigSource::File(source.clone()),
+            &refs,
+            &Overrides::default(),
+        )
+        .unwrap();
+        let mut t = Tally::default();
+        for (n, e) in names.iter().zip(ours) {
+            let case = Case {
+                file: source.display().to_string(),
+                name: n.clone(),
+                head: BTreeMap::from([("dest".to_string(), vec![n.clone()])]),
+                blocks: Vec::new(),
+            };
+            let mut theirs = openssh_resolves(&case, &source, d.path());
+            if let Said::Yes(m) = &mut theirs {
+                let names = openssh_jump_names(&m["proxyjump"]);
+                m.insert("proxyjump", names);
+            }
+            let ours = match e {
+                Ok(e) => fields(&e),
+                Err(e) => Said::No(e),
+            };
+            t.judge(&case, theirs, ours, false);
+        }
+        t.print(&format!("shared answers, {}", source.display()));
+        assert_eq!(t.agree.len(), names.len(), "{}", source.display());
+    }
 }
 
 /// The jump spec as kwinctl records the hops: host names in order (the

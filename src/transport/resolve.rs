@@ -143,12 +143,45 @@ const MAX_HOPS: usize = 8;
 
 type DumpCell = Arc<tokio::sync::OnceCell<Result<Dump, String>>>;
 
+/// The name an answer was asked for, and the answer.
+type Shared = (String, DumpCell);
+
 /// Resolves hosts through OpenSSH, each distinct question asked once.
 pub struct Resolver {
     ssh: Option<OpenSsh>,
     scan: Scan,
     me: LocalUser,
     dumps: Mutex<HashMap<(String, Overrides), DumpCell>>,
+    /// The config's `Host` lines (index, patterns) when OpenSSH's answer
+    /// for a name depends only on which of them match it (see `shared`).
+    hosts: Option<Vec<(usize, Vec<String>)>>,
+    /// One answer per set of matching `Host` lines: (the name it was asked
+    /// for, the answer).
+    classes: Mutex<HashMap<(Vec<usize>, Overrides), Shared>>,
+}
+
+/// Characters a `Host` pattern may hold for the shared answers (anything
+/// else: every name is asked on its own).
+fn plain_pattern(p: &str) -> bool {
+    p.chars()
+        .all(|c| c.is_ascii_alphanumeric() || ".-_*?!:".contains(c))
+}
+
+/// A `Host` line's patterns against a name as given (ssh lower-cases it
+/// only after reading the config), as OpenSSH's readconf matches them: `*`
+/// and `?`, case-sensitive, a matching negated pattern stops the line.
+fn host_line_matches(patterns: &[String], name: &str) -> bool {
+    let mut hit = false;
+    for p in patterns {
+        if let Some(n) = p.strip_prefix('!') {
+            if wildmatch::WildMatch::new(n).matches(name) {
+                return false;
+            }
+        } else if wildmatch::WildMatch::new(p).matches(name) {
+            hit = true;
+        }
+    }
+    hit
 }
 
 impl Resolver {
@@ -171,12 +204,110 @@ impl Resolver {
                 files.join(", ")
             ));
         }
+        // Without `Match` (whose criteria see more than the name), `%` and
+        // `${}` (which put the name into values) and canonicalization,
+        // OpenSSH's answer for a name is decided by the set of `Host` lines
+        // that match it; the name itself only shows as `host`/`hostname`.
+        let shared = !scan.lines.iter().any(|l| {
+            matches!(l.keyword.as_str(), "match" | "canonicalizehostname")
+                || l.text().contains('%')
+                || l.text().contains("${")
+                || (l.keyword == "host" && !l.args.iter().all(|a| plain_pattern(a)))
+        });
+        let hosts = shared.then(|| {
+            scan.lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.keyword == "host")
+                .map(|(i, l)| (i, l.args.clone()))
+                .collect()
+        });
         Ok(Resolver {
             ssh,
             scan,
             me,
             dumps: Mutex::new(HashMap::new()),
+            hosts,
+            classes: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The answer for `name` from the one asked for another name to which
+    /// the same lines apply, but for the `HostName`, `User` and `Port`
+    /// lines, which are read here (first value wins; `HostName` lower-cased,
+    /// as ssh does): one `ssh -G` per distinct set of lines, not per host
+    /// (`class_answers_are_what_ssh_g_says` in tests/ssh_differential.rs).
+    async fn shared(&self, name: &str, o: &Overrides) -> Option<Result<Dump, String>> {
+        let (hosts, ssh) = (self.hosts.as_ref()?, self.ssh.as_ref()?);
+        let lname = name.to_ascii_lowercase();
+        let matching: std::collections::HashSet<usize> = hosts
+            .iter()
+            .filter(|(_, ps)| host_line_matches(ps, name))
+            .map(|(i, _)| *i)
+            .collect();
+        let active: Vec<usize> = (0..self.scan.lines.len())
+            .filter(|i| {
+                self.scan.lines[*i]
+                    .cond
+                    .iter()
+                    .all(|c| matching.contains(c))
+            })
+            .collect();
+        let first = |k: &str| {
+            active
+                .iter()
+                .map(|i| &self.scan.lines[*i])
+                .find(|l| l.keyword == k)
+                .and_then(|l| l.args.first())
+        };
+        let hostname = first("hostname").map_or_else(|| lname.clone(), |h| h.to_ascii_lowercase());
+        let user = match (&o.user, first("user")) {
+            (Some(u), _) | (None, Some(u)) => u.clone(),
+            (None, None) => self.me.name.clone(),
+        };
+        let port = match (o.port, first("port")) {
+            (Some(p), _) => p,
+            (None, Some(p)) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
+            (None, None) => 22,
+        };
+        let sig: Vec<usize> = active
+            .iter()
+            .copied()
+            .filter(|i| {
+                !matches!(
+                    self.scan.lines[*i].keyword.as_str(),
+                    "host" | "hostname" | "user" | "port"
+                )
+            })
+            .collect();
+        let (rep, cell) = self
+            .classes
+            .lock()
+            .unwrap()
+            .entry((sig, o.clone()))
+            .or_insert_with(|| (name.to_string(), DumpCell::default()))
+            .clone();
+        let d = cell.get_or_init(|| ssh.dump(&rep, o)).await.clone();
+        if rep == name {
+            return Some(d);
+        }
+        // ssh refuses a ProxyJump naming the host itself: ask for this name
+        if let Ok(d) = &d
+            && let Some(j) = d
+                .one("proxyjump")
+                .filter(|j| !j.eq_ignore_ascii_case("none"))
+            && (j.to_ascii_lowercase().contains(&lname)
+                || j.to_ascii_lowercase().contains(&hostname))
+        {
+            return None;
+        }
+        Some(d.map(|mut d| {
+            d.0.insert("host".into(), vec![name.to_string()]);
+            d.0.insert("hostname".into(), vec![hostname]);
+            d.0.insert("user".into(), vec![user]);
+            d.0.insert("port".into(), vec![port.to_string()]);
+            d
+        }))
     }
 
     /// What OpenSSH says about `name`, with kwinctl's default user (root)
@@ -211,6 +342,9 @@ impl Resolver {
 
     /// What OpenSSH says about `name` (asked once per question).
     async fn dump_as(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
+        if let Some(d) = self.shared(name, o).await {
+            return d;
+        }
         let cell = self
             .dumps
             .lock()
@@ -557,13 +691,25 @@ pub fn resolve(hosts: &[&Host], source: &ConfigSource) -> Result<Routes, String>
 /// answers, with the same code a run uses (the entry point of
 /// tests/ssh_differential.rs).
 pub fn resolve_name(source: &ConfigSource, name: &str, o: &Overrides) -> Result<Endpoint, String> {
+    resolve_names(source, &[name], o)?.remove(0)
+}
+
+/// [`resolve_name`] for several names with one resolver (answers shared as
+/// in a run).
+pub fn resolve_names(
+    source: &ConfigSource,
+    names: &[&str],
+    o: &Overrides,
+) -> Result<Vec<Result<Endpoint, String>>, String> {
     let r = Resolver::new(source)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the resolver: {e}"))?;
-    rt.block_on(r.endpoint(name, o, None, 0))
-        .map(|e| (*e).clone())
+    Ok(names
+        .iter()
+        .map(|n| rt.block_on(r.endpoint(n, o, None, 0)).map(|e| (*e).clone()))
+        .collect())
 }
 
 #[cfg(test)]
@@ -581,6 +727,8 @@ mod tests {
             scan: Scan::default(),
             me: me.clone(),
             dumps: Mutex::new(HashMap::new()),
+            hosts: None,
+            classes: Mutex::new(HashMap::new()),
         };
         let (openssh, builtin) = (with(Some(ssh)), with(None));
         // (an -i file must exist: OpenSSH drops a missing one, as the

@@ -101,6 +101,11 @@ pub struct Line {
     /// Lower case.
     pub keyword: String,
     pub args: Vec<String>,
+    /// The `Host` lines (indices into `Scan::lines`) that must all match
+    /// for this line to apply: the one above it in its file and those
+    /// above the `Include`s that brought it in (empty: applies always, as
+    /// long as no `Match` is involved).
+    pub cond: Vec<usize>,
 }
 
 impl Line {
@@ -182,7 +187,7 @@ impl Scan {
                         p.display()
                     ));
                 }
-                scan.file(&p, true, me, 0)?;
+                scan.file(&p, true, me, 0, &[])?;
                 scan.roots.push(p);
             }
             ConfigSource::Default => {
@@ -191,7 +196,7 @@ impl Scan {
                     (PathBuf::from("/etc/ssh/ssh_config"), false),
                 ] {
                     if p.is_file() {
-                        scan.file(&p, user, me, 0)?;
+                        scan.file(&p, user, me, 0, &[])?;
                         scan.roots.push(p);
                     }
                 }
@@ -206,7 +211,10 @@ impl Scan {
         user: bool,
         me: &LocalUser,
         depth: usize,
+        ctx: &[usize],
     ) -> Result<(), String> {
+        // the `Host` line in effect in this file
+        let mut host: Option<usize> = None;
         if depth > MAX_DEPTH {
             return Err(format!(
                 "{}: Include nested deeper than {MAX_DEPTH} files",
@@ -226,6 +234,15 @@ impl Scan {
                 line: i + 1,
                 keyword: k.to_ascii_lowercase(),
                 args: w[1..].to_vec(),
+                cond: ctx.to_vec(),
+            };
+            let mut cond = ctx.to_vec();
+            cond.extend(host);
+            let line = if line.keyword == "host" {
+                host = Some(self.lines.len());
+                line
+            } else {
+                Line { cond, ..line }
             };
             // `Match` with `exec` anywhere on the line, however it is spelt
             // (`exec="cmd"`, `!exec`, upper case): refused
@@ -240,7 +257,7 @@ impl Scan {
             if line.keyword == "include" {
                 for arg in &line.args {
                     for f in include_files(&line, arg, user, me)? {
-                        self.file(&f, user, me, depth + 1)?;
+                        self.file(&f, user, me, depth + 1, &line.cond)?;
                     }
                 }
             }
