@@ -254,6 +254,9 @@ fn expand(v: &str, g: &BTreeMap<String, String>, name: &str) -> Option<String> {
         home().display().to_string()
     } else if let Some(r) = v.strip_prefix("~/") {
         format!("{}/{r}", home().display())
+    } else if let Some((who, r)) = v.strip_prefix('~').and_then(|r| r.split_once('/')) {
+        let u = nix::unistd::User::from_name(who).ok().flatten()?;
+        format!("{}/{r}", u.dir.display())
     } else {
         v.to_string()
     };

@@ -66,6 +66,16 @@ fn refused(d: &Dump) -> Option<(&'static str, String, &'static str)> {
             return Some((k, v.to_string(), why));
         }
     }
+    if matches!(
+        d.one("nohostauthenticationforlocalhost"),
+        Some("yes" | "true")
+    ) {
+        return Some((
+            "nohostauthenticationforlocalhost",
+            "yes".into(),
+            "kwinctl checks every host key, localhost's too: remove NoHostAuthenticationForLocalhost and list the key in known_hosts",
+        ));
+    }
     if matches!(d.one("pubkeyauthentication"), Some("false" | "no")) {
         return Some((
             "pubkeyauthentication",
@@ -483,6 +493,8 @@ impl Resolver {
             connect_timeout: d
                 .one("connecttimeout")
                 .and_then(|t| t.parse::<u64>().ok())
+                // 0: no bound of its own, as for OpenSSH
+                .filter(|t| *t > 0)
                 .map(Duration::from_secs),
             family: Family::from_ssh(d.one("addressfamily")),
             host_key_algorithms: list(d.one("hostkeyalgorithms")),

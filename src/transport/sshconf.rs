@@ -81,15 +81,23 @@ impl LocalUser {
         }
     }
 
-    /// `~` and `~/x` (OpenSSH's tilde_expand for the current user).
+    /// `~`, `~/x` and `~user/x` (OpenSSH's tilde_expand: the current
+    /// user's or that user's home from the password database; an unknown
+    /// user is left as written, and the file is not found).
     pub fn tilde(&self, s: &str) -> PathBuf {
         if s == "~" {
             return self.home.clone();
         }
-        match s.strip_prefix("~/") {
-            Some(rest) => self.home.join(rest),
-            None => PathBuf::from(s),
+        if let Some(rest) = s.strip_prefix("~/") {
+            return self.home.join(rest);
         }
+        if let Some(rest) = s.strip_prefix('~') {
+            let (who, tail) = rest.split_once('/').unwrap_or((rest, ""));
+            if let Some(u) = nix::unistd::User::from_name(who).ok().flatten() {
+                return u.dir.join(tail);
+            }
+        }
+        PathBuf::from(s)
     }
 }
 
