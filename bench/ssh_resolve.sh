@@ -3,8 +3,9 @@
 # runs) of `kwinctl verify` at N hosts (default 200), per host, with
 #   debian   --ssh-config /etc/ssh/ssh_config (Debian's default file: an
 #            Include of ssh_config.d/*.conf and one `Host *` block)
-#   blocks   --ssh-config FILE with 100 Host blocks (aliases with HostName,
-#            patterns, negation, `?`, a ProxyJump-free `Host *`)
+#   blocks   --ssh-config FILE with 100 Host blocks (aliases with their own
+#            HostName, User, Port), 10 pattern blocks with negation giving
+#            the hosts 10 different keys, and `Host *`
 #   none     --ssh-config none (no config: no process at all), the floor
 # Needs root (a network namespace); not part of the test suite. Results go
 # to bench/RESULTS.md ("SSH resolution: controller CPU").
@@ -39,28 +40,43 @@ inv=$W/inv.yaml
 } > "$inv"
 blocks=$W/blocks.config
 {
+  # 100 aliases with their own HostName, User and Port; the hosts fall in
+  # 10 groups with a key of their own (distinct answers to ask ssh -G for)
   for i in $(seq 0 99); do
-    case $((i % 4)) in
-      0) printf 'Host n%d\n  HostName 198.18.%d.%d\n  User ops\n' "$i" $((10 + i / 200)) $((10 + i % 200)) ;;
-      1) printf 'Host n%d? !n%d9\n  Port 22\n' "$i" "$i" ;;
-      2) printf 'Host 198.18.10.%d\n  IdentityFile ~/.ssh/id_ed25519\n' "$i" ;;
-      3) printf 'Host other%d.example.test\n  User nobody\n' "$i" ;;
-    esac
+    printf 'Host n%d\n  HostName 198.18.%d.%d\n  User ops%d\n  Port %d\n' \
+      "$i" $((10 + i / 200)) $((10 + i % 200)) $((i % 7)) $((2200 + i % 3))
+  done
+  for g in $(seq 0 9); do
+    printf 'Host n%d? !n%d9\n  IdentityFile ~/.ssh/group%d_ed25519\n' "$g" "$g" "$g"
   done
   printf 'Host *\n  ConnectTimeout 5\n  ServerAliveInterval 30\n'
 } > "$blocks"
 
+# CPU of the kwinctl process and every child it waited for (getrusage
+# RUSAGE_CHILDREN of a parent inside the namespace that runs only kwinctl),
+# microsecond precision
+cpu_of() {
+  ip netns exec "$NS" env -u SSH_AUTH_SOCK python3 -c '
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as out, open(sys.argv[2], "w") as err:
+    subprocess.run(sys.argv[3:], stdout=out, stderr=err)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.4f" % (r.ru_utime + r.ru_stime))' "$@"
+}
 measure() { # label ssh-config
-  local label=$1 c=$2 t cpu
+  local label=$1 c=$2 cpu n_ssh
   for r in $(seq "$RUNS"); do
-    ip netns exec "$NS" env -u SSH_AUTH_SOCK /usr/bin/time -f '%e %U %S' \
-      "$KW" verify -i "$inv" --ssh-config "$c" --timeout 1 --retries 0 --output json \
-      >"$W/out" 2>"$W/err" || true
-    t=$(tail -1 "$W/err")
+    cpu=$(cpu_of "$W/out" "$W/err" \
+      "$KW" verify -i "$inv" --ssh-config "$c" --timeout 1 --retries 0 --output json)
     if grep -q 'ssh config' "$W/err"; then echo "$label: refused: $(head -3 "$W/err")" >&2; exit 1; fi
-    cpu=$(echo "$t" | awk '{print $2 + $3}')
-    echo "$label run $r: wall ${t%% *} s, cpu $cpu s, $(echo "$cpu $N" | awk '{printf "%.3f", 1000 * $1 / $2}') ms/host"
+    grep -q '"event":"summary"' "$W/out" || { echo "$label: no summary: $(head -3 "$W/err")" >&2; exit 1; }
+    echo "$label run $r: cpu $cpu s, $(echo "$cpu $N" | awk '{printf "%.3f", 1000 * $1 / $2}') ms/host"
   done
+  # how many `ssh -G` it ran (one run under strace, not timed)
+  n_ssh=$(ip netns exec "$NS" env -u SSH_AUTH_SOCK strace -f -qq -e trace=execve -o "$W/trace" \
+    "$KW" verify -i "$inv" --ssh-config "$c" --timeout 1 --retries 0 --output json >/dev/null 2>&1; \
+    grep -c 'execve(".*ssh", \["[^"]*", "-G"' "$W/trace" || true)
+  echo "$label: $n_ssh ssh -G processes for $N hosts"
 }
 echo "kwinctl verify, $N hosts, none reachable ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)), $("$KW" --version 2>/dev/null || echo kwinctl)"
 measure debian /etc/ssh/ssh_config
