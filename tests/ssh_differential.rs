@@ -1038,3 +1038,71 @@ fn the_exec_configs_do_run_under_openssh() {
         assert!(d.path().join("MARKER").exists(), "place {place}");
     }
 }
+
+/// kwinctl's default user (root) is applied as `ssh -l root` would apply
+/// it, also for an operator who is not root: `Match user root` sees root
+/// when the config gives the host no user, and a `User` set only under
+/// `Match final` wins over the default. (Runs `kwinctl plan` as
+/// `nobody` through setpriv, in a network namespace of its own; needs
+/// root.)
+#[test]
+fn the_default_user_is_ssh_l_root_for_a_non_root_operator() {
+    if !nix::unistd::Uid::current().is_root() {
+        eprintln!("skipped: needs root to run kwinctl as nobody");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        d.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let cfg = d.path().join("config");
+    std::fs::write(
+        &cfg,
+        "Match user root\n  Port 2999\nMatch final host 198.18.1.3\n  User finaluser\n",
+    )
+    .unwrap();
+    let inv = d.path().join("inv.yaml");
+    std::fs::write(
+        &inv,
+        "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\n\
+         hosts:\n  - name: a\n    os: linux\n    address: 198.18.1.2\n  - name: b\n    os: linux\n    address: 198.18.1.3\n",
+    )
+    .unwrap();
+    for f in [&cfg, &inv] {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    }
+    // in a network namespace of its own (no route anywhere): nothing is
+    // contacted, the plan shows the routes
+    let out = Command::new("unshare")
+        .args([
+            "--net",
+            "--",
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(common::bin())
+        .args(["plan", "--timeout", "5", "--retries", "0", "-i"])
+        .arg(&inv)
+        .arg("--ssh-config")
+        .arg(&cfg)
+        .current_dir(d.path())
+        .env("HOME", d.path())
+        .env_remove("SSH_AUTH_SOCK")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("ssh root@198.18.1.2:2999"), "{text}");
+    // b: the config's own User (from the final pass) wins, and `Match user
+    // root` saw the local user, as `ssh b` run by nobody sees it
+    assert!(text.contains("ssh finaluser@198.18.1.3:22"), "{text}");
+}
