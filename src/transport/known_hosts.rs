@@ -103,26 +103,51 @@ pub fn fingerprint(k: &PublicKey) -> String {
     )
 }
 
-/// The host key algorithms to offer, as OpenSSH orders them: certificates
-/// first when a `@cert-authority` line names the host, else the kinds of
-/// keys already known for it first.
-pub fn preferred(known: &[Known]) -> russh::Preferred {
+/// The host key algorithms to offer, as OpenSSH orders them: only those
+/// `HostKeyAlgorithms` allows; unless that was set in the config, the kinds
+/// of keys already known for the host first, and certificates first when a
+/// `@cert-authority` line names the host.
+pub fn preferred(known: &[Known], e: &Endpoint) -> russh::Preferred {
     let mut p = russh::Preferred::default();
-    let mut keys: Vec<Algorithm> = p.key.to_vec();
-    let plain: Vec<&Known> = known
+    let allowed = |name: &str| {
+        e.host_key_algorithms
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|a| a == name))
+    };
+    let mut keys: Vec<Algorithm> = p
+        .key
         .iter()
-        .filter(|k| k.entry.marker().is_none())
+        .filter(|a| allowed(a.as_str()))
+        .cloned()
         .collect();
-    keys.sort_by_key(|a| {
-        !plain
+    if let Some(order) = e
+        .host_key_algorithms
+        .as_ref()
+        .filter(|_| e.host_key_algorithms_set)
+    {
+        // the operator's own order (OpenSSH reorders only its default)
+        keys.sort_by_key(|a| order.iter().position(|o| o == a.as_str()));
+    } else {
+        let plain: Vec<&Known> = known
             .iter()
-            .any(|k| family(&k.entry.public_key().algorithm()) == family(a))
-    });
+            .filter(|k| k.entry.marker().is_none())
+            .collect();
+        keys.sort_by_key(|a| {
+            !plain
+                .iter()
+                .any(|k| family(&k.entry.public_key().algorithm()) == family(a))
+        });
+    }
     if known
         .iter()
         .any(|k| k.entry.marker() == Some(&Marker::CertAuthority))
     {
-        p.host_key_certificates = keys.clone().into();
+        let certs: Vec<Algorithm> = keys
+            .iter()
+            .filter(|a| allowed(&a.to_certificate_type()))
+            .cloned()
+            .collect();
+        p.host_key_certificates = certs.into();
     }
     p.key = keys.into();
     p
@@ -142,6 +167,17 @@ static LEARN_LOCK: Mutex<()> = Mutex::new(());
 /// would record it.
 pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(), TransportError> {
     let name = e.known_hosts_name();
+    // RevokedHostKeys first, as OpenSSH's verify_host_key
+    if let Some(f) = &e.revoked_host_keys {
+        let (kd, cert) = match &presented {
+            Presented::Key(k) => (k.key_data(), None),
+            Presented::Cert(c) => (c.public_key(), Some(*c)),
+        };
+        super::revoked::check(f, kd, cert).map_err(|msg| TransportError::HostCert {
+            host: name.clone(),
+            msg: format!("REVOKED HOST KEY: {msg}"),
+        })?;
+    }
     let mut files = e.user_known_hosts.clone();
     files.extend(e.global_known_hosts.iter().cloned());
     let known = lookup(&files, &name)?;
@@ -151,6 +187,7 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
                 && x.entry.public_key().key_data() == k.key_data()
         })
     };
+    let mut cert_failed = None;
     let key: PublicKey = match presented {
         Presented::Key(k) => k.clone(),
         Presented::Cert(c) => {
@@ -166,10 +203,12 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
                     && x.entry.public_key().key_data() == ca.key_data()
             });
             if trusted {
-                return cert_ok(e, c, &ca).map_err(|msg| TransportError::HostCert {
-                    host: name.clone(),
-                    msg,
-                });
+                match cert_ok(e, c, &ca) {
+                    Ok(()) => return Ok(()),
+                    // OpenSSH retries with the certificate's plain key; a
+                    // plain key on record may still let it in, nothing else
+                    Err(msg) => cert_failed = Some(msg),
+                }
             }
             // No authority on record for it: the certificate's key is
             // checked as a plain key (as OpenSSH does).
@@ -201,6 +240,25 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
             file: k.file.display().to_string(),
             line: k.line,
         });
+    }
+    // Nothing on record under `[host]:port`: OpenSSH looks again under the
+    // bare host name, only to accept a key listed there (sshconnect.c
+    // check_host_key, "checking without port identifier").
+    if e.host_key_alias.is_none() && e.port != 22 {
+        let bare = lookup(&files, &e.host)?;
+        let listed = |k: &&Known| {
+            k.entry.marker().is_none() && k.entry.public_key().key_data() == key.key_data()
+        };
+        let revoked_bare = bare.iter().any(|k| {
+            k.entry.marker() == Some(&Marker::Revoked)
+                && k.entry.public_key().key_data() == key.key_data()
+        });
+        if !revoked_bare && bare.iter().any(|k| listed(&k)) {
+            return Ok(());
+        }
+    }
+    if let Some(msg) = cert_failed {
+        return Err(TransportError::HostCert { host: name, msg });
     }
     let file = e.user_known_hosts.first().cloned();
     if accept_new || matches!(e.strict, Strict::AcceptNew | Strict::No) {
@@ -245,8 +303,12 @@ fn revoked_err(name: &str, k: &PublicKey, r: &Known) -> TransportError {
     }
 }
 
-/// A host certificate signed by a trusted authority: valid now, for a host,
-/// naming this host (no principals: any host, as OpenSSH accepts).
+/// A host certificate signed by a trusted authority, as OpenSSH's
+/// sshkey_cert_check_host checks it: a host certificate, valid now, naming
+/// this host among its principals (exactly, no patterns), no critical
+/// options, signed with an algorithm `CASignatureAlgorithms` allows. One
+/// stricter than OpenSSH 9.2: a certificate without principals is refused
+/// (OpenSSH 9.2 takes it for any host; see docs/ssh-trust.md).
 fn cert_ok(e: &Endpoint, c: &Certificate, ca: &PublicKey) -> Result<(), String> {
     if c.cert_type() != CertType::Host {
         return Err("the server presented a user certificate as its host key".into());
@@ -255,10 +317,33 @@ fn cert_ok(e: &Endpoint, c: &Certificate, ca: &PublicKey) -> Result<(), String> 
         .map_err(|err| format!("its host certificate is not valid now or not signed by the authority on record ({err})"))?;
     let want = e.principal_name();
     let ps = c.valid_principals();
-    if !ps.is_empty() && !ps.iter().any(|p| wildmatch(p, want)) {
+    if ps.is_empty() {
+        return Err(
+            "its host certificate lists no principals (valid for any host): kwinctl refuses a certificate without principals"
+                .into(),
+        );
+    }
+    if !ps.iter().any(|p| p == want) {
         return Err(format!(
             "its host certificate names {} but not {want}",
             ps.join(", ")
+        ));
+    }
+    if !c.critical_options().is_empty() {
+        let names: Vec<&str> = c.critical_options().keys().map(String::as_str).collect();
+        return Err(format!(
+            "its host certificate has critical options ({}), which no host certificate may carry",
+            names.join(", ")
+        ));
+    }
+    let sig = c.signature().algorithm();
+    if let Some(allowed) = &e.ca_signature_algorithms
+        && !allowed.iter().any(|a| a == sig.as_str())
+    {
+        return Err(format!(
+            "its host certificate is signed with {}, which CASignatureAlgorithms does not allow ({})",
+            sig.as_str(),
+            allowed.join(",")
         ));
     }
     Ok(())

@@ -66,6 +66,16 @@ fn refused(d: &Dump) -> Option<(&'static str, String, &'static str)> {
             return Some((k, v.to_string(), why));
         }
     }
+    if matches!(
+        d.one("nohostauthenticationforlocalhost"),
+        Some("yes" | "true")
+    ) {
+        return Some((
+            "nohostauthenticationforlocalhost",
+            "yes".into(),
+            "kwinctl checks every host key, localhost's too: remove NoHostAuthenticationForLocalhost and list the key in known_hosts",
+        ));
+    }
     if matches!(d.one("pubkeyauthentication"), Some("false" | "no")) {
         return Some((
             "pubkeyauthentication",
@@ -104,6 +114,36 @@ const DEFAULT_IDS: [&str; 7] = [
     "~/.ssh/id_dsa",
 ];
 
+const DEFAULT_CA_SIG_ALGS: [&str; 8] = [
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+];
+
+const DEFAULT_HOST_KEY_ALGS: [&str; 16] = [
+    "ssh-ed25519-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+    "sk-ssh-ed25519-cert-v01@openssh.com",
+    "sk-ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "rsa-sha2-512-cert-v01@openssh.com",
+    "rsa-sha2-256-cert-v01@openssh.com",
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+];
+
 /// A name no ssh_config block is written for (RFC 2606 `.invalid`).
 const NOBODY: &str = "kwinctl-no-such-host.invalid";
 
@@ -113,12 +153,45 @@ const MAX_HOPS: usize = 8;
 
 type DumpCell = Arc<tokio::sync::OnceCell<Result<Dump, String>>>;
 
+/// The name an answer was asked for, and the answer.
+type Shared = (String, DumpCell);
+
 /// Resolves hosts through OpenSSH, each distinct question asked once.
 pub struct Resolver {
     ssh: Option<OpenSsh>,
     scan: Scan,
     me: LocalUser,
     dumps: Mutex<HashMap<(String, Overrides), DumpCell>>,
+    /// The config's `Host` lines (index, patterns) when OpenSSH's answer
+    /// for a name depends only on which of them match it (see `shared`).
+    hosts: Option<Vec<(usize, Vec<String>)>>,
+    /// One answer per set of matching `Host` lines: (the name it was asked
+    /// for, the answer).
+    classes: Mutex<HashMap<(Vec<usize>, Overrides), Shared>>,
+}
+
+/// Characters a `Host` pattern may hold for the shared answers (anything
+/// else: every name is asked on its own).
+fn plain_pattern(p: &str) -> bool {
+    p.chars()
+        .all(|c| c.is_ascii_alphanumeric() || ".-_*?!:".contains(c))
+}
+
+/// A `Host` line's patterns against a name as given (ssh lower-cases it
+/// only after reading the config), as OpenSSH's readconf matches them: `*`
+/// and `?`, case-sensitive, a matching negated pattern stops the line.
+fn host_line_matches(patterns: &[String], name: &str) -> bool {
+    let mut hit = false;
+    for p in patterns {
+        if let Some(n) = p.strip_prefix('!') {
+            if wildmatch::WildMatch::new(n).matches(name) {
+                return false;
+            }
+        } else if wildmatch::WildMatch::new(p).matches(name) {
+            hit = true;
+        }
+    }
+    hit
 }
 
 impl Resolver {
@@ -131,7 +204,7 @@ impl Resolver {
         let ssh = if scan.roots.is_empty() {
             None
         } else {
-            OpenSsh::new(&scan)?
+            OpenSsh::new(source)?
         };
         if ssh.is_none() && !scan.roots.is_empty() {
             let files: Vec<String> = scan.roots.iter().map(|p| p.display().to_string()).collect();
@@ -141,16 +214,147 @@ impl Resolver {
                 files.join(", ")
             ));
         }
+        // Without `Match` (whose criteria see more than the name), `%` and
+        // `${}` (which put the name into values) and canonicalization,
+        // OpenSSH's answer for a name is decided by the set of `Host` lines
+        // that match it; the name itself only shows as `host`/`hostname`.
+        let shared = !scan.lines.iter().any(|l| {
+            matches!(l.keyword.as_str(), "match" | "canonicalizehostname")
+                || l.text().contains('%')
+                || l.text().contains("${")
+                || (l.keyword == "host" && !l.args.iter().all(|a| plain_pattern(a)))
+        });
+        let hosts = shared.then(|| {
+            scan.lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.keyword == "host")
+                .map(|(i, l)| (i, l.args.clone()))
+                .collect()
+        });
         Ok(Resolver {
             ssh,
             scan,
             me,
             dumps: Mutex::new(HashMap::new()),
+            hosts,
+            classes: Mutex::new(HashMap::new()),
         })
     }
 
-    /// What OpenSSH says about `name` (asked once per question).
+    /// The answer for `name` from the one asked for another name to which
+    /// the same lines apply, but for the `HostName`, `User` and `Port`
+    /// lines, which are read here (first value wins; `HostName` lower-cased,
+    /// as ssh does): one `ssh -G` per distinct set of lines, not per host
+    /// (`class_answers_are_what_ssh_g_says` in tests/ssh_differential.rs).
+    async fn shared(&self, name: &str, o: &Overrides) -> Option<Result<Dump, String>> {
+        let (hosts, ssh) = (self.hosts.as_ref()?, self.ssh.as_ref()?);
+        let lname = name.to_ascii_lowercase();
+        let matching: std::collections::HashSet<usize> = hosts
+            .iter()
+            .filter(|(_, ps)| host_line_matches(ps, name))
+            .map(|(i, _)| *i)
+            .collect();
+        let active: Vec<usize> = (0..self.scan.lines.len())
+            .filter(|i| {
+                self.scan.lines[*i]
+                    .cond
+                    .iter()
+                    .all(|c| matching.contains(c))
+            })
+            .collect();
+        let first = |k: &str| {
+            active
+                .iter()
+                .map(|i| &self.scan.lines[*i])
+                .find(|l| l.keyword == k)
+                .and_then(|l| l.args.first())
+        };
+        let hostname = first("hostname").map_or_else(|| lname.clone(), |h| h.to_ascii_lowercase());
+        let user = match (&o.user, first("user")) {
+            (Some(u), _) | (None, Some(u)) => u.clone(),
+            (None, None) => self.me.name.clone(),
+        };
+        let port = match (o.port, first("port")) {
+            (Some(p), _) => p,
+            (None, Some(p)) => p.parse::<u16>().ok().filter(|p| *p > 0)?,
+            (None, None) => 22,
+        };
+        let sig: Vec<usize> = active
+            .iter()
+            .copied()
+            .filter(|i| {
+                !matches!(
+                    self.scan.lines[*i].keyword.as_str(),
+                    "host" | "hostname" | "user" | "port"
+                )
+            })
+            .collect();
+        let (rep, cell) = self
+            .classes
+            .lock()
+            .unwrap()
+            .entry((sig, o.clone()))
+            .or_insert_with(|| (name.to_string(), DumpCell::default()))
+            .clone();
+        let d = cell.get_or_init(|| ssh.dump(&rep, o)).await.clone();
+        if rep == name {
+            return Some(d);
+        }
+        // ssh refuses a ProxyJump naming the host itself: ask for this name
+        if let Ok(d) = &d
+            && let Some(j) = d
+                .one("proxyjump")
+                .filter(|j| !j.eq_ignore_ascii_case("none"))
+            && (j.to_ascii_lowercase().contains(&lname)
+                || j.to_ascii_lowercase().contains(&hostname))
+        {
+            return None;
+        }
+        Some(d.map(|mut d| {
+            d.0.insert("host".into(), vec![name.to_string()]);
+            d.0.insert("hostname".into(), vec![hostname]);
+            d.0.insert("user".into(), vec![user]);
+            d.0.insert("port".into(), vec![port.to_string()]);
+            d
+        }))
+    }
+
+    /// What OpenSSH says about `name`, with kwinctl's default user (root)
+    /// applied as `ssh -l root` would apply it when the config sets no user
+    /// of its own: then `Match user root` and `%r` see root, and a `User`
+    /// of the config (first pass or `Match final`) wins over it.
     async fn dump(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
+        if o.user.is_some() || self.me.name == "root" || self.ssh.is_none() {
+            return self.dump_as(name, o).await;
+        }
+        let as_root = Overrides {
+            user: Some("root".into()),
+            ..o.clone()
+        };
+        if !self.scan.sets("user") {
+            return self.dump_as(name, &as_root).await;
+        }
+        let d = self.dump_as(name, o).await?;
+        // the local user's name back: the config set no user for it,
+        // unless a `User` line says that very name (or builds it)
+        let own = self.scan.lines.iter().any(|l| {
+            l.keyword == "user"
+                && l.args
+                    .first()
+                    .is_some_and(|u| u == &self.me.name || u.contains('%'))
+        });
+        if d.one("user") == Some(self.me.name.as_str()) && !own {
+            return self.dump_as(name, &as_root).await;
+        }
+        Ok(d)
+    }
+
+    /// What OpenSSH says about `name` (asked once per question).
+    async fn dump_as(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
+        if let Some(d) = self.shared(name, o).await {
+            return d;
+        }
         let cell = self
             .dumps
             .lock()
@@ -202,6 +406,11 @@ impl Resolver {
         put("identitiesonly", "no".into());
         put("hashknownhosts", "no".into());
         put("connecttimeout", "none".into());
+        // OpenSSH 9.2's defaults (myproposal.h KEX_DEFAULT_PK_ALG and
+        // SSH_ALLOWED_CA_SIGALGS; `builtin_is_what_ssh_g_says_without_a_config`
+        // compares them with the installed ssh)
+        put("hostkeyalgorithms", DEFAULT_HOST_KEY_ALGS.join(","));
+        put("casignaturealgorithms", DEFAULT_CA_SIG_ALGS.join(","));
         Dump(m)
     }
 
@@ -284,14 +493,53 @@ impl Resolver {
             connect_timeout: d
                 .one("connecttimeout")
                 .and_then(|t| t.parse::<u64>().ok())
+                // 0: no bound of its own, as for OpenSSH
+                .filter(|t| *t > 0)
                 .map(Duration::from_secs),
             family: Family::from_ssh(d.one("addressfamily")),
+            host_key_algorithms: list(d.one("hostkeyalgorithms")),
+            host_key_algorithms_set: self.scan.sets("hostkeyalgorithms"),
+            ca_signature_algorithms: list(d.one("casignaturealgorithms")),
+            revoked_host_keys: None,
             via,
         };
-        e.identities = raw_ids
-            .iter()
-            .map(|i| self.me.tilde(&expand_tokens(i, &e, &self.me)))
-            .collect();
+        let expand = |what: &str, v: &str, e: &Endpoint| {
+            expand_tokens(v, e, &self.me)
+                .map(|x| self.me.tilde(&x))
+                .map_err(|err| {
+                    format!(
+                        "{name}: ssh config {what} {err} ({}): OpenSSH stops there too; fix the value",
+                        self.scan.where_set(&what.to_ascii_lowercase())
+                    )
+                })
+        };
+        let mut ids = Vec::new();
+        for i in &raw_ids {
+            ids.push(expand("IdentityFile", i, &e)?);
+        }
+        e.identities = ids;
+        if let Some(r) = d
+            .one("revokedhostkeys")
+            .filter(|r| !r.eq_ignore_ascii_case("none"))
+        {
+            e.revoked_host_keys = Some(expand("RevokedHostKeys", r, &e)?);
+        }
+        // `ssh -G` prints the known_hosts paths joined by spaces: a path
+        // with a space in it cannot be told apart
+        for k in ["userknownhostsfile", "globalknownhostsfile"] {
+            if let Some(l) =
+                self.scan.lines.iter().find(|l| {
+                    l.keyword == k && l.args.iter().any(|a| a.contains(char::is_whitespace))
+                })
+            {
+                return Err(format!(
+                    "{name}: ssh config {} at {}: a known_hosts path with a space, which kwinctl cannot read back from `ssh -G`; \
+                     move the file to a path without spaces",
+                    echo(&l.text()),
+                    l.at()
+                ));
+            }
+        }
         Ok(Arc::new(e))
     }
 
@@ -402,6 +650,11 @@ impl Resolver {
     }
 }
 
+/// A comma-separated algorithm list.
+fn list(v: Option<&str>) -> Option<Vec<String>> {
+    v.map(|v| v.split(',').map(str::to_string).collect())
+}
+
 /// A `*KnownHostsFile` value: space-separated paths (`none`: no file).
 fn files(v: Option<&str>, me: &LocalUser) -> Vec<PathBuf> {
     v.unwrap_or("")
@@ -446,6 +699,31 @@ pub fn resolve(hosts: &[&Host], source: &ConfigSource) -> Result<Routes, String>
     }
 }
 
+/// One name resolved as `ssh -G -F FILE [-l USER] [-p PORT] [-i KEY] NAME`
+/// answers, with the same code a run uses (the entry point of
+/// tests/ssh_differential.rs).
+pub fn resolve_name(source: &ConfigSource, name: &str, o: &Overrides) -> Result<Endpoint, String> {
+    resolve_names(source, &[name], o)?.remove(0)
+}
+
+/// [`resolve_name`] for several names with one resolver (answers shared as
+/// in a run).
+pub fn resolve_names(
+    source: &ConfigSource,
+    names: &[&str],
+    o: &Overrides,
+) -> Result<Vec<Result<Endpoint, String>>, String> {
+    let r = Resolver::new(source)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the resolver: {e}"))?;
+    Ok(names
+        .iter()
+        .map(|n| rt.block_on(r.endpoint(n, o, None, 0)).map(|e| (*e).clone()))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,8 +731,7 @@ mod tests {
     #[test]
     fn builtin_is_what_ssh_g_says_without_a_config() {
         let me = LocalUser::current();
-        let scan = Scan::read(&ConfigSource::None, &me).unwrap();
-        let Some(ssh) = OpenSsh::new(&scan).unwrap() else {
+        let Some(ssh) = OpenSsh::new(&ConfigSource::None).unwrap() else {
             panic!("the OpenSSH client (ssh) is needed for this test");
         };
         let with = |ssh| Resolver {
@@ -462,6 +739,8 @@ mod tests {
             scan: Scan::default(),
             me: me.clone(),
             dumps: Mutex::new(HashMap::new()),
+            hosts: None,
+            classes: Mutex::new(HashMap::new()),
         };
         let (openssh, builtin) = (with(Some(ssh)), with(None));
         // (an -i file must exist: OpenSSH drops a missing one, as the

@@ -95,6 +95,15 @@ pub struct Endpoint {
     pub hash_known_hosts: bool,
     pub connect_timeout: Option<Duration>,
     pub family: Family,
+    /// `HostKeyAlgorithms` as OpenSSH resolved it (`None`: not applied).
+    pub host_key_algorithms: Option<Vec<String>>,
+    /// Whether the config sets `HostKeyAlgorithms` (then its order is
+    /// kept, else known key types go first, as OpenSSH orders its default).
+    pub host_key_algorithms_set: bool,
+    /// `CASignatureAlgorithms` as OpenSSH resolved it (`None`: not applied).
+    pub ca_signature_algorithms: Option<Vec<String>>,
+    /// `RevokedHostKeys`, tokens expanded (`None`: no file).
+    pub revoked_host_keys: Option<PathBuf>,
     /// The jump host this one is reached through.
     pub via: Option<Arc<Endpoint>>,
 }
@@ -233,9 +242,10 @@ pub fn parse_jumps(s: &str) -> Result<Vec<JumpSpec>, String> {
 
 /// OpenSSH's `%` tokens and `${VAR}` in an IdentityFile (ssh_config(5)
 /// TOKENS: `%%`, `%C`, `%d`, `%h`, `%i`, `%k`, `%L`, `%l`, `%n`, `%p`, `%r`,
-/// `%u`; `%j` since 9.x). `ssh -G` prints IdentityFile unexpanded.
-pub fn expand_tokens(s: &str, e: &Endpoint, me: &LocalUser) -> String {
-    let jump = e.via.as_ref().map(|v| v.name.clone()).unwrap_or_default();
+/// `%u`). `ssh -G` prints IdentityFile unexpanded. What OpenSSH would not
+/// expand (an unset `${VAR}`, an unknown token, `%j` which 9.2 does not
+/// know) is an error, as ssh stops there (docs/research/openssh-trust.md).
+pub fn expand_tokens(s: &str, e: &Endpoint, me: &LocalUser) -> Result<String, String> {
     let mut out = String::new();
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -252,7 +262,6 @@ pub fn expand_tokens(s: &str, e: &Endpoint, me: &LocalUser) -> String {
                 Some('p') => out.push_str(&e.port.to_string()),
                 Some('r') => out.push_str(&e.user),
                 Some('u') => out.push_str(&me.name),
-                Some('j') => out.push_str(&jump),
                 Some('C') => {
                     use sha1::Digest;
                     let h = sha1::Sha1::digest(
@@ -260,21 +269,26 @@ pub fn expand_tokens(s: &str, e: &Endpoint, me: &LocalUser) -> String {
                     );
                     out.push_str(&h.iter().map(|b| format!("{b:02x}")).collect::<String>());
                 }
-                Some(o) => {
-                    out.push('%');
-                    out.push(o);
-                }
-                None => out.push('%'),
+                Some(o) => return Err(format!("{}: unknown token %{o}", echo(s))),
+                None => return Err(format!("{}: a lone % at the end", echo(s))),
             },
             '$' if chars.peek() == Some(&'{') => {
                 chars.next();
                 let var: String = chars.by_ref().take_while(|c| *c != '}').collect();
-                out.push_str(&std::env::var(&var).unwrap_or_default());
+                match std::env::var(&var) {
+                    Ok(v) => out.push_str(&v),
+                    Err(_) => {
+                        return Err(format!(
+                            "{}: the environment variable {var} is not set",
+                            echo(s)
+                        ));
+                    }
+                }
             }
             c => out.push(c),
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -315,6 +329,10 @@ mod tests {
             hash_known_hosts: false,
             connect_timeout: None,
             family: Family::Any,
+            host_key_algorithms: None,
+            host_key_algorithms_set: false,
+            ca_signature_algorithms: None,
+            revoked_host_keys: None,
             via: None,
         }
     }
@@ -339,9 +357,13 @@ mod tests {
         };
         let e = ep("10.0.0.1", 2222, None);
         assert_eq!(
-            expand_tokens("%d/.ssh/%h-%p-%r-%n-%u-%i-%L-%%", &e, &me),
+            expand_tokens("%d/.ssh/%h-%p-%r-%n-%u-%i-%L-%%", &e, &me).unwrap(),
             "/home/alice/.ssh/10.0.0.1-2222-ops-n1-alice-1000-ws-%"
         );
+        // what ssh stops at, kwinctl refuses (no other key path)
+        for bad in ["/k/%j", "/k/%Z", "/k/${KWINCTL_TEST_SURELY_UNSET}", "/k/%"] {
+            assert!(expand_tokens(bad, &e, &me).is_err(), "{bad}");
+        }
     }
 
     #[test]

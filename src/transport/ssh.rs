@@ -103,7 +103,7 @@ pub fn open<'a>(
         let config = Arc::new(client::Config {
             nodelay: true,
             inactivity_timeout: None,
-            preferred: known_hosts::preferred(&known),
+            preferred: known_hosts::preferred(&known, ep),
             ..Default::default()
         });
         let verdict = Arc::new(Mutex::new(None));

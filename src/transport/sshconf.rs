@@ -2,14 +2,21 @@
 //! (`ssh -G`), so `Host` patterns, `Match`, `Include`, `%` tokens and the
 //! order of blocks mean exactly what they mean to `ssh`.
 //!
-//! `ssh -G` runs the commands of `Match exec` while it evaluates them, so the
-//! files (and everything they `Include`) are read here first and a config
-//! with `Match exec` is refused, naming the file and line. The same reading
-//! tells where a directive kwinctl refuses was set.
+//! The operator's file reaches `ssh -G` as `ssh -F FILE` reads it (no
+//! `Include` of it, whose glob would read another file for a name such as
+//! `prod[eu].conf`); the inventory's settings go on its command line
+//! (`-l`, `-p`, `-i`, `-o`), where OpenSSH gives them precedence over the
+//! files, and kwinctl's default user (root) is `-l root` when the config
+//! sets no user (see `Resolver::dump`).
 //!
-//! kwinctl's own default user is root, not the local user as OpenSSH's: the
-//! file handed to `ssh -G` includes the operator's files and then says
-//! `Host *` / `User root`, so `%r` and `Match user` see what kwinctl uses.
+//! `ssh -G` runs the commands of `Match exec` while it evaluates them. Two
+//! guards: every `ssh -G` runs with `SHELL` naming a file that does not
+//! exist, so OpenSSH stops (`Shell ... is not executable`) before running
+//! any command (readconf.c execute_in_shell; docs/research/openssh-trust.md);
+//! and the files (and everything they `Include`, expanded as OpenSSH's
+//! glob does) are read here first so a config with `Match exec` is refused
+//! naming the file and line. The same reading tells where a directive
+//! kwinctl refuses was set.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -74,15 +81,23 @@ impl LocalUser {
         }
     }
 
-    /// `~` and `~/x` (OpenSSH's tilde_expand for the current user).
+    /// `~`, `~/x` and `~user/x` (OpenSSH's tilde_expand: the current
+    /// user's or that user's home from the password database; an unknown
+    /// user is left as written, and the file is not found).
     pub fn tilde(&self, s: &str) -> PathBuf {
         if s == "~" {
             return self.home.clone();
         }
-        match s.strip_prefix("~/") {
-            Some(rest) => self.home.join(rest),
-            None => PathBuf::from(s),
+        if let Some(rest) = s.strip_prefix("~/") {
+            return self.home.join(rest);
         }
+        if let Some(rest) = s.strip_prefix('~') {
+            let (who, tail) = rest.split_once('/').unwrap_or((rest, ""));
+            if let Some(u) = nix::unistd::User::from_name(who).ok().flatten() {
+                return u.dir.join(tail);
+            }
+        }
+        PathBuf::from(s)
     }
 }
 
@@ -94,6 +109,11 @@ pub struct Line {
     /// Lower case.
     pub keyword: String,
     pub args: Vec<String>,
+    /// The `Host` lines (indices into `Scan::lines`) that must all match
+    /// for this line to apply: the one above it in its file and those
+    /// above the `Include`s that brought it in (empty: applies always, as
+    /// long as no `Match` is involved).
+    pub cond: Vec<usize>,
 }
 
 impl Line {
@@ -175,7 +195,7 @@ impl Scan {
                         p.display()
                     ));
                 }
-                scan.file(&p, true, me, 0)?;
+                scan.file(&p, true, me, 0, &[])?;
                 scan.roots.push(p);
             }
             ConfigSource::Default => {
@@ -184,7 +204,7 @@ impl Scan {
                     (PathBuf::from("/etc/ssh/ssh_config"), false),
                 ] {
                     if p.is_file() {
-                        scan.file(&p, user, me, 0)?;
+                        scan.file(&p, user, me, 0, &[])?;
                         scan.roots.push(p);
                     }
                 }
@@ -199,7 +219,10 @@ impl Scan {
         user: bool,
         me: &LocalUser,
         depth: usize,
+        ctx: &[usize],
     ) -> Result<(), String> {
+        // the `Host` line in effect in this file
+        let mut host: Option<usize> = None;
         if depth > MAX_DEPTH {
             return Err(format!(
                 "{}: Include nested deeper than {MAX_DEPTH} files",
@@ -219,13 +242,19 @@ impl Scan {
                 line: i + 1,
                 keyword: k.to_ascii_lowercase(),
                 args: w[1..].to_vec(),
+                cond: ctx.to_vec(),
             };
-            if line.keyword == "match"
-                && line
-                    .args
-                    .iter()
-                    .any(|a| a.trim_start_matches('!').eq_ignore_ascii_case("exec"))
-            {
+            let mut cond = ctx.to_vec();
+            cond.extend(host);
+            let line = if line.keyword == "host" {
+                host = Some(self.lines.len());
+                line
+            } else {
+                Line { cond, ..line }
+            };
+            // `Match` with `exec` anywhere on the line, however it is spelt
+            // (`exec="cmd"`, `!exec`, upper case): refused
+            if line.keyword == "match" && raw.to_ascii_lowercase().contains("exec") {
                 return Err(format!(
                     "{}: {}: kwinctl refuses `Match exec` (resolving the config as OpenSSH does would run that command for every host); \
                      rewrite the block with Match host/originalhost/user, or pass --ssh-config with a file without it",
@@ -235,38 +264,19 @@ impl Scan {
             }
             if line.keyword == "include" {
                 for arg in &line.args {
-                    let t = me.tilde(arg);
-                    let pat = if t.is_absolute() {
-                        t
-                    } else if !user {
-                        // `ssh -G` reads this file through kwinctl's wrapper,
-                        // as a user file, where a relative path means ~/.ssh.
-                        return Err(format!(
-                            "{}: Include {}: a relative Include in the system-wide config; \
-                             kwinctl cannot have OpenSSH read it as it would: write the path in full",
-                            line.at(),
-                            echo(arg)
-                        ));
-                    } else if user {
-                        me.home.join(".ssh").join(t)
-                    } else {
-                        Path::new("/etc/ssh").join(t)
-                    };
-                    let pattern = pat.to_string_lossy().into_owned();
-                    let found = glob::glob(&pattern)
-                        .map_err(|e| format!("{}: Include {}: {e}", line.at(), echo(arg)))?;
-                    let mut files: Vec<PathBuf> = found.filter_map(Result::ok).collect();
-                    files.sort();
-                    for f in files {
-                        if f.is_file() {
-                            self.file(&f, user, me, depth + 1)?;
-                        }
+                    for f in include_files(&line, arg, user, me)? {
+                        self.file(&f, user, me, depth + 1, &line.cond)?;
                     }
                 }
             }
             self.lines.push(line);
         }
         Ok(())
+    }
+
+    /// Whether any line sets `keyword` (lower case).
+    pub fn sets(&self, keyword: &str) -> bool {
+        self.lines.iter().any(|l| l.keyword == keyword)
     }
 
     /// Where `keyword` (lower case) is set, for messages.
@@ -284,6 +294,63 @@ impl Scan {
             _ => format!("set at one of {}", at.join(", ")),
         }
     }
+}
+
+/// The files an `Include` argument names, as OpenSSH's readconf expands it:
+/// `~` and `~user` from the password database, a relative path under
+/// `~/.ssh` (user config) or `/etc/ssh` (system config), then glob(3)
+/// (`*`, `?`, `[...]`), matches in sorted order. Spellings where kwinctl's
+/// glob may read other files than OpenSSH's are refused.
+fn include_files(
+    line: &Line,
+    arg: &str,
+    user: bool,
+    me: &LocalUser,
+) -> Result<Vec<PathBuf>, String> {
+    let unsure = |why: &str| {
+        Err(format!(
+            "{}: Include {}: {why}; kwinctl cannot tell which files OpenSSH reads for it, so it refuses \
+             (write the path without it)",
+            line.at(),
+            echo(arg)
+        ))
+    };
+    if arg.contains('\\') {
+        return unsure("an Include path with a backslash (OpenSSH's glob reads it as an escape)");
+    }
+    if arg.contains("**") {
+        return unsure("an Include path with a double star (**)");
+    }
+    let t = if let Some(rest) = arg
+        .strip_prefix('~')
+        .filter(|r| !r.is_empty() && !r.starts_with('/'))
+    {
+        let (who, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        match nix::unistd::User::from_name(who).ok().flatten() {
+            Some(u) => u.dir.join(tail),
+            None => return unsure("no such user for ~user"),
+        }
+    } else {
+        me.tilde(arg)
+    };
+    let pat = if t.is_absolute() {
+        t
+    } else if user {
+        me.home.join(".ssh").join(t)
+    } else {
+        Path::new("/etc/ssh").join(t)
+    };
+    let pattern = pat.to_string_lossy().into_owned();
+    let opts = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: false,
+    };
+    let found = glob::glob_with(&pattern, opts)
+        .map_err(|e| format!("{}: Include {}: {e}", line.at(), echo(arg)))?;
+    let mut files: Vec<PathBuf> = found.filter_map(Result::ok).collect();
+    files.sort();
+    Ok(files.into_iter().filter(|f| f.is_file()).collect())
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -331,35 +398,33 @@ pub struct Overrides {
     pub known_hosts: Option<PathBuf>,
 }
 
-/// Runs `ssh -G` on the wrapper file.
+/// Runs `ssh -G` on the operator's config, as `ssh -F` reads it.
 pub struct OpenSsh {
     ssh: PathBuf,
-    wrapper: tempfile::NamedTempFile,
+    /// `-F` (`None`: OpenSSH's own choice, ~/.ssh/config then the system
+    /// file).
+    config: Option<PathBuf>,
 }
 
 /// How long one `ssh -G` may take.
 const G_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `SHELL` for every `ssh -G`: no such file, so a `Match exec` stops OpenSSH
+/// before any command runs.
+pub const NO_SHELL: &str = "/nonexistent/kwinctl-runs-no-match-exec-command";
+
 impl OpenSsh {
     /// `None` when there is no `ssh` binary.
-    pub fn new(scan: &Scan) -> Result<Option<OpenSsh>, String> {
+    pub fn new(source: &ConfigSource) -> Result<Option<OpenSsh>, String> {
         let Some(ssh) = find_ssh() else {
             return Ok(None);
         };
-        let mut wrapper = tempfile::Builder::new()
-            .prefix("kwinctl-ssh-config-")
-            .tempfile()
-            .map_err(|e| format!("cannot write a temporary file for ssh -G: {e}"))?;
-        let mut text = String::from("# written by kwinctl for `ssh -G`\n");
-        for r in &scan.roots {
-            text.push_str(&format!("Include \"{}\"\n", r.display()));
-        }
-        text.push_str("Host *\n  User root\n");
-        use std::io::Write;
-        wrapper
-            .write_all(text.as_bytes())
-            .map_err(|e| format!("cannot write a temporary file for ssh -G: {e}"))?;
-        Ok(Some(OpenSsh { ssh, wrapper }))
+        let config = match source {
+            ConfigSource::Default => None,
+            ConfigSource::None => Some(PathBuf::from("none")),
+            ConfigSource::File(p) => Some(absolute(p)),
+        };
+        Ok(Some(OpenSsh { ssh, config }))
     }
 
     /// `ssh -G` for `name` with `o` on its command line.
@@ -368,7 +433,10 @@ impl OpenSsh {
             return Err(format!("{} is not a host name", echo(name)));
         }
         let mut c = tokio::process::Command::new(&self.ssh);
-        c.arg("-G").arg("-F").arg(self.wrapper.path());
+        c.arg("-G");
+        if let Some(f) = &self.config {
+            c.arg("-F").arg(f);
+        }
         if let Some(u) = &o.user {
             c.arg("-l").arg(u);
         }
@@ -384,6 +452,7 @@ impl OpenSsh {
         }
         c.arg("--")
             .arg(name)
+            .env("SHELL", NO_SHELL)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -394,6 +463,13 @@ impl OpenSsh {
             .map_err(|e| format!("cannot run {}: {e}", self.ssh.display()))?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
+            if err.contains(NO_SHELL) {
+                return Err(format!(
+                    "ssh -G stopped at a Match exec for {}: kwinctl refuses `Match exec` and runs no command for it; \
+                     rewrite the block with Match host/originalhost/user",
+                    echo(name)
+                ));
+            }
             let err: Vec<&str> = err
                 .lines()
                 .filter(|l| !l.starts_with("Pseudo-terminal"))
