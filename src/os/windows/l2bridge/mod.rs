@@ -150,7 +150,9 @@ impl L2Desired {
 /// docs/research/cni-plugins.md#c5), DNS and port mappings from the runtime (docs/research/cni-plugins.md#c2).
 pub fn cni_config(node: &Node, network: &str, service_cidr: Ipv4Net) -> String {
     let p = node.pod_cidr;
-    let mut nodes: Vec<Ipv4Addr> = node.peers().map(|n| n.address).collect();
+    // The inventory's addresses (a disputed host's too): a dispute changes
+    // no other node.
+    let mut nodes: Vec<Ipv4Addr> = node.member_addresses();
     nodes.push(node.address);
     nodes.sort();
     nodes.dedup();
