@@ -81,7 +81,10 @@ FLAGS = {
         "--cni-bin-dir": ((1, 0), (1, 23)),
         "--cni-conf-dir": ((1, 0), (1, 23)),
         "--cni-cache-dir": ((1, 0), (1, 23)),
-        "--image-pull-progress-deadline": ((1, 0), (1, 23)),
+        # added by PR #36887 (merged Dec 2016, first shipped in 1.6: acs-engine
+        # #290 passes it "for 1.6.0 and up"); a dockershim flag, removed with
+        # it in 1.24 (sig-windows-tools PrepareNode's comment); docs/research/kubernetes.md#k-ipd
+        "--image-pull-progress-deadline": ((1, 6), (1, 23)),
         # the other klog flags KEP-2845 deprecated and PR #112120 removed in
         # 1.26 (docs/research/l2bridge-profile.md#p5: "only -v/--vmodule remain")
         "--log-file": ((1, 0), (1, 25)),

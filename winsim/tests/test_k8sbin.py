@@ -19,11 +19,21 @@ def starts(component, version, *args):
     ("--log-dir=C:\\k\\logs", "1.25.0"),
     ("--logtostderr=false", "1.25.0"),
     ("--network-plugin=cni", "1.23.0"),
+    ("--image-pull-progress-deadline=20m", "1.23.0"),
 ])
 def test_kubelet_flag_last_release(flag, last):
     nxt = "1.%d.0" % (int(last.split(".")[1]) + 1)
     assert starts("kubelet", last, flag, *CGROUPS_OK)
     assert not starts("kubelet", nxt, flag, *CGROUPS_OK)
+
+
+def test_image_pull_progress_deadline_from_1_6():
+    # PR #36887 shipped in 1.6 (docs/research/kubernetes.md#k-ipd): a 1.5
+    # kubelet does not know it; 1.6 on to dockershim's end does.
+    flag = "--image-pull-progress-deadline=20m"
+    assert "unknown flag: --image-pull-progress-deadline" in (
+        k8sbin.check_args("kubelet", "Kubernetes v1.5.8", [flag]) or "")
+    assert starts("kubelet", "1.6.13", flag, *CGROUPS_OK)
 
 
 def test_unknown_flag_message_by_release():
