@@ -174,6 +174,8 @@ pub struct ClusterPos {
     pub windows_profile: Option<Pos>,
     pub containerd_version: Option<Pos>,
     pub log_runner_version: Option<Pos>,
+    pub cluster_cidr: Pos,
+    pub service_cidr: Pos,
 }
 
 /// What the inventory says about an SSH connection. Each value set here is

@@ -120,6 +120,8 @@ impl super::ClusterPos {
             windows_profile: c.windows_profile.as_ref().map(pos),
             containerd_version: c.containerd_version.as_ref().map(pos),
             log_runner_version: c.log_runner_version.as_ref().map(pos),
+            cluster_cidr: pos(&c.cluster_cidr),
+            service_cidr: pos(&c.service_cidr),
         }
     }
 }
