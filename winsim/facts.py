@@ -49,7 +49,8 @@ def facts(d, probe):
         reach.append("%s %s" % (ip, "ok" if ok else "fail"))
     return dict(l2bridge_facts(d, probe), **{
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
-        "build": d["build"], "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"],
+        "build": d["build"], "ubr": d["ubr"],
+        "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"],
         "adapters": listed,
         "routing_installed": d["routing_state"] == "Installed",
         "routing_state": d["routing_state"],

@@ -41,6 +41,19 @@ def test_unknown_flag_message_by_release():
     assert "unknown flag: --no-such-flag" in new
 
 
+def test_dsr_needs_kb4580390_on_windows_server_2019():
+    kp = ["--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true",
+          "--feature-gates=WinDSR=true"]
+    line = "Kubernetes v1.30.4"
+    old = {"build": "10.0.17763", "ubr": 1553}
+    why = k8sbin.check_args("kube-proxy", line, kp, host=old)
+    assert "platform does not support feature Direct Server Return (DSR)" in why
+    # without DSR it starts there; with the update, or on 2022, DSR starts
+    assert k8sbin.check_args("kube-proxy", line, kp[:2], host=old) is None
+    assert k8sbin.check_args("kube-proxy", line, kp, host={"build": "10.0.17763", "ubr": 1554}) is None
+    assert k8sbin.check_args("kube-proxy", line, kp, host={"build": "10.0.20348", "ubr": 1}) is None
+
+
 def test_enable_dsr_needs_the_windsr_gate():
     kp = ("--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true")
     assert not starts("kube-proxy", "1.32.0", *kp)
