@@ -259,6 +259,12 @@ pub(super) struct RawWindows {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) transparent_adapter: Option<Spanned<String>>,
+    /// Extra sources (IPv4 CIDRs) allowed to reach kube-proxy.exe, i.e. the
+    /// NodePorts of the transparent profile's userspace proxy, besides the
+    /// nodes and the pod network (e.g. [0.0.0.0/0] for anyone).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub(super) nodeport_sources: Option<Spanned<Vec<String>>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name

@@ -34,8 +34,16 @@ pub struct FwRule {
     pub description: String,
 }
 
-/// The rules a node gets.
-pub fn rules(node: &Node, exes: &[(&str, String)]) -> Vec<FwRule> {
+/// The rules a node gets; kube-proxy's also allows `nodeport_sources`
+/// (`windows.nodeport_sources`): on the transparent profile the userspace
+/// proxy listens for NodePorts in the host (kube-proxy.exe's own sockets,
+/// docs/research/windows-transparent.md#defect-10), so clients outside the
+/// cluster reach a NodePort only through this rule.
+pub fn rules(
+    node: &Node,
+    exes: &[(&str, String)],
+    nodeport_sources: &[ipnet::Ipv4Net],
+) -> Vec<FwRule> {
     // The inventory's addresses, not the allocation's peers: a host whose
     // block is disputed is still a node (maybe the API server's), and a
     // dispute must change no other node.
@@ -53,12 +61,18 @@ pub fn rules(node: &Node, exes: &[(&str, String)]) -> Vec<FwRule> {
         &remote,
     )];
     for (name, exe) in exes {
+        let mut from = remote.clone();
+        let mut display = format!("kwinctl: {name} from the cluster");
+        if *name == "kube-proxy" && !nodeport_sources.is_empty() {
+            from.extend(nodeport_sources.iter().map(|n| n.to_string()));
+            display.push_str(" and windows.nodeport_sources");
+        }
         out.push(rule(
             &format!("kwinctl-{name}"),
-            &format!("kwinctl: {name} from the cluster"),
+            &display,
             "TCP",
             Some(exe.clone()),
-            &remote,
+            &from,
         ));
     }
     out
@@ -150,7 +164,44 @@ mod tests {
             "cbr0",
             "198.18.240.0/20".parse().unwrap(),
         );
-        (rules(win, &exes), cni, a.disputes.len())
+        (rules(win, &exes, &[]), cni, a.disputes.len())
+    }
+
+    /// windows.nodeport_sources widens kube-proxy.exe's rule only (the
+    /// transparent profile's NodePorts), and changes its digest so a host
+    /// with the narrower rule gets it replaced.
+    #[test]
+    fn nodeport_sources_widen_kube_proxy_s_rule_only() {
+        let node = crate::alloc::test_node(
+            "win",
+            crate::inventory::Os::Windows,
+            "198.18.1.4",
+            "198.19.2.0/24",
+            "198.19.0.0/16",
+            &[("cp", "198.18.1.2", "198.19.0.0/24")],
+        );
+        let exes = [
+            ("kubelet", r"C:\k\kubelet.exe".to_string()),
+            ("kube-proxy", r"C:\k\kube-proxy.exe".to_string()),
+        ];
+        let narrow = rules(&node, &exes, &[]);
+        let wide = rules(&node, &exes, &["203.0.113.0/24".parse().unwrap()]);
+        let proxy = |rs: &[FwRule]| {
+            rs.iter()
+                .find(|r| r.name == "kwinctl-kube-proxy")
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(proxy(&narrow).remote, ["198.18.1.2", "198.19.0.0/16"]);
+        assert_eq!(
+            proxy(&wide).remote,
+            ["198.18.1.2", "198.19.0.0/16", "203.0.113.0/24"]
+        );
+        assert_ne!(proxy(&narrow).description, proxy(&wide).description);
+        for name in ["kwinctl-icmp4-echo", "kwinctl-kubelet"] {
+            let r = |rs: &[FwRule]| rs.iter().find(|r| r.name == name).cloned().unwrap();
+            assert_eq!(r(&narrow), r(&wide), "{name}");
+        }
     }
 
     #[test]

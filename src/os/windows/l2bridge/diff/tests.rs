@@ -163,6 +163,7 @@ fn converged(d: &WindowsDesired) -> WindowsFacts {
             ("kubelet", r"C:\k\kubelet.exe".into()),
             ("kube-proxy", r"C:\k\kube-proxy.exe".into()),
         ],
+        &d.nodeport_sources,
     )
     .into_iter()
     .map(|r| crate::os::windows::facts::FwFact {
