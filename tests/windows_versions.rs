@@ -28,7 +28,7 @@ fn inventory(dir: &Path, version: &str, kubeconfig: bool) -> String {
         "api_server: http://10.0.0.10:8080".to_string()
     };
     let text = format!(
-        "cluster:\n  name: v\n  cluster_cidr: 192.168.0.0/16\n  service_cidr: 10.96.0.0/12\n  {api}\n  \
+        "cluster:\n  name: v\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  {api}\n  \
          kubernetes_version: \"{version}\"\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    \
          address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n"
     );
@@ -377,6 +377,72 @@ fn check_refuses_binaries_the_release_does_not_install() {
         "1.30.4",
         "  containerd_version: \"1.7.20\"\n",
         "kube-log-runner",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The l2bridge profile's placeholder HNS network (192.168.255.0/30) on
+/// every Windows node's vSwitch: `check` refuses a cluster CIDR, a service
+/// CIDR or a node address that shares addresses with it, with the line and
+/// column and the fix; the transparent profile creates no placeholder.
+#[test]
+fn check_refuses_networks_overlapping_the_l2bridge_placeholder() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |version: &str, from: &str, to: &str| {
+        let inv = inventory(dir.path(), version, true);
+        let t = std::fs::read_to_string(&inv)
+            .unwrap()
+            .replace(
+                "  kubernetes_version:",
+                "  containerd_version: \"1.7.20\"\n  kubernetes_version:",
+            )
+            .replace(from, to);
+        std::fs::write(&inv, t).unwrap();
+        (inv.clone(), kwinctl(&["check", "-i", &inv]))
+    };
+    // the seeds' cluster CIDR contains it
+    let (inv, o) = with(
+        "1.30.4",
+        "cluster_cidr: 10.244.0.0/16",
+        "cluster_cidr: 192.168.0.0/16",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{inv}:3:17: cluster.cluster_cidr 192.168.0.0/16 overlaps the l2bridge profile's placeholder HNS network 192.168.255.0/30"
+        )) && err.contains("fix: pick a cluster_cidr that does not contain 192.168.255.0/30"),
+        "{err}"
+    );
+    let (inv, o) = with(
+        "1.30.4",
+        "service_cidr: 10.96.0.0/12",
+        "service_cidr: 192.168.255.0/24",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{inv}:4:17: cluster.service_cidr 192.168.255.0/24 overlaps"
+        )),
+        "{err}"
+    );
+    let (_, o) = with("1.30.4", "address: 10.0.0.11", "address: 192.168.255.2");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "host win01's address 192.168.255.2 is inside the l2bridge profile's placeholder"
+        ),
+        "{}",
+        text(&o)
+    );
+    // clear of it: fine; and the transparent profile has no placeholder
+    let (_, o) = with("1.30.4", "", "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (_, o) = with(
+        "1.13.12",
+        "cluster_cidr: 10.244.0.0/16",
+        "cluster_cidr: 192.168.0.0/16",
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

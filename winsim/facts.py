@@ -50,7 +50,8 @@ def facts(d, probe):
     return dict(l2bridge_facts(d, probe), **{
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
         # the probe's [string](... '') of a host without Docker is "", never null
-        "build": d["build"], "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"] or "",
+        "build": d["build"], "ubr": d["ubr"],
+        "hyperv_module": d["hyperv_module"], "docker_version": d["docker_version"] or "",
         "adapters": listed,
         "routing_installed": d["routing_state"] == "Installed",
         "routing_state": d["routing_state"],

@@ -81,7 +81,10 @@ FLAGS = {
         "--cni-bin-dir": ((1, 0), (1, 23)),
         "--cni-conf-dir": ((1, 0), (1, 23)),
         "--cni-cache-dir": ((1, 0), (1, 23)),
-        "--image-pull-progress-deadline": ((1, 0), (1, 23)),
+        # added by PR #36887 (merged Dec 2016, first shipped in 1.6: acs-engine
+        # #290 passes it "for 1.6.0 and up"); a dockershim flag, removed with
+        # it in 1.24 (sig-windows-tools PrepareNode's comment); docs/research/kubernetes.md#k-ipd
+        "--image-pull-progress-deadline": ((1, 6), (1, 23)),
         # the other klog flags KEP-2845 deprecated and PR #112120 removed in
         # 1.26 (docs/research/l2bridge-profile.md#p5: "only -v/--vmodule remain")
         "--log-file": ((1, 0), (1, 25)),
@@ -267,9 +270,29 @@ def proxy_mode(seen, v):
     return seen.get("--proxy-mode") or ("kernelspace" if v >= (1, 26) else "userspace")
 
 
-def check_args(component, line, args, env=None):
+# Windows Server 2019 does Direct Server Return from the October 2020 update
+# KB4580390, OS build 10.0.17763.1554 (sig-windows-tools' kube-proxy start
+# script: "requires 2019 with KB4580390 (Oct 2020)"; Microsoft's release
+# table: 2020-10-20, 17763.1554, KB4580390): docs/research/kubernetes.md#k-dsr.
+DSR_MIN_UBR_17763 = 1554
+
+
+def platform_does_dsr(host):
+    """Whether the simulated Windows (its `build` and `ubr` knobs) has DSR;
+    builds after 17763 all have it (B for the SAC builds, which winsim does
+    not simulate)."""
+    if not host:
+        return True
+    build = str(host.get("build", ""))
+    if build.split(".")[:3] == ["10", "0", "17763"]:
+        return int(host.get("ubr") or 0) >= DSR_MIN_UBR_17763
+    return True
+
+
+def check_args(component, line, args, env=None, host=None):
     """Why the binary whose `--version` is `line` exits at once when started
-    with `args` (a list) and the environment `env`, or None if it starts."""
+    with `args` (a list) and the environment `env` on the Windows `host`
+    ({"build", "ubr"}; None: any), or None if it starts."""
     v = minor_of(line)
     if v is None:
         return "not a valid Win32 application"
@@ -306,6 +329,13 @@ def check_args(component, line, args, env=None):
             if seen.get("--enable-dsr", "false").lower() == "true" and not dsr:
                 return ("E0101 00:00:00.000000    4242 server.go:552] \"Error running ProxyServer\" "
                         "err=\"WinDSR feature gate not enabled\"")
+            # winkernel NewProxier: with DSR asked for, hcn.DSRSupported()'s
+            # error ends the proxier: "platform does not support feature
+            # Direct Server Return (DSR)" (hcsshim hcn/hcnsupport.go
+            # platformDoesNotSupportError; docs/research/kubernetes.md#k-dsr)
+            if seen.get("--enable-dsr", "false").lower() == "true" and not platform_does_dsr(host):
+                return ("E0101 00:00:00.000000    4242 server.go:552] \"Error running ProxyServer\" "
+                        "err=\"platform does not support feature Direct Server Return (DSR)\"")
     if component == "kubelet" and (1, 11) <= v < (1, 30):
         bad = cgroups_problems(seen)
         if bad:

@@ -26,7 +26,7 @@ def start_binary(d, exe, args, env=None):
         component = component[:-4]
     if component == "containerd":
         return containerd_start(d, line, args)
-    why = k8sbin.check_args(component, line, args, env)
+    why = k8sbin.check_args(component, line, args, env, host={"build": d["build"], "ubr": d["ubr"]})
     if why is None and component == "kubelet":
         why = kubelet_needs_runtime(d, line, args)
     if why is None:

@@ -36,6 +36,10 @@ class State:
         self.before = json.dumps(self.data, sort_keys=True)
         d = self.data
         d.setdefault("build", "10.0.14393")
+        # the update build revision (registry UBR): 10.0.17763.<ubr>; below
+        # 1554 (KB4580390) a 2019 host has no DSR (docs/research/kubernetes.md#k-dsr).
+        # Default: a host with a later cumulative update.
+        d.setdefault("ubr", 6054)
         d.setdefault("hyperv_module", True)
         d.setdefault("docker_version", "17.06.2-ee-16")
         d.setdefault("routing_installed", False)

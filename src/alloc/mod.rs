@@ -225,6 +225,11 @@ pub struct Node {
     /// Every node of the cluster with a block, this one included (shared:
     /// one list for the whole cluster, not one per node).
     nodes: Arc<[Peer]>,
+    /// Every host of the inventory, this one included, by (lower-case name,
+    /// address), whether or not its block is decided in this run: what a
+    /// node's firewall scope and NAT exceptions name, so that a dispute
+    /// about one host's block changes no other node.
+    members: Arc<[(String, Ipv4Addr)]>,
     /// Routes no node may touch in this run.
     pub frozen: Arc<Frozen>,
 }
@@ -241,6 +246,26 @@ impl Node {
     pub fn cluster_cidr(&self) -> Ipv4Net {
         self.cluster.cidr
     }
+    /// The inventory addresses of the other hosts, sorted, without
+    /// duplicates, whatever the allocation says about their blocks.
+    pub fn member_addresses(&self) -> Vec<Ipv4Addr> {
+        let mut v: Vec<Ipv4Addr> = self
+            .members
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case(&self.name))
+            .map(|(_, a)| *a)
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+fn members(inv: &Inventory) -> Arc<[(String, Ipv4Addr)]> {
+    inv.hosts
+        .iter()
+        .map(|h| (h.name.to_ascii_lowercase(), h.address))
+        .collect()
 }
 
 /// Every assigned host's node, in inventory order (linear in hosts: the
@@ -261,6 +286,7 @@ pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
         id: alloc.state.cluster_id.clone().unwrap_or_default(),
         cidr: inv.cluster.cluster_cidr,
     });
+    let members = members(inv);
     alloc
         .assignments
         .iter()
@@ -272,6 +298,7 @@ pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
             gateway: a.gateway,
             cluster: cluster.clone(),
             nodes: all.clone(),
+            members: members.clone(),
             frozen: alloc.frozen.clone(),
         })
         .collect()
@@ -299,6 +326,7 @@ pub fn lone_node(inv: &Inventory, host: &Host, pod_cidr: Ipv4Net, cluster_id: &s
             cidr: inv.cluster.cluster_cidr,
         }),
         nodes: Arc::from(vec![me]),
+        members: members(inv),
         frozen: Arc::default(),
     }
 }
@@ -331,6 +359,8 @@ pub fn test_node(
             }
         }))
         .collect();
+    let members: Arc<[(String, Ipv4Addr)]> =
+        nodes.iter().map(|p| (p.name.clone(), p.address)).collect();
     Node {
         name: name.into(),
         os,
@@ -343,6 +373,7 @@ pub fn test_node(
             cidr: cluster_cidr.parse().unwrap(),
         }),
         nodes,
+        members,
         frozen: Arc::default(),
     }
 }

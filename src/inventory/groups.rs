@@ -160,6 +160,7 @@ pub(super) fn layered(
         adapter: _,
         network_name: _,
         transparent_adapter: _,
+        nodeport_sources: _,
     } = RawWindows::default();
     let RawLinux { boot_wait: _ } = RawLinux::default();
     let host = h.name.value.as_str();
@@ -238,7 +239,8 @@ pub(super) fn layered(
         [
             adapter = "adapter",
             network_name = "network_name",
-            transparent_adapter = "transparent_adapter"
+            transparent_adapter = "transparent_adapter",
+            nodeport_sources = "nodeport_sources"
         ]
     );
     let bins: Vec<(&str, Option<&RawBinaries>)> = windows

@@ -182,6 +182,8 @@ pub struct ClusterPos {
     pub log_runner_version: Option<Pos>,
     pub dns_service_ip: Option<Pos>,
     pub dns_domain: Option<Pos>,
+    pub cluster_cidr: Pos,
+    pub service_cidr: Pos,
 }
 
 /// What the inventory says about an SSH connection. Each value set here is
@@ -282,6 +284,9 @@ pub struct WindowsSettings {
     /// The network card the transparent network takes (never the routable
     /// one); chosen by preflight when not given.
     pub transparent_adapter: Option<String>,
+    /// Extra sources allowed to reach kube-proxy.exe (NodePorts on the
+    /// transparent profile), besides the nodes and the pod network.
+    pub nodeport_sources: Vec<Ipv4Net>,
 }
 
 #[derive(Debug, Clone)]
@@ -547,6 +552,46 @@ hosts:
         assert!(p.message.contains("inside the cluster CIDR"), "{p:?}");
         let p = first(&GOOD.replace("address: 10.0.0.10", "address: 10.96.0.1"));
         assert!(p.message.contains("inside the service CIDR"), "{p:?}");
+    }
+
+    /// `windows.nodeport_sources`: IPv4 CIDRs, sorted and deduplicated,
+    /// from a group or the defaults as any windows key; a bad entry is a
+    /// problem at the list's line and column.
+    #[test]
+    fn nodeport_sources_are_cidrs() {
+        let with = |list: &str| {
+            GOOD.replace(
+                "    pod_cidr: 192.168.1.0/24\n",
+                &format!(
+                    "    pod_cidr: 192.168.1.0/24\n    windows:\n      nodeport_sources: {list}\n"
+                ),
+            )
+        };
+        let inv = parse(&with("[203.0.113.0/24, 0.0.0.0/0, 203.0.113.0/24]")).unwrap();
+        let w = &inv.hosts[1].windows;
+        assert_eq!(
+            w.nodeport_sources
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>(),
+            ["0.0.0.0/0", "203.0.113.0/24"]
+        );
+        assert!(inv.hosts[0].windows.nodeport_sources.is_empty());
+        let p = first(&with("[203.0.113.7/24]"));
+        assert!(p.message.contains("has host bits set"), "{p:?}");
+        assert_eq!(p.hint, "write it as 203.0.113.0/24");
+        assert_eq!((p.pos.line, p.pos.column), (17, 25), "{p:?}");
+        let p = first(&with("[\"everyone\"]"));
+        assert!(
+            p.message.contains("\"everyone\" is not an IPv4 CIDR"),
+            "{p:?}"
+        );
+        let defaults = GOOD.replace(
+            "hosts:\n",
+            "defaults:\n  windows:\n    nodeport_sources: [198.51.100.0/24]\nhosts:\n",
+        );
+        let inv = parse(&defaults).unwrap();
+        assert_eq!(inv.hosts[1].windows.nodeport_sources.len(), 1);
     }
 
     #[test]

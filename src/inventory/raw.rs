@@ -130,6 +130,8 @@ impl super::ClusterPos {
             log_runner_version: c.log_runner_version.as_ref().map(pos),
             dns_service_ip: c.dns_service_ip.as_ref().map(pos),
             dns_domain: c.dns_domain.as_ref().map(pos),
+            cluster_cidr: pos(&c.cluster_cidr),
+            service_cidr: pos(&c.service_cidr),
         }
     }
 }
@@ -267,6 +269,12 @@ pub(super) struct RawWindows {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) transparent_adapter: Option<Spanned<String>>,
+    /// Extra sources (IPv4 CIDRs) allowed to reach kube-proxy.exe, i.e. the
+    /// NodePorts of the transparent profile's userspace proxy, besides the
+    /// nodes and the pod network (e.g. [0.0.0.0/0] for anyone).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub(super) nodeport_sources: Option<Spanned<Vec<String>>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name

@@ -35,6 +35,11 @@ impl Same for RawBastion {
             && v(&self.known_hosts) == v(&o.known_hosts)
     }
 }
+impl Same for Vec<String> {
+    fn same(&self, o: &Self) -> bool {
+        self == o
+    }
+}
 impl Same for bool {
     fn same(&self, o: &Self) -> bool {
         self == o

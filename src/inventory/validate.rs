@@ -677,6 +677,46 @@ impl Validator {
             );
             ok = false;
         }
+        let mut nodeport_sources = Vec::new();
+        if let Some(list) = &w.nodeport_sources {
+            if list.value.len() > 64 {
+                self.problem(
+                    list.into(),
+                    format!(
+                        "windows.nodeport_sources has {} entries (at most 64)",
+                        list.value.len()
+                    ),
+                    "name whole networks (CIDRs) rather than single addresses",
+                );
+                ok = false;
+            }
+            for s in list.value.iter().take(64) {
+                match s.trim().parse::<Ipv4Net>() {
+                    Ok(n) if n.network() == n.addr() => nodeport_sources.push(n),
+                    Ok(n) => {
+                        self.problem(
+                            list.into(),
+                            format!("windows.nodeport_sources: {s} has host bits set"),
+                            format!("write it as {}", n.trunc()),
+                        );
+                        ok = false;
+                    }
+                    Err(_) => {
+                        self.problem(
+                            list.into(),
+                            format!(
+                                "windows.nodeport_sources: {} is not an IPv4 CIDR",
+                                echo(s)
+                            ),
+                            "write each source as address/prefix, e.g. 203.0.113.0/24 (0.0.0.0/0: anyone)",
+                        );
+                        ok = false;
+                    }
+                }
+            }
+            nodeport_sources.sort();
+            nodeport_sources.dedup();
+        }
         let mut binaries = BTreeMap::new();
         for (k, b) in w.binaries.iter() {
             if let Some(u) = &b.url
@@ -705,6 +745,7 @@ impl Validator {
             adapter: w.adapter.as_ref().map(|a| a.value.clone()),
             network_name: w.network_name.as_ref().map(|n| n.value.clone()),
             transparent_adapter: w.transparent_adapter.as_ref().map(|a| a.value.clone()),
+            nodeport_sources,
         })
     }
 

@@ -19,6 +19,7 @@ def starts(component, version, *args):
     ("--log-dir=C:\\k\\logs", "1.25.0"),
     ("--logtostderr=false", "1.25.0"),
     ("--network-plugin=cni", "1.23.0"),
+    ("--image-pull-progress-deadline=20m", "1.23.0"),
 ])
 def test_kubelet_flag_last_release(flag, last):
     nxt = "1.%d.0" % (int(last.split(".")[1]) + 1)
@@ -26,9 +27,31 @@ def test_kubelet_flag_last_release(flag, last):
     assert not starts("kubelet", nxt, flag, *CGROUPS_OK)
 
 
+def test_image_pull_progress_deadline_from_1_6():
+    # PR #36887 shipped in 1.6 (docs/research/kubernetes.md#k-ipd): a 1.5
+    # kubelet does not know it; 1.6 on to dockershim's end does.
+    flag = "--image-pull-progress-deadline=20m"
+    assert "unknown flag: --image-pull-progress-deadline" in (
+        k8sbin.check_args("kubelet", "Kubernetes v1.5.8", [flag]) or "")
+    assert starts("kubelet", "1.6.13", flag, *CGROUPS_OK)
+
+
 def test_unknown_flag_message_by_release():
     new = k8sbin.check_args("kubelet", "Kubernetes v1.30.0", ["--no-such-flag", *CGROUPS_OK])
     assert "unknown flag: --no-such-flag" in new
+
+
+def test_dsr_needs_kb4580390_on_windows_server_2019():
+    kp = ["--proxy-mode=kernelspace", "--network-name=cbr0", "--enable-dsr=true",
+          "--feature-gates=WinDSR=true"]
+    line = "Kubernetes v1.30.4"
+    old = {"build": "10.0.17763", "ubr": 1553}
+    why = k8sbin.check_args("kube-proxy", line, kp, host=old)
+    assert "platform does not support feature Direct Server Return (DSR)" in why
+    # without DSR it starts there; with the update, or on 2022, DSR starts
+    assert k8sbin.check_args("kube-proxy", line, kp[:2], host=old) is None
+    assert k8sbin.check_args("kube-proxy", line, kp, host={"build": "10.0.17763", "ubr": 1554}) is None
+    assert k8sbin.check_args("kube-proxy", line, kp, host={"build": "10.0.20348", "ubr": 1}) is None
 
 
 def test_enable_dsr_needs_the_windsr_gate():

@@ -312,6 +312,7 @@ impl WindowsDesired {
             network,
             adapter: w.adapter.clone(),
             transparent_adapter: w.transparent_adapter.clone(),
+            nodeport_sources: w.nodeport_sources.clone(),
             kubernetes_version: version,
             pause_image,
             pause_image_given,

@@ -227,6 +227,12 @@ pub struct WindowsFacts {
     pub hostname: String,
     /// e.g. "10.0.14393"
     pub build: String,
+    /// The update build revision (`UBR` under `HKLM:\SOFTWARE\Microsoft\
+    /// Windows NT\CurrentVersion`): the `1554` of 10.0.17763.1554, what the
+    /// installed cumulative update brought (docs/research/kubernetes.md#k-dsr);
+    /// `None` when the probe could not read it.
+    #[serde(default)]
+    pub ubr: Option<u32>,
     pub hyperv_module: bool,
     /// Empty when Docker is not installed.
     pub docker_version: String,
@@ -389,6 +395,7 @@ impl WindowsFacts {
         WindowsFacts {
             hostname: String::new(),
             build: format!("10.0.{build}"),
+            ubr: None,
             hyperv_module: true,
             docker_version: "1.12.2-cs2-ws-beta".into(),
             adapters: vec![

@@ -90,6 +90,9 @@ pub struct WindowsDesired {
     /// (`windows.transparent_adapter`); otherwise preflight picks the only
     /// fit one.
     pub transparent_adapter: Option<String>,
+    /// Sources allowed to reach kube-proxy.exe besides the cluster
+    /// (`windows.nodeport_sources`: the transparent profile's NodePorts).
+    pub nodeport_sources: Vec<ipnet::Ipv4Net>,
     /// The release the binaries must be.
     pub kubernetes_version: KubeVersion,
     pub pause_image: String,

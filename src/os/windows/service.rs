@@ -113,6 +113,27 @@ impl WinService {
         self
     }
 
+    /// The same service without the arguments `drop` says to leave out
+    /// (the binary's own arguments; the log wrapper's stay).
+    pub fn without_args(&self, drop: impl Fn(&str) -> bool) -> WinService {
+        let args: Vec<String> = cmdline::split(&self.args)
+            .into_iter()
+            .filter(|a| !drop(a))
+            .collect();
+        let args = cmdline::join(&args);
+        let head = self
+            .binpath
+            .strip_suffix(&self.args)
+            .expect("a service's binpath ends with its arguments");
+        let mut s = WinService {
+            binpath: format!("{head}{args}"),
+            args,
+            ..self.clone()
+        };
+        s.fingerprint = s.digest();
+        s
+    }
+
     fn digest(&self) -> String {
         let s = WinService {
             fingerprint: String::new(),

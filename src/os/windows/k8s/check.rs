@@ -2,6 +2,8 @@
 //! command exit 2 on them): the profile × release, the containerd release,
 //! and the note about the one kubelet identity.
 
+use ipnet::Ipv4Net;
+
 use super::*;
 
 /// Why containerd `cv` does not go with Kubernetes `m`, if it does not
@@ -107,6 +109,9 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
             }
         }
     }
+    if p == Profile::L2Bridge {
+        placeholder_problems(inv, &mut problems);
+    }
     if problems.is_empty() {
         unused_binaries(inv, v.minor, p, &mut problems);
     }
@@ -206,4 +211,45 @@ pub fn newest_containerd(m: Minor) -> Option<&'static str> {
         .find(|r| covers(&r.since, Some(&r.until), m))
         .and_then(|r| r.minimum.last())
         .map(String::as_str)
+}
+
+/// The l2bridge profile puts a placeholder HNS network (192.168.255.0/30,
+/// `hns::PLACEHOLDER_SUBNET`) on every Windows node's vSwitch: it must not
+/// share addresses with the pod network (a node's block would overlap it on
+/// the same vSwitch, and a route to it would compete with the placeholder's
+/// on-link one), the service network or a node's address.
+fn placeholder_problems(inv: &Inventory, problems: &mut Vec<Problem>) {
+    use crate::inventory::nets_overlap;
+    use crate::os::windows::hns::PLACEHOLDER_SUBNET;
+    let ph: Ipv4Net = PLACEHOLDER_SUBNET.parse().expect("placeholder subnet");
+    let what = format!(
+        "the l2bridge profile's placeholder HNS network {ph}, which kwinctl creates on every Windows node's vSwitch"
+    );
+    let c = &inv.cluster;
+    for (key, net, at) in [
+        ("cluster_cidr", c.cluster_cidr, c.pos.cluster_cidr),
+        ("service_cidr", c.service_cidr, c.pos.service_cidr),
+    ] {
+        if nets_overlap(&net, &ph) {
+            problems.push(Problem {
+                pos: at,
+                message: format!("cluster.{key} {net} overlaps {what}"),
+                hint: format!(
+                    "pick a {key} that does not contain {ph} (e.g. {})",
+                    if key == "cluster_cidr" {
+                        "10.244.0.0/16"
+                    } else {
+                        "10.96.0.0/12"
+                    }
+                ),
+            });
+        }
+    }
+    for h in inv.hosts.iter().filter(|h| ph.contains(&h.address)) {
+        problems.push(Problem {
+            pos: h.pos,
+            message: format!("host {}'s address {} is inside {what}", h.name, h.address),
+            hint: format!("give the node an address outside {ph}"),
+        });
+    }
 }

@@ -1,6 +1,8 @@
 //! The l2bridge profile's rows: its range, command lines by release, builds,
 //! containerd and pause, and README's matrix.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 fn m(s: &str) -> Minor {
@@ -143,6 +145,61 @@ fn l2bridge_builds_containerd_and_pause() {
     let e = containerd_refusal(m("1.36"), cv("1.7.30")).unwrap();
     assert!(e.contains("2.2.0+, 2.3.0+"), "{e}");
     assert!(containerd_refusal(m("1.37"), cv("2.3.0")).is_some());
+}
+
+/// k8s.yaml's containerd table agrees, for every Kubernetes release
+/// 1.24–1.36, with the facts of containerd's RELEASES.md vendored in
+/// docs/research/containerd-releases.tsv (docs/research/containerd.md#d1):
+/// the same oldest patch release of the same release lines, each taken at
+/// its minimum, refused one patch below it, and any other line refused.
+#[test]
+fn the_containerd_table_is_containerd_s_release_table() {
+    let tsv = include_str!("../../../../docs/research/containerd-releases.tsv");
+    let vendored: BTreeMap<Minor, Vec<String>> = tsv
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("kubernetes\t") && !l.is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 3, "{l}");
+            let mut mins: Vec<String> = cols[1].split(' ').map(String::from).collect();
+            mins.sort();
+            (m(cols[0]), mins)
+        })
+        .collect();
+    let cv = |s: &str| ContainerdVersion::parse(s).unwrap();
+    let lines = ["1.5", "1.6", "1.7", "2.0", "2.1", "2.2", "2.3", "2.4"];
+    for n in 24..=36 {
+        let mv = Minor::new(1, n);
+        let want = vendored
+            .get(&mv)
+            .unwrap_or_else(|| panic!("containerd-releases.tsv has no row for {mv}"));
+        let row = TABLE
+            .containerd
+            .iter()
+            .find(|r| covers(&r.since, Some(&r.until), mv))
+            .unwrap_or_else(|| panic!("k8s.yaml has no containerd row for {mv}"));
+        let mut have = row.minimum.clone();
+        have.sort();
+        assert_eq!(&have, want, "Kubernetes {mv}: k8s.yaml vs RELEASES.md");
+        for min in want {
+            assert_eq!(containerd_refusal(mv, cv(min)), None, "{mv} + {min}");
+            let (line, patch) = min.rsplit_once('.').unwrap();
+            let patch: u32 = patch.parse().unwrap();
+            if patch > 0 {
+                let below = format!("{line}.{}", patch - 1);
+                assert!(
+                    containerd_refusal(mv, cv(&below)).is_some(),
+                    "{mv} + {below}"
+                );
+            }
+        }
+        for line in lines {
+            if !want.iter().any(|w| w.starts_with(&format!("{line}."))) {
+                let v = format!("{line}.99");
+                assert!(containerd_refusal(mv, cv(&v)).is_some(), "{mv} + {v}");
+            }
+        }
+    }
 }
 
 /// One README cell of the l2bridge matrix.

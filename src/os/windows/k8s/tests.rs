@@ -242,6 +242,35 @@ fn command_lines_for_the_named_releases() {
     assert!(e.contains("userspace"), "{e}");
 }
 
+/// Every dockershim-era kubelet that has the flag gets a 20-minute image
+/// pull deadline (docs/research/kubernetes.md#k-ipd); 1.5 has no such flag.
+#[test]
+fn dockershim_kubelets_wait_20_minutes_for_a_pull() {
+    let deadline = "--image-pull-progress-deadline=20m".to_string();
+    for n in 6..=23 {
+        let a = args(Component::Kubelet, &format!("1.{n}"), true);
+        assert!(a.contains(&deadline), "1.{n}: {a:?}");
+        assert!(!args(Component::KubeProxy, &format!("1.{n}"), true).contains(&deadline));
+    }
+    let a = args(Component::Kubelet, "1.5", false);
+    assert!(
+        !a.iter()
+            .any(|x| flag(x) == "--image-pull-progress-deadline")
+    );
+    let a = invocation(
+        Component::Kubelet,
+        m("1.30"),
+        Profile::L2Bridge,
+        &values(true),
+    )
+    .unwrap()
+    .args;
+    assert!(
+        !a.iter()
+            .any(|x| flag(x) == "--image-pull-progress-deadline")
+    );
+}
+
 #[test]
 fn every_emitted_flag_exists_in_its_release() {
     for (p, minor_n, kc, c) in [Profile::Transparent, Profile::L2Bridge]

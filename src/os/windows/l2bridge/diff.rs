@@ -22,7 +22,7 @@ use crate::os::windows::hns::{HnsNet, HostEp};
 use crate::os::windows::items::{WinDiff, common_items, file_items, route_items, service_items};
 use crate::os::windows::k8s::{self, Hosting, Profile};
 use crate::os::windows::preflight::{binary_versions, missing_files, pause_image};
-use crate::os::windows::{CLUSTER_FILE, POD_CIDR_FILE, WindowsDesired};
+use crate::os::windows::{CLUSTER_FILE, POD_CIDR_FILE, WinService, WindowsDesired};
 
 /// Windows Server 2019: the first build the profile runs on (k8s.yaml).
 const MIN_BUILD: u32 = 17763;
@@ -181,6 +181,51 @@ pub fn preflight(
     }
 }
 
+/// The first update build revision of Windows Server 2019 (17763) whose
+/// HNS does Direct Server Return: KB4580390, 10.0.17763.1554, October 2020
+/// (docs/research/kubernetes.md#k-dsr). kube-proxy started with
+/// `--enable-dsr=true` on an older one exits ("platform does not support
+/// feature Direct Server Return (DSR)").
+pub const DSR_MIN_UBR_17763: u32 = 1554;
+
+/// Whether the host's Windows does DSR, as far as kwinctl can tell (a
+/// revision it could not read counts as recent: every later build has it).
+pub fn dsr_supported(f: &WindowsFacts) -> bool {
+    match (parse_build(&f.build), f.ubr) {
+        (Some((_, _, 17763)), Some(ubr)) => ubr >= DSR_MIN_UBR_17763,
+        _ => true,
+    }
+}
+
+/// On a Windows Server 2019 without the update that brings DSR, kube-proxy
+/// runs without it rather than exit: DSR is an optimisation, and the node
+/// should not fail for it (a note says what is lost and how to get it).
+fn without_dsr_where_unsupported(
+    kube: Vec<WinService>,
+    f: &WindowsFacts,
+    notes: &mut Vec<String>,
+) -> Vec<WinService> {
+    if dsr_supported(f) {
+        return kube;
+    }
+    notes.push(format!(
+        "Windows {}.{} predates KB4580390 (10.0.17763.{DSR_MIN_UBR_17763}, October 2020), the update that brings DSR to Windows Server 2019: kube-proxy runs without --enable-dsr (Services work; externalTrafficPolicy: Local needs DSR); install a cumulative update from October 2020 or later and run `kwinctl up` again to turn it on",
+        f.build,
+        f.ubr.unwrap_or_default()
+    ));
+    kube.into_iter()
+        .map(|s| {
+            if s.name == "kube-proxy" {
+                s.without_args(|a| {
+                    a.starts_with("--enable-dsr=") || a == "--feature-gates=WinDSR=true"
+                })
+            } else {
+                s
+            }
+        })
+        .collect()
+}
+
 fn subnet_is(n: &HnsNetwork, prefix: &str, gateway: &str) -> bool {
     n.subnets
         .iter()
@@ -247,6 +292,7 @@ pub fn diff(
         .iter()
         .cloned()
         .partition(|s| s.name == "containerd");
+    let kube = without_dsr_where_unsupported(kube, f, &mut notes);
     service_items(&runtime, f, &mut items);
     let images: Vec<String> = f
         .sandbox_images

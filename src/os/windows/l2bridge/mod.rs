@@ -161,7 +161,9 @@ impl L2Desired {
 pub fn cni_config(node: &Node, network: &str, cluster: &CniCluster) -> String {
     let service_cidr = cluster.service_cidr;
     let p = node.pod_cidr;
-    let mut nodes: Vec<Ipv4Addr> = node.peers().map(|n| n.address).collect();
+    // The inventory's addresses (a disputed host's too): a dispute changes
+    // no other node.
+    let mut nodes: Vec<Ipv4Addr> = node.member_addresses();
     nodes.push(node.address);
     nodes.sort();
     nodes.dedup();

@@ -321,6 +321,7 @@ mod tests {
             network: "kwinctl".into(),
             adapter: None,
             transparent_adapter: None,
+            nodeport_sources: vec![],
             kubernetes_version: KubeVersion::parse("1.13.12").unwrap(),
             pause_image: "apprenda/pause".into(),
             pause_image_given: false,
@@ -444,7 +445,7 @@ mod tests {
             .iter()
             .map(|s| (s.name.as_str(), s.exe.clone()))
             .collect();
-        firewall::rules(&node(), &exes)
+        firewall::rules(&node(), &exes, &d.nodeport_sources)
             .into_iter()
             .map(|r| crate::os::windows::facts::FwFact {
                 name: r.name,

@@ -163,6 +163,7 @@ fn converged(d: &WindowsDesired) -> WindowsFacts {
             ("kubelet", r"C:\k\kubelet.exe".into()),
             ("kube-proxy", r"C:\k\kube-proxy.exe".into()),
         ],
+        &d.nodeport_sources,
     )
     .into_iter()
     .map(|r| crate::os::windows::facts::FwFact {
@@ -442,3 +443,55 @@ fn a_running_service_whose_health_endpoint_fails_is_restarted() {
 }
 
 mod logs;
+
+/// kube-proxy's command line in a diff's install_service action.
+fn proxy_binpath(r: &WinDiff) -> Option<String> {
+    r.items.iter().find_map(|i| match &i.action {
+        Some(WinAction::InstallService { service, .. }) if service.name == "kube-proxy" => {
+            Some(service.binpath.clone())
+        }
+        _ => None,
+    })
+}
+
+/// Windows Server 2019 before KB4580390 (17763.1554) has no DSR: kube-proxy
+/// runs without --enable-dsr and the WinDSR gate, with a note; from that
+/// revision on (or when the revision is unknown, or on 2022) DSR is on; a
+/// host updated later gets kube-proxy reinstalled with DSR.
+#[test]
+fn dsr_only_where_windows_does_it() {
+    let d = desired();
+    let mut f = converged(&d);
+    assert!(kinds(&diff(&node(), &d, &f)).is_empty());
+    f.ubr = Some(1553);
+    let r = diff(&node(), &d, &f).unwrap();
+    let bp = proxy_binpath(&r).expect("kube-proxy reinstalled without DSR");
+    assert!(
+        !bp.contains("--enable-dsr") && !bp.contains("WinDSR"),
+        "{bp}"
+    );
+    assert!(bp.contains("--proxy-mode=kernelspace"), "{bp}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("10.0.17763.1553 predates KB4580390")),
+        "{:?}",
+        r.notes
+    );
+    // kubelet and containerd are left alone
+    assert_eq!(kinds(&Ok(r.clone())), ["install_service"], "{r:?}");
+    for ubr in [Some(1554), Some(6054), None] {
+        f.ubr = ubr;
+        assert!(kinds(&diff(&node(), &d, &f)).is_empty(), "{ubr:?}");
+    }
+    // Windows Server 2022 always has it
+    f.build = "10.0.20348".into();
+    f.ubr = Some(1);
+    assert!(dsr_supported(&f));
+    // a fresh 2019 host without the update: DSR left out from the start
+    let mut f = fresh(&d);
+    f.containers_feature = "Installed".into();
+    f.ubr = Some(107);
+    let bp = proxy_binpath(&diff(&node(), &d, &f).unwrap()).unwrap();
+    assert!(!bp.contains("--enable-dsr"), "{bp}");
+}
