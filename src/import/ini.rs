@@ -63,6 +63,7 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
                     value: Val::Text(value),
                     pos: at,
                     what: format!("[{g}:vars]"),
+                    file: 0,
                 };
                 m.group(g, line_no).vars.push(var);
             }
@@ -145,6 +146,7 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
                 column: found.map(|i| i + 1).unwrap_or(at.column),
             },
             what: format!("host line of [{group}]"),
+            file: 0,
         });
     }
     if let Some(p) = port {
@@ -155,6 +157,7 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
                 value: Val::Text(p),
                 pos: at,
                 what: format!("host line of [{group}] (NAME:PORT)"),
+                file: 0,
             },
         );
     }

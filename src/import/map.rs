@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use super::vars::{Problems, address, at, kind_of, settings, text, unused};
-use super::{AHost, Layer, Model, Val, Var};
-use crate::inventory::{Os, Pos, Problem, Role};
+use super::vars::{Problems, address, at, kind_of, settings, text, unused, winrm_truth};
+use super::{AHost, FileProblems, Layer, Model, Val, Var};
+use crate::inventory::{Os, Pos, Role};
 
 /// A setting's value, written as YAML.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +18,8 @@ pub(super) enum Scalar {
     Str(String),
     Int(u16),
     Bool(bool),
+    /// Written as a comment for the operator to fill in.
+    Placeholder,
 }
 
 #[derive(Debug, Clone)]
@@ -82,7 +84,7 @@ const CONTROL_PLANE_GROUPS: [&str; 7] = [
 ];
 
 /// Map the whole inventory, or every problem found.
-pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Problem>> {
+pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FileProblems> {
     let mut p = Problems::default();
     let mut passwords = Vec::new();
     let effective: Vec<BTreeMap<String, (Var, Layer)>> =
@@ -135,7 +137,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
         .groups
         .iter()
         .filter(|g| g.name == "all")
-        .flat_map(|g| g.vars.iter())
+        .flat_map(|g| g.vars.iter().chain(&g.file_vars))
         .collect();
     let all_hosts: Vec<&AHost> = m.hosts.iter().collect();
     let defaults = settings(
@@ -178,13 +180,14 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
                         column: 1,
                     },
                     what: format!("group {}", g.name),
+                    file: 0,
                 },
                 format!("{:?} is not a name kwinctl takes", g.name),
                 "rename the group: letters, digits, '-', '_' and '.', at most 63",
             );
             continue;
         }
-        let vars: Vec<&Var> = g.vars.iter().collect();
+        let vars: Vec<&Var> = g.vars.iter().chain(&g.file_vars).collect();
         let s = settings(
             &vars,
             &Layer::Group(g.name.clone()),
@@ -206,7 +209,17 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
         let eff = &effective[i];
         let (os, kind) = kinds[i];
         let layer = Layer::Host(h.name.clone());
-        let own: Vec<&Var> = h.vars.iter().collect();
+        // the host's own variables that Ansible uses (not one that a later
+        // layer or an alias of the same option overrides)
+        let own: Vec<&Var> = h
+            .vars
+            .iter()
+            .chain(&h.file_vars)
+            .filter(|v| {
+                eff.get(&v.key)
+                    .is_some_and(|(e, _)| e.file == v.file && e.pos == v.pos)
+            })
+            .collect();
         let mut mine = settings(&own, &layer, kind, base, &mut p, &mut passwords);
         // what Ansible would use, and what kwinctl's layers would give
         let mut truth = Vec::new();
@@ -220,6 +233,11 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
                 &mut Vec::new(),
             );
             truth.extend(one);
+        }
+        truth.retain(|t| t.value != Scalar::Placeholder);
+        if kind.winrm {
+            truth.retain(|t| !matches!(t.key, "winrm.tls" | "winrm.port" | "winrm.auth"));
+            truth.extend(winrm_truth(eff, &mut p));
         }
         let member_of: Vec<&GroupPlan> = {
             let in_ = m.groups_of(&h.name);
@@ -250,15 +268,20 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
             };
             if kw != Some(&t.value) {
                 let names: Vec<&str> = from_groups.iter().map(|g| g.0).collect();
-                mine.push(Setting {
-                    key: t.key,
-                    value: t.value.clone(),
-                    why: format!(
+                let why = if names.is_empty() {
+                    t.why.clone()
+                } else {
+                    format!(
                         "{}: groups {} set it differently, and Ansible takes this one (the deeper group; \
                          at equal depth, the later name)",
                         t.why,
                         names.join(", ")
-                    ),
+                    )
+                };
+                mine.push(Setting {
+                    key: t.key,
+                    value: t.value.clone(),
+                    why,
                 });
             }
         }
@@ -296,6 +319,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
                     value: Val::Null,
                     pos: Pos { line: h.lines.first().copied().unwrap_or(0), column: 1 },
                     what: format!("host {}", h.name),
+                    file: 0,
                 },
                 format!("{:?} is not a name kwinctl takes", h.name),
                 "kwinctl names are letters, digits, '-', '_' and '.', at most 63: rename the host and keep its address in ansible_host",

@@ -12,7 +12,11 @@ use super::{AHost, Layer, Val, Var, problem};
 use crate::inventory::{Os, Pos, Problem};
 
 pub(super) fn at(v: &Var) -> String {
-    format!("{}, line {}", v.key, v.pos.line)
+    if v.file == 0 {
+        format!("{}, line {}", v.key, v.pos.line)
+    } else {
+        format!("{}, {} line {}", v.key, v.what, v.pos.line)
+    }
 }
 
 pub(super) fn env_name(layer: &Layer) -> String {
@@ -36,7 +40,7 @@ pub(super) fn env_name(layer: &Layer) -> String {
 /// Collects problems once per position (a variable is mapped for each
 /// layer that sees it).
 #[derive(Default)]
-pub(super) struct Problems(pub(super) BTreeMap<(usize, usize, String), Problem>);
+pub(super) struct Problems(pub(super) BTreeMap<(usize, usize, usize, String), (usize, Problem)>);
 
 impl Problems {
     pub(super) fn refuse(&mut self, v: &Var, why: impl Into<String>, hint: impl Into<String>) {
@@ -46,8 +50,8 @@ impl Problems {
             hint,
         );
         self.0
-            .entry((v.pos.line, v.pos.column, v.key.clone()))
-            .or_insert(p);
+            .entry((v.file, v.pos.line, v.pos.column, v.key.clone()))
+            .or_insert((v.file, p));
     }
 }
 
@@ -144,7 +148,7 @@ pub(super) fn settings(
     for v in vars {
         let k = v.key.as_str();
         match k {
-            "ansible_user" | "ansible_ssh_user" | "ansible_winrm_user" => {
+            "ansible_user" | "ansible_ssh_user" | "ansible_winrm_user" | "ansible_psrp_user" => {
                 let Some(t) = text(v, p) else { continue };
                 if kinds.ssh {
                     put(&mut out, "ssh.user", Scalar::Str(t.into()), at(v));
@@ -153,7 +157,7 @@ pub(super) fn settings(
                     put(&mut out, "winrm.user", Scalar::Str(t.into()), at(v));
                 }
             }
-            "ansible_port" | "ansible_ssh_port" => {
+            "ansible_port" | "ansible_ssh_port" | "ansible_winrm_port" | "ansible_psrp_port" => {
                 let Some(t) = text(v, p) else { continue };
                 let Ok(port) = t.parse::<u16>() else {
                     p.refuse(v, format!("{t:?} is not a port"), "give a number from 1 to 65535");
@@ -218,20 +222,34 @@ pub(super) fn settings(
             "ansible_winrm_server_cert_validation" | "ansible_psrp_cert_validation" => {
                 match text(v, p) {
                     Some("validate") | None => {}
-                    Some(_) => p.refuse(
+                    // kwinctl always checks the certificate: what Ansible
+                    // skips becomes a pin for the operator to fill in
+                    Some("ignore") if kinds.winrm => put(
+                        &mut out,
+                        "winrm.cert_sha256",
+                        Scalar::Placeholder,
+                        format!(
+                            "{}: kwinctl always checks the listener's certificate; \
+                             `kwinctl check` prints its SHA-256 to put here",
+                            at(v)
+                        ),
+                    ),
+                    Some("ignore") => {}
+                    Some(o) => p.refuse(
                         v,
-                        "kwinctl always checks the WinRM listener's certificate",
-                        "pin it with winrm.cert_sha256 or give its CA with winrm.ca_file \
-                         (ansible_winrm_ca_trust_path), then remove this variable",
+                        format!("{o:?} is not validate or ignore"),
+                        "use validate or ignore",
                     ),
                 }
             }
-            "ansible_winrm_ca_trust_path" | "ansible_psrp_ca_path" => {
+            "ansible_winrm_ca_trust_path" | "ansible_psrp_ca_cert" | "ansible_psrp_cert_trust_path" => {
                 let Some(t) = text(v, p) else { continue };
                 put(&mut out, "winrm.ca_file", Scalar::Str(t.into()), at(v));
             }
-            "ansible_host" | "ansible_ssh_host" | "kwinctl_os" | "kwinctl_role" if host_only => {}
-            "ansible_host" | "ansible_ssh_host" => p.refuse(
+            "ansible_host" | "ansible_ssh_host" | "ansible_winrm_host" | "ansible_psrp_host"
+            | "kwinctl_os" | "kwinctl_role" | "ip"
+                if host_only => {}
+            "ansible_host" | "ansible_ssh_host" | "ansible_winrm_host" | "ansible_psrp_host" => p.refuse(
                 v,
                 "an address for a whole group",
                 "give each host its own ansible_host",
@@ -326,10 +344,16 @@ pub(super) fn address(
     resolve: bool,
     p: &mut Problems,
 ) -> Option<(Ipv4Addr, String)> {
-    let var = vars
-        .get("ansible_host")
-        .or_else(|| vars.get("ansible_ssh_host"))
-        .map(|(v, _)| v);
+    // one of them at most: the others were dropped as Ansible ignores them
+    let var = [
+        "ansible_host",
+        "ansible_ssh_host",
+        "ansible_winrm_host",
+        "ansible_psrp_host",
+    ]
+    .iter()
+    .find_map(|k| vars.get(*k))
+    .map(|(v, _)| v);
     let (name, why, pos) = match var {
         Some(v) => (text(v, p)?.to_string(), at(v), v.pos),
         None => (
@@ -352,6 +376,7 @@ pub(super) fn address(
                 value: Val::Null,
                 pos,
                 what: "no ansible_host".into(),
+                file: 0,
             },
         };
         p.refuse(
@@ -404,4 +429,112 @@ pub(super) fn address(
             None
         }
     }
+}
+
+/// The WinRM port, scheme and authentication Ansible would use for a host
+/// reached over `winrm` or `psrp`, from its merged variables, with Ansible's
+/// defaults (winrm.py: port 5986, then http on 5985 and https elsewhere when
+/// no scheme is set, and Basic when no transport is set; psrp.py: https on
+/// 5986 when neither protocol nor port is set, the one from the other
+/// otherwise, and `negotiate`): docs/research/ansible-import.md. Basic over
+/// plain HTTP is refused (kwinctl never sends a password in clear).
+pub(super) fn winrm_truth(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -> Vec<Setting> {
+    let get = |k: &str| vars.get(k).map(|(v, _)| v);
+    let conn = get("ansible_connection");
+    let psrp = conn.is_some_and(|c| matches!(&c.value, Val::Text(t) if t.ends_with("psrp")));
+    let (port_keys, scheme_key, auth_key) = if psrp {
+        (
+            ["ansible_port", "ansible_psrp_port"],
+            "ansible_psrp_protocol",
+            "ansible_psrp_auth",
+        )
+    } else {
+        (
+            ["ansible_port", "ansible_winrm_port"],
+            "ansible_winrm_scheme",
+            "ansible_winrm_transport",
+        )
+    };
+    let port_var = port_keys.iter().find_map(|k| get(k));
+    let port = port_var.and_then(|v| text(v, &mut Problems::default())?.parse::<u16>().ok());
+    let scheme_var = get(scheme_key);
+    let scheme = scheme_var.and_then(|v| text(v, &mut Problems::default()));
+    let why = |v: Option<&Var>, default: &str| match v {
+        Some(v) => at(v),
+        None => format!("Ansible's default {default}"),
+    };
+    let (tls, port, why_tls, why_port) = match (scheme, port) {
+        (Some(s), Some(n)) => (s == "https", n, why(scheme_var, ""), why(port_var, "")),
+        (Some(s), None) => {
+            let tls = s == "https";
+            // winrm.py keeps its 5986 whatever the scheme; psrp.py follows it
+            let n = if psrp && !tls { 5985 } else { 5986 };
+            let d = if psrp {
+                "port for this protocol (psrp)"
+            } else {
+                "port 5986 (winrm), whatever the scheme"
+            };
+            (tls, n, why(scheme_var, ""), why(None, d))
+        }
+        (None, Some(n)) => (
+            n != 5985,
+            n,
+            why(None, "scheme: http on port 5985, https on any other"),
+            why(port_var, ""),
+        ),
+        (None, None) => (
+            true,
+            5986,
+            why(None, "scheme https"),
+            why(None, "port 5986"),
+        ),
+    };
+    let auth_var = get(auth_key);
+    let auth = auth_var.and_then(|v| text(v, &mut Problems::default()));
+    let (auth, why_auth) = match auth.map(|a| a.to_ascii_lowercase()) {
+        Some(a) => (
+            if a == "basic" { "basic" } else { "ntlm" },
+            why(auth_var, ""),
+        ),
+        None if psrp => ("ntlm", why(None, "auth negotiate (psrp): NTLM here")),
+        None => (
+            "basic",
+            why(
+                None,
+                "transport without ansible_winrm_transport: ssl or plaintext, both Basic",
+            ),
+        ),
+    };
+    if auth == "basic" && !tls {
+        let (v, what) = match (auth_var, conn) {
+            (Some(v), _) => (v, "Basic authentication over plain HTTP"),
+            (None, Some(c)) => (
+                c,
+                "no ansible_winrm_transport over http: Ansible would use plaintext, Basic authentication in clear",
+            ),
+            (None, None) => return Vec::new(),
+        };
+        p.refuse(
+            v,
+            format!("{what}: kwinctl never sends a password in clear"),
+            "set ansible_winrm_transport=ntlm, or use https (ansible_winrm_scheme=https, port 5986)",
+        );
+    }
+    vec![
+        Setting {
+            key: "winrm.tls",
+            value: Scalar::Bool(tls),
+            why: why_tls,
+        },
+        Setting {
+            key: "winrm.port",
+            value: Scalar::Int(port),
+            why: why_port,
+        },
+        Setting {
+            key: "winrm.auth",
+            value: Scalar::Str(auth.into()),
+            why: why_auth,
+        },
+    ]
 }

@@ -16,6 +16,7 @@ fn scalar(v: &Scalar) -> String {
         Scalar::Str(s) => serde_json::to_string(s).unwrap_or_default(),
         Scalar::Int(n) => n.to_string(),
         Scalar::Bool(b) => b.to_string(),
+        Scalar::Placeholder => PLACEHOLDER.to_string(),
     }
 }
 
@@ -29,12 +30,19 @@ fn blocks(out: &mut String, settings: &[Setting], indent: usize) {
         if mine.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "{:indent$}{block}:", "");
+        let only_placeholders = mine.iter().all(|s| s.value == Scalar::Placeholder);
+        let empty = if only_placeholders { " {}" } else { "" };
+        let _ = writeln!(out, "{:indent$}{block}:{empty}", "");
         for s in mine {
             let key = s.key.split_once('.').map(|(_, k)| k).unwrap_or(s.key);
+            let hash = if s.value == Scalar::Placeholder {
+                "# "
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "{:w$}{key}: {}  # {}",
+                "{:w$}{hash}{key}: {}  # {}",
                 "",
                 scalar(&s.value),
                 s.why,

@@ -85,6 +85,7 @@ fn vars(vs: &Vars, what: &str) -> Vec<Var> {
             value: Val::of_json(&v.value),
             pos: pos(k),
             what: what.to_string(),
+            file: 0,
         })
         .collect()
 }
