@@ -289,6 +289,25 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
         let Some(addr) = address(h, eff, resolve, &mut p) else {
             continue;
         };
+        // kubespray's `ip`: the address the node's services bind to, which
+        // the other nodes route through; Ansible connects to ansible_host.
+        // One kwinctl address cannot be both: refused where they differ.
+        if let Some((v, _)) = eff.get("ip")
+            && let Some(ip) = text(v, &mut p)
+            && ip != addr.0.to_string()
+        {
+            p.refuse(
+                v,
+                format!(
+                    "kubespray's ip {ip:?} (the node's own address, its pods' next hop) is not \
+                     where Ansible connects ({}): a kwinctl host has one address for both",
+                    addr.0
+                ),
+                "give ansible_host the ip address if the node is reachable there, or remove ip \
+                 if the connection address is also the one the nodes route through",
+            );
+            continue;
+        }
         let in_groups = m.groups_of(&h.name);
         let unused: Vec<String> = eff
             .values()
