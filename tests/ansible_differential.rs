@@ -300,7 +300,7 @@ fn ansible_hosts(
 /// kwinctl's answer for one host of the imported inventory.
 fn kwinctl_reach(inv: &Inventory, name: &str, ansible_groups: &BTreeSet<String>) -> Option<Reach> {
     let h = inv.host(name)?;
-    let connect = h.address.to_string();
+    let connect = h.reach().to_string();
     // an Ansible group is a declared group of the same name, or NAME-ansible
     // where the name is one of kwinctl's built-in groups
     let mut groups = BTreeSet::new();

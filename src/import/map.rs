@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use super::vars::{Problems, address, at, kind_of, settings, text, unused, winrm_truth};
+use super::vars::{Problems, address, at, kind_of, settings, text, unused};
+use super::winrm::winrm_truth;
 use super::{AHost, FileProblems, Layer, Model, Val, Var};
 use crate::inventory::{Os, Pos, Role};
 
@@ -56,6 +57,8 @@ pub(super) struct HostPlan {
     pub windows_ssh: bool,
     pub role: Option<(Role, String)>,
     pub address: (Ipv4Addr, String),
+    /// Where Ansible connects, when not `address` (kubespray's `ip` set).
+    pub connect: Option<(Ipv4Addr, String)>,
     pub groups: Vec<String>,
     pub settings: Vec<Setting>,
     /// Variables that do not concern connecting: `name (where)`.
@@ -286,27 +289,37 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
             }
         }
         let role = roles[i].clone();
-        let Some(addr) = address(h, eff, resolve, &mut p) else {
+        let Some(mut addr) = address(h, eff, resolve, &mut p) else {
             continue;
         };
         // kubespray's `ip`: the address the node's services bind to, which
-        // the other nodes route through; Ansible connects to ansible_host.
-        // One kwinctl address cannot be both: refused where they differ.
+        // the other nodes route through (kwinctl's `address`); Ansible
+        // connects to ansible_host (kwinctl's `connect`).
+        let mut connect = None;
         if let Some((v, _)) = eff.get("ip")
             && let Some(ip) = text(v, &mut p)
-            && ip != addr.0.to_string()
         {
-            p.refuse(
-                v,
-                format!(
-                    "kubespray's ip {ip:?} (the node's own address, its pods' next hop) is not \
-                     where Ansible connects ({}): a kwinctl host has one address for both",
-                    addr.0
-                ),
-                "give ansible_host the ip address if the node is reachable there, or remove ip \
-                 if the connection address is also the one the nodes route through",
-            );
-            continue;
+            match ip.parse::<Ipv4Addr>() {
+                Ok(ip) if ip == addr.0 => {}
+                Ok(ip) => {
+                    connect = Some(addr.clone());
+                    addr = (
+                        ip,
+                        format!(
+                            "{}: kubespray's node address, the next hop of its pods",
+                            at(v)
+                        ),
+                    );
+                }
+                Err(_) => {
+                    p.refuse(
+                        v,
+                        format!("kubespray's ip {ip:?} is not an IPv4 address"),
+                        "give the node's own IPv4 address as ip",
+                    );
+                    continue;
+                }
+            }
         }
         let in_groups = m.groups_of(&h.name);
         let unused: Vec<String> = eff
@@ -321,6 +334,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
             windows_ssh: os == Os::Windows && kind.ssh,
             role,
             address: addr,
+            connect,
             groups: groups
                 .iter()
                 .filter(|g| !g.built_in && in_groups.contains(&g.ansible))

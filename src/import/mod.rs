@@ -24,6 +24,7 @@ mod ini;
 mod map;
 mod vars;
 mod varsfiles;
+mod winrm;
 mod write;
 mod yaml;
 

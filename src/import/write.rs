@@ -160,6 +160,9 @@ pub(super) fn inventory(plan: &Plan, source: &str) -> String {
             );
         }
         let _ = writeln!(o, "    address: {}  # {}", h.address.0, h.address.1);
+        if let Some((c, why)) = &h.connect {
+            let _ = writeln!(o, "    connect: {c}  # {why}: where Ansible connects");
+        }
         if !h.groups.is_empty() {
             let _ = writeln!(o, "    groups: [{}]", h.groups.join(", "));
         }

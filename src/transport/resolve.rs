@@ -343,7 +343,7 @@ impl Resolver {
     async fn route(&self, h: &Host) -> Result<Route, String> {
         match &h.connection {
             Connection::WinRm(w) => Ok(Route::WinRm {
-                addr: format!("{}@{}:{}", w.user, h.address, w.port),
+                addr: format!("{}@{}:{}", w.user, h.reach(), w.port),
                 via: match &w.bastion {
                     Some(b) => Some(self.bastion(b).await?),
                     None => None,
@@ -367,7 +367,7 @@ impl Resolver {
                 if alias {
                     return Ok(Route::Ssh(self.build(&h.name, &by_name, via, 0).await?));
                 }
-                let addr = h.address.to_string();
+                let addr = h.reach().to_string();
                 // Does the config single the name out? Compared with a name
                 // no block can mean, its own tokens (%h, %n) put back to the
                 // name, so `Host *` settings do not count.
@@ -449,6 +449,42 @@ pub fn resolve(hosts: &[&Host], source: &ConfigSource) -> Result<Routes, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connect_address_is_where_ssh_and_winrm_go() {
+        let inv = crate::inventory::Inventory::parse(
+            std::path::Path::new("inv.yaml"),
+            "\
+cluster:
+  name: c
+  cluster_cidr: 10.244.0.0/16
+  service_cidr: 10.96.0.0/12
+  api_server: http://10.96.0.1:8080
+  kubernetes_version: 1.7.16
+hosts:
+  - name: lin
+    os: linux
+    address: 198.18.0.1
+    connect: 198.19.0.1
+  - name: win
+    os: windows
+    address: 198.18.0.2
+    connect: 198.19.0.2
+    winrm: { user: a, password_env: X }
+",
+        )
+        .unwrap();
+        let hosts: Vec<&Host> = inv.hosts.iter().collect();
+        let routes = resolve(&hosts, &ConfigSource::None).unwrap();
+        let lin = routes.get("lin").unwrap().describe();
+        let win = routes.get("win").unwrap().describe();
+        assert!(
+            lin.contains("198.19.0.1") && !lin.contains("198.18.0.1"),
+            "{lin}"
+        );
+        assert!(win.contains("198.19.0.2:5986"), "{win}");
+        assert_eq!(inv.hosts[0].address.to_string(), "198.18.0.1");
+    }
 
     #[test]
     fn builtin_is_what_ssh_g_says_without_a_config() {

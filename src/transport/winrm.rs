@@ -157,7 +157,7 @@ where
 
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
-    let addr = format!("{}:{}", host.address, w.port);
+    let addr = format!("{}:{}", host.reach(), w.port);
     let text = text_of(e);
     if let WinrmError::Http(re) = e
         && re.is_timeout()
@@ -224,7 +224,7 @@ impl WinRmSession {
         let tunnel = match &via {
             Some(v) => {
                 let conn = opts.jumps.get(v, opts, trace).await?;
-                Some(super::jump::socks(conn, host.address.to_string(), w.port).await?)
+                Some(super::jump::socks(conn, host.reach().to_string(), w.port).await?)
             }
             None => None,
         };
@@ -275,7 +275,7 @@ impl WinRmSession {
         // which a short-lived CLI can afford (an Arc cannot help: the
         // borrow, not ownership, is the constraint).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
-        let address = host.address.to_string();
+        let address = host.reach().to_string();
         // Opening a shell is safe to repeat (at worst the server reaps an
         // unused shell).
         let before = steps.count();
