@@ -10,6 +10,7 @@ use crate::inventory::{Connection, Host};
 mod auth;
 mod jump;
 pub mod known_hosts;
+pub mod presented;
 mod resolve;
 pub mod route;
 pub mod ssh;

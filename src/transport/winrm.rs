@@ -174,12 +174,26 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
             || lower.contains("tls")
             || lower.contains("handshake") =>
         {
-            TransportError::Connect {
-                addr,
-                msg: format!(
+            // the certificate it presented, to pin (not through a bastion:
+            // only the tunnel reaches the listener there)
+            let seen = if w.tls && w.bastion.is_none() {
+                let at = std::net::SocketAddr::new(host.reach().into(), w.port);
+                super::presented::cert_sha256(at, std::time::Duration::from_secs(5))
+            } else {
+                None
+            };
+            let msg = match seen {
+                Some(fp) => format!(
+                    "TLS: {text}: the listener presented a certificate with SHA-256 {fp}. If that is the \
+                     certificate of the host's WinRM listener (compare it out of band), pin it: add `cert_sha256: \"{fp}\"` under winrm: of host {} (inventory line {}), \
+                     or give its CA with winrm.ca_file",
+                    host.name, host.pos.line
+                ),
+                None => format!(
                     "TLS: {text}: give the listener's CA with winrm.ca_file or pin its certificate with winrm.cert_sha256"
                 ),
-            }
+            };
+            TransportError::Connect { addr, msg }
         }
         WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
             user: w.user.clone(),
