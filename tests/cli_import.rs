@@ -247,7 +247,11 @@ fn a_ca_file_is_kept_and_an_unchecked_certificate_becomes_a_pin_to_fill_in() {
         "[win]\nw1 ansible_host=198.18.0.5\nw2 ansible_host=198.18.0.6 ansible_psrp_cert_validation=ignore\n\
          [win:vars]\nansible_connection=psrp\nansible_user=Administrator\nansible_psrp_ca_cert=/etc/pki/winrm-ca.pem\n",
     );
-    let (inv, _) = import(src.to_str().unwrap(), dir.path());
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    assert!(
+        said.contains("`kwinctl verify -i INVENTORY` prints each listener's SHA-256"),
+        "{said}"
+    );
     let s = std::fs::read_to_string(&inv).unwrap();
     assert!(
         s.contains("ca_file: \"/etc/pki/winrm-ca.pem\"  # ansible_psrp_ca_cert, line 7"),

@@ -230,7 +230,8 @@ pub(super) fn settings(
                         Scalar::Placeholder,
                         format!(
                             "{}: kwinctl always checks the listener's certificate; \
-                             `kwinctl check` prints its SHA-256 to put here",
+                             the first `kwinctl verify` or `up` that reaches the host prints its SHA-256 \
+                             and the line to add",
                             at(v)
                         ),
                     ),

@@ -212,5 +212,19 @@ pub(super) fn next_steps(plan: &Plan, out: Option<&Path>) -> Vec<String> {
             "export {var}=... (the WinRM password of {at}; not copied)"
         ));
     }
+    let pins = plan
+        .groups
+        .iter()
+        .flat_map(|g| &g.settings)
+        .chain(plan.defaults.iter())
+        .chain(plan.hosts.iter().flat_map(|h| &h.settings))
+        .any(|s| s.value == Scalar::Placeholder);
+    if pins {
+        v.push(
+            "pin the WinRM certificates Ansible did not check (the commented cert_sha256 lines): \
+             `kwinctl verify -i INVENTORY` prints each listener's SHA-256 and the line to add"
+                .into(),
+        );
+    }
     v
 }
