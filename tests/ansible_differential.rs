@@ -397,23 +397,58 @@ fn positioned(stderr: &str, case: &Path) -> Result<usize, String> {
     Ok(n)
 }
 
+/// Both routes: the inventory file itself, and the JSON `ansible-inventory
+/// --list` printed for it (the `--list` route of docs/import-ansible.md),
+/// which must give the same answer when it is accepted.
 fn run_case(case: &Path) -> Outcome {
     let inv = inventory_of(case);
     let scratch = tempfile::tempdir().unwrap();
     let list = oracle(case, &inv, scratch.path());
     let hosts = ansible_hosts(&list);
-    let out = scratch.path().join("kwinctl.yaml");
+    let file = import_and_compare(&inv, case, &hosts, scratch.path(), "kwinctl.yaml");
+    let json = scratch.path().join("list.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&list).unwrap()).unwrap();
+    let via_list = import_and_compare(
+        &json,
+        scratch.path(),
+        &hosts,
+        scratch.path(),
+        "from-list.yaml",
+    );
+    match (file, via_list) {
+        (file, Outcome::Differs(d)) => {
+            let mut all = match file {
+                Outcome::Differs(f) => f,
+                _ => Vec::new(),
+            };
+            all.extend(d.into_iter().map(|d| format!("(--list JSON route) {d}")));
+            Outcome::Differs(all)
+        }
+        (file, _) => file,
+    }
+}
+
+/// Import `inv` and compare every host with Ansible's answer; a refusal
+/// must name a file under `files` for every problem.
+fn import_and_compare(
+    inv: &Path,
+    files: &Path,
+    hosts: &BTreeMap<String, (serde_json::Map<String, Value>, BTreeSet<String>)>,
+    scratch: &Path,
+    out_name: &str,
+) -> Outcome {
+    let out = scratch.join(out_name);
     let mut cmd = Command::new(common::bin());
     cmd.args(["import", "ansible"])
-        .arg(&inv)
+        .arg(inv)
         .arg("-o")
         .arg(&out)
-        .current_dir(scratch.path())
-        .env("HOME", scratch.path());
+        .current_dir(scratch)
+        .env("HOME", scratch);
     let o = common::run_bounded(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&o.stderr).to_string();
     if o.status.code() == Some(2) && !out.exists() {
-        return match positioned(&stderr, case) {
+        return match positioned(&stderr, files) {
             Ok(_) => Outcome::Refused(hosts.len()),
             Err(e) => Outcome::Differs(vec![e]),
         };
@@ -431,10 +466,10 @@ fn run_case(case: &Path) -> Outcome {
         }
     };
     let mut diffs = Vec::new();
-    for (name, (vars, groups)) in &hosts {
+    for (name, (vars, groups)) in hosts {
         // kwinctl expands `~` when it reads the inventory, with this HOME
         let home = PathBuf::from(std::env::var("HOME").unwrap_or_default());
-        let want = ansible_reach(name, vars, groups.clone(), &home, scratch.path());
+        let want = ansible_reach(name, vars, groups.clone(), &home, scratch);
         let Some(want) = want else {
             diffs.push(format!(
                 "{name}: Ansible connects with {:?}, and the import did not refuse it",

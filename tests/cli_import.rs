@@ -265,3 +265,27 @@ fn a_ca_file_is_kept_and_an_unchecked_certificate_becomes_a_pin_to_fill_in() {
     fill(&inv);
     check_json(&inv);
 }
+
+/// Two hosts at one address (Ansible reaches both there; `--list` output
+/// of a group-wide ansible_host looks like this) are refused at the import,
+/// with the second host's line, not left for `check` to find in the
+/// written file.
+#[test]
+fn two_hosts_at_one_address_are_refused_at_the_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[web]\na ansible_host=198.18.0.7\nb ansible_host=198.18.0.7\n",
+    );
+    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:1: host b (ansible_host, line 3): its address 198.18.0.7 is host a's too",
+            src.display()
+        )),
+        "{err}"
+    );
+}

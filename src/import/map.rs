@@ -207,7 +207,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
             settings: s,
         });
     }
-    let mut hosts = Vec::new();
+    let mut hosts: Vec<HostPlan> = Vec::new();
     for (i, h) in m.hosts.iter().enumerate() {
         let eff = &effective[i];
         let (os, kind) = kinds[i];
@@ -320,6 +320,28 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
                     continue;
                 }
             }
+        }
+        // one routable address per host (kwinctl's check refuses two)
+        if let Some(other) = hosts.iter().find(|o| o.address.0 == addr.0) {
+            p.refuse(
+                &Var {
+                    key: format!("host {}", h.name),
+                    value: Val::Null,
+                    pos: Pos {
+                        line: h.lines.first().copied().unwrap_or(1),
+                        column: 1,
+                    },
+                    what: addr.1.clone(),
+                    file: 0,
+                },
+                format!(
+                    "its address {} is host {}'s too: every kwinctl host routes its pods through \
+                     its own address",
+                    addr.0, other.name
+                ),
+                "give each host its own ansible_host (kubespray: ip), or leave one of them out",
+            );
+            continue;
         }
         let in_groups = m.groups_of(&h.name);
         let unused: Vec<String> = eff
