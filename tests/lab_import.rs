@@ -108,7 +108,9 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
     }
 
     // the YAML inventory of the same hosts, imported elsewhere: the nodes
-    // already hold the cluster, so `up` changes nothing
+    // already hold the cluster, so `up` changes nothing (NTLM named: over
+    // http Ansible's default transport is Basic in clear, which the import
+    // refuses)
     let yaml = d.join("ansible-hosts.yaml");
     write(
         &yaml,
@@ -116,7 +118,7 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
             "all:\n  vars:\n    ansible_user: root\n    ansible_ssh_private_key_file: {}\n  children:\n    \
              kube_control_plane:\n      hosts:\n        h1: {{ ansible_host: {} }}\n    workers:\n      \
              hosts:\n        h2: {{ ansible_host: {} }}\n    windows:\n      vars:\n        \
-             ansible_connection: winrm\n        ansible_winrm_scheme: http\n        ansible_port: 5985\n        ansible_user: Administrator\n        \
+             ansible_connection: winrm\n        ansible_winrm_scheme: http\n        ansible_port: 5985\n        ansible_winrm_transport: ntlm\n        ansible_user: Administrator\n        \
              ansible_password: \"{password}\"\n      hosts:\n        win1: {{ ansible_host: {} }}\n",
             key.display(),
             lab.ip("h1"),
