@@ -289,3 +289,38 @@ fn two_hosts_at_one_address_are_refused_at_the_second() {
         "{err}"
     );
 }
+
+/// A vault-encrypted inventory is refused as such at 1:1, not read as INI
+/// host names made of ciphertext; an inventory without hosts points at its
+/// first line, not at 0:0.
+#[test]
+fn a_vault_file_and_an_empty_inventory_are_refused_for_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "$ANSIBLE_VAULT;1.1;AES256\n6162636465666768696a6b6c6d6e6f70\n3132333435363738\n",
+    );
+    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1:1: an Ansible Vault-encrypted file",
+            src.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("6162636465666768"), "{err}");
+    write(&src, "# nothing here yet\n\n[web]\n");
+    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:1: the inventory has no hosts",
+            src.display()
+        )),
+        "{err}"
+    );
+}
