@@ -12,7 +12,10 @@
 //! and a reason for every problem. Any other outcome is a silent difference,
 //! and the test fails on it unless the case is listed in
 //! tests/ansible/corpus/KNOWN (which the test also keeps honest: a case
-//! listed there that agrees fails the test until it is taken off).
+//! listed there that agrees fails the test until it is taken off). Each
+//! case is imported twice: from its file, and from the JSON `--list`
+//! printed for it. `KWINCTL_CORPUS_CASE=NAME` runs one case; run with
+//! `--nocapture` to see the counts.
 
 mod common;
 
