@@ -186,7 +186,8 @@ fn what_cannot_be_mapped_is_refused_with_its_position_and_nothing_written() {
         ":4:26: ansible_become_password",
         ":5:4: ansible_host (host line of [linux]): \"l3.example.invalid\" is a name",
         ":6:26: ansible_connection (host line of [linux]): connection \"docker\"",
-        ":13:1: ansible_winrm_server_cert_validation ([win:vars])",
+        // not a variable of Ansible's psrp plugin (ansible_psrp_ca_cert is)
+        ":13:1: ansible_psrp_ca_path ([win:vars]): kwinctl does not know",
         ":14:1: ansible_winrm_transport ([win:vars]): \"kerberos\"",
         ":16:1: ansible_user ([win:vars]): a Jinja template",
     ] {
@@ -230,4 +231,96 @@ fn names_are_resolved_only_when_asked_and_nothing_is_overwritten() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine\n");
+}
+
+/// Ansible's documented ways to trust a WinRM listener: a CA file
+/// (`ansible_psrp_ca_cert`, `ansible_winrm_ca_trust_path`) is copied; an
+/// unchecked certificate (`..._cert_validation=ignore`, in every Windows
+/// example of Ansible's docs) becomes a commented pin to fill in, not a
+/// refusal.
+#[test]
+fn a_ca_file_is_kept_and_an_unchecked_certificate_becomes_a_pin_to_fill_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5\nw2 ansible_host=198.18.0.6 ansible_psrp_cert_validation=ignore\n\
+         [win:vars]\nansible_connection=psrp\nansible_user=Administrator\nansible_psrp_ca_cert=/etc/pki/winrm-ca.pem\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    assert!(
+        said.contains("`kwinctl verify -i INVENTORY` prints each listener's SHA-256"),
+        "{said}"
+    );
+    let s = std::fs::read_to_string(&inv).unwrap();
+    assert!(
+        s.contains("ca_file: \"/etc/pki/winrm-ca.pem\"  # ansible_psrp_ca_cert, line 7"),
+        "{s}"
+    );
+    let w2 = s.split("- name: w2").nth(1).unwrap();
+    assert!(
+        w2.contains("# cert_sha256: FILL-IN  # ansible_psrp_cert_validation, line 3"),
+        "{w2}"
+    );
+    fill(&inv);
+    check_json(&inv);
+}
+
+/// Two hosts at one address (Ansible reaches both there; `--list` output
+/// of a group-wide ansible_host looks like this) are refused at the import,
+/// with the second host's line, not left for `check` to find in the
+/// written file.
+#[test]
+fn two_hosts_at_one_address_are_refused_at_the_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[web]\na ansible_host=198.18.0.7\nb ansible_host=198.18.0.7\n",
+    );
+    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:1: host b (ansible_host, line 3): its address 198.18.0.7 is host a's too",
+            src.display()
+        )),
+        "{err}"
+    );
+}
+
+/// A vault-encrypted inventory is refused as such at 1:1, not read as INI
+/// host names made of ciphertext; an inventory without hosts points at its
+/// first line, not at 0:0.
+#[test]
+fn a_vault_file_and_an_empty_inventory_are_refused_for_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "$ANSIBLE_VAULT;1.1;AES256\n6162636465666768696a6b6c6d6e6f70\n3132333435363738\n",
+    );
+    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1:1: an Ansible Vault-encrypted file",
+            src.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("6162636465666768"), "{err}");
+    write(&src, "# nothing here yet\n\n[web]\n");
+    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:1: the inventory has no hosts",
+            src.display()
+        )),
+        "{err}"
+    );
 }

@@ -108,7 +108,9 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
     }
 
     // the YAML inventory of the same hosts, imported elsewhere: the nodes
-    // already hold the cluster, so `up` changes nothing
+    // already hold the cluster, so `up` changes nothing (NTLM named: over
+    // http Ansible's default transport is Basic in clear, which the import
+    // refuses)
     let yaml = d.join("ansible-hosts.yaml");
     write(
         &yaml,
@@ -116,7 +118,7 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
             "all:\n  vars:\n    ansible_user: root\n    ansible_ssh_private_key_file: {}\n  children:\n    \
              kube_control_plane:\n      hosts:\n        h1: {{ ansible_host: {} }}\n    workers:\n      \
              hosts:\n        h2: {{ ansible_host: {} }}\n    windows:\n      vars:\n        \
-             ansible_connection: winrm\n        ansible_winrm_scheme: http\n        ansible_port: 5985\n        ansible_user: Administrator\n        \
+             ansible_connection: winrm\n        ansible_winrm_scheme: http\n        ansible_port: 5985\n        ansible_winrm_transport: ntlm\n        ansible_user: Administrator\n        \
              ansible_password: \"{password}\"\n      hosts:\n        win1: {{ ansible_host: {} }}\n",
             key.display(),
             lab.ip("h1"),
@@ -161,4 +163,89 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
         .map(|h| h["host"].as_str().unwrap())
         .collect();
     assert_eq!(hosts, ["win1"], "{s}");
+}
+
+/// Where an Ansible inventory said `cert_validation=ignore`, the imported
+/// one has no pin, and kwinctl's checked connection fails: the error names
+/// the certificate the listener presented (its SHA-256, the one winsim
+/// made) and the exact line to add; with that line the connection passes
+/// TLS.
+#[test]
+fn a_winrm_tls_error_prints_the_presented_certificate_and_the_line_to_add() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    let pw = lab.dir().join("winrm-password");
+    let set = |extra: &str| {
+        let text = std::fs::read_to_string(lab.inventory()).unwrap();
+        let mut out = String::new();
+        let mut in_host = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("- name:") {
+                in_host = line.trim_start() == "- name: win1";
+            }
+            if in_host && line.trim_start().starts_with("winrm:") {
+                out += &format!(
+                    "    winrm: {{ port: 5986, tls: true, auth: ntlm, password_file: {}{extra} }}\n",
+                    pw.display()
+                );
+            } else {
+                out += line;
+                out.push('\n');
+            }
+        }
+        assert_ne!(out, text, "no winrm line for win1");
+        write(lab.inventory(), &out);
+    };
+    set("");
+    let i = lab.inv();
+    let verify = || {
+        let o = kwinctl_env(
+            &[
+                "verify",
+                "-i",
+                &i,
+                "--limit",
+                "win1",
+                "--output",
+                "json",
+                "--retries",
+                "0",
+            ],
+            &[],
+        );
+        let s = summary(&o);
+        let h = s["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["host"] == "win1")
+            .cloned()
+            .unwrap_or_else(|| panic!("{}", text(&o)));
+        h["error"].as_str().unwrap_or_default().to_string()
+    };
+    let e = verify();
+    let want: String = lab
+        .cert_sha256("win1")
+        .trim()
+        .chars()
+        .filter(|c| *c != ':')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    assert!(e.contains("TLS"), "{e}");
+    assert!(
+        e.contains(&format!("presented a certificate with SHA-256 {want}")),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "add `cert_sha256: \"{want}\"` under winrm: of host win1"
+        )),
+        "{e}"
+    );
+    // the line the error gave, added: TLS passes
+    set(&format!(", cert_sha256: \"{want}\""));
+    let e = verify();
+    assert!(!e.contains("TLS") && !e.contains("certificate"), "{e}");
 }

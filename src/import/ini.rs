@@ -57,12 +57,12 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
                     ));
                     continue;
                 };
-                let value = unquote(v.trim());
                 let var = Var {
                     key: k.trim().to_string(),
-                    value: Val::Text(value),
+                    value: parse_value(v.trim()),
                     pos: at,
                     what: format!("[{g}:vars]"),
+                    file: 0,
                 };
                 m.group(g, line_no).vars.push(var);
             }
@@ -84,14 +84,176 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
     }
 }
 
-/// `"x"` or `'x'` → `x` (Ansible evaluates the value as a Python literal).
-fn unquote(v: &str) -> String {
-    for q in ['"', '\''] {
-        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
-            return v[1..v.len() - 1].to_string();
+/// A value as Ansible's INI plugin reads it (`InventoryModule._parse_value`
+/// in ansible-core's plugins/inventory/ini.py: docs/research/ansible-import.md):
+/// `ast.literal_eval` of the text, and the text as it is when that fails.
+/// Mirrored here for what a connection variable can be: one or more
+/// adjacent quoted strings (`\\`, `\'`, `\"`, `\n`, `\t` escapes; `r` and
+/// `u` prefixes), a decimal, hex, octal or binary integer, a float,
+/// `True`/`False`/`None`, or a list, tuple, dict or set; each may be
+/// followed by a `# comment`, which Python ignores. Anything else is kept as
+/// written, comment included.
+pub(super) fn parse_value(v: &str) -> Val {
+    let t = v.trim_start_matches([' ', '\t']);
+    match literal(t) {
+        Some(val) => val,
+        None => Val::Text(v.to_string()),
+    }
+}
+
+/// Whether `t` starts a string literal (with an optional r/u prefix).
+fn opens_string(t: &str) -> bool {
+    t.starts_with(['"', '\''])
+        || t.starts_with(['r', 'u', 'R', 'U']) && t[1..].starts_with(['"', '\''])
+}
+
+fn literal(t: &str) -> Option<Val> {
+    let (val, rest) = if t.starts_with(['[', '(', '{']) {
+        (Val::Structured, balanced(t)?)
+    } else if opens_string(t) {
+        let mut out = String::new();
+        let mut rest = t;
+        loop {
+            let raw = rest.starts_with(['r', 'R']);
+            let body = rest.trim_start_matches(['r', 'u', 'R', 'U']);
+            let q = body.chars().next()?;
+            let (s, after) = string(&body[1..], q, raw)?;
+            out.push_str(&s);
+            rest = after.trim_start_matches([' ', '\t']);
+            if !opens_string(rest) {
+                break;
+            }
+        }
+        (Val::Text(out), rest)
+    } else {
+        let end = t.find([' ', '\t', '#']).unwrap_or(t.len());
+        let (word, rest) = t.split_at(end);
+        let val = match word {
+            "True" | "False" => Val::Text(word.to_string()),
+            "None" => Val::Null,
+            w => Val::Text(number(w)?),
+        };
+        (val, rest)
+    };
+    let rest = rest.trim_start_matches([' ', '\t']);
+    (rest.is_empty() || rest.starts_with('#')).then_some(val)
+}
+
+/// A Python integer or float literal, as Python prints its value.
+fn number(w: &str) -> Option<String> {
+    let (neg, digits) = match w.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, w.strip_prefix('+').unwrap_or(w)),
+    };
+    let d = digits.replace('_', "");
+    let radix = |p: &str, r: u32| {
+        d.strip_prefix(p)
+            .or_else(|| d.strip_prefix(&p.to_ascii_uppercase()))
+            .and_then(|x| i128::from_str_radix(x, r).ok())
+    };
+    let n = radix("0x", 16)
+        .or_else(|| radix("0o", 8))
+        .or_else(|| radix("0b", 2));
+    let n = match n {
+        Some(n) => Some(n),
+        // Python refuses leading zeros on a decimal other than 0
+        None if d.len() > 1 && d.chars().all(|c| c == '0') => Some(0),
+        None if d.len() > 1 && d.starts_with('0') && !d.contains(['.', 'e', 'E']) => return None,
+        None if !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()) => d.parse().ok(),
+        None => None,
+    };
+    if let Some(n) = n {
+        return Some(if neg { (-n).to_string() } else { n.to_string() });
+    }
+    if d.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit() || c == '.')
+        && d.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+    {
+        let f: f64 = d.parse().ok()?;
+        return Some(format!("{}{f:?}", if neg { "-" } else { "" }));
+    }
+    None
+}
+
+/// A quoted string's text and what follows its closing quote.
+fn string(s: &str, q: char, raw: bool) -> Option<(String, &str)> {
+    let mut out = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            c if c == q => return Some((out, &s[i + 1..])),
+            '\\' => {
+                let (_, n) = chars.next()?;
+                if raw {
+                    out.push('\\');
+                    out.push(n);
+                    continue;
+                }
+                match n {
+                    'n' => out.push('\n'),
+                    't' => out.push('\t'),
+                    '\\' | '\'' | '"' => out.push(n),
+                    // other escapes: not a value read here as Python would
+                    _ => return None,
+                }
+            }
+            c => out.push(c),
         }
     }
-    v.to_string()
+    None
+}
+
+/// What follows a balanced bracketed literal: strings inside are skipped,
+/// and outside them only numbers, `True`/`False`/`None` and punctuation may
+/// stand (a name, as in a Jinja `{{ x }}`, is no literal).
+fn balanced(t: &str) -> Option<&str> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut word = String::new();
+    for (i, c) in t.char_indices() {
+        if quote.is_none() {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                word.push(c);
+                continue;
+            }
+            if !word.is_empty() {
+                let ok = matches!(word.as_str(), "True" | "False" | "None")
+                    || number(&word).is_some()
+                    || word
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == 'e' || c == 'E');
+                if !ok {
+                    return None;
+                }
+                word.clear();
+            }
+        }
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '[' | '(' | '{' => depth += 1,
+            ']' | ')' | '}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(&t[i + 1..]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Problem> {
@@ -109,12 +271,7 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
     let Some((pattern, rest)) = words.split_first() else {
         return Ok(());
     };
-    let (pattern, port) = match pattern.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') && p.chars().all(|c| c.is_ascii_digit()) => {
-            (h.to_string(), Some(p.to_string()))
-        }
-        _ => (pattern.clone(), None),
-    };
+    let (pattern, port) = split_port(pattern);
     let names = expand(&pattern).map_err(|e| {
         problem(
             at,
@@ -139,12 +296,13 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
         }
         vars.push(Var {
             key: k.to_string(),
-            value: Val::Text(v.to_string()),
+            value: parse_value(v),
             pos: Pos {
                 line: at.line,
                 column: found.map(|i| i + 1).unwrap_or(at.column),
             },
             what: format!("host line of [{group}]"),
+            file: 0,
         });
     }
     if let Some(p) = port {
@@ -155,6 +313,7 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
                 value: Val::Text(p),
                 pos: at,
                 what: format!("host line of [{group}] (NAME:PORT)"),
+                file: 0,
             },
         );
     }
@@ -163,6 +322,36 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
         m.host(&name, at.line).vars.extend(vars.iter().cloned());
     }
     Ok(())
+}
+
+/// `NAME:PORT` → (NAME, PORT): the port after the last colon outside a
+/// range's brackets, when it is all digits (Ansible's `parse_address`; an
+/// IPv6 address, with several colons outside brackets, keeps them).
+fn split_port(pattern: &str) -> (String, Option<String>) {
+    let mut depth = 0i32;
+    let mut colons = Vec::new();
+    for (i, c) in pattern.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ':' if depth == 0 => colons.push(i),
+            _ => {}
+        }
+    }
+    match colons.as_slice() {
+        [i] if pattern[i + 1..].chars().all(|c| c.is_ascii_digit()) && *i + 1 < pattern.len() => (
+            pattern[..*i].to_string(),
+            Some(pattern[i + 1..].to_string()),
+        ),
+        _ => (pattern.to_string(), None),
+    }
+}
+
+/// The hosts a pattern names, each with the port it gives (`NAME:PORT`),
+/// ranges expanded: INI host lines and YAML `hosts` keys alike.
+pub(super) fn host_pattern(pattern: &str) -> Result<Vec<(String, Option<String>)>, String> {
+    let (p, port) = split_port(pattern);
+    Ok(expand(&p)?.into_iter().map(|n| (n, port.clone())).collect())
 }
 
 /// Expand the first range in a host pattern, then the rest
@@ -288,6 +477,33 @@ web
                 .iter()
                 .any(|g| g.name == "ungrouped" && g.hosts == ["loose"])
         );
+    }
+
+    #[test]
+    fn values_are_read_as_ansibles_literal_eval_reads_them() {
+        let t = parse_value;
+        let txt = |s: &str| Val::Text(s.into());
+        assert_eq!(t("\"ubuntu\"  # the image's user"), txt("ubuntu"));
+        assert_eq!(
+            t("ubuntu  # the image's user"),
+            txt("ubuntu  # the image's user")
+        );
+        assert_eq!(t("'a' \"b\""), txt("ab"));
+        assert_eq!(t("'it\\'s'"), txt("it's"));
+        assert_eq!(t("0x7e6"), txt("2022"));
+        assert_eq!(t("2_022"), txt("2022"));
+        assert_eq!(t("022"), txt("022"));
+        assert_eq!(t("-5"), txt("-5"));
+        assert_eq!(t("1.5"), txt("1.5"));
+        assert_eq!(t("True"), txt("True"));
+        assert_eq!(t("None"), Val::Null);
+        assert_eq!(t("[1, 'a']  # list"), Val::Structured);
+        assert_eq!(t("{'a': 1}"), Val::Structured);
+        assert_eq!(t("[1, 2"), txt("[1, 2"));
+        assert_eq!(t("'unclosed"), txt("'unclosed"));
+        assert_eq!(t("/etc/keys/id"), txt("/etc/keys/id"));
+        assert_eq!(t("{{ x }}"), txt("{{ x }}"));
+        assert_eq!(t("r'a\\b'"), txt("a\\b"));
     }
 
     #[test]

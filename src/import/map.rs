@@ -9,8 +9,9 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use super::vars::{Problems, address, at, kind_of, settings, text, unused};
-use super::{AHost, Layer, Model, Val, Var};
-use crate::inventory::{Os, Pos, Problem, Role};
+use super::winrm::winrm_truth;
+use super::{AHost, FileProblems, Layer, Model, Val, Var};
+use crate::inventory::{Os, Pos, Role};
 
 /// A setting's value, written as YAML.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +19,8 @@ pub(super) enum Scalar {
     Str(String),
     Int(u16),
     Bool(bool),
+    /// Written as a comment for the operator to fill in.
+    Placeholder,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +57,8 @@ pub(super) struct HostPlan {
     pub windows_ssh: bool,
     pub role: Option<(Role, String)>,
     pub address: (Ipv4Addr, String),
+    /// Where Ansible connects, when not `address` (kubespray's `ip` set).
+    pub connect: Option<(Ipv4Addr, String)>,
     pub groups: Vec<String>,
     pub settings: Vec<Setting>,
     /// Variables that do not concern connecting: `name (where)`.
@@ -82,7 +87,7 @@ const CONTROL_PLANE_GROUPS: [&str; 7] = [
 ];
 
 /// Map the whole inventory, or every problem found.
-pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Problem>> {
+pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FileProblems> {
     let mut p = Problems::default();
     let mut passwords = Vec::new();
     let effective: Vec<BTreeMap<String, (Var, Layer)>> =
@@ -135,7 +140,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
         .groups
         .iter()
         .filter(|g| g.name == "all")
-        .flat_map(|g| g.vars.iter())
+        .flat_map(|g| g.vars.iter().chain(&g.file_vars))
         .collect();
     let all_hosts: Vec<&AHost> = m.hosts.iter().collect();
     let defaults = settings(
@@ -178,13 +183,14 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
                         column: 1,
                     },
                     what: format!("group {}", g.name),
+                    file: 0,
                 },
                 format!("{:?} is not a name kwinctl takes", g.name),
                 "rename the group: letters, digits, '-', '_' and '.', at most 63",
             );
             continue;
         }
-        let vars: Vec<&Var> = g.vars.iter().collect();
+        let vars: Vec<&Var> = g.vars.iter().chain(&g.file_vars).collect();
         let s = settings(
             &vars,
             &Layer::Group(g.name.clone()),
@@ -201,12 +207,22 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
             settings: s,
         });
     }
-    let mut hosts = Vec::new();
+    let mut hosts: Vec<HostPlan> = Vec::new();
     for (i, h) in m.hosts.iter().enumerate() {
         let eff = &effective[i];
         let (os, kind) = kinds[i];
         let layer = Layer::Host(h.name.clone());
-        let own: Vec<&Var> = h.vars.iter().collect();
+        // the host's own variables that Ansible uses (not one that a later
+        // layer or an alias of the same option overrides)
+        let own: Vec<&Var> = h
+            .vars
+            .iter()
+            .chain(&h.file_vars)
+            .filter(|v| {
+                eff.get(&v.key)
+                    .is_some_and(|(e, _)| e.file == v.file && e.pos == v.pos)
+            })
+            .collect();
         let mut mine = settings(&own, &layer, kind, base, &mut p, &mut passwords);
         // what Ansible would use, and what kwinctl's layers would give
         let mut truth = Vec::new();
@@ -220,6 +236,11 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
                 &mut Vec::new(),
             );
             truth.extend(one);
+        }
+        truth.retain(|t| t.value != Scalar::Placeholder);
+        if kind.winrm {
+            truth.retain(|t| !matches!(t.key, "winrm.tls" | "winrm.port" | "winrm.auth"));
+            truth.extend(winrm_truth(eff, &mut p));
         }
         let member_of: Vec<&GroupPlan> = {
             let in_ = m.groups_of(&h.name);
@@ -250,22 +271,78 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
             };
             if kw != Some(&t.value) {
                 let names: Vec<&str> = from_groups.iter().map(|g| g.0).collect();
-                mine.push(Setting {
-                    key: t.key,
-                    value: t.value.clone(),
-                    why: format!(
+                let why = if names.is_empty() {
+                    t.why.clone()
+                } else {
+                    format!(
                         "{}: groups {} set it differently, and Ansible takes this one (the deeper group; \
                          at equal depth, the later name)",
                         t.why,
                         names.join(", ")
-                    ),
+                    )
+                };
+                mine.push(Setting {
+                    key: t.key,
+                    value: t.value.clone(),
+                    why,
                 });
             }
         }
         let role = roles[i].clone();
-        let Some(addr) = address(h, eff, resolve, &mut p) else {
+        let Some(mut addr) = address(h, eff, resolve, &mut p) else {
             continue;
         };
+        // kubespray's `ip`: the address the node's services bind to, which
+        // the other nodes route through (kwinctl's `address`); Ansible
+        // connects to ansible_host (kwinctl's `connect`).
+        let mut connect = None;
+        if let Some((v, _)) = eff.get("ip")
+            && let Some(ip) = text(v, &mut p)
+        {
+            match ip.parse::<Ipv4Addr>() {
+                Ok(ip) if ip == addr.0 => {}
+                Ok(ip) => {
+                    connect = Some(addr.clone());
+                    addr = (
+                        ip,
+                        format!(
+                            "{}: kubespray's node address, the next hop of its pods",
+                            at(v)
+                        ),
+                    );
+                }
+                Err(_) => {
+                    p.refuse(
+                        v,
+                        format!("kubespray's ip {ip:?} is not an IPv4 address"),
+                        "give the node's own IPv4 address as ip",
+                    );
+                    continue;
+                }
+            }
+        }
+        // one routable address per host (kwinctl's check refuses two)
+        if let Some(other) = hosts.iter().find(|o| o.address.0 == addr.0) {
+            p.refuse(
+                &Var {
+                    key: format!("host {}", h.name),
+                    value: Val::Null,
+                    pos: Pos {
+                        line: h.lines.first().copied().unwrap_or(1),
+                        column: 1,
+                    },
+                    what: addr.1.clone(),
+                    file: 0,
+                },
+                format!(
+                    "its address {} is host {}'s too: every kwinctl host routes its pods through \
+                     its own address",
+                    addr.0, other.name
+                ),
+                "give each host its own ansible_host (kubespray: ip), or leave one of them out",
+            );
+            continue;
+        }
         let in_groups = m.groups_of(&h.name);
         let unused: Vec<String> = eff
             .values()
@@ -279,6 +356,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
             windows_ssh: os == Os::Windows && kind.ssh,
             role,
             address: addr,
+            connect,
             groups: groups
                 .iter()
                 .filter(|g| !g.built_in && in_groups.contains(&g.ansible))
@@ -296,6 +374,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, Vec<Pr
                     value: Val::Null,
                     pos: Pos { line: h.lines.first().copied().unwrap_or(0), column: 1 },
                     what: format!("host {}", h.name),
+                    file: 0,
                 },
                 format!("{:?} is not a name kwinctl takes", h.name),
                 "kwinctl names are letters, digits, '-', '_' and '.', at most 63: rename the host and keep its address in ansible_host",

@@ -23,6 +23,8 @@
 mod ini;
 mod map;
 mod vars;
+mod varsfiles;
+mod winrm;
 mod write;
 mod yaml;
 
@@ -76,6 +78,8 @@ pub(super) struct Var {
     pub pos: Pos,
     /// What the position is in (`[web:vars]`, `host web1`), for comments.
     pub what: String,
+    /// Which file of `Model::files` it is in (0: the inventory).
+    pub file: usize,
 }
 
 #[derive(Debug, Default)]
@@ -83,6 +87,8 @@ pub(super) struct Group {
     pub name: String,
     pub line: usize,
     pub vars: Vec<Var>,
+    /// From `group_vars/` beside the inventory (they win over `vars`).
+    pub file_vars: Vec<Var>,
     pub parents: BTreeSet<String>,
     /// Hosts listed directly under it.
     pub hosts: Vec<String>,
@@ -94,6 +100,8 @@ pub(super) struct AHost {
     /// Lines where the host is listed.
     pub lines: Vec<usize>,
     pub vars: Vec<Var>,
+    /// From `host_vars/` beside the inventory (they win over `vars`).
+    pub file_vars: Vec<Var>,
 }
 
 /// An Ansible inventory, whatever its format.
@@ -101,6 +109,9 @@ pub(super) struct AHost {
 pub(super) struct Model {
     pub groups: Vec<Group>,
     pub hosts: Vec<AHost>,
+    /// The files read: the inventory, then `group_vars/` and `host_vars/`
+    /// files (`Var::file` indexes this).
+    pub files: Vec<PathBuf>,
 }
 
 impl Model {
@@ -127,6 +138,7 @@ impl Model {
                     name: name.to_string(),
                     lines: Vec::new(),
                     vars: Vec::new(),
+                    file_vars: Vec::new(),
                 });
                 self.hosts.len() - 1
             }
@@ -200,16 +212,21 @@ impl Model {
             .collect()
     }
 
-    /// The variables a host ends up with, and the layer each came from, by
-    /// Ansible's precedence.
-    pub(super) fn effective(&self, host: &AHost) -> BTreeMap<String, (Var, Layer)> {
+    /// The host's groups in the order Ansible merges their variables:
+    /// `sort_groups`, by depth, then `ansible_group_priority`, then name.
+    fn merge_order(&self, host: &AHost) -> Vec<String> {
         let mut layers: Vec<(usize, i64, String)> = self
             .groups_of(&host.name)
             .into_iter()
             .map(|g| {
                 let prio = self
                     .find(&g)
-                    .and_then(|g| g.vars.iter().rfind(|v| v.key == "ansible_group_priority"))
+                    .and_then(|g| {
+                        g.vars
+                            .iter()
+                            .chain(&g.file_vars)
+                            .rfind(|v| v.key == "ansible_group_priority")
+                    })
                     .and_then(|v| match &v.value {
                         Val::Text(t) => t.parse().ok(),
                         _ => None,
@@ -219,20 +236,105 @@ impl Model {
             })
             .collect();
         layers.sort();
+        layers.into_iter().map(|l| l.2).collect()
+    }
+
+    /// The variables a host ends up with, and the layer each came from, by
+    /// Ansible's precedence (`VariableManager.get_vars`): the inventory's
+    /// `all` vars, `group_vars/all`, the other groups' inventory vars in
+    /// merge order, their `group_vars/` files in the same order, the host's
+    /// inventory vars, its `host_vars/` file. Then, of the variables one
+    /// connection option takes, only the one Ansible uses is kept
+    /// (`resolve_aliases`).
+    pub(super) fn effective(&self, host: &AHost) -> BTreeMap<String, (Var, Layer)> {
         let mut out = BTreeMap::new();
-        let all = self.find("all").map(|g| g.vars.as_slice()).unwrap_or(&[]);
-        for v in all {
-            out.insert(v.key.clone(), (v.clone(), Layer::All));
+        let mut put = |vs: &[Var], l: Layer| {
+            for v in vs {
+                out.insert(v.key.clone(), (v.clone(), l.clone()));
+            }
+        };
+        let order = self.merge_order(host);
+        if let Some(all) = self.find("all") {
+            put(&all.vars, Layer::All);
+            put(&all.file_vars, Layer::All);
         }
-        for (_, _, g) in layers {
-            for v in self.find(&g).map(|g| g.vars.as_slice()).unwrap_or(&[]) {
-                out.insert(v.key.clone(), (v.clone(), Layer::Group(g.clone())));
+        for g in &order {
+            if let Some(x) = self.find(g) {
+                put(&x.vars, Layer::Group(g.clone()));
             }
         }
-        for v in &host.vars {
-            out.insert(v.key.clone(), (v.clone(), Layer::Host(host.name.clone())));
+        for g in &order {
+            if let Some(x) = self.find(g) {
+                put(&x.file_vars, Layer::Group(g.clone()));
+            }
         }
+        put(&host.vars, Layer::Host(host.name.clone()));
+        put(&host.file_vars, Layer::Host(host.name.clone()));
+        resolve_aliases(&mut out);
         out
+    }
+}
+
+/// The connection plugin a host's `ansible_connection` names (`ssh` when
+/// not set or not one of the three).
+fn plugin_of(vars: &BTreeMap<String, (Var, Layer)>) -> &'static str {
+    match vars.get("ansible_connection").map(|(v, _)| &v.value) {
+        Some(Val::Text(t)) if t == "winrm" || t == "ansible.builtin.winrm" => "winrm",
+        Some(Val::Text(t)) if t == "psrp" || t == "ansible.builtin.psrp" => "psrp",
+        _ => "ssh",
+    }
+}
+
+/// Each connection option reads a list of variables, and the last one of
+/// the list that is set wins, from whatever layer (ansible-core's
+/// `ConfigManager._loop_entries`; the lists are in each plugin's
+/// DOCUMENTATION: docs/research/ansible-import.md). The others are dropped,
+/// so that every later step sees only what Ansible uses.
+fn resolve_aliases(vars: &mut BTreeMap<String, (Var, Layer)>) {
+    let families: &[&[&str]] = match plugin_of(vars) {
+        "winrm" => &[
+            &["ansible_host", "ansible_winrm_host"],
+            &["ansible_user", "ansible_winrm_user"],
+            &["ansible_port", "ansible_winrm_port"],
+            &[
+                "ansible_password",
+                "ansible_winrm_pass",
+                "ansible_winrm_password",
+            ],
+        ],
+        "psrp" => &[
+            &["ansible_host", "ansible_psrp_host"],
+            &["ansible_user", "ansible_psrp_user"],
+            &["ansible_port", "ansible_psrp_port"],
+            &[
+                "ansible_password",
+                "ansible_psrp_pass",
+                "ansible_psrp_password",
+            ],
+            &["ansible_psrp_cert_trust_path", "ansible_psrp_ca_cert"],
+        ],
+        _ => &[
+            &["ansible_host", "ansible_ssh_host"],
+            &["ansible_user", "ansible_ssh_user"],
+            &["ansible_port", "ansible_ssh_port"],
+            &["ansible_private_key_file", "ansible_ssh_private_key_file"],
+            &[
+                "ansible_password",
+                "ansible_ssh_pass",
+                "ansible_ssh_password",
+            ],
+        ],
+    };
+    for family in families {
+        let winner = family.iter().rfind(|k| {
+            vars.get(**k)
+                .is_some_and(|(v, _)| !matches!(v.value, Val::Null))
+        });
+        if let Some(winner) = winner {
+            for k in family.iter().filter(|k| *k != winner) {
+                vars.remove(*k);
+            }
+        }
     }
 }
 
@@ -245,41 +347,74 @@ pub(super) fn problem(pos: Pos, message: impl Into<String>, hint: impl Into<Stri
     }
 }
 
-/// Read an Ansible inventory: JSON (`ansible-inventory --list`) and YAML
-/// by their content (a mapping at the top), INI otherwise.
-fn read(path: &Path, text: &str) -> Result<Model, Vec<Problem>> {
+/// Problems in several files: each printed as `file:line:column: message`.
+#[derive(Debug)]
+struct Refused(Vec<InventoryError>);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Problems tagged with the file (`Model::files` index) they are in.
+pub(super) type FileProblems = Vec<(usize, Problem)>;
+
+fn refused(files: &[PathBuf], mut problems: FileProblems) -> CliError {
+    problems.sort_by_key(|(f, p)| (*f, p.pos.line, p.pos.column));
+    let mut out: Vec<InventoryError> = Vec::new();
+    for (f, p) in problems {
+        let file = files.get(f).cloned().unwrap_or_default();
+        match out.last_mut() {
+            Some(e) if e.file == file => e.problems.push(p),
+            _ => out.push(InventoryError {
+                file,
+                problems: vec![p],
+            }),
+        }
+    }
+    CliError::bad_input(Refused(out))
+}
+
+/// Whether the text is JSON (`ansible-inventory --list`), YAML (a mapping at
+/// the top) or INI; (json, yaml).
+fn format_of(path: &Path, text: &str) -> (bool, bool) {
     let first = text
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
         .unwrap_or("");
-    let yamlish = first.starts_with('{')
+    let json = first.starts_with('{') || path.extension().is_some_and(|e| e == "json");
+    let yaml = json
         || first.starts_with("---")
         || (first.ends_with(':') && !first.starts_with('['))
-        || path
-            .extension()
-            .is_some_and(|e| e == "yml" || e == "yaml" || e == "json");
-    if yamlish {
-        yaml::read(text)
-    } else {
-        ini::read(text)
-    }
+        || path.extension().is_some_and(|e| e == "yml" || e == "yaml");
+    (json, yaml)
 }
 
 /// The command: read, map, write to `out` (stdout when `None`).
 pub fn ansible(input: &Path, out: Option<&Path>, resolve: bool) -> Result<Exit, CliError> {
-    let err = |problems: Vec<Problem>| {
-        CliError::from(InventoryError {
-            file: input.to_path_buf(),
-            problems,
-        })
-    };
+    let files = vec![input.to_path_buf()];
     let text = std::fs::read_to_string(input).map_err(|e| {
-        err(vec![problem(
-            Pos::default(),
-            format!("cannot read the Ansible inventory: {e}"),
-            "give the path of an INI or YAML inventory, or of `ansible-inventory --list` output",
-        )])
+        refused(
+            &files,
+            vec![(
+                0,
+                problem(
+                    Pos { line: 1, column: 1 },
+                    format!("cannot read the Ansible inventory: {e}"),
+                    "give the path of an INI or YAML inventory, or of `ansible-inventory --list` output",
+                ),
+            )],
+        )
     })?;
     if let Some(o) = out
         && o.exists()
@@ -289,19 +424,36 @@ pub fn ansible(input: &Path, out: Option<&Path>, resolve: bool) -> Result<Exit, 
             o.display()
         )));
     }
-    let model = read(input, &text).map_err(err)?;
+    let tag = |p: Vec<Problem>| p.into_iter().map(|p| (0, p)).collect::<FileProblems>();
+    if text.trim_start().starts_with("$ANSIBLE_VAULT;") {
+        return Err(refused(&files, tag(vec![vault_file()])));
+    }
+    let (json, yaml) = format_of(input, &text);
+    let mut model = if yaml {
+        yaml::read(&text)
+    } else {
+        ini::read(&text)
+    }
+    .map_err(|p| refused(&files, tag(p)))?;
+    model.files = files;
     if model.hosts.is_empty() {
-        return Err(err(vec![problem(
-            Pos::default(),
-            "the inventory has no hosts",
-            "import an inventory that lists hosts",
-        )]));
+        let files = model.files.clone();
+        return Err(refused(
+            &files,
+            tag(vec![problem(
+                no_hosts_at(&text),
+                "the inventory has no hosts (Ansible's would be empty)",
+                "import an inventory that lists hosts",
+            )]),
+        ));
+    }
+    // `ansible-inventory --list` has merged group_vars/ and host_vars/ in
+    if !json {
+        let dir = input.parent().unwrap_or(Path::new("."));
+        varsfiles::load(&mut model, dir).map_err(|p| refused(&model.files, p))?;
     }
     let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let plan = map::plan(&model, &base, resolve).map_err(|mut p| {
-        p.sort_by_key(|p| (p.pos.line, p.pos.column));
-        err(p)
-    })?;
+    let plan = map::plan(&model, &base, resolve).map_err(|p| refused(&model.files, p))?;
     let name = input.display().to_string();
     let yaml = write::inventory(&plan, &name);
     match out {
@@ -317,4 +469,30 @@ pub fn ansible(input: &Path, out: Option<&Path>, resolve: bool) -> Result<Exit, 
         crate::report::err_line(&line);
     }
     Ok(Exit::Ok)
+}
+
+/// Where to point "no hosts": the first line that is not blank or a
+/// comment (1:1 for an empty file).
+fn no_hosts_at(text: &str) -> Pos {
+    text.lines()
+        .enumerate()
+        .find(|(_, l)| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#') && !t.starts_with(';')
+        })
+        .map(|(i, l)| Pos {
+            line: i + 1,
+            column: l.len() - l.trim_start().len() + 1,
+        })
+        .unwrap_or(Pos { line: 1, column: 1 })
+}
+
+/// A whole file encrypted with Ansible Vault.
+pub(super) fn vault_file() -> Problem {
+    problem(
+        Pos { line: 1, column: 1 },
+        "an Ansible Vault-encrypted file: kwinctl cannot read it",
+        "decrypt it (ansible-vault view FILE) and import a copy without secrets, or import \
+         `ansible-inventory -i INV --list --vault-password-file F` output",
+    )
 }

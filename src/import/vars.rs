@@ -12,7 +12,11 @@ use super::{AHost, Layer, Val, Var, problem};
 use crate::inventory::{Os, Pos, Problem};
 
 pub(super) fn at(v: &Var) -> String {
-    format!("{}, line {}", v.key, v.pos.line)
+    if v.file == 0 {
+        format!("{}, line {}", v.key, v.pos.line)
+    } else {
+        format!("{}, {} line {}", v.key, v.what, v.pos.line)
+    }
 }
 
 pub(super) fn env_name(layer: &Layer) -> String {
@@ -36,7 +40,7 @@ pub(super) fn env_name(layer: &Layer) -> String {
 /// Collects problems once per position (a variable is mapped for each
 /// layer that sees it).
 #[derive(Default)]
-pub(super) struct Problems(pub(super) BTreeMap<(usize, usize, String), Problem>);
+pub(super) struct Problems(pub(super) BTreeMap<(usize, usize, usize, String), (usize, Problem)>);
 
 impl Problems {
     pub(super) fn refuse(&mut self, v: &Var, why: impl Into<String>, hint: impl Into<String>) {
@@ -46,8 +50,8 @@ impl Problems {
             hint,
         );
         self.0
-            .entry((v.pos.line, v.pos.column, v.key.clone()))
-            .or_insert(p);
+            .entry((v.file, v.pos.line, v.pos.column, v.key.clone()))
+            .or_insert((v.file, p));
     }
 }
 
@@ -144,7 +148,7 @@ pub(super) fn settings(
     for v in vars {
         let k = v.key.as_str();
         match k {
-            "ansible_user" | "ansible_ssh_user" | "ansible_winrm_user" => {
+            "ansible_user" | "ansible_ssh_user" | "ansible_winrm_user" | "ansible_psrp_user" => {
                 let Some(t) = text(v, p) else { continue };
                 if kinds.ssh {
                     put(&mut out, "ssh.user", Scalar::Str(t.into()), at(v));
@@ -153,7 +157,7 @@ pub(super) fn settings(
                     put(&mut out, "winrm.user", Scalar::Str(t.into()), at(v));
                 }
             }
-            "ansible_port" | "ansible_ssh_port" => {
+            "ansible_port" | "ansible_ssh_port" | "ansible_winrm_port" | "ansible_psrp_port" => {
                 let Some(t) = text(v, p) else { continue };
                 let Ok(port) = t.parse::<u16>() else {
                     p.refuse(v, format!("{t:?} is not a port"), "give a number from 1 to 65535");
@@ -218,20 +222,35 @@ pub(super) fn settings(
             "ansible_winrm_server_cert_validation" | "ansible_psrp_cert_validation" => {
                 match text(v, p) {
                     Some("validate") | None => {}
-                    Some(_) => p.refuse(
+                    // kwinctl always checks the certificate: what Ansible
+                    // skips becomes a pin for the operator to fill in
+                    Some("ignore") if kinds.winrm => put(
+                        &mut out,
+                        "winrm.cert_sha256",
+                        Scalar::Placeholder,
+                        format!(
+                            "{}: kwinctl always checks the listener's certificate; \
+                             the first `kwinctl verify` or `up` that reaches the host prints its SHA-256 \
+                             and the line to add",
+                            at(v)
+                        ),
+                    ),
+                    Some("ignore") => {}
+                    Some(o) => p.refuse(
                         v,
-                        "kwinctl always checks the WinRM listener's certificate",
-                        "pin it with winrm.cert_sha256 or give its CA with winrm.ca_file \
-                         (ansible_winrm_ca_trust_path), then remove this variable",
+                        format!("{o:?} is not validate or ignore"),
+                        "use validate or ignore",
                     ),
                 }
             }
-            "ansible_winrm_ca_trust_path" | "ansible_psrp_ca_path" => {
+            "ansible_winrm_ca_trust_path" | "ansible_psrp_ca_cert" | "ansible_psrp_cert_trust_path" => {
                 let Some(t) = text(v, p) else { continue };
                 put(&mut out, "winrm.ca_file", Scalar::Str(t.into()), at(v));
             }
-            "ansible_host" | "ansible_ssh_host" | "kwinctl_os" | "kwinctl_role" if host_only => {}
-            "ansible_host" | "ansible_ssh_host" => p.refuse(
+            "ansible_host" | "ansible_ssh_host" | "ansible_winrm_host" | "ansible_psrp_host"
+            | "kwinctl_os" | "kwinctl_role" | "ip"
+                if host_only => {}
+            "ansible_host" | "ansible_ssh_host" | "ansible_winrm_host" | "ansible_psrp_host" => p.refuse(
                 v,
                 "an address for a whole group",
                 "give each host its own ansible_host",
@@ -295,7 +314,8 @@ pub(super) fn settings(
 
 /// Whether `kwinctl import` leaves this variable aside (listed as not used).
 pub(super) fn unused(v: &Var) -> bool {
-    !v.key.starts_with("ansible_") && !v.key.starts_with("kwinctl_")
+    // kubespray's `ip` is the node's address (map.rs)
+    !v.key.starts_with("ansible_") && !v.key.starts_with("kwinctl_") && v.key != "ip"
         || matches!(
             v.key.as_str(),
             "ansible_become"
@@ -326,10 +346,16 @@ pub(super) fn address(
     resolve: bool,
     p: &mut Problems,
 ) -> Option<(Ipv4Addr, String)> {
-    let var = vars
-        .get("ansible_host")
-        .or_else(|| vars.get("ansible_ssh_host"))
-        .map(|(v, _)| v);
+    // one of them at most: the others were dropped as Ansible ignores them
+    let var = [
+        "ansible_host",
+        "ansible_ssh_host",
+        "ansible_winrm_host",
+        "ansible_psrp_host",
+    ]
+    .iter()
+    .find_map(|k| vars.get(*k))
+    .map(|(v, _)| v);
     let (name, why, pos) = match var {
         Some(v) => (text(v, p)?.to_string(), at(v), v.pos),
         None => (
@@ -352,6 +378,7 @@ pub(super) fn address(
                 value: Val::Null,
                 pos,
                 what: "no ansible_host".into(),
+                file: 0,
             },
         };
         p.refuse(

@@ -16,6 +16,7 @@ fn scalar(v: &Scalar) -> String {
         Scalar::Str(s) => serde_json::to_string(s).unwrap_or_default(),
         Scalar::Int(n) => n.to_string(),
         Scalar::Bool(b) => b.to_string(),
+        Scalar::Placeholder => PLACEHOLDER.to_string(),
     }
 }
 
@@ -29,12 +30,19 @@ fn blocks(out: &mut String, settings: &[Setting], indent: usize) {
         if mine.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "{:indent$}{block}:", "");
+        let only_placeholders = mine.iter().all(|s| s.value == Scalar::Placeholder);
+        let empty = if only_placeholders { " {}" } else { "" };
+        let _ = writeln!(out, "{:indent$}{block}:{empty}", "");
         for s in mine {
             let key = s.key.split_once('.').map(|(_, k)| k).unwrap_or(s.key);
+            let hash = if s.value == Scalar::Placeholder {
+                "# "
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "{:w$}{key}: {}  # {}",
+                "{:w$}{hash}{key}: {}  # {}",
                 "",
                 scalar(&s.value),
                 s.why,
@@ -152,6 +160,9 @@ pub(super) fn inventory(plan: &Plan, source: &str) -> String {
             );
         }
         let _ = writeln!(o, "    address: {}  # {}", h.address.0, h.address.1);
+        if let Some((c, why)) = &h.connect {
+            let _ = writeln!(o, "    connect: {c}  # {why}: where Ansible connects");
+        }
         if !h.groups.is_empty() {
             let _ = writeln!(o, "    groups: [{}]", h.groups.join(", "));
         }
@@ -200,6 +211,20 @@ pub(super) fn next_steps(plan: &Plan, out: Option<&Path>) -> Vec<String> {
         v.push(format!(
             "export {var}=... (the WinRM password of {at}; not copied)"
         ));
+    }
+    let pins = plan
+        .groups
+        .iter()
+        .flat_map(|g| &g.settings)
+        .chain(plan.defaults.iter())
+        .chain(plan.hosts.iter().flat_map(|h| &h.settings))
+        .any(|s| s.value == Scalar::Placeholder);
+    if pins {
+        v.push(
+            "pin the WinRM certificates Ansible did not check (the commented cert_sha256 lines): \
+             `kwinctl verify -i INVENTORY` prints each listener's SHA-256 and the line to add"
+                .into(),
+        );
     }
     v
 }

@@ -19,11 +19,11 @@ type Vars = Pairs<Spanned<String>, Spanned<serde_json::Value>>;
 #[serde(deny_unknown_fields)]
 struct Group {
     #[serde(default)]
-    hosts: Either<Option<Vars>>,
+    hosts: Option<Spanned<Either<Option<Vars>>>>,
     #[serde(default)]
-    vars: Vars,
+    vars: Option<Spanned<Vars>>,
     #[serde(default)]
-    children: Either<Option<Group>>,
+    children: Option<Spanned<Either<Option<Group>>>>,
     /// Only under `_meta` (`ansible-inventory --list`).
     #[serde(default)]
     hostvars: Pairs<Spanned<String>, Vars>,
@@ -69,6 +69,15 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Either<T> {
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(Either(Vec::new()))
             }
+            // yaml.py: a string stands for a mapping of that one name to
+            // nothing (its position is the section's: `located`)
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                use serde_saphyr::Location;
+                Ok(Either(vec![(
+                    Spanned::new(v.to_string(), Location::UNKNOWN, Location::UNKNOWN),
+                    None,
+                )]))
+            }
         }
         d.deserialize_any(V(PhantomData))
     }
@@ -85,29 +94,95 @@ fn vars(vs: &Vars, what: &str) -> Vec<Var> {
             value: Val::of_json(&v.value),
             pos: pos(k),
             what: what.to_string(),
+            file: 0,
         })
         .collect()
 }
 
-fn group(m: &mut Model, name: &Spanned<String>, g: &Group) {
+/// A name's position, or its section's where a string stood for it.
+fn located<T>(name: &Spanned<String>, section: &Spanned<T>) -> Pos {
+    match pos(name) {
+        Pos { line: 0, .. } => pos(section),
+        p => p,
+    }
+}
+
+/// A group's sections in file order, as yaml.py walks them (a host's
+/// variables set twice keep the later).
+fn group(m: &mut Model, name: &Spanned<String>, g: &Group) -> Vec<Problem> {
     let line = pos(name).line;
-    let vs = vars(&g.vars, &format!("vars of group {}", name.value));
-    m.group(&name.value, line).vars.extend(vs);
-    for (h, hv) in &g.hosts.0 {
-        m.member(&name.value, &h.value, pos(h).line);
-        if let Some(Some(hv)) = hv {
-            let vs = vars(hv, &format!("host {}", h.value));
-            m.host(&h.value, pos(h).line).vars.extend(vs);
+    m.group(&name.value, line);
+    let mut problems = Vec::new();
+    let mut sections: Vec<(usize, usize, u8)> = Vec::new();
+    if let Some(v) = &g.vars {
+        sections.push((pos(v).line, pos(v).column, 0));
+    }
+    if let Some(h) = &g.hosts {
+        sections.push((pos(h).line, pos(h).column, 1));
+    }
+    if let Some(c) = &g.children {
+        sections.push((pos(c).line, pos(c).column, 2));
+    }
+    sections.sort();
+    for (_, _, which) in sections {
+        match which {
+            0 => {
+                let vs = vars(
+                    &g.vars.as_ref().unwrap().value,
+                    &format!("vars of group {}", name.value),
+                );
+                m.group(&name.value, line).vars.extend(vs);
+            }
+            1 => {
+                let section = g.hosts.as_ref().unwrap();
+                for (h, hv) in &section.value.0 {
+                    let at = located(h, section);
+                    let names = match super::ini::host_pattern(&h.value) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            problems.push(problem(
+                                at,
+                                format!("host pattern {:?}: {e}", h.value),
+                                "write ranges as [01:20] or [a:f]",
+                            ));
+                            continue;
+                        }
+                    };
+                    for (host, port) in names {
+                        m.member(&name.value, &host, at.line);
+                        let what = format!("host {host}");
+                        let mut vs = Vec::new();
+                        if let Some(p) = port {
+                            vs.push(Var {
+                                key: "ansible_port".into(),
+                                value: Val::Text(p),
+                                pos: at,
+                                what: format!("{what} (NAME:PORT)"),
+                                file: 0,
+                            });
+                        }
+                        if let Some(Some(hv)) = hv {
+                            vs.extend(vars(hv, &what));
+                        }
+                        m.host(&host, at.line).vars.extend(vs);
+                    }
+                }
+            }
+            _ => {
+                let section = g.children.as_ref().unwrap();
+                for (c, body) in &section.value.0 {
+                    let at = located(c, section);
+                    m.group(&c.value, at.line)
+                        .parents
+                        .insert(name.value.clone());
+                    if let Some(Some(body)) = body {
+                        problems.extend(group(m, c, body));
+                    }
+                }
+            }
         }
     }
-    for (c, body) in &g.children.0 {
-        m.group(&c.value, pos(c).line)
-            .parents
-            .insert(name.value.clone());
-        if let Some(Some(body)) = body {
-            group(m, c, body);
-        }
-    }
+    problems
 }
 
 pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
@@ -129,6 +204,7 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
         )]
     })?;
     let mut m = Model::default();
+    let mut problems = Vec::new();
     for (name, g) in &top.0 {
         let Some(g) = g else {
             m.group(&name.value, pos(name).line);
@@ -141,7 +217,10 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
             }
             continue;
         }
-        group(&mut m, name, g);
+        problems.extend(group(&mut m, name, g));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
     }
     // `--list` names hosts under _meta that no group lists only when they
     // are ungrouped
@@ -218,6 +297,46 @@ all:
         assert_eq!(h1.vars[0].pos.line, 4);
         assert!(m.groups_of("h1").contains("web"));
         assert!(m.groups_of("h9").contains("ungrouped"));
+    }
+
+    #[test]
+    fn file_order_a_string_for_hosts_and_ranges_as_yaml_py_reads_them() {
+        let m = read(
+            "\
+all:
+  children:
+    g:
+      hosts: h1
+      children:
+        sub:
+          hosts:
+            h1: { ansible_port: 2 }
+            198.18.0.[1:3:2]:2022:
+  hosts:
+    h1: { ansible_port: 1 }
+",
+        )
+        .unwrap();
+        let h1 = m.hosts.iter().find(|h| h.name == "h1").unwrap();
+        let ports: Vec<&Val> = h1.vars.iter().map(|v| &v.value).collect();
+        // g's children come before all's hosts in the file: 1 is set last
+        assert_eq!(ports, [&Val::Text("2".into()), &Val::Text("1".into())]);
+        let g = m.groups.iter().find(|g| g.name == "g").unwrap();
+        assert_eq!(g.hosts, ["h1"]);
+        assert_eq!(g.line, 3);
+        let r: Vec<(&str, &Val)> = m
+            .hosts
+            .iter()
+            .filter(|h| h.name.starts_with("198."))
+            .map(|h| (h.name.as_str(), &h.vars[0].value))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                ("198.18.0.1", &Val::Text("2022".into())),
+                ("198.18.0.3", &Val::Text("2022".into()))
+            ]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod bastion;
 mod credentials;
 mod groups;
+mod host;
 pub mod kubeconfig;
 mod linux;
 mod placeholder;
@@ -295,6 +296,8 @@ pub struct Host {
     pub os: Os,
     pub role: Role,
     pub address: Ipv4Addr,
+    /// Where kwinctl connects when not `address` (`connect:`).
+    pub connect: Option<Ipv4Addr>,
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
@@ -372,24 +375,6 @@ impl Inventory {
             v.problems.sort_by_key(|p| (p.pos.line, p.pos.column));
             Err(err(v.problems))
         }
-    }
-
-    /// A host removed from the inventory, reached with the defaults (for
-    /// `reset`), or `None` when the defaults cannot reach an `os` host.
-    pub fn removed_host(&self, name: &str, os: Os, address: Ipv4Addr) -> Option<Host> {
-        Some(Host {
-            name: name.to_string(),
-            os,
-            role: Role::Worker,
-            address,
-            pod_cidr: None,
-            connection: self.default_connections.get(&os)?.clone(),
-            windows: WindowsSettings::default(),
-            groups: Vec::new(),
-            // (reset writes no boot.sh: how long it waits does not matter)
-            linux: LinuxSettings::default(),
-            pos: Pos::default(),
-        })
     }
 
     /// The hosts of a group, built-in (`all`, `linux`, `windows`,
@@ -478,6 +463,26 @@ hosts:
 
     fn first(s: &str) -> Problem {
         parse(s).unwrap_err().problems.remove(0)
+    }
+
+    #[test]
+    fn a_connect_address_must_be_an_address() {
+        let with = |c: &str| {
+            GOOD.replace(
+                "address: 10.0.0.11",
+                &format!("address: 10.0.0.11\n    connect: {c}"),
+            )
+        };
+        let inv = parse(&with("203.0.113.7")).unwrap();
+        assert_eq!(inv.hosts[1].reach().to_string(), "203.0.113.7");
+        assert_eq!(inv.hosts[1].address.to_string(), "10.0.0.11");
+        assert_eq!(inv.hosts[0].reach(), inv.hosts[0].address);
+        let p = first(&with("win01.example"));
+        assert!(
+            p.message.contains("connect \"win01.example\" is not"),
+            "{p:?}"
+        );
+        assert_eq!(p.pos.line, 15, "{p:?}");
     }
 
     #[test]

@@ -231,9 +231,13 @@ pub(super) struct RawHost {
     #[serde(default)]
     #[schemars(with = "Option<super::Role>")]
     pub(super) role: Option<Spanned<String>>,
-    /// The node's routable IPv4 address: where kwinctl connects and the next hop of other nodes' routes to its pod CIDR.
+    /// The node's routable IPv4 address: the next hop of other nodes' routes to its pod CIDR, and where kwinctl connects unless `connect` says otherwise.
     #[schemars(with = "String")]
     pub(super) address: Spanned<String>,
+    /// Where kwinctl connects (SSH or WinRM) when that is not `address`: an IPv4 address (a node reached on a public address that routes pods on an internal one).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub(super) connect: Option<Spanned<String>>,
     /// The groups it is in (declared under `groups:`).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

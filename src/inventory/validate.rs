@@ -277,6 +277,7 @@ impl Validator {
                 os: spanned(&os.to_string()),
                 role: None,
                 address: spanned("0.0.0.0"),
+                connect: None,
                 groups: None,
                 pod_cidr: None,
                 ssh: None,
@@ -580,6 +581,25 @@ impl Validator {
                 None
             }
         };
+        let connect = match &h.connect {
+            None => Some(None),
+            Some(c) => match c.value.trim().parse::<Ipv4Addr>() {
+                Ok(a) if !a.is_unspecified() && !a.is_broadcast() && !a.is_multicast() => {
+                    Some(Some(a))
+                }
+                _ => {
+                    self.problem(
+                        c.into(),
+                        format!(
+                            "connect {} is not a unicast IPv4 address",
+                            echo(&c.value)
+                        ),
+                        "give the IPv4 address kwinctl reaches the node on, e.g. 203.0.113.7 (names are not resolved)",
+                    );
+                    None
+                }
+            },
+        };
         let pod_cidr = match &h.pod_cidr {
             Some(p) => self.net(p, "pod_cidr").map(Some),
             None => Some(None),
@@ -609,6 +629,7 @@ impl Validator {
             os: os?,
             role,
             address: address?,
+            connect: connect?,
             pod_cidr: pod_cidr?,
             connection: connection?,
             windows,

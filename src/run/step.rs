@@ -34,7 +34,7 @@ pub(super) async fn connect(
             {
                 Ok(r) => r,
                 Err(_) => Err(TransportError::Connect {
-                    addr: host.address.to_string(),
+                    addr: host.reach().to_string(),
                     msg: format!(
                         "no answer within --timeout {}s ({} attempts)",
                         ctx.opts.timeout.as_secs(),

@@ -10,6 +10,7 @@ use crate::inventory::{Connection, Host};
 mod auth;
 mod jump;
 pub mod known_hosts;
+pub mod presented;
 pub mod resolve;
 pub mod revoked;
 pub mod route;

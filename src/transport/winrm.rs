@@ -157,7 +157,7 @@ where
 
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
-    let addr = format!("{}:{}", host.address, w.port);
+    let addr = format!("{}:{}", host.reach(), w.port);
     let text = text_of(e);
     if let WinrmError::Http(re) = e
         && re.is_timeout()
@@ -174,12 +174,26 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
             || lower.contains("tls")
             || lower.contains("handshake") =>
         {
-            TransportError::Connect {
-                addr,
-                msg: format!(
+            // the certificate it presented, to pin (not through a bastion:
+            // only the tunnel reaches the listener there)
+            let seen = if w.tls && w.bastion.is_none() {
+                let at = std::net::SocketAddr::new(host.reach().into(), w.port);
+                super::presented::cert_sha256(at, std::time::Duration::from_secs(5))
+            } else {
+                None
+            };
+            let msg = match seen {
+                Some(fp) => format!(
+                    "TLS: {text}: the listener presented a certificate with SHA-256 {fp}. If that is the \
+                     certificate of the host's WinRM listener (compare it out of band), pin it: add `cert_sha256: \"{fp}\"` under winrm: of host {} (inventory line {}), \
+                     or give its CA with winrm.ca_file",
+                    host.name, host.pos.line
+                ),
+                None => format!(
                     "TLS: {text}: give the listener's CA with winrm.ca_file or pin its certificate with winrm.cert_sha256"
                 ),
-            }
+            };
+            TransportError::Connect { addr, msg }
         }
         WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
             user: w.user.clone(),
@@ -224,7 +238,7 @@ impl WinRmSession {
         let tunnel = match &via {
             Some(v) => {
                 let conn = opts.jumps.get(v, opts, trace).await?;
-                Some(super::jump::socks(conn, host.address.to_string(), w.port).await?)
+                Some(super::jump::socks(conn, host.reach().to_string(), w.port).await?)
             }
             None => None,
         };
@@ -275,7 +289,7 @@ impl WinRmSession {
         // which a short-lived CLI can afford (an Arc cannot help: the
         // borrow, not ownership, is the constraint).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
-        let address = host.address.to_string();
+        let address = host.reach().to_string();
         // Opening a shell is safe to repeat (at worst the server reaps an
         // unused shell).
         let before = steps.count();

@@ -123,53 +123,7 @@ pub fn example() -> Vec<FwRule> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-    use crate::alloc::{NodeRecord, Observed, allocate, nodes};
-    use crate::inventory::Inventory;
-    use crate::state::State;
-
-    const INV: &str = "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\nhosts:\n  - name: cp\n    os: linux\n    address: 198.18.1.2\n  - name: w2\n    os: linux\n    address: 198.18.1.3\n  - name: win\n    os: linux\n    address: 198.18.1.4\n";
-
-    /// What the nodes record: (host, pod CIDR).
-    fn seen(list: &[(&str, &str)]) -> Observed {
-        Some(
-            list.iter()
-                .map(|(h, c)| {
-                    let rec = NodeRecord {
-                        pod_cidr: Some(c.parse().unwrap()),
-                        cluster: Some(("t".into(), "x".into())),
-                        ..NodeRecord::default()
-                    };
-                    (h.to_string(), rec)
-                })
-                .collect(),
-        )
-    }
-
-    /// The rules and the l2bridge CNI file of host `win`.
-    fn win_view(records: &[(&str, &str)]) -> (Vec<FwRule>, String, usize) {
-        let inv = Inventory::parse(Path::new("i.yaml"), INV).unwrap();
-        let state = State {
-            cluster_id: Some("x".into()),
-            ..State::new("t")
-        };
-        let a = allocate(&inv, &state, &seen(records)).unwrap();
-        let n = nodes(&inv, &a);
-        let win = n.iter().find(|n| n.name == "win").unwrap();
-        let exes = [("kubelet", r"C:\k\kubelet.exe".to_string())];
-        let cni = crate::os::windows::l2bridge::cni_config(
-            win,
-            "cbr0",
-            &crate::os::windows::l2bridge::CniCluster {
-                service_cidr: "198.18.240.0/20".parse().unwrap(),
-                dns_service_ip: "198.18.240.10".parse().unwrap(),
-                dns_domain: "cluster.local".into(),
-            },
-        );
-        (rules(win, &exes, &[]), cni, a.disputes.len())
-    }
 
     /// windows.nodeport_sources widens kube-proxy.exe's rule only (the
     /// transparent profile's NodePorts), and changes its digest so a host
@@ -206,34 +160,5 @@ mod tests {
             let r = |rs: &[FwRule]| rs.iter().find(|r| r.name == name).cloned().unwrap();
             assert_eq!(r(&narrow), r(&wide), "{name}");
         }
-    }
-
-    #[test]
-    fn a_dispute_changes_no_other_node_s_rules() {
-        let calm = win_view(&[
-            ("cp", "198.19.0.0/24"),
-            ("w2", "198.19.1.0/24"),
-            ("win", "198.19.2.0/24"),
-        ]);
-        assert_eq!(calm.2, 0);
-        // The worker claims the control plane's block: both are disputed.
-        let torn = win_view(&[
-            ("cp", "198.19.0.0/24"),
-            ("w2", "198.19.0.0/24"),
-            ("win", "198.19.2.0/24"),
-        ]);
-        assert_eq!(torn.2, 2, "cp and w2 disputed");
-        for r in &torn.0 {
-            assert!(
-                r.remote.iter().any(|a| a == "198.18.1.2"),
-                "{}: the API server's address is kept: {:?}",
-                r.name,
-                r.remote
-            );
-            assert!(r.remote.iter().any(|a| a == "198.18.1.3"), "{:?}", r.remote);
-            assert!(!r.remote.iter().any(|a| a == "198.18.1.4"), "not itself");
-        }
-        assert_eq!(calm.0, torn.0, "firewall rules unchanged by the dispute");
-        assert_eq!(calm.1, torn.1, "CNI exceptions unchanged by the dispute");
     }
 }
