@@ -5,6 +5,7 @@ mod check;
 mod remote;
 mod render;
 mod reset;
+mod unlock;
 
 use std::path::PathBuf;
 
@@ -14,6 +15,7 @@ pub use check::check;
 pub use remote::remote;
 pub use render::render;
 pub use reset::reset;
+pub use unlock::unlock;
 
 use crate::alloc::{self, Allocation, Node};
 use crate::error::CliError;

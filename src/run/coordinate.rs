@@ -67,6 +67,12 @@ pub(super) struct Barrier {
     /// the phases, and at the end for the release).
     pub lock_session: tokio::sync::Mutex<Option<Box<dyn Session>>>,
     lock_taken: AtomicBool,
+    /// The lock's lease could not be kept (another run broke it, or the
+    /// lock host did not answer for a whole lease): why. No host starts
+    /// changing after that.
+    lock_lost: std::sync::Mutex<Option<String>>,
+    /// The task renewing the lock's lease while the run works.
+    renewer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Each host's turn for the second phase (taken by its ticket).
     turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
     /// The hosts (lower-case names) that change something in this run, and
@@ -101,6 +107,8 @@ impl Barrier {
                 go: go_rx,
                 lock_session: tokio::sync::Mutex::new(None),
                 lock_taken: AtomicBool::new(false),
+                lock_lost: std::sync::Mutex::new(None),
+                renewer: std::sync::Mutex::new(None),
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
                 changing: std::sync::Mutex::new(BTreeSet::new()),
                 pending: watch::channel(BTreeSet::new()).0,
@@ -149,6 +157,11 @@ impl<'a> Ticket<'a> {
     /// in inventory order).
     pub(super) async fn turn(&mut self) -> Option<OwnedSemaphorePermit> {
         self.turn.take()?.await.ok()
+    }
+
+    /// Why this run may no longer change hosts: it lost the cluster lock.
+    pub(super) fn lock_lost(&self) -> Option<String> {
+        self.barrier.lock_lost.lock().unwrap().clone()
     }
 
     /// This host has done its changes (or will make none).
@@ -302,7 +315,21 @@ impl Coordinator {
                 .map(|a| lines(&a.registry))
                 .unwrap_or_default();
             match lock(&ctx, lock_at, &targets, generation, &registry).await {
-                Ok(()) => Go::Yes,
+                Ok(()) => {
+                    // renewed beside the lock host's own calls (an SSH
+                    // connection always has a side channel)
+                    let side = ctx
+                        .barrier
+                        .lock_session
+                        .lock()
+                        .await
+                        .as_ref()
+                        .and_then(|s| s.side());
+                    if let (Some(i), Some(side)) = (lock_at, side) {
+                        start_renewing(&ctx, &targets[i].0, side);
+                    }
+                    Go::Yes
+                }
                 Err((why, held)) => {
                     if held {
                         locked = Some(Locked(why.clone()));
@@ -362,90 +389,182 @@ async fn lock(
             false,
         ));
     };
-    let mut break_run: Option<String> = None;
+    let script = crate::os::lock_script(
+        &ctx.renderer,
+        &ctx.cluster.run_id,
+        &ctx.cluster.owner,
+        generation,
+        registry,
+    );
+    let out = step::call(ctx, s, host, "cluster lock", script)
+        .await
+        .map_err(|e| {
+            (
+                format!("cannot take the cluster lock on {host}: {e}"),
+                false,
+            )
+        })?;
+    let answer = read_lock(&out.stdout);
+    if let Some(b) = &answer.broken {
+        ctx.reporter.say(&format!(
+            "note: the cluster lock on {host} was broken: its lease ran out {}s ago (by {host}'s \
+             clock), so its run is gone or lost {host}; it was {}, taken {}s ago",
+            clip(&b.expired, 12),
+            clip(&b.owner, 300),
+            clip(&b.age, 12),
+        ));
+    }
+    match answer.what {
+        What::Taken => {
+            ctx.barrier.lock_taken.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        What::Changed(now) => Err((
+            format!(
+                "another kwinctl run took or released the cluster lock on {host} since this one \
+                 probed the cluster (its generation is {}, {generation} when probed): run again",
+                clip(&now, 20)
+            ),
+            true,
+        )),
+        What::Held(h) => Err((
+            format!(
+                "the cluster lock on {host} is held by another run: {}, taken {}s ago; wait for it \
+                 to finish. If that run is gone, the lock clears when its lease runs out (in {}s, \
+                 by {host}'s clock) or at once with `kwinctl unlock -i {}`",
+                clip(&h.owner, 300),
+                clip(&h.age, 12),
+                clip(&h.left, 12),
+                ctx.cluster.inventory.path.display(),
+            ),
+            true,
+        )),
+        What::Nothing | What::Free | What::Broke => Err((
+            format!(
+                "cannot take the cluster lock on {host}: the lock script said nothing (exit {:?}): {}",
+                out.exit,
+                clip(&crate::text::printable(out.stderr.trim()), 300)
+            ),
+            false,
+        )),
+    }
+}
+
+/// Keep this run's lease on the cluster lock while it works: renew it a
+/// third of a lease apart on a side channel of the lock host's connection
+/// (a new connection when that one is gone). When the lock is another's,
+/// or the lock host has not answered for a whole lease, the run has lost
+/// it: no host starts changing after that.
+fn start_renewing(ctx: &Arc<super::Ctx>, host: &str, side: Box<dyn Session>) {
+    let task = tokio::spawn(renew(ctx.clone(), host.to_string(), Some(side)));
+    *ctx.barrier.renewer.lock().unwrap() = Some(task);
+}
+
+async fn renew(ctx: Arc<super::Ctx>, host: String, mut side: Option<Box<dyn Session>>) {
+    use std::time::Duration;
+    let lease = Duration::from_secs(crate::os::lock_lease());
+    let every = lease / 3;
+    let mut kept = tokio::time::Instant::now();
+    let lost = |why: String| {
+        ctx.reporter.say(&format!(
+            "warning: this run lost the cluster lock on {host}: {why}; no further host starts changing"
+        ));
+        *ctx.barrier.lock_lost.lock().unwrap() =
+            Some(format!("this run lost the cluster lock on {host}: {why}"));
+    };
     loop {
-        let script = crate::os::lock_script(
-            &ctx.renderer,
-            &ctx.cluster.run_id,
-            &ctx.cluster.owner,
-            generation,
-            break_run.as_deref(),
-            registry,
-        );
-        let out = step::call(ctx, s, host, "cluster lock", script)
+        tokio::time::sleep(every).await;
+        if side.is_none()
+            && let Some(h) = ctx.cluster.inventory.host(&host)
+        {
+            let trace = crate::transport::Trace::new();
+            side = tokio::time::timeout(
+                every,
+                step::connect(&ctx, h, crate::os::interpreter(h.os), &trace),
+            )
             .await
-            .map_err(|e| {
-                (
-                    format!("cannot take the cluster lock on {host}: {e}"),
-                    false,
-                )
-            })?;
-        match read_lock(&out.stdout) {
-            LockAnswer::Taken => {
-                ctx.barrier.lock_taken.store(true, Ordering::SeqCst);
-                return Ok(());
+            .ok()
+            .and_then(Result::ok);
+        }
+        let script = crate::os::renew_script(&ctx.renderer, &ctx.cluster.run_id);
+        let answer = match side.as_mut() {
+            Some(s) => tokio::time::timeout(every, s.run(&script))
+                .await
+                .ok()
+                .and_then(Result::ok),
+            None => None,
+        };
+        match answer {
+            Some(o) if o.stdout.contains("KWL renewed") => kept = tokio::time::Instant::now(),
+            Some(o) if o.stdout.contains("KWL lost") => {
+                lost("another run or `kwinctl unlock` broke it".into());
+                break;
             }
-            LockAnswer::Changed(now) => {
-                return Err((
-                    format!(
-                        "another kwinctl run changed the cluster since this one probed it (the lock on \
-                         {host} counts {} changes, {generation} when probed): run again",
-                        clip(&now, 20)
-                    ),
-                    true,
-                ));
-            }
-            // A run of this machine that died left it: break it once.
-            LockAnswer::Held { run, owner, .. }
-                if break_run.is_none() && crate::lock::dead_here(&owner) && !run.is_empty() =>
-            {
-                ctx.reporter.say(&format!(
-                    "note: the cluster lock on {host} was left by a run of this machine that is gone ({}): broken",
-                    clip(&owner, 200)
-                ));
-                break_run = Some(run);
-            }
-            LockAnswer::Held { seconds, owner, .. } => {
-                return Err((
-                    format!(
-                        "another kwinctl run holds the cluster lock on {host} (/etc/kwinctl/cluster.lock): \
-                         {}; wait for it to finish (a lock left by a run that died expires in {}s)",
-                        clip(&owner, 200),
-                        clip(&seconds, 12)
-                    ),
-                    true,
-                ));
-            }
-            LockAnswer::Nothing => {
-                return Err((
-                    format!(
-                        "cannot take the cluster lock on {host}: the lock script said nothing (exit {:?}): {}",
-                        out.exit,
-                        clip(&crate::text::printable(out.stderr.trim()), 300)
-                    ),
-                    false,
-                ));
+            _ => {
+                if let Some(s) = side.take() {
+                    s.close().await;
+                }
+                if kept.elapsed() >= lease {
+                    lost(format!(
+                        "{host} did not confirm its lease for {}s",
+                        lease.as_secs()
+                    ));
+                    break;
+                }
             }
         }
+    }
+    if let Some(s) = side {
+        s.close().await;
     }
 }
 
 /// What the lock script said (its lines come from the lock host: printed
 /// only through `printable`).
-enum LockAnswer {
+#[derive(Debug, Default)]
+pub(crate) struct LockAnswer {
+    /// It broke a lock whose lease had run out.
+    pub broken: Option<Broken>,
+    pub what: What,
+}
+
+#[derive(Debug)]
+pub(crate) struct Broken {
+    /// Seconds since that lock was taken.
+    pub age: String,
+    /// Seconds since its lease ran out.
+    pub expired: String,
+    pub owner: String,
+}
+
+/// Who holds the lock.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// Seconds left of its lease.
+    pub left: String,
+    /// Seconds since it was taken.
+    pub age: String,
+    pub owner: String,
+    pub run: String,
+}
+
+#[derive(Debug, Default)]
+pub(crate) enum What {
     Taken,
     Changed(String),
-    Held {
-        seconds: String,
-        owner: String,
-        run: String,
-    },
+    Held(Held),
+    /// No lock (`kwinctl unlock`).
+    Free,
+    /// `kwinctl unlock` broke it.
+    Broke,
+    #[default]
     Nothing,
 }
 
-fn read_lock(stdout: &str) -> LockAnswer {
-    let mut held = None;
-    let (mut owner, mut run) = (String::new(), String::new());
+pub(crate) fn read_lock(stdout: &str) -> LockAnswer {
+    let mut a = LockAnswer::default();
+    let mut held: Option<Held> = None;
+    let mut broke = false;
     for line in stdout.lines() {
         let Some(rest) = line.strip_prefix("KWL ") else {
             continue;
@@ -453,22 +572,29 @@ fn read_lock(stdout: &str) -> LockAnswer {
         let (what, value) = rest.split_once(' ').unwrap_or((rest, ""));
         let value = crate::text::printable(value);
         match what {
-            "taken" => return LockAnswer::Taken,
-            "changed" => return LockAnswer::Changed(value),
-            "held" => held = Some(value),
-            "owner" => owner = value,
-            "run" => run = value,
+            "taken" => a.what = What::Taken,
+            "changed" => a.what = What::Changed(value),
+            "free" => a.what = What::Free,
+            "broke" => broke = true,
+            "broken" => {
+                let mut f = value.splitn(3, ' ');
+                a.broken = Some(Broken {
+                    age: f.next().unwrap_or_default().to_string(),
+                    expired: f.next().unwrap_or_default().to_string(),
+                    owner: f.next().unwrap_or_default().to_string(),
+                });
+            }
+            "held" => held.get_or_insert_with(Held::default).left = value,
+            "age" => held.get_or_insert_with(Held::default).age = value,
+            "owner" => held.get_or_insert_with(Held::default).owner = value,
+            "run" => held.get_or_insert_with(Held::default).run = value,
             _ => {}
         }
     }
-    match held {
-        Some(seconds) => LockAnswer::Held {
-            seconds,
-            owner,
-            run,
-        },
-        None => LockAnswer::Nothing,
+    if let (What::Nothing, Some(h)) = (&a.what, held) {
+        a.what = if broke { What::Broke } else { What::Held(h) };
     }
+    a
 }
 
 /// The registry's lines.
@@ -479,6 +605,9 @@ pub(super) fn lines(registry: &[crate::alloc::Registered]) -> Vec<String> {
 /// Release the cluster lock (when this run took it) on the lock host's
 /// connection, and close that connection.
 pub(super) async fn release(ctx: &Ctx, lock_host: &str, registry: &[String]) {
+    if let Some(task) = ctx.barrier.renewer.lock().unwrap().take() {
+        task.abort();
+    }
     let Some(mut s) = ctx.barrier.lock_session.lock().await.take() else {
         return;
     };
@@ -487,11 +616,11 @@ pub(super) async fn release(ctx: &Ctx, lock_host: &str, registry: &[String]) {
         match step::call(ctx, &mut s, lock_host, "cluster unlock", script).await {
             Ok(o) if o.stdout.contains("KWL released") => {}
             Ok(_) => ctx.reporter.say(
-                "warning: the cluster lock was no longer this run's when it ended (it expired?)",
+                "warning: the cluster lock was no longer this run's when it ended (its lease ran out, or `kwinctl unlock` broke it)",
             ),
             Err(e) => ctx.reporter.say(&format!(
-                "warning: cannot release the cluster lock: {e}; it expires by itself in {}s",
-                crate::os::LOCK_SECONDS
+                "warning: cannot release the cluster lock: {e}; it clears by itself within {}s (its lease)",
+                crate::os::lock_lease()
             )),
         }
     }

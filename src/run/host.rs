@@ -241,7 +241,9 @@ impl<'a> Flow<'a> {
         };
         let turn = self.ticket.turn().await;
         let refused = match go {
-            Go::Yes => None,
+            // (checked once its turn came: the lease may have been lost
+            // while it waited)
+            Go::Yes => self.ticket.lock_lost().map(HostError::Refused),
             Go::No(e) => Some(e),
         };
         let r = self.r;

@@ -51,6 +51,7 @@ use crate::transport::{self, ConnectOptions, Interpreter, Session, TransportErro
 use crate::verify::ReachMode;
 
 pub use coordinate::Locked;
+pub(crate) use coordinate::{Held, What, read_lock};
 
 pub struct RunOptions {
     pub parallel: usize,
@@ -233,6 +234,12 @@ fn connect_slots(sem: Arc<Semaphore>, n: usize) -> Vec<oneshot::Receiver<OwnedSe
     rxs
 }
 
+/// Whether `h` may keep the cluster lock and registry: a Linux
+/// control-plane host (the one with the lowest address of them does).
+pub fn keeps_lock(h: &Host) -> bool {
+    h.os == crate::inventory::Os::Linux && h.role == Role::ControlPlane
+}
+
 /// The host the cluster lock and registry live on: the Linux control-plane
 /// host with the lowest address (so that every operator's inventory, in
 /// whatever order, picks the same one).
@@ -240,11 +247,7 @@ fn lock_host(targets: &[Target]) -> Option<usize> {
     targets
         .iter()
         .enumerate()
-        .filter(|(_, t)| {
-            t.host.os == crate::inventory::Os::Linux
-                && t.host.role == Role::ControlPlane
-                && !t.removed
-        })
+        .filter(|(_, t)| keeps_lock(&t.host) && !t.removed)
         .min_by_key(|(_, t)| t.host.address)
         .map(|(i, _)| i)
 }

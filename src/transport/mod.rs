@@ -138,6 +138,12 @@ pub trait Session: Send {
     fn trace(&self) -> Option<&Trace> {
         None
     }
+    /// A second session on the same connection (its own channel), for work
+    /// beside this session's calls: the cluster lock's renewal. Closing it
+    /// leaves the connection open. `None` when the transport has none.
+    fn side(&self) -> Option<Box<dyn Session>> {
+        None
+    }
 }
 
 /// Settings shared by every connection of one command.

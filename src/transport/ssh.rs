@@ -210,6 +210,9 @@ pub struct SshSession {
     user: String,
     /// What runs the script that is written to stdin.
     command: String,
+    /// A side session ([`Session::side`]): closing it leaves the shared
+    /// connection open.
+    side: bool,
 }
 
 /// The remote command that reads a script from stdin: POSIX sh (under
@@ -279,6 +282,7 @@ impl SshSession {
             host: host.name.clone(),
             user: ep.user.clone(),
             command: remote_command(interpreter, &ep.user),
+            side: false,
         })
     }
 
@@ -425,6 +429,9 @@ impl Session for SshSession {
             if let Some(spare) = &self.spare {
                 spare.abort();
             }
+            if self.side {
+                return;
+            }
             // russh's Handle::disconnect queues the message; nothing waits
             // for the server.
             let _ = self
@@ -438,6 +445,19 @@ impl Session for SshSession {
 
     fn trace(&self) -> Option<&Trace> {
         Some(&self.trace)
+    }
+
+    fn side(&self) -> Option<Box<dyn Session>> {
+        Some(Box::new(SshSession {
+            handle: self.handle.clone(),
+            spare: None,
+            // its steps are not the host's
+            trace: Trace::new(),
+            host: self.host.clone(),
+            user: self.user.clone(),
+            command: self.command.clone(),
+            side: true,
+        }))
     }
 }
 
