@@ -669,3 +669,34 @@ fn ctrl_c_is_answered_at_once_while_a_connection_hangs() {
     let s = summary(&o);
     assert_eq!(host(&s, "h2")["status"], "interrupted", "{s}");
 }
+
+#[test]
+fn a_peer_that_fails_itself_does_not_fail_the_hosts_that_cannot_ping_it() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(3);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // h3 fails on its own (no sshd) and answers no ping either
+    lab.stop_sshd("h3");
+    let st = lab.exec("h3", "sysctl -qw net.ipv4.icmp_echo_ignore_all=1");
+    assert!(st.status.success(), "{}", text(&st));
+    let o = kwinctl(&["up", "-i", &i, "--retries", "0", "--output", "json"]);
+    let _ = lab.exec("h3", "sysctl -qw net.ipv4.icmp_echo_ignore_all=0");
+    lab.start_sshd("h3");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h3"]), "{s}");
+    for h in ["h1", "h2"] {
+        let r = host(&s, h);
+        assert_eq!(r["status"], "ok", "{s}");
+        assert!(
+            r["notes"]
+                .to_string()
+                .contains("h3 did not answer its ping, and failed in this run itself"),
+            "{r}"
+        );
+    }
+}

@@ -24,6 +24,30 @@ struct Claim {
     source: Source,
 }
 
+/// Whether the registry the nodes reported lists every block handed out
+/// in this cluster: the lock host (the Linux control plane with the lowest
+/// address) answered, recording this cluster, or the cluster is new (no
+/// node that answered records a cluster, and the state file has no block).
+fn registry_complete(
+    inv: &Inventory,
+    state: &State,
+    observed: &Observed,
+    name: &str,
+    id: &str,
+) -> bool {
+    let Some(o) = observed else { return false };
+    let fresh = state.pod_cidrs.is_empty() && o.values().all(|r| r.cluster.is_none());
+    inv.hosts
+        .iter()
+        .filter(|h| crate::run::keeps_lock(h))
+        .min_by_key(|h| h.address)
+        .and_then(|h| o.get(&key(h)))
+        .is_some_and(|r| match &r.cluster {
+            None => fresh,
+            Some((n, i)) => n == name && i == id,
+        })
+}
+
 /// Allocate every host's pod CIDR: see the module's documentation.
 pub fn allocate(
     inv: &Inventory,
@@ -301,11 +325,26 @@ pub fn allocate(
         .iter()
         .map(|i| inv.hosts[*i].name.as_str())
         .collect();
+    // Hosts that did not answer and are in neither the state file nor the
+    // registry hold no block when the lock host answered for this cluster
+    // (or for none yet: a fresh bring-up): every run registers a block
+    // there before any node records it. Then they hold nobody up.
+    let proven_empty =
+        !unknown.is_empty() && registry_complete(inv, state, observed, name, &cluster_id);
+    if proven_empty {
+        notes.push(format!(
+            "{} did not answer and {} no block: the cluster's registry on the lock host lists none \
+             for {}, and the state file neither; the other new hosts get theirs",
+            unknown_names.join(", "),
+            if unknown.len() == 1 { "holds" } else { "hold" },
+            if unknown.len() == 1 { "it" } else { "them" },
+        ));
+    }
     for (i, h) in inv.hosts.iter().enumerate() {
         if claims[i].is_some() || disputes.contains_key(&i) || unknown.contains(&i) {
             continue;
         }
-        if !unknown.is_empty() {
+        if !unknown.is_empty() && !proven_empty {
             disputes.insert(
                 i,
                 format!(

@@ -206,6 +206,10 @@ pub struct ClusterId {
     pub name: String,
     pub id: String,
     pub cidr: Ipv4Net,
+    /// Every inventory host's address, whatever its block's state (a host
+    /// whose block is disputed or unknown in this run is still a member:
+    /// what the nodes let in does not shrink because one node failed).
+    pub members: Vec<Ipv4Addr>,
 }
 
 /// What one node should look like, and who its peers are.
@@ -255,6 +259,7 @@ pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
         name: inv.cluster.name.clone(),
         id: alloc.state.cluster_id.clone().unwrap_or_default(),
         cidr: inv.cluster.cluster_cidr,
+        members: inv.hosts.iter().map(|h| h.address).collect(),
     });
     alloc
         .assignments
@@ -292,6 +297,7 @@ pub fn lone_node(inv: &Inventory, host: &Host, pod_cidr: Ipv4Net, cluster_id: &s
             name: inv.cluster.name.clone(),
             id: cluster_id.to_string(),
             cidr: inv.cluster.cluster_cidr,
+            members: inv.hosts.iter().map(|h| h.address).collect(),
         }),
         nodes: Arc::from(vec![me]),
         frozen: Arc::default(),
@@ -336,6 +342,7 @@ pub fn test_node(
             name: "t".into(),
             id: "0123456789abcdef".into(),
             cidr: cluster_cidr.parse().unwrap(),
+            members: nodes.iter().map(|p| p.address).collect(),
         }),
         nodes,
         frozen: Arc::default(),

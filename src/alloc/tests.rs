@@ -301,3 +301,69 @@ fn peers_and_routes() {
     assert_eq!(r[&net("198.19.1.0/24")].to_string(), "198.18.1.3");
     assert_eq!(nodes[2].peers().count(), 2);
 }
+
+#[test]
+fn a_state_file_of_another_cluster_of_one_name_is_named_not_the_nodes() {
+    let seen = records(
+        &[
+            ("a", "198.19.0.0/24"),
+            ("b", "198.19.1.0/24"),
+            ("c", "198.19.2.0/24"),
+        ],
+        "nodes-id",
+    );
+    let state = State {
+        cluster_id: Some("foreign-id".into()),
+        ..State::new("t")
+    };
+    let e = allocate(&inv(&HOSTS), &state, &seen).err().unwrap().0;
+    assert!(e.contains("the state file i.kwinctl-state.json"), "{e}");
+    assert!(
+        e.contains("foreign-id") && e.contains("nodes-id on a, b, c"),
+        "{e}"
+    );
+    assert!(e.contains("move the state file aside"), "{e}");
+    assert!(!e.contains("reset"), "no node is to be reset: {e}");
+    // without the state file the nodes' id is adopted and nothing is disputed
+    let a = allocate(&inv(&HOSTS), &State::default(), &seen).unwrap();
+    assert!(a.disputes.is_empty(), "{:?}", a.disputes);
+    // a node of the state file's cluster among them: the others are disputed
+    let mut mixed = seen.clone();
+    mixed.as_mut().unwrap().get_mut("c").unwrap().cluster = Some(("t".into(), "foreign-id".into()));
+    let a = allocate(&inv(&HOSTS), &state, &mixed).unwrap();
+    let disputed: Vec<&str> = a.disputes.iter().map(|d| d.host.as_str()).collect();
+    assert_eq!(disputed, ["a", "b"]);
+}
+
+#[test]
+fn a_disputed_or_silent_peer_stays_in_the_firewall_scope() {
+    let i = inv(&HOSTS);
+    let all = records(
+        &[
+            ("a", "198.19.0.0/24"),
+            ("b", "198.19.1.0/24"),
+            ("c", "198.19.2.0/24"),
+        ],
+        "x",
+    );
+    let state = State {
+        cluster_id: Some("x".into()),
+        ..State::new("t")
+    };
+    let scope = |seen: &Observed| {
+        let a = allocate(&i, &state, seen).unwrap();
+        let n = nodes(&i, &a);
+        crate::os::windows::firewall::rules(&n[0], &[])[0]
+            .remote
+            .clone()
+    };
+    let whole = scope(&all);
+    assert_eq!(whole, ["198.18.1.3", "198.18.1.4", "198.19.0.0/16"]);
+    // c's record is disputed (it claims b's block), then c does not answer
+    let mut disputed = all.clone();
+    disputed.as_mut().unwrap().get_mut("c").unwrap().pod_cidr = Some(net("198.19.1.0/24"));
+    assert_eq!(scope(&disputed), whole);
+    let mut silent = all.clone();
+    silent.as_mut().unwrap().remove("c");
+    assert_eq!(scope(&silent), whole);
+}

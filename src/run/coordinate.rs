@@ -81,6 +81,9 @@ pub(super) struct Barrier {
     /// once it is done.
     changing: std::sync::Mutex<BTreeSet<String>>,
     pending: watch::Sender<BTreeSet<String>>,
+    /// The hosts (lower-case names) that failed in this run: a peer's
+    /// failed ping to one of them is that host's failure, not the peer's.
+    failed: std::sync::Mutex<BTreeSet<String>>,
 }
 
 pub(super) struct Coordinator {
@@ -112,6 +115,7 @@ impl Barrier {
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
                 changing: std::sync::Mutex::new(BTreeSet::new()),
                 pending: watch::channel(BTreeSet::new()).0,
+                failed: std::sync::Mutex::new(BTreeSet::new()),
             },
             Coordinator {
                 n,
@@ -157,6 +161,21 @@ impl<'a> Ticket<'a> {
     /// in inventory order).
     pub(super) async fn turn(&mut self) -> Option<OwnedSemaphorePermit> {
         self.turn.take()?.await.ok()
+    }
+
+    /// This host failed in this run (said before [`Ticket::done`], so a
+    /// peer waiting for it knows).
+    pub(super) fn failed(&self) {
+        self.barrier
+            .failed
+            .lock()
+            .unwrap()
+            .insert(self.name.clone());
+    }
+
+    /// The hosts that failed in this run so far.
+    pub(super) fn failed_hosts(&self) -> BTreeSet<String> {
+        self.barrier.failed.lock().unwrap().clone()
     }
 
     /// Why this run may no longer change hosts: it lost the cluster lock.
@@ -249,6 +268,13 @@ impl Coordinator {
             // counts for --max-fail before any host changes
             if matches!(a, Arrival::Failed) && targets[i].2 && !ctx.interrupt.is_set() {
                 ctx.failed();
+            }
+            if matches!(a, Arrival::Failed) {
+                ctx.barrier
+                    .failed
+                    .lock()
+                    .unwrap()
+                    .insert(targets[i].0.to_ascii_lowercase());
             }
             if let Arrival::Probed(rec, gen_) = a {
                 probed += 1;

@@ -273,6 +273,9 @@ impl<'a> Flow<'a> {
                     r,
                 )
                 .await;
+                if r.status == HostStatus::Failed {
+                    self.ticket.failed();
+                }
                 drop(turn);
                 self.ticket.done();
                 Some(
@@ -320,6 +323,9 @@ impl<'a> Flow<'a> {
         // counted before the hosts are let go (no turn is handed out before)
         if self.t.selected && r.status == HostStatus::Failed {
             self.ctx.failed();
+        }
+        if r.status == HostStatus::Failed {
+            self.ticket.failed();
         }
         let _ = self.ticket.ready(false).await;
         self.take_back().await;

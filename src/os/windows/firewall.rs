@@ -36,9 +36,13 @@ pub struct FwRule {
 
 /// The rules a node gets.
 pub fn rules(node: &Node, exes: &[(&str, String)]) -> Vec<FwRule> {
+    // every other member of the inventory: a peer whose block is disputed
+    // or unknown in this run (it failed, or did not answer) stays allowed
     let mut remote: Vec<String> = node
-        .routes()
-        .values()
+        .cluster
+        .members
+        .iter()
+        .filter(|a| **a != node.address)
         .map(|a| a.to_string())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
