@@ -299,7 +299,38 @@ fn a_host_printing_more_than_kwinctl_reads_is_told_so() {
     let s = summary(&o);
     let e = host(&s, "h2")["error"].as_str().unwrap();
     assert!(
-        e.contains("more than kwinctl reads (16777216 bytes") && e.contains("wc -l"),
+        e.contains("more than kwinctl reads (16777216 bytes")
+            && e.contains("routing table")
+            && e.contains("wc -l"),
         "{e}"
     );
+    // a login that never stops printing: cut at the cap, long before
+    // --timeout, and blamed on the login, not on the routing table
+    let rc = lab.dir().join("hosts/h1/root/.bashrc");
+    let rc_text = std::fs::read_to_string(&rc).unwrap_or_default();
+    write(&rc, &format!("yes kwinctl-junk\n{rc_text}"));
+    let start = std::time::Instant::now();
+    let o = kwinctl(&[
+        "verify",
+        "-i",
+        &i,
+        "--limit",
+        "h1",
+        "--timeout",
+        "120",
+        "--output",
+        "json",
+    ]);
+    let took = start.elapsed();
+    write(&rc, &rc_text);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let e = host(&s, "h1")["error"].as_str().unwrap();
+    assert!(
+        e.contains("more than kwinctl reads")
+            && e.contains("before the probe began")
+            && !e.contains("routing table"),
+        "{e}"
+    );
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
 }

@@ -323,6 +323,11 @@ fn up_limited_to_a_new_host_never_leaves_its_peers_behind_silently() {
     let o = kwinctl(&["up", "-i", &i, "--limit", "h3", "--with-peer-routes"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(routes(&lab, &["h1"])[0].contains(&format!("{h3} via {}", lab.ip("h3"))));
+    // progress counts the selected host only; the peers are said apart
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[1/1] h3: "), "{err}");
+    assert!(!err.contains("[2/1]") && !err.contains("[3/1]"), "{err}");
+    assert!(err.contains("[outside --limit] h1: "), "{err}");
     let o = kwinctl(&["verify", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

@@ -14,7 +14,8 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
     let l = load(c)?;
     selected(&l, &c.limit)?;
     let cl = &l.inv.cluster;
-    let mut out = std::io::stdout().lock();
+    // written whole at the end, which says whether it arrived
+    let mut out = Vec::new();
     if c.output == Format::Json {
         let notes = crate::os::inventory_notes(&l.inv);
         let line = Line::new(Event::CheckSummary(CheckSummary {
@@ -36,6 +37,7 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
                 .collect(),
         }));
         let _ = writeln!(out, "{}", crate::text::safe_json(&line.to_json()));
+        super::emit(&out)?;
         return Ok(Exit::Ok);
     }
     let _ = writeln!(
@@ -89,5 +91,6 @@ pub fn check(c: &Common) -> Result<Exit, CliError> {
             l.sidecars.state.display()
         );
     }
+    super::emit(&out)?;
     Ok(Exit::Ok)
 }

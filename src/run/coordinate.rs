@@ -332,7 +332,7 @@ impl Coordinator {
         }
         let mut locked = None;
         let go = if let Some(e) = &internal {
-            Go::No(HostError::Internal(e.clone()))
+            Go::No(HostError::Local(e.clone()))
         } else if !changes || ctx.interrupt.is_set() {
             Go::Yes
         } else {

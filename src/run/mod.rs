@@ -402,7 +402,7 @@ pub async fn run_all(
 /// A host's result, on the terminal, in the JSON events and in the run
 /// record's list of what is left to do.
 fn announce(ctx: &Ctx, r: HostReport, selected: bool) {
-    ctx.reporter.host_done(&r);
+    ctx.reporter.host_done(&r, selected);
     if selected && let Some(record) = &ctx.record {
         record.host_done(&r);
     }

@@ -153,6 +153,7 @@ fn parse<O: NodeOps>(ops: &O, out: &Output) -> Result<O::Facts, FactsError> {
         return Err(FactsError::TooLarge {
             limit: crate::transport::MAX_OUTPUT,
             dropped: out.dropped,
+            cause: crate::probe::too_large_cause(&out.stdout),
         });
     }
     ops.parse(out)

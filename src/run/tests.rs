@@ -515,7 +515,8 @@ fn a_host_printing_more_than_kwinctl_reads_is_told_so() {
         e.contains("more than kwinctl reads") && e.contains("1048576 more"),
         "{e}"
     );
-    assert!(e.contains("ip -4 route show table main"), "{e}");
+    // nothing in what was read says it is the routing table
+    assert!(!e.contains("routing table"), "{e}");
     drop(h);
 }
 

@@ -376,13 +376,24 @@ impl SshSession {
                 ChannelMsg::ExitSignal { .. } => answer("exit signal", String::new()),
                 _ => {}
             }
+            // Past the cap kwinctl stops reading and closes the channel: a
+            // host whose output never ends does not hold the run until
+            // --timeout (what was dropped is counted; the caller reports it).
+            let mut cut = false;
             match msg {
                 ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
                     stdout.extend_from_slice(&data);
                 }
-                ChannelMsg::Data { data } => out.dropped += data.len(),
+                ChannelMsg::Data { data } => {
+                    out.dropped += data.len();
+                    cut = true;
+                }
                 ChannelMsg::ExtendedData { data, .. } if stderr.len() < MAX_OUTPUT => {
                     stderr.extend_from_slice(&data);
+                }
+                ChannelMsg::ExtendedData { data, .. } => {
+                    out.dropped += data.len();
+                    cut = true;
                 }
                 ChannelMsg::ExitStatus { exit_status } => out.exit = Some(exit_status),
                 ChannelMsg::ExitSignal {
@@ -391,6 +402,15 @@ impl SshSession {
                     ..
                 } => signal = Some(format!("{signal_name:?} {error_message}")),
                 _ => {}
+            }
+            if cut {
+                trace.mark(
+                    "cut",
+                    format!("more than {MAX_OUTPUT} bytes: channel closed"),
+                    0,
+                );
+                let _ = ch.close().await;
+                break;
             }
         }
         trace.mark(
