@@ -424,6 +424,11 @@ fn only_failed_survives_plan_verify_and_sigterm() {
         .arg(&fifo)
         .status();
     std::fs::remove_file(lab.dir().join("hosts/h2/usr-local-bin/ip")).unwrap();
+    // the run that quit at once left its cluster lock (its lease runs on):
+    // the operator, who knows it is gone, breaks it
+    let o = kwinctl(&["unlock", "-i", &i, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("broke the cluster lock on h1"));
     let o = kwinctl(&["up", "-i", &i, "--only-failed", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(hosts_of(&o), ["h2", "h3"]);

@@ -273,7 +273,7 @@ impl<'a> Flow<'a> {
                     r,
                 )
                 .await;
-                if r.status == HostStatus::Failed {
+                if failed_itself(&r) {
                     self.ticket.failed();
                 }
                 drop(turn);
@@ -331,6 +331,15 @@ impl<'a> Flow<'a> {
         self.take_back().await;
         (self.t.selected.then_some(r), self.session.take())
     }
+}
+
+/// Whether `r` failed for a reason of its own: not only because peers did
+/// not answer its pings (two healthy hosts that cannot reach each other
+/// both fail; neither excuses the other).
+fn failed_itself(r: &HostReport) -> bool {
+    r.status == HostStatus::Failed
+        && !(matches!(r.error, Some(HostError::VerifyFailed { .. }))
+            && r.failed_checks().all(|c| c.name.starts_with("reach ")))
 }
 
 /// Only the changes a host outside `--limit` may get: those that keep its
