@@ -39,7 +39,7 @@ fn registry_complete(
     let fresh = state.pod_cidrs.is_empty() && o.values().all(|r| r.cluster.is_none());
     inv.hosts
         .iter()
-        .filter(|h| crate::run::keeps_lock(h))
+        .filter(|h| h.keeps_lock())
         .min_by_key(|h| h.address)
         .and_then(|h| o.get(&key(h)))
         .is_some_and(|r| match &r.cluster {

@@ -334,36 +334,3 @@ fn a_state_file_of_another_cluster_of_one_name_is_named_not_the_nodes() {
     let disputed: Vec<&str> = a.disputes.iter().map(|d| d.host.as_str()).collect();
     assert_eq!(disputed, ["a", "b"]);
 }
-
-#[test]
-fn a_disputed_or_silent_peer_stays_in_the_firewall_scope() {
-    let i = inv(&HOSTS);
-    let all = records(
-        &[
-            ("a", "198.19.0.0/24"),
-            ("b", "198.19.1.0/24"),
-            ("c", "198.19.2.0/24"),
-        ],
-        "x",
-    );
-    let state = State {
-        cluster_id: Some("x".into()),
-        ..State::new("t")
-    };
-    let scope = |seen: &Observed| {
-        let a = allocate(&i, &state, seen).unwrap();
-        let n = nodes(&i, &a);
-        crate::os::windows::firewall::rules(&n[0], &[])[0]
-            .remote
-            .clone()
-    };
-    let whole = scope(&all);
-    assert_eq!(whole, ["198.18.1.3", "198.18.1.4", "198.19.0.0/16"]);
-    // c's record is disputed (it claims b's block), then c does not answer
-    let mut disputed = all.clone();
-    disputed.as_mut().unwrap().get_mut("c").unwrap().pod_cidr = Some(net("198.19.1.0/24"));
-    assert_eq!(scope(&disputed), whole);
-    let mut silent = all.clone();
-    silent.as_mut().unwrap().remove("c");
-    assert_eq!(scope(&silent), whole);
-}

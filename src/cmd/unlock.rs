@@ -24,7 +24,7 @@ pub fn unlock(c: &Common, yes: bool) -> Result<Exit, CliError> {
         .inv
         .hosts
         .iter()
-        .filter(|h| crate::run::keeps_lock(h))
+        .filter(|h| h.keeps_lock())
         .min_by_key(|h| h.address)
     else {
         return Err(CliError::bad(

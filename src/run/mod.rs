@@ -18,6 +18,7 @@ mod cluster;
 mod converge;
 mod coordinate;
 mod host;
+mod lease;
 mod peers;
 mod plan;
 mod recheck;
@@ -51,7 +52,7 @@ use crate::transport::{self, ConnectOptions, Interpreter, Session, TransportErro
 use crate::verify::ReachMode;
 
 pub use coordinate::Locked;
-pub(crate) use coordinate::{Held, What, read_lock};
+pub(crate) use lease::{Held, What, read_lock};
 
 pub struct RunOptions {
     pub parallel: usize,
@@ -234,12 +235,6 @@ fn connect_slots(sem: Arc<Semaphore>, n: usize) -> Vec<oneshot::Receiver<OwnedSe
     rxs
 }
 
-/// Whether `h` may keep the cluster lock and registry: a Linux
-/// control-plane host (the one with the lowest address of them does).
-pub fn keeps_lock(h: &Host) -> bool {
-    h.os == crate::inventory::Os::Linux && h.role == Role::ControlPlane
-}
-
 /// The host the cluster lock and registry live on: the Linux control-plane
 /// host with the lowest address (so that every operator's inventory, in
 /// whatever order, picks the same one).
@@ -247,7 +242,7 @@ fn lock_host(targets: &[Target]) -> Option<usize> {
     targets
         .iter()
         .enumerate()
-        .filter(|(_, t)| keeps_lock(&t.host) && !t.removed)
+        .filter(|(_, t)| t.host.keeps_lock() && !t.removed)
         .min_by_key(|(_, t)| t.host.address)
         .map(|(i, _)| i)
 }
@@ -379,7 +374,7 @@ pub async fn run_all(
                     .collect()
             })
             .unwrap_or_default();
-        coordinate::release(&ctx, &targets[i].host.name, &registry).await;
+        lease::release(&ctx, &targets[i].host.name, &registry).await;
     }
     let mut reports: Vec<HostReport> = Vec::new();
     let mut peers: Vec<HostReport> = Vec::new();
