@@ -8,6 +8,10 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+# the flock(1) of the cluster lock's scripts (util-linux too)
+command -v flock >/dev/null 2>&1 || need+=(util-linux)
+# jq: the JSON output's tests decode it as an operator's script would
+command -v jq >/dev/null 2>&1 || need+=(jq)
 # real sudo(8) for lab hosts with a non-root user (lab.sh user)
 command -v sudo >/dev/null 2>&1 || need+=(sudo)
 # The lab's systemd hosts (Debian containers booting systemd, lab/lab.sh).

@@ -1,6 +1,7 @@
 //! What `--output json` prints: one JSON object per line, each with
 //! `"schema": 1` and an `"event"`: `start`, `phase` (with `-v`), `host`, and
-//! last a `summary`, or an `error` when the command failed as a whole. The
+//! last a `summary`, or an `error` when the command failed as a whole
+//! (`unlock` prints one `unlock` event). The
 //! JSON Schema of a line is generated from these types (`kwinctl schema
 //! events`, published as `schema/events.schema.json`).
 //!
@@ -59,6 +60,19 @@ pub enum Event<'a> {
     /// The end of `check`: the plan, contacting nothing.
     #[serde(rename = "summary")]
     CheckSummary(CheckSummary<'a>),
+    /// `kwinctl unlock`: the cluster lock it found, and whether it broke
+    /// it (no `holder` when no run held it).
+    Unlock {
+        /// The lock host.
+        host: &'a str,
+        broken: bool,
+        /// Who held it: user@host, pid, machine and boot tags, since when.
+        holder: Option<&'a str>,
+        /// The run id of the lock.
+        run: Option<&'a str>,
+        /// Seconds since it was taken (by the lock host's clock).
+        age_seconds: Option<u64>,
+    },
     /// The command failed as a whole (bad input, the lock held, kwinctl's
     /// own failure): the only line after `start`, if any.
     Error {

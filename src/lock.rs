@@ -21,29 +21,58 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Who runs this, and where: `user@host (pid N) since TIME`.
+/// Who runs this, and where: `user@host (pid N, machine M, boot B) since
+/// TIME`. The machine and boot tags tell two machines (or containers)
+/// with one hostname and colliding pids apart in a lock's note.
 pub fn owner() -> String {
     format!(
-        "{} (pid {}) since {}",
+        "{} (pid {}, machine {}, boot {}) since {}",
         whoami(),
         std::process::id(),
+        machine_tag(),
+        boot_tag(),
         humantime::format_rfc3339_seconds(std::time::SystemTime::now())
     )
 }
 
-/// Whether `owner` (as [`owner`] wrote it) is a process of this machine
-/// that is no longer running: its locks are stale.
-pub fn dead_here(owner: &str) -> bool {
-    let Some((who, rest)) = owner.split_once(" (pid ") else {
-        return false;
-    };
-    let Some(host) = who.rsplit_once('@').map(|(_, h)| h) else {
-        return false;
-    };
-    let Some(pid) = rest.split(')').next().and_then(|p| p.parse::<u32>().ok()) else {
-        return false;
-    };
-    host == hostname() && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+/// This machine's tag: a keyed hash of `/etc/machine-id`, never the id
+/// itself (machine-id(5) asks applications not to expose it, and to hash
+/// it with an application-specific key: docs/research/locks.md). `unknown`
+/// when the file is missing.
+pub fn machine_tag() -> String {
+    tag("/etc/machine-id", "kwinctl machine")
+}
+
+/// This boot's tag: the same keyed hash of the kernel's boot id
+/// (`/proc/sys/kernel/random/boot_id`, new at every boot: proc(5)).
+pub fn boot_tag() -> String {
+    tag("/proc/sys/kernel/random/boot_id", "kwinctl boot")
+}
+
+fn tag(path: &str, key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    match std::fs::read_to_string(path) {
+        Ok(id) if !id.trim().is_empty() => {
+            let h = Sha256::digest(format!("{key}\n{}", id.trim()).as_bytes());
+            h[..6].iter().map(|b| format!("{b:02x}")).collect()
+        }
+        _ => "unknown".into(),
+    }
+}
+
+/// A run id no other run has: `prefix` (the run record's name, readable),
+/// then 64 random bits from the operating system's generator.
+pub fn run_id(prefix: &str) -> String {
+    let mut r = [0u8; 8];
+    if getrandom::fill(&mut r).is_err() {
+        // no generator: time and pid still tell runs of this machine apart
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        r = (t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_be_bytes();
+    }
+    let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}-{hex}")
 }
 
 pub fn whoami() -> String {
@@ -132,14 +161,21 @@ mod tests {
     }
 
     #[test]
-    fn a_dead_owner_on_this_machine_is_told_apart() {
-        assert!(!dead_here(&owner()), "this process is alive");
-        let me = whoami();
-        // pid 0 is never a process of ours
-        assert!(dead_here(&format!("{me} (pid 999999999) since x")));
-        assert!(!dead_here(
-            "someone@another-machine (pid 999999999) since x"
-        ));
-        assert!(!dead_here("garbage"));
+    fn run_ids_and_owners_tell_runs_and_machines_apart() {
+        let (a, b) = (run_id("up-x"), run_id("up-x"));
+        assert_ne!(a, b);
+        assert!(
+            a.starts_with("up-x-") && a.len() == "up-x-".len() + 16,
+            "{a}"
+        );
+        let o = owner();
+        assert!(o.contains(&format!("pid {}", std::process::id())), "{o}");
+        assert!(o.contains(&format!("machine {}", machine_tag())), "{o}");
+        assert!(o.contains(&format!("boot {}", boot_tag())), "{o}");
+        // the tag hides the id itself
+        if let Ok(id) = std::fs::read_to_string("/etc/machine-id") {
+            assert!(!o.contains(id.trim()), "{o}");
+            assert_eq!(machine_tag().len(), 12);
+        }
     }
 }

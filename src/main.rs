@@ -122,6 +122,16 @@ enum Command {
         #[arg(short = 'y', long)]
         yes: bool,
     },
+    /// Break the cluster lock at once (a run that held it is gone): says
+    /// whose it is; on a terminal it asks, otherwise it needs --yes. A lock
+    /// whose run died also clears by itself when its lease runs out.
+    Unlock {
+        #[command(flatten)]
+        common: Common,
+        /// Do not ask (required without a terminal).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
     /// Write a kwinctl inventory from another tool's (Ansible: INI, YAML, or
     /// `ansible-inventory --list`).
     Import {
@@ -411,6 +421,7 @@ fn main() -> ExitCode {
         Command::Up(c) => (Mode::Up.name(), c.output == Format::Json),
         Command::Verify(c) => (Mode::Verify.name(), c.output == Format::Json),
         Command::Reset { common: c, .. } => (Mode::Reset.name(), c.output == Format::Json),
+        Command::Unlock { common: c, .. } => ("unlock", c.output == Format::Json),
         _ => ("kwinctl", false),
     };
     if let Some(done) = generated(&cli.command) {
@@ -440,6 +451,7 @@ fn main() -> ExitCode {
         Command::Up(c) => cmd::remote(&c, Mode::Up),
         Command::Verify(c) => cmd::remote(&c, Mode::Verify),
         Command::Reset { common, yes } => cmd::reset(&common, yes),
+        Command::Unlock { common, yes } => cmd::unlock(&common, yes),
         Command::Import {
             from:
                 ImportFrom::Ansible {

@@ -161,6 +161,12 @@ pub enum HostError {
     Refused(String),
     /// A host outside `--limit` lacks routes the run's changes need.
     PeerRoutes(Vec<String>),
+    /// `up --reboot`: the host could not be restarted, or did not come
+    /// back in time (the host's matter, not kwinctl's bug).
+    Restart(String),
+    /// kwinctl could not do its own work on this machine (the state file
+    /// could not be written): nothing was changed on the host.
+    Local(String),
     /// A bug in kwinctl (a panicking host task).
     Internal(String),
 }
@@ -220,6 +226,11 @@ impl fmt::Display for HostError {
                 "outside --limit, and not as the run left the cluster: it would {}. Run `kwinctl up` \
                  without --limit, or add --with-peer-routes to change only such routes",
                 missing.join("; ")
+            ),
+            HostError::Restart(why) => write!(f, "{why}"),
+            HostError::Local(why) => write!(
+                f,
+                "{why}: kwinctl could not do its own work on this machine; nothing was changed on the host"
             ),
             HostError::Internal(e) => write!(
                 f,

@@ -23,6 +23,20 @@ pub fn err_line(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{}", safe_text(line));
 }
 
+/// Write a command's whole output (`check`, `render`, `import`) to stdout:
+/// Err when it did not all arrive (a full disk), so the command does not
+/// exit 0 over output that was lost. A reader that stopped early (`| head`,
+/// EPIPE) took what it wanted: no error. (A stdout closed before kwinctl
+/// started cannot be told from `>/dev/null`: Rust's runtime opens
+/// /dev/null on a closed standard descriptor before `main`.)
+pub fn emit(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 /// The summary as its one line of JSON, made safe (see `text::safe_json`):
 /// what `--output json` ends with and what the run record keeps.
 pub fn summary_json(summary: RunSummary) -> String {
@@ -132,12 +146,7 @@ impl Reporter {
         }
     }
 
-    pub fn host_done(&self, r: &HostReport) {
-        let n = {
-            let mut d = self.done.lock().unwrap();
-            *d += 1;
-            *d
-        };
+    pub fn host_done(&self, r: &HostReport, selected: bool) {
         self.json(Event::Host { report: r });
         let status = match &r.error {
             Some(e) => {
@@ -153,10 +162,23 @@ impl Reporter {
             }
             None => one_line_status(self.mode, r),
         };
-        let line = format!("[{n}/{}] {}: {status}", self.total, r.host);
+        // a host outside --limit (a peer that got routes, or had something
+        // to say) is not one of the `total` counted
+        let line = if selected {
+            let n = {
+                let mut d = self.done.lock().unwrap();
+                *d += 1;
+                *d
+            };
+            format!("[{n}/{}] {}: {status}", self.total, r.host)
+        } else {
+            format!("[outside --limit] {}: {status}", r.host)
+        };
         match &self.bar {
             Some(b) => {
-                b.inc(1);
+                if selected {
+                    b.inc(1);
+                }
                 if r.status == HostStatus::Failed {
                     b.println(safe_text(&line));
                 }

@@ -82,18 +82,65 @@ pub fn safe_text(s: &str) -> String {
     sanitize(&crate::secret::redact(s)).into_owned()
 }
 
-/// JSON text (one document) made safe like [`safe_text`] without changing
-/// what it means: secrets masked, and the characters JSON leaves raw that a
-/// terminal would act on (DEL, C1 controls, bidi controls) written as
-/// `\uXXXX` escapes, which decode to the same strings.
+/// JSON text made safe like [`safe_text`]: secrets masked, and in every
+/// string (keys too) each control character but line feed and tab, and
+/// each bidi control, written as [`sanitize`] writes it (`\x1b`,
+/// `\u202e`, as text): a value decoded by `jq -r` or any JSON reader shows
+/// the escape, never the character. Whether JSON wrote the character raw
+/// (DEL, C1, bidi) or as an escape (`\u001b`, `\r`) makes no difference.
+/// Everything else is kept as it was; the document stays valid JSON.
 pub fn safe_json(json: &str) -> String {
     let redacted = crate::secret::redact(json);
     let mut out = String::with_capacity(redacted.len());
-    for c in redacted.chars() {
-        if ('\u{7f}'..='\u{9f}').contains(&c) || bidi(c) {
-            out.push_str(&format!("\\u{:04x}", c as u32));
+    // what `sanitize` writes for `c`, as JSON string content
+    let escaped = |c: char| {
+        if (c as u32) < 0x100 {
+            format!("\\\\x{:02x}", c as u32)
         } else {
+            format!("\\\\u{:04x}", c as u32)
+        }
+    };
+    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || bidi(c);
+    let mut chars = redacted.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if !in_string {
+            in_string = c == '"';
             out.push(c);
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = false;
+                out.push(c);
+            }
+            '\\' => {
+                let Some(e) = chars.next() else {
+                    out.push(c);
+                    break;
+                };
+                match e {
+                    'b' => out.push_str(&escaped('\u{8}')),
+                    'f' => out.push_str(&escaped('\u{c}')),
+                    'r' => out.push_str(&escaped('\r')),
+                    'u' => {
+                        let hex: String = (0..4).filter_map(|_| chars.next()).collect();
+                        match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                            Some(d) if unsafe_char(d) => out.push_str(&escaped(d)),
+                            _ => {
+                                out.push_str("\\u");
+                                out.push_str(&hex);
+                            }
+                        }
+                    }
+                    e => {
+                        out.push(c);
+                        out.push(e);
+                    }
+                }
+            }
+            c if unsafe_char(c) => out.push_str(&escaped(c)),
+            c => out.push(c),
         }
     }
     out
@@ -135,14 +182,39 @@ mod tests {
     }
 
     #[test]
-    fn safe_json_escapes_without_changing_the_meaning() {
-        let v = serde_json::json!({"s": "a\u{1b}[2J\u{9b}\u{202e}b\u{7f}"});
+    fn safe_json_strings_decode_to_what_sanitize_prints() {
+        let hostile =
+            "a\u{1b}[2J\u{1b}]52;c;ZWNobw==\u{7}\r\u{8}\u{c}\u{9b}\u{202e}b\u{7f}\u{2066}";
+        let v =
+            serde_json::json!({"s": hostile, "n": ["ok\ttab\nline é \"q\" \\ 😀"], "k\u{1b}": 1});
         let text = safe_json(&v.to_string());
-        for bad in ['\u{1b}', '\u{9b}', '\u{202e}', '\u{7f}'] {
-            assert!(!text.contains(bad), "{text}");
-        }
         let back: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, v);
+        // decoded (as `jq -r` does), every string is what text output shows
+        assert_eq!(back["s"], sanitize(hostile).as_ref());
+        assert_eq!(back["n"][0], "ok\ttab\nline é \"q\" \\ 😀");
+        assert_eq!(back["k\\x1b"], 1);
+        fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::String(s) => out.push(s.clone()),
+                serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+                serde_json::Value::Object(o) => o.iter().for_each(|(k, v)| {
+                    out.push(k.clone());
+                    strings(v, out)
+                }),
+                _ => {}
+            }
+        }
+        let mut all = Vec::new();
+        strings(&back, &mut all);
+        for s in all {
+            assert!(
+                !s.chars()
+                    .any(|c| (c.is_control() && c != '\n' && c != '\t') || bidi(c)),
+                "{s:?}"
+            );
+        }
+        // and the text itself carries none of them raw
+        assert!(!text.chars().any(|c| c.is_control() || bidi(c)), "{text}");
     }
 
     #[test]

@@ -359,3 +359,79 @@ fn api_server_is_required_only_where_a_node_uses_it() {
         "{e}"
     );
 }
+
+/// `kwinctl ARGS` with stdout sent to /dev/full (every write fails with
+/// ENOSPC, as on a full disk).
+fn to_dev_full(args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg("\"$0\" \"$@\" >/dev/full")
+        .arg(common::bin())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    common::run_bounded(cmd, std::time::Duration::from_secs(60))
+}
+
+#[test]
+fn output_that_cannot_be_written_is_not_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("example.yaml");
+    std::fs::copy(EXAMPLE, &inv).unwrap();
+    std::fs::copy(
+        EXAMPLE.replace("seed-1.5-transparent.yaml", "example.kubeconfig"),
+        dir.path().join("example.kubeconfig"),
+    )
+    .unwrap();
+    let inv = inv.to_str().unwrap();
+    let ansible = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ansible/hosts.ini");
+    for args in [
+        vec!["check", "-i", inv],
+        vec!["check", "-i", inv, "--output", "json"],
+        vec!["render", "-i", inv],
+        vec!["import", "ansible", ansible],
+    ] {
+        let o = to_dev_full(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write") && err.contains("No space left"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("imported") && !err.contains("please report"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_kubeconfig_that_is_a_device_or_a_pipe_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("kc.fifo");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let example = std::fs::read_to_string(EXAMPLE).unwrap();
+    for kc in ["/dev/zero", fifo.to_str().unwrap()] {
+        let inv = dir.path().join("inv.yaml");
+        write(
+            &inv,
+            &example.replace(
+                "kubeconfig: example.kubeconfig",
+                &format!("kubeconfig: {kc}"),
+            ),
+        );
+        let start = std::time::Instant::now();
+        let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{kc}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("not a regular file"),
+            "{}",
+            text(&o)
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "{kc}");
+    }
+}

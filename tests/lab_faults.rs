@@ -250,10 +250,16 @@ fn a_failing_route_in_a_batch_fails_its_own_action() {
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
-    // (h3 fails too: h1 cannot answer its ping)
-    assert_eq!(s["failed_hosts"], serde_json::json!(["h1", "h3"]), "{s}");
-    let h3 = common::failed_checks(host(&s, "h3"));
-    assert!(h3.len() == 1 && h3[0].starts_with("reach h1 "), "{h3:?}");
+    // h1 cannot answer h3's ping, but h1 failed itself: h3 is not failed
+    // for it (the failure does not spread to a healthy host)
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h1"]), "{s}");
+    let h3 = host(&s, "h3");
+    assert!(
+        h3["notes"]
+            .to_string()
+            .contains("h1 did not answer its ping, and failed in this run itself"),
+        "{h3}"
+    );
     let h1 = host(&s, "h1");
     // record, forwarding, route to h2 done; route to h3 failed; h4, boot.sh not run
     assert_eq!(count(h1, "changed"), 3, "{s}");
@@ -368,50 +374,102 @@ fn ctrl_c_starts_no_new_host_and_exits_130_and_the_lock_excludes_a_second_operat
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// Start `up` with a short lease, blocked in h1's first action (so that it
+/// holds the cluster lock), and kill it with SIGKILL: its pid.
+fn killed_while_holding_the_lock(lab: &Lab, i: &str, lease: &str) -> u32 {
+    let fifo = block_on_record(lab, "h1");
+    let mut child = Command::new(common::bin())
+        .args(["up", "-i", i])
+        .env("KWINCTL_SSH_CONFIG", "none")
+        .env("KWINCTL_LOCK_LEASE", lease)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_blocked(lab, "h1");
+    assert!(etc(lab, "h1").join("cluster.lock").is_dir());
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    release_fifo(&fifo);
+    std::fs::remove_file(&fifo).unwrap();
+    std::fs::remove_file(etc(lab, "h1").join("blocked")).unwrap();
+    pid
+}
+
 #[test]
-fn a_lock_left_by_a_killed_run_is_taken_over() {
+fn a_lock_left_by_a_killed_run_clears_within_its_lease_or_at_once_with_unlock() {
     if !require_root() {
         return;
     }
     let lab = Lab::up(2);
     let i = lab.inv();
-    let fifo = block_on_record(&lab, "h1");
-    let mut child = Command::new(common::bin())
-        .args(["up", "-i", &i])
-        .env("KWINCTL_SSH_CONFIG", "none")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lock = lab.dir().join("inventory.kwinctl.lock");
-    let start = Instant::now();
-    while std::fs::read_to_string(&lock)
-        .map(|s| s.is_empty())
-        .unwrap_or(true)
-    {
-        assert!(start.elapsed() < Duration::from_secs(20), "no lock taken");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    wait_blocked(&lab, "h1");
+    let pid = killed_while_holding_the_lock(&lab, &i, "20");
+    let killed = Instant::now();
+    // the local lock died with its process; the cluster lock's lease is
+    // still running: another run is refused, told whose lock it is and
+    // how to clear it (no guess from a pid: the run may be another
+    // machine's with the same name)
     let o = kwinctl(&["up", "-i", &i]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // the holder is gone: neither its local lock nor the cluster lock it
-    // took on h1 blocks (it was a run of this machine, and its process is
-    // gone), though the files remain
-    assert!(lock.exists());
-    assert!(etc(&lab, "h1").join("cluster.lock").is_dir());
-    release_fifo(&fifo);
-    std::fs::remove_file(&fifo).unwrap();
-    let o = kwinctl(&["up", "-i", &i]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("left by a run of this machine that is gone"),
+        err.contains(&format!("(pid {pid}, machine "))
+            && err.contains("kwinctl unlock -i")
+            && err.contains("lease runs out"),
+        "{err}"
+    );
+    // unlock without a terminal needs --yes, and says whose lock it is
+    let o = kwinctl(&["unlock", "-i", &i]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("pid {pid}, machine ")),
         "{}",
         text(&o)
     );
+    assert!(etc(&lab, "h1").join("cluster.lock").is_dir());
+    // within one lease (and a margin for a loaded machine) it clears by
+    // itself: the next run breaks it, saying whose it was and how old
+    while killed.elapsed() < Duration::from_secs(21) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cluster lock on h1 was broken: its lease ran out")
+            && err.contains(&format!("(pid {pid}, machine "))
+            && err.contains("taken "),
+        "{err}"
+    );
     assert!(!etc(&lab, "h1").join("cluster.lock").exists());
+
+    // killed again, with a long lease: `unlock --yes` breaks it at once
+    let o = kwinctl(&["reset", "-i", &i, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let pid = killed_while_holding_the_lock(&lab, &i, "600");
+    let o = kwinctl(&["unlock", "-i", &i, "--yes", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["event"], "unlock", "{v}");
+    assert_eq!(v["broken"], true, "{v}");
+    assert!(
+        v["holder"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("(pid {pid}, machine ")),
+        "{v}"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("broke the cluster lock on h1 of"));
+    assert!(!etc(&lab, "h1").join("cluster.lock").exists());
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // nothing to break: said so
+    let o = kwinctl(&["unlock", "-i", &i, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to break"));
 }
 
 #[test]
@@ -571,6 +629,12 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
         err.contains("cannot write state file") && err.contains("No space left on device"),
         "{err}"
     );
+    // not kwinctl's bug, and not a host that may be partly changed
+    assert!(
+        !err.contains("internal error") && !err.contains("please report"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was changed on the host"), "{err}");
     // nothing was changed on the host
     assert!(!lab.routes("h1").contains("proto 198"));
     assert!(!etc(&lab, "h1").join("pod-cidr").exists());
@@ -616,4 +680,35 @@ fn ctrl_c_is_answered_at_once_while_a_connection_hangs() {
     assert_eq!(o.status.code(), Some(130), "{}", text(&o));
     let s = summary(&o);
     assert_eq!(host(&s, "h2")["status"], "interrupted", "{s}");
+}
+
+#[test]
+fn a_peer_that_fails_itself_does_not_fail_the_hosts_that_cannot_ping_it() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(3);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // h3 fails on its own (no sshd) and answers no ping either
+    lab.stop_sshd("h3");
+    let st = lab.exec("h3", "sysctl -qw net.ipv4.icmp_echo_ignore_all=1");
+    assert!(st.status.success(), "{}", text(&st));
+    let o = kwinctl(&["up", "-i", &i, "--retries", "0", "--output", "json"]);
+    let _ = lab.exec("h3", "sysctl -qw net.ipv4.icmp_echo_ignore_all=0");
+    lab.start_sshd("h3");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_hosts"], serde_json::json!(["h3"]), "{s}");
+    for h in ["h1", "h2"] {
+        let r = host(&s, h);
+        assert_eq!(r["status"], "ok", "{s}");
+        assert!(
+            r["notes"]
+                .to_string()
+                .contains("h3 did not answer its ping, and failed in this run itself"),
+            "{r}"
+        );
+    }
 }

@@ -97,8 +97,25 @@ fn nothing_a_host_prints_reaches_the_terminal_raw() {
             let s = summary(&o);
             let e = host(&s, "h1")["error"].as_str().unwrap();
             assert!(e.contains("PWNED"), "{e}");
+            // every string of every event, decoded as a script would
+            // print it: escaped as the text output escapes it
+            let decoded = jq_strings(&o.stdout);
+            assert_clean("jq -r on --output json", &decoded);
+            assert!(decoded.contains("\\x1b]0;PWNED\\x07"), "{decoded}");
+            assert!(decoded.contains("\\x1b]52;c;"), "{decoded}");
+            assert!(decoded.contains("\\u202e"), "{decoded}");
         }
     }
+    // the runs' summary.json, decoded
+    let mut summaries = 0;
+    for entry in walk(&lab.dir().join("inventory.kwinctl-runs")) {
+        if entry.file_name().is_some_and(|n| n == "summary.json") {
+            summaries += 1;
+            let decoded = jq_strings(&std::fs::read(&entry).unwrap());
+            assert_clean(&entry.display().to_string(), &decoded);
+        }
+    }
+    assert!(summaries >= 2, "no summary.json in the run records");
     // the run records are safe to read on a terminal too
     for entry in walk(&lab.dir().join("inventory.kwinctl-runs")) {
         let t = String::from_utf8_lossy(&std::fs::read(&entry).unwrap()).into_owned();
@@ -107,6 +124,23 @@ fn nothing_a_host_prints_reaches_the_terminal_raw() {
     // verify, too
     let o = kwinctl(&["verify", "-i", &i]);
     assert_clean("verify", &all_output(&o));
+}
+
+/// Every string in the JSON documents of `json` (keys too), decoded by
+/// `jq -r` as an operator's script would print them.
+fn jq_strings(json: &[u8]) -> String {
+    use std::io::Write;
+    let mut jq = std::process::Command::new("jq")
+        .args(["-r", ".. | strings, (objects | keys[])"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jq (scripts/setup.sh installs it)");
+    jq.stdin.take().unwrap().write_all(json).unwrap();
+    let o = jq.wait_with_output().unwrap();
+    assert!(o.status.success(), "jq: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -265,7 +299,38 @@ fn a_host_printing_more_than_kwinctl_reads_is_told_so() {
     let s = summary(&o);
     let e = host(&s, "h2")["error"].as_str().unwrap();
     assert!(
-        e.contains("more than kwinctl reads (16777216 bytes") && e.contains("wc -l"),
+        e.contains("more than kwinctl reads (16777216 bytes")
+            && e.contains("routing table")
+            && e.contains("wc -l"),
         "{e}"
     );
+    // a login that never stops printing: cut at the cap, long before
+    // --timeout, and blamed on the login, not on the routing table
+    let rc = lab.dir().join("hosts/h1/root/.bashrc");
+    let rc_text = std::fs::read_to_string(&rc).unwrap_or_default();
+    write(&rc, &format!("yes kwinctl-junk\n{rc_text}"));
+    let start = std::time::Instant::now();
+    let o = kwinctl(&[
+        "verify",
+        "-i",
+        &i,
+        "--limit",
+        "h1",
+        "--timeout",
+        "120",
+        "--output",
+        "json",
+    ]);
+    let took = start.elapsed();
+    write(&rc, &rc_text);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let e = host(&s, "h1")["error"].as_str().unwrap();
+    assert!(
+        e.contains("more than kwinctl reads")
+            && e.contains("before the probe began")
+            && !e.contains("routing table"),
+        "{e}"
+    );
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
 }

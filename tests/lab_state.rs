@@ -323,6 +323,11 @@ fn up_limited_to_a_new_host_never_leaves_its_peers_behind_silently() {
     let o = kwinctl(&["up", "-i", &i, "--limit", "h3", "--with-peer-routes"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(routes(&lab, &["h1"])[0].contains(&format!("{h3} via {}", lab.ip("h3"))));
+    // progress counts the selected host only; the peers are said apart
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[1/1] h3: "), "{err}");
+    assert!(!err.contains("[2/1]") && !err.contains("[3/1]"), "{err}");
+    assert!(err.contains("[outside --limit] h1: "), "{err}");
     let o = kwinctl(&["verify", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
@@ -419,6 +424,11 @@ fn only_failed_survives_plan_verify_and_sigterm() {
         .arg(&fifo)
         .status();
     std::fs::remove_file(lab.dir().join("hosts/h2/usr-local-bin/ip")).unwrap();
+    // the run that quit at once left its cluster lock (its lease runs on):
+    // the operator, who knows it is gone, breaks it
+    let o = kwinctl(&["unlock", "-i", &i, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("broke the cluster lock on h1"));
     let o = kwinctl(&["up", "-i", &i, "--only-failed", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(hosts_of(&o), ["h2", "h3"]);
@@ -426,4 +436,52 @@ fn only_failed_survives_plan_verify_and_sigterm() {
     let o = kwinctl(&["up", "-i", &i, "--only-failed"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("left nothing to do"));
+}
+
+#[test]
+fn new_hosts_that_answer_are_not_held_up_by_new_hosts_that_do_not() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(4);
+    let i = lab.inv();
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    // the cluster: h1 (the lock host) and h2; then h3 and h4 join
+    write(lab.inventory(), &with_hosts(&inv, &["h1", "h2"]));
+    let o = kwinctl(&["up", "-i", &i, "--reach", "none"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    write(lab.inventory(), &inv);
+    // h3 and the lock host silent: nothing proves what h3 holds, and h4
+    // waits for it (kwinctl does not guess)
+    lab.stop_sshd("h1");
+    lab.stop_sshd("h3");
+    let o = kwinctl(&["up", "-i", &i, "--reach", "none", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let e = host(&summary(&o), "h4")["error"].to_string();
+    assert!(e.contains("will not guess"), "{e}");
+    // the lock host answers: its registry proves h3 holds no block, and h4
+    // gets one
+    lab.start_sshd("h1");
+    let o = kwinctl(&["up", "-i", &i, "--reach", "none", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "h4")["status"], "changed", "{s}");
+    assert_eq!(host(&s, "h3")["status"], "failed", "{s}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("h3 did not answer and holds no block"),
+        "{}",
+        text(&o)
+    );
+    let held = blocks(&lab, &["h1", "h2", "h4"]);
+    let mut unique = held.clone();
+    unique.sort();
+    unique.dedup();
+    assert!(unique.len() == 3 && !held[2].is_empty(), "{held:?}");
+    // h3 answers again: it gets a block of its own
+    lab.start_sshd("h3");
+    let o = kwinctl(&["up", "-i", &i, "--reach", "none"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let all = blocks(&lab, &["h1", "h2", "h4", "h3"]);
+    assert_eq!(&all[..3], &held[..], "the others kept their blocks");
+    assert!(!all[3].is_empty() && !held.contains(&all[3]), "{all:?}");
 }

@@ -373,7 +373,7 @@ fn routes_are_reconciled_in_both_stores_and_a_reboot_keeps_only_those() {
     assert_eq!(
         planned,
         [
-            format!("remove stale route {stale} via {h1}"),
+            format!("remove route {stale} via {h1}"),
             format!("replace persistent route {h1_block} via {h1}"),
         ],
         "{plan}"

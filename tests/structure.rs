@@ -231,13 +231,6 @@ fn no_folder_has_an_import_cycle_between_its_files() {
         "{:?}",
         folders.keys()
     );
-    // Cut by the end of this piece of work (each names the files to move):
-    // listed exactly, so that a new cycle or a fixed one both fail here.
-    let known = [
-        "src/import: map -> vars -> map",
-        "src/inventory: linux -> validate -> groups -> linux",
-        "src/run: coordinate -> host -> coordinate",
-    ];
     let mut cycles = Vec::new();
     for (folder, g) in &folders {
         if folder.is_empty() {
@@ -247,7 +240,10 @@ fn no_folder_has_an_import_cycle_between_its_files() {
             cycles.push(format!("src/{}: {}", folder.join("/"), c.join(" -> ")));
         }
     }
-    assert_eq!(cycles, known, "import cycles inside folders");
+    assert!(
+        cycles.is_empty(),
+        "import cycles inside folders: {cycles:#?}"
+    );
 }
 
 #[test]

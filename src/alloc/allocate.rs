@@ -9,6 +9,7 @@ use std::sync::Arc;
 use ipnet::Ipv4Net;
 
 use super::identity::cluster_id;
+use super::registry::registry_complete;
 use super::{AllocError, Allocation, Assignment, Dispute, Frozen, Observed, Source, gateway};
 use crate::inventory::{Host, Inventory};
 use crate::state::{Known, Removed, STATE_VERSION, State};
@@ -337,11 +338,26 @@ pub fn allocate(
         .iter()
         .map(|i| inv.hosts[*i].name.as_str())
         .collect();
+    // Hosts that did not answer and are in neither the state file nor the
+    // registry hold no block when the lock host answered for this cluster
+    // (or for none yet: a fresh bring-up): every run registers a block
+    // there before any node records it. Then they hold nobody up.
+    let proven_empty =
+        !unknown.is_empty() && registry_complete(inv, state, observed, name, &cluster_id);
+    if proven_empty {
+        notes.push(format!(
+            "{} did not answer and {} no block: the cluster's registry on the lock host lists none \
+             for {}, and the state file neither; the other new hosts get theirs",
+            unknown_names.join(", "),
+            if unknown.len() == 1 { "holds" } else { "hold" },
+            if unknown.len() == 1 { "it" } else { "them" },
+        ));
+    }
     for (i, h) in inv.hosts.iter().enumerate() {
         if claims[i].is_some() || disputes.contains_key(&i) || unknown.contains(&i) {
             continue;
         }
-        if !unknown.is_empty() {
+        if !unknown.is_empty() && !proven_empty {
             disputes.insert(
                 i,
                 format!(

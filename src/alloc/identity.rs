@@ -46,6 +46,23 @@ pub(super) fn cluster_id(
         }
     }
     Ok(match (&state.cluster_id, ids.len()) {
+        // The nodes that record this cluster's name all record another id:
+        // the state file is the odd one out (a copy of another cluster's
+        // of the same name), not the nodes.
+        (Some(id), n) if n > 0 && !ids.contains_key(id.as_str()) => {
+            let seen: Vec<String> = ids
+                .iter()
+                .map(|(other, hosts)| format!("{other} on {}", hosts.join(", ")))
+                .collect();
+            return Err(AllocError(format!(
+                "the state file {} names cluster {name:?} with id {id}, but no node records that id: \
+                 the nodes record {}. The state file is most likely another cluster's of the same \
+                 name. Nothing was changed; leave the nodes alone: move the state file aside (kwinctl \
+                 rebuilds it from the nodes' records) and run again",
+                crate::state::Sidecars::of(&inv.path).state.display(),
+                seen.join("; ")
+            )));
+        }
         (Some(id), _) => id.clone(),
         // Without asking any node (`check`, `render`) a cluster that has
         // none yet shows this; `up` makes a real one.

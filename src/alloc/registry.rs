@@ -78,3 +78,27 @@ pub(super) fn after(
     }
     out_registry.into_values().collect()
 }
+
+/// Whether the registry the nodes reported lists every block handed out
+/// in this cluster: the lock host (the Linux control plane with the lowest
+/// address) answered, recording this cluster, or the cluster is new (no
+/// node that answered records a cluster, and the state file has no block).
+pub(super) fn registry_complete(
+    inv: &Inventory,
+    state: &crate::state::State,
+    observed: &Observed,
+    name: &str,
+    id: &str,
+) -> bool {
+    let Some(o) = observed else { return false };
+    let fresh = state.pod_cidrs.is_empty() && o.values().all(|r| r.cluster.is_none());
+    inv.hosts
+        .iter()
+        .filter(|h| h.keeps_lock())
+        .min_by_key(|h| h.address)
+        .and_then(|h| o.get(&h.name.to_ascii_lowercase()))
+        .is_some_and(|r| match &r.cluster {
+            None => fresh,
+            Some((n, i)) => n == name && i == id,
+        })
+}

@@ -357,3 +357,36 @@ fn a_node_at_a_new_address_keeps_its_block_and_its_peers_routes_move() {
     let a = allocate(&moved, &state, &twice).unwrap();
     assert_eq!(a.disputes.len(), 2, "{:?}", a.disputes);
 }
+
+#[test]
+fn a_state_file_of_another_cluster_of_one_name_is_named_not_the_nodes() {
+    let seen = records(
+        &[
+            ("a", "198.19.0.0/24"),
+            ("b", "198.19.1.0/24"),
+            ("c", "198.19.2.0/24"),
+        ],
+        "nodes-id",
+    );
+    let state = State {
+        cluster_id: Some("foreign-id".into()),
+        ..State::new("t")
+    };
+    let e = allocate(&inv(&HOSTS), &state, &seen).err().unwrap().0;
+    assert!(e.contains("the state file i.kwinctl-state.json"), "{e}");
+    assert!(
+        e.contains("foreign-id") && e.contains("nodes-id on a, b, c"),
+        "{e}"
+    );
+    assert!(e.contains("move the state file aside"), "{e}");
+    assert!(!e.contains("reset"), "no node is to be reset: {e}");
+    // without the state file the nodes' id is adopted and nothing is disputed
+    let a = allocate(&inv(&HOSTS), &State::default(), &seen).unwrap();
+    assert!(a.disputes.is_empty(), "{:?}", a.disputes);
+    // a node of the state file's cluster among them: the others are disputed
+    let mut mixed = seen.clone();
+    mixed.as_mut().unwrap().get_mut("c").unwrap().cluster = Some(("t".into(), "foreign-id".into()));
+    let a = allocate(&inv(&HOSTS), &state, &mixed).unwrap();
+    let disputed: Vec<&str> = a.disputes.iter().map(|d| d.host.as_str()).collect();
+    assert_eq!(disputed, ["a", "b"]);
+}

@@ -36,7 +36,8 @@ pub fn check(c: &Common, strict: bool) -> Result<Exit, CliError> {
         );
     }
     let cl = &l.inv.cluster;
-    let mut out = std::io::stdout().lock();
+    // written whole at the end, which says whether it arrived
+    let mut out = Vec::new();
     if c.output == Format::Json {
         let notes = crate::os::inventory_notes(&l.inv);
         let line = Line::new(Event::CheckSummary(CheckSummary {
@@ -58,6 +59,7 @@ pub fn check(c: &Common, strict: bool) -> Result<Exit, CliError> {
                 .collect(),
         }));
         let _ = writeln!(out, "{}", crate::text::safe_json(&line.to_json()));
+        super::emit(&out)?;
         return Ok(Exit::Ok);
     }
     let _ = writeln!(
@@ -111,5 +113,6 @@ pub fn check(c: &Common, strict: bool) -> Result<Exit, CliError> {
             l.sidecars.state.display()
         );
     }
+    super::emit(&out)?;
     Ok(Exit::Ok)
 }

@@ -7,6 +7,7 @@ pub mod init;
 mod remote;
 mod render;
 mod reset;
+mod unlock;
 
 use std::path::PathBuf;
 
@@ -18,6 +19,7 @@ pub use init::init;
 pub use remote::remote;
 pub use render::render;
 pub use reset::reset;
+pub use unlock::unlock;
 
 use crate::alloc::{self, Allocation, Node};
 use crate::error::CliError;
@@ -184,7 +186,7 @@ fn register_secrets(inv: &Inventory) {
         }
     }
     if let Some(kc) = &inv.cluster.kubeconfig
-        && let Ok(bytes) = std::fs::read(kc)
+        && let Ok(bytes) = crate::inventory::kubeconfig::read(kc)
     {
         crate::secret::register_file(&bytes, crate::os::windows::KUBECONFIG);
         for s in crate::secret::in_kubeconfig(&String::from_utf8_lossy(&bytes)) {
@@ -197,6 +199,16 @@ fn register_secrets(inv: &Inventory) {
              everything in the output that equals it is masked",
         );
     }
+}
+
+/// [`crate::report::emit`] for a command: a lost output is exit 4 (this
+/// machine could not do kwinctl's own work), saying so.
+fn emit(bytes: &[u8]) -> Result<(), CliError> {
+    crate::report::emit(bytes).map_err(|e| {
+        CliError::internal(anyhow::anyhow!(
+            "cannot write the output to stdout: {e}; what was written is incomplete"
+        ))
+    })
 }
 
 /// The inventory's real path: two paths to one inventory (a symlink, `..`)

@@ -178,16 +178,20 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         state: l.state.clone(),
         state_path: l.sidecars.state.clone(),
         owner: crate::lock::owner(),
-        run_id: record
-            .as_ref()
-            .map(|r| {
-                r.dir()
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .unwrap_or_else(|| format!("{}-{}", mode, std::process::id())),
+        // the run record's name (readable), made unique by random bits:
+        // two machines' runs never share an id
+        run_id: crate::lock::run_id(
+            &record
+                .as_ref()
+                .map(|r| {
+                    r.dir()
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .unwrap_or_else(|| mode.name().to_string()),
+        ),
     };
     let ran = rt.block_on(async {
         watch_signals(interrupt.clone(), reporter.clone());
@@ -264,6 +268,10 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         .iter()
         .filter(|r| matches!(r.status, HostStatus::Pending | HostStatus::Changed))
         .count();
+    // the hosts' lines are clipped: the lock's whole story once
+    if let Some(l) = &ran.locked {
+        err_line(&format!("error: {}", l.0));
+    }
     let exit = match interrupt.exit_code() {
         Some(code) => Exit::Signal(code),
         None if ran.locked.is_some() => Exit::Locked,

@@ -15,7 +15,8 @@ pub fn render(c: &Common, only: Option<&str>) -> Result<Exit, CliError> {
         .map(|h| vec![h.to_string()])
         .unwrap_or_else(|| c.limit.clone());
     let r = crate::os::renderer();
-    let mut out = std::io::stdout().lock();
+    // written whole at the end, which says whether it arrived
+    let mut out = Vec::new();
     for (h, node) in selected(&l, &limit)? {
         let _ = writeln!(
             out,
@@ -26,5 +27,6 @@ pub fn render(c: &Common, only: Option<&str>) -> Result<Exit, CliError> {
         let _ = write!(out, "{}", crate::secret::redact(&script));
         let _ = writeln!(out);
     }
+    super::emit(&out)?;
     Ok(Exit::Ok)
 }

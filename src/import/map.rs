@@ -8,36 +8,11 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+use super::setting::{Kinds, Scalar, Setting};
 use super::vars::{Problems, address, at, kind_of, settings, text, unused};
 use super::winrm::winrm_truth;
 use super::{AHost, FileProblems, Layer, Model, Val, Var};
 use crate::inventory::{Os, Pos, Role};
-
-/// A setting's value, written as YAML.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Scalar {
-    Str(String),
-    Int(u16),
-    Bool(bool),
-    /// Written as a comment for the operator to fill in.
-    Placeholder,
-}
-
-#[derive(Debug, Clone)]
-pub(super) struct Setting {
-    /// `ssh.user`, `winrm.tls`, ...
-    pub key: &'static str,
-    pub value: Scalar,
-    /// Where it came from, for the comment beside it.
-    pub why: String,
-}
-
-/// How a host is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct Kinds {
-    pub ssh: bool,
-    pub winrm: bool,
-}
 
 pub(super) struct GroupPlan {
     /// Its name in the kwinctl inventory.

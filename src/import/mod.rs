@@ -22,6 +22,7 @@
 
 mod ini;
 mod map;
+mod setting;
 mod vars;
 mod varsfiles;
 mod winrm;
@@ -460,10 +461,11 @@ pub fn ansible(input: &Path, out: Option<&Path>, resolve: bool) -> Result<Exit, 
         Some(o) => std::fs::write(o, &yaml).map_err(|e| {
             CliError::internal(anyhow::anyhow!("cannot write {}: {e}", o.display()))
         })?,
-        None => {
-            use std::io::Write;
-            let _ = std::io::stdout().lock().write_all(yaml.as_bytes());
-        }
+        None => crate::report::emit(yaml.as_bytes()).map_err(|e| {
+            CliError::internal(anyhow::anyhow!(
+                "cannot write the inventory to stdout: {e}; the inventory did not arrive whole"
+            ))
+        })?,
     }
     for line in write::next_steps(&plan, out) {
         crate::report::err_line(&line);

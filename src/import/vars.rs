@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use super::map::{Kinds, Scalar, Setting};
+use super::setting::{Kinds, Scalar, Setting};
 use super::{AHost, Layer, Val, Var, problem};
 use crate::inventory::{Os, Pos, Problem};
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::map::{Scalar, Setting};
+use super::setting::{Scalar, Setting};
 use super::vars::{Problems, at, text};
 use super::{Layer, Val, Var};
 

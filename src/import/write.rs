@@ -6,7 +6,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::map::{Plan, Scalar, Setting};
+use super::map::Plan;
+use super::setting::{Scalar, Setting};
 use crate::inventory::{Os, Role};
 
 use crate::inventory::PLACEHOLDER;

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use serde_saphyr::Spanned;
 
 use super::raw::RawBastion;
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{Bastion, Pos};
 use crate::text::echo;
 

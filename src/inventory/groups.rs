@@ -20,7 +20,7 @@ use super::raw::{
     Pairs, RawBinaries, RawDefaults, RawGroup, RawHost, RawSsh, RawWinRm, RawWindows,
 };
 use super::same::Same;
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{Os, Pos, Role, valid_name};
 use crate::text::echo;
 

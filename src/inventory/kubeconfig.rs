@@ -17,7 +17,7 @@ use serde_saphyr::Spanned;
 
 use super::KubeVersion;
 use super::raw::RawCluster;
-use super::validate::Validator;
+use super::validator::Validator;
 
 #[derive(Debug, Default, Deserialize)]
 struct Kubeconfig {
@@ -200,8 +200,52 @@ pub fn check(text: &str, https: bool) -> Vec<KcProblem> {
 
 /// Read and check a kubeconfig file; problems carry its path in the message.
 pub fn check_file(path: &Path, https: bool) -> Result<Vec<KcProblem>, std::io::Error> {
-    let text = std::fs::read_to_string(path)?;
+    let bytes = read(path)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text")
+    })?;
     Ok(check(&text, https))
+}
+
+/// The largest kubeconfig kwinctl reads (a kubeconfig with embedded
+/// certificates is a few KiB).
+pub const MAX_BYTES: u64 = 4 << 20;
+
+/// Read the kubeconfig at `path`: only a regular file of at most
+/// [`MAX_BYTES`] (a device such as /dev/zero would never end, and a named
+/// pipe would wait for a writer: opened without waiting, then refused).
+pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "it is not a regular file (a device, a named pipe or a folder)",
+        ));
+    }
+    let too_big = || {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "it is larger than {} MiB: not a kubeconfig",
+                MAX_BYTES >> 20
+            ),
+        )
+    };
+    if meta.len() > MAX_BYTES {
+        return Err(too_big());
+    }
+    let mut buf = Vec::new();
+    f.take(MAX_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_BYTES {
+        return Err(too_big());
+    }
+    Ok(buf)
 }
 
 /// The inventory's rules for what Windows nodes take from `cluster:` (the

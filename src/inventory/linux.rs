@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::validate::Validator;
-use super::{Os, Pos};
+use super::validator::Validator;
+use super::{Host, Os, Pos, Role};
 
 /// How long `/etc/kwinctl/boot.sh` waits at boot, by default, for the next
 /// hops of its routes to be on a connected network.
@@ -69,6 +69,14 @@ impl Validator {
             }
         }
         s
+    }
+}
+
+impl Host {
+    /// Whether this host may keep the cluster lock and registry: a Linux
+    /// control-plane host (the one with the lowest address of them does).
+    pub fn keeps_lock(&self) -> bool {
+        self.os == Os::Linux && self.role == Role::ControlPlane
     }
 }
 

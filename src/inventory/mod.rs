@@ -15,6 +15,7 @@ mod placeholder;
 mod raw;
 mod same;
 mod validate;
+mod validator;
 mod version;
 
 use std::collections::BTreeMap;
@@ -30,7 +31,8 @@ pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;
 pub use raw::schema;
-use validate::{Validator, first_line, yaml_hint};
+use validate::{first_line, yaml_hint};
+use validator::Validator;
 pub use version::{ContainerdVersion, KubeVersion, Minor, WindowsProfile};
 
 /// What `kwinctl import` writes where only the operator knows the value

@@ -6,13 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
 use super::groups::{Clash, Declared, Layered, layered};
 use super::raw::{RawCluster, RawDefaults, RawHost, RawInventory};
+use super::validator::Validator;
 use super::*;
 use crate::text::echo;
 
@@ -62,75 +63,7 @@ pub(super) fn yaml_hint(msg: &str) -> String {
     }
 }
 
-pub(super) struct Validator {
-    pub(super) base: PathBuf,
-    pub(super) problems: Vec<Problem>,
-}
-
 impl Validator {
-    /// An optional cluster key `(name, value)` parsed by `parse`; a value
-    /// it does not take is a problem ("NAME VALUE is not WHAT", `hint`) and
-    /// clears `ok`.
-    fn optional<T>(
-        &mut self,
-        (key, v): (&str, Option<&Spanned<String>>),
-        parse: impl Fn(&str) -> Option<T>,
-        what: &str,
-        hint: &str,
-        ok: &mut bool,
-    ) -> Option<T> {
-        let v = v?;
-        let parsed = parse(&v.value);
-        if parsed.is_none() {
-            self.problem(
-                v.into(),
-                format!("{key} {} is not {what}", echo(&v.value)),
-                hint,
-            );
-            *ok = false;
-        }
-        parsed
-    }
-
-    pub(super) fn problem(
-        &mut self,
-        pos: Pos,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) {
-        self.problems.push(Problem {
-            pos,
-            message: message.into(),
-            hint: hint.into(),
-        });
-    }
-
-    pub(super) fn path(&self, s: &str) -> PathBuf {
-        expand_path(&self.base, s)
-    }
-
-    fn net(&mut self, s: &Spanned<String>, what: &str) -> Option<Ipv4Net> {
-        match s.value.trim().parse::<Ipv4Net>() {
-            Ok(n) if n.network() != n.addr() => {
-                self.problem(
-                    s.into(),
-                    format!("{what} {} has host bits set", s.value),
-                    format!("write it as {}", n.trunc()),
-                );
-                None
-            }
-            Ok(n) => Some(n),
-            Err(_) => {
-                self.problem(
-                    s.into(),
-                    format!("{what} {} is not an IPv4 CIDR", echo(&s.value)),
-                    "write it as address/prefix, e.g. 192.168.0.0/16",
-                );
-                None
-            }
-        }
-    }
-
     pub(super) fn inventory(&mut self, path: &Path, raw: RawInventory) -> Option<Inventory> {
         let cluster = self.cluster(&raw.cluster);
         let defaults = raw.defaults;

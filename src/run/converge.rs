@@ -91,7 +91,7 @@ async fn restart_and_go_on<O: NodeOps>(
     r: &mut HostReport,
 ) -> Result<O::Facts, HostError> {
     let (Some(script), Some(booted)) = (ops.reboot_script(), ops.boot_id(before)) else {
-        return Err(HostError::Internal(
+        return Err(HostError::Restart(
             "this host cannot be restarted by kwinctl (no boot time in its facts): restart it yourself, then run `kwinctl up` again".into(),
         ));
     };
@@ -103,12 +103,12 @@ async fn restart_and_go_on<O: NodeOps>(
     let deadline = tokio::time::Instant::now() + REBOOT_WAIT;
     let facts = loop {
         if ctx.interrupt.is_set() {
-            return Err(HostError::Internal(
+            return Err(HostError::Restart(
                 "interrupted while waiting for the restarted host".into(),
             ));
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(HostError::Internal(format!(
+            return Err(HostError::Restart(format!(
                 "the host did not come back from its restart within {} minutes: check it, then run `kwinctl up` again",
                 REBOOT_WAIT.as_secs() / 60
             )));

@@ -14,15 +14,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
-use super::{Ctx, step};
+use super::Ctx;
 use crate::alloc::{self, Allocation, Node, NodeRecord};
 use crate::mode::Mode;
 use crate::outcome::HostError;
-use crate::text::clip;
 use crate::transport::Session;
 
 /// What a host's first phase gave.
@@ -66,7 +65,13 @@ pub(super) struct Barrier {
     /// The lock host's connection while the coordinator uses it (between
     /// the phases, and at the end for the release).
     pub lock_session: tokio::sync::Mutex<Option<Box<dyn Session>>>,
-    lock_taken: AtomicBool,
+    pub(super) lock_taken: AtomicBool,
+    /// The lock's lease could not be kept (another run broke it, or the
+    /// lock host did not answer for a whole lease): why. No host starts
+    /// changing after that.
+    pub(super) lock_lost: std::sync::Mutex<Option<String>>,
+    /// The task renewing the lock's lease while the run works.
+    pub(super) renewer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Each host's turn for the second phase (taken by its ticket).
     turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
     /// The hosts (lower-case names) that change something in this run, and
@@ -75,6 +80,9 @@ pub(super) struct Barrier {
     /// once it is done.
     changing: std::sync::Mutex<BTreeSet<String>>,
     pending: watch::Sender<BTreeSet<String>>,
+    /// The hosts (lower-case names) that failed in this run: a peer's
+    /// failed ping to one of them is that host's failure, not the peer's.
+    failed: std::sync::Mutex<BTreeSet<String>>,
 }
 
 pub(super) struct Coordinator {
@@ -101,9 +109,12 @@ impl Barrier {
                 go: go_rx,
                 lock_session: tokio::sync::Mutex::new(None),
                 lock_taken: AtomicBool::new(false),
+                lock_lost: std::sync::Mutex::new(None),
+                renewer: std::sync::Mutex::new(None),
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
                 changing: std::sync::Mutex::new(BTreeSet::new()),
                 pending: watch::channel(BTreeSet::new()).0,
+                failed: std::sync::Mutex::new(BTreeSet::new()),
             },
             Coordinator {
                 n,
@@ -149,6 +160,26 @@ impl<'a> Ticket<'a> {
     /// in inventory order).
     pub(super) async fn turn(&mut self) -> Option<OwnedSemaphorePermit> {
         self.turn.take()?.await.ok()
+    }
+
+    /// This host failed in this run (said before [`Ticket::done`], so a
+    /// peer waiting for it knows).
+    pub(super) fn failed(&self) {
+        self.barrier
+            .failed
+            .lock()
+            .unwrap()
+            .insert(self.name.clone());
+    }
+
+    /// The hosts that failed in this run so far.
+    pub(super) fn failed_hosts(&self) -> BTreeSet<String> {
+        self.barrier.failed.lock().unwrap().clone()
+    }
+
+    /// Why this run may no longer change hosts: it lost the cluster lock.
+    pub(super) fn lock_lost(&self) -> Option<String> {
+        self.barrier.lock_lost.lock().unwrap().clone()
     }
 
     /// This host has done its changes (or will make none).
@@ -237,6 +268,13 @@ impl Coordinator {
             if matches!(a, Arrival::Failed) && targets[i].2 && !ctx.interrupt.is_set() {
                 ctx.failed();
             }
+            if matches!(a, Arrival::Failed) {
+                ctx.barrier
+                    .failed
+                    .lock()
+                    .unwrap()
+                    .insert(targets[i].0.to_ascii_lowercase());
+            }
             if let Arrival::Probed(rec, gen_) = a {
                 probed += 1;
                 if lock_at == Some(i) {
@@ -293,7 +331,7 @@ impl Coordinator {
         }
         let mut locked = None;
         let go = if let Some(e) = &internal {
-            Go::No(HostError::Internal(e.clone()))
+            Go::No(HostError::Local(e.clone()))
         } else if !changes || ctx.interrupt.is_set() {
             Go::Yes
         } else {
@@ -301,8 +339,22 @@ impl Coordinator {
                 .as_ref()
                 .map(|a| lines(&a.registry))
                 .unwrap_or_default();
-            match lock(&ctx, lock_at, &targets, generation, &registry).await {
-                Ok(()) => Go::Yes,
+            match super::lease::lock(&ctx, lock_at, &targets, generation, &registry).await {
+                Ok(()) => {
+                    // renewed beside the lock host's own calls (an SSH
+                    // connection always has a side channel)
+                    let side = ctx
+                        .barrier
+                        .lock_session
+                        .lock()
+                        .await
+                        .as_ref()
+                        .and_then(|s| s.side());
+                    if let (Some(i), Some(side)) = (lock_at, side) {
+                        super::lease::start_renewing(&ctx, &targets[i].0, side);
+                    }
+                    Go::Yes
+                }
                 Err((why, held)) => {
                     if held {
                         locked = Some(Locked(why.clone()));
@@ -332,168 +384,7 @@ impl Coordinator {
     }
 }
 
-/// Take the cluster lock on the lock host's connection. Err: why not, and
-/// whether another run is the reason (it holds the lock, or changed the
-/// cluster since this run probed it).
-async fn lock(
-    ctx: &Ctx,
-    lock_at: Option<usize>,
-    targets: &[(String, bool, bool)],
-    generation: Option<u64>,
-    registry: &[String],
-) -> Result<(), (String, bool)> {
-    let Some(i) = lock_at else {
-        return Err((
-            "no Linux control-plane host in the inventory to keep the cluster lock and registry on: \
-             mark the control plane `role: control-plane` (two operators must not change the cluster \
-             at once, and each must see the blocks the other handed out)"
-                .into(),
-            false,
-        ));
-    };
-    let host = &targets[i].0;
-    let mut slot = ctx.barrier.lock_session.lock().await;
-    let (Some(s), Some(generation)) = (slot.as_mut(), generation) else {
-        return Err((
-            format!(
-                "the cluster lock lives on {host}, which did not answer: rerun when it does \
-                 (two operators must not change the cluster at once)"
-            ),
-            false,
-        ));
-    };
-    let mut break_run: Option<String> = None;
-    loop {
-        let script = crate::os::lock_script(
-            &ctx.renderer,
-            &ctx.cluster.run_id,
-            &ctx.cluster.owner,
-            generation,
-            break_run.as_deref(),
-            registry,
-        );
-        let out = step::call(ctx, s, host, "cluster lock", script)
-            .await
-            .map_err(|e| {
-                (
-                    format!("cannot take the cluster lock on {host}: {e}"),
-                    false,
-                )
-            })?;
-        match read_lock(&out.stdout) {
-            LockAnswer::Taken => {
-                ctx.barrier.lock_taken.store(true, Ordering::SeqCst);
-                return Ok(());
-            }
-            LockAnswer::Changed(now) => {
-                return Err((
-                    format!(
-                        "another kwinctl run changed the cluster since this one probed it (the lock on \
-                         {host} counts {} changes, {generation} when probed): run again",
-                        clip(&now, 20)
-                    ),
-                    true,
-                ));
-            }
-            // A run of this machine that died left it: break it once.
-            LockAnswer::Held { run, owner, .. }
-                if break_run.is_none() && crate::lock::dead_here(&owner) && !run.is_empty() =>
-            {
-                ctx.reporter.say(&format!(
-                    "note: the cluster lock on {host} was left by a run of this machine that is gone ({}): broken",
-                    clip(&owner, 200)
-                ));
-                break_run = Some(run);
-            }
-            LockAnswer::Held { seconds, owner, .. } => {
-                return Err((
-                    format!(
-                        "another kwinctl run holds the cluster lock on {host} (/etc/kwinctl/cluster.lock): \
-                         {}; wait for it to finish (a lock left by a run that died expires in {}s)",
-                        clip(&owner, 200),
-                        clip(&seconds, 12)
-                    ),
-                    true,
-                ));
-            }
-            LockAnswer::Nothing => {
-                return Err((
-                    format!(
-                        "cannot take the cluster lock on {host}: the lock script said nothing (exit {:?}): {}",
-                        out.exit,
-                        clip(&crate::text::printable(out.stderr.trim()), 300)
-                    ),
-                    false,
-                ));
-            }
-        }
-    }
-}
-
-/// What the lock script said (its lines come from the lock host: printed
-/// only through `printable`).
-enum LockAnswer {
-    Taken,
-    Changed(String),
-    Held {
-        seconds: String,
-        owner: String,
-        run: String,
-    },
-    Nothing,
-}
-
-fn read_lock(stdout: &str) -> LockAnswer {
-    let mut held = None;
-    let (mut owner, mut run) = (String::new(), String::new());
-    for line in stdout.lines() {
-        let Some(rest) = line.strip_prefix("KWL ") else {
-            continue;
-        };
-        let (what, value) = rest.split_once(' ').unwrap_or((rest, ""));
-        let value = crate::text::printable(value);
-        match what {
-            "taken" => return LockAnswer::Taken,
-            "changed" => return LockAnswer::Changed(value),
-            "held" => held = Some(value),
-            "owner" => owner = value,
-            "run" => run = value,
-            _ => {}
-        }
-    }
-    match held {
-        Some(seconds) => LockAnswer::Held {
-            seconds,
-            owner,
-            run,
-        },
-        None => LockAnswer::Nothing,
-    }
-}
-
 /// The registry's lines.
 pub(super) fn lines(registry: &[crate::alloc::Registered]) -> Vec<String> {
     registry.iter().map(|e| e.line()).collect()
-}
-
-/// Release the cluster lock (when this run took it) on the lock host's
-/// connection, and close that connection.
-pub(super) async fn release(ctx: &Ctx, lock_host: &str, registry: &[String]) {
-    let Some(mut s) = ctx.barrier.lock_session.lock().await.take() else {
-        return;
-    };
-    if ctx.barrier.lock_taken.load(Ordering::SeqCst) {
-        let script = crate::os::unlock_script(&ctx.renderer, &ctx.cluster.run_id, registry);
-        match step::call(ctx, &mut s, lock_host, "cluster unlock", script).await {
-            Ok(o) if o.stdout.contains("KWL released") => {}
-            Ok(_) => ctx.reporter.say(
-                "warning: the cluster lock was no longer this run's when it ended (it expired?)",
-            ),
-            Err(e) => ctx.reporter.say(&format!(
-                "warning: cannot release the cluster lock: {e}; it expires by itself in {}s",
-                crate::os::LOCK_SECONDS
-            )),
-        }
-    }
-    super::host::close_traced(ctx, lock_host, s).await;
 }

@@ -53,7 +53,7 @@ pub(super) async fn run(
                     t.host.name
                 ));
             }
-            emit(ctx, &t.host.name, transport(t), &trace);
+            step::emit(ctx, &t.host.name, transport(t), &trace);
             return t.selected.then(|| r.failed(HostError::Connect(e)));
         }
     };
@@ -76,7 +76,7 @@ pub(super) async fn run(
         }
         s.close().await;
     }
-    emit(ctx, &t.host.name, transport(t), &trace);
+    step::emit(ctx, &t.host.name, transport(t), &trace);
     report
 }
 
@@ -84,25 +84,6 @@ fn transport(t: &Target) -> &'static str {
     match t.host.connection {
         Connection::Ssh(_) => "ssh",
         Connection::WinRm(_) => "winrm",
-    }
-}
-
-/// Close the lock host's connection (a Linux host, reached over SSH) and
-/// send its trace, which this connection's close ends.
-pub(super) async fn close_traced(ctx: &Ctx, host: &str, s: Box<dyn Session>) {
-    let trace = s.trace().cloned();
-    s.close().await;
-    if let Some(t) = trace {
-        emit(ctx, host, "ssh", &t);
-    }
-}
-
-/// A host's protocol steps: to `-v` and the run record.
-fn emit(ctx: &Ctx, host: &str, transport: &str, trace: &Trace) {
-    let steps = trace.steps();
-    ctx.reporter.trace(host, transport, &steps);
-    if let Some(r) = &ctx.record {
-        r.trace(host, transport, steps);
     }
 }
 
@@ -238,7 +219,9 @@ impl<'a> Flow<'a> {
         };
         let turn = self.ticket.turn().await;
         let refused = match go {
-            Go::Yes => None,
+            // (checked once its turn came: the lease may have been lost
+            // while it waited)
+            Go::Yes => self.ticket.lock_lost().map(HostError::Refused),
             Go::No(e) => Some(e),
         };
         let r = self.r;
@@ -268,6 +251,9 @@ impl<'a> Flow<'a> {
                     r,
                 )
                 .await;
+                if failed_itself(&r) {
+                    self.ticket.failed();
+                }
                 drop(turn);
                 self.ticket.done();
                 Some(
@@ -316,10 +302,22 @@ impl<'a> Flow<'a> {
         if self.t.selected && r.status == HostStatus::Failed {
             self.ctx.failed();
         }
+        if r.status == HostStatus::Failed {
+            self.ticket.failed();
+        }
         let _ = self.ticket.ready(false).await;
         self.take_back().await;
         (self.t.selected.then_some(r), self.session.take())
     }
+}
+
+/// Whether `r` failed for a reason of its own: not only because peers did
+/// not answer its pings (two healthy hosts that cannot reach each other
+/// both fail; neither excuses the other).
+fn failed_itself(r: &HostReport) -> bool {
+    r.status == HostStatus::Failed
+        && !(matches!(r.error, Some(HostError::VerifyFailed { .. }))
+            && r.failed_checks().all(|c| c.name.starts_with("reach ")))
 }
 
 /// Only the changes a host outside `--limit` may get: those that keep its

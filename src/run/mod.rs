@@ -18,6 +18,7 @@ mod cluster;
 mod converge;
 mod coordinate;
 mod host;
+mod lease;
 mod peers;
 mod plan;
 mod recheck;
@@ -51,6 +52,7 @@ use crate::transport::{self, ConnectOptions, Interpreter, Session, TransportErro
 use crate::verify::ReachMode;
 
 pub use coordinate::Locked;
+pub(crate) use lease::{Held, What, read_lock};
 
 pub struct RunOptions {
     pub parallel: usize,
@@ -250,11 +252,7 @@ fn lock_host(targets: &[Target]) -> Option<usize> {
     targets
         .iter()
         .enumerate()
-        .filter(|(_, t)| {
-            t.host.os == crate::inventory::Os::Linux
-                && t.host.role == Role::ControlPlane
-                && !t.removed
-        })
+        .filter(|(_, t)| t.host.keeps_lock() && !t.removed)
         .min_by_key(|(_, t)| t.host.address)
         .map(|(i, _)| i)
 }
@@ -386,7 +384,7 @@ pub async fn run_all(
                     .collect()
             })
             .unwrap_or_default();
-        coordinate::release(&ctx, &targets[i].host.name, &registry).await;
+        lease::release(&ctx, &targets[i].host.name, &registry).await;
     }
     let mut reports: Vec<HostReport> = Vec::new();
     let mut peers: Vec<HostReport> = Vec::new();
@@ -409,7 +407,7 @@ pub async fn run_all(
 /// A host's result, on the terminal, in the JSON events and in the run
 /// record's list of what is left to do.
 fn announce(ctx: &Ctx, r: HostReport, selected: bool) {
-    ctx.reporter.host_done(&r);
+    ctx.reporter.host_done(&r, selected);
     if selected && let Some(record) = &ctx.record {
         record.host_done(&r);
     }

@@ -12,7 +12,7 @@ use crate::os::NodeOps;
 use crate::outcome::{ActionReport, ActionStatus, CallError, HostError, HostReport};
 use crate::probe::FactsError;
 use crate::record::Call;
-use crate::transport::{Interpreter, Output, Session, TransportError};
+use crate::transport::{Interpreter, Output, Session, Trace, TransportError};
 use crate::verify::Pinged;
 use crate::wire::action_results;
 
@@ -153,6 +153,7 @@ fn parse<O: NodeOps>(ops: &O, out: &Output) -> Result<O::Facts, FactsError> {
         return Err(FactsError::TooLarge {
             limit: crate::transport::MAX_OUTPUT,
             dropped: out.dropped,
+            cause: crate::probe::too_large_cause(&out.stdout),
         });
     }
     ops.parse(out)
@@ -318,4 +319,23 @@ pub(super) fn reports_of<A: Describe>(d: &Diff<A>, status: ActionStatus) -> Vec<
             None => ActionReport::unchanged(&i.key),
         })
         .collect()
+}
+
+/// Close the lock host's connection (a Linux host, reached over SSH) and
+/// send its trace, which this connection's close ends.
+pub(super) async fn close_traced(ctx: &Ctx, host: &str, s: Box<dyn Session>) {
+    let trace = s.trace().cloned();
+    s.close().await;
+    if let Some(t) = trace {
+        emit(ctx, host, "ssh", &t);
+    }
+}
+
+/// A host's protocol steps: to `-v` and the run record.
+pub(super) fn emit(ctx: &Ctx, host: &str, transport: &str, trace: &Trace) {
+    let steps = trace.steps();
+    ctx.reporter.trace(host, transport, &steps);
+    if let Some(r) = &ctx.record {
+        r.trace(host, transport, steps);
+    }
 }

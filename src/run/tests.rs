@@ -147,6 +147,8 @@ impl LinuxHost {
                 None if want != self.generation => format!("KWL changed {}\n", self.generation),
                 None => {
                     self.lock = Some(run);
+                    // taking the lock counts one change
+                    self.generation += 1;
                     self.registry = registry_of(script);
                     "KWL taken\n".to_string()
                 }
@@ -472,7 +474,8 @@ fn up_converges_and_a_converged_host_costs_one_call() {
     assert_eq!(fakes.calls_to("l2"), 2, "probe, then apply + re-probe");
     assert_eq!(h[0].lock().unwrap().routes.len(), 1);
     assert!(h[0].lock().unwrap().lock.is_none(), "the lock is released");
-    assert_eq!(h[0].lock().unwrap().generation, 1);
+    // taking the lock and releasing it count one each
+    assert_eq!(h[0].lock().unwrap().generation, 2);
     // the state file records what the nodes now record, and their cluster
     let state = op.state();
     assert_eq!(state.pod_cidrs.len(), 2);
@@ -512,7 +515,8 @@ fn a_host_printing_more_than_kwinctl_reads_is_told_so() {
         e.contains("more than kwinctl reads") && e.contains("1048576 more"),
         "{e}"
     );
-    assert!(e.contains("ip -4 route show table main"), "{e}");
+    // nothing in what was read says it is the routing table
+    assert!(!e.contains("routing table"), "{e}");
     drop(h);
 }
 
@@ -877,7 +881,10 @@ fn a_held_cluster_lock_refuses_every_change() {
     assert!(ran.locked.is_some());
     for r in &ran.reports {
         let e = r.error.as_ref().unwrap().to_string();
-        assert!(e.contains("holds the cluster lock on cp"), "{e}");
+        assert!(
+            e.contains("the cluster lock on cp is held by another run"),
+            "{e}"
+        );
         assert!(e.contains("another-run"), "{e}");
     }
     assert!(routes(&h).iter().all(|r| r.is_empty()));
@@ -904,7 +911,7 @@ fn a_run_whose_view_went_stale_changes_nothing() {
     assert!(ran.locked.is_some());
     let e = report(&ran, "l2").error.as_ref().unwrap().to_string();
     assert!(
-        e.contains("changed the cluster since this one probed it"),
+        e.contains("took or released the cluster lock on cp since this one probed"),
         "{e}"
     );
     assert!(routes(&h).iter().all(|r| r.is_empty()));

@@ -56,8 +56,10 @@ pub struct Output {
     /// `None` when the remote side gave no exit status (killed by a signal,
     /// connection lost).
     pub exit: Option<u32>,
-    /// How many bytes of stdout were dropped past [`MAX_OUTPUT`] (the rest
-    /// of the stream is read and thrown away, so the host is not stalled).
+    /// How many bytes of stdout or stderr were dropped past [`MAX_OUTPUT`]
+    /// (over SSH kwinctl then stops reading and closes the channel, so a
+    /// host whose output never ends does not hold the run; over WinRM the
+    /// rest is read and thrown away).
     pub dropped: usize,
 }
 
@@ -138,6 +140,12 @@ pub trait Session: Send {
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
     /// Where the connection's protocol steps are marked, if it keeps them.
     fn trace(&self) -> Option<&Trace> {
+        None
+    }
+    /// A second session on the same connection (its own channel), for work
+    /// beside this session's calls: the cluster lock's renewal. Closing it
+    /// leaves the connection open. `None` when the transport has none.
+    fn side(&self) -> Option<Box<dyn Session>> {
         None
     }
 }

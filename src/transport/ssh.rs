@@ -210,6 +210,9 @@ pub struct SshSession {
     user: String,
     /// What runs the script that is written to stdin.
     command: String,
+    /// A side session ([`Session::side`]): closing it leaves the shared
+    /// connection open.
+    side: bool,
 }
 
 /// The remote command that reads a script from stdin: POSIX sh (under
@@ -279,6 +282,7 @@ impl SshSession {
             host: host.name.clone(),
             user: ep.user.clone(),
             command: remote_command(interpreter, &ep.user),
+            side: false,
         })
     }
 
@@ -372,13 +376,24 @@ impl SshSession {
                 ChannelMsg::ExitSignal { .. } => answer("exit signal", String::new()),
                 _ => {}
             }
+            // Past the cap kwinctl stops reading and closes the channel: a
+            // host whose output never ends does not hold the run until
+            // --timeout (what was dropped is counted; the caller reports it).
+            let mut cut = false;
             match msg {
                 ChannelMsg::Data { data } if stdout.len() < MAX_OUTPUT => {
                     stdout.extend_from_slice(&data);
                 }
-                ChannelMsg::Data { data } => out.dropped += data.len(),
+                ChannelMsg::Data { data } => {
+                    out.dropped += data.len();
+                    cut = true;
+                }
                 ChannelMsg::ExtendedData { data, .. } if stderr.len() < MAX_OUTPUT => {
                     stderr.extend_from_slice(&data);
+                }
+                ChannelMsg::ExtendedData { data, .. } => {
+                    out.dropped += data.len();
+                    cut = true;
                 }
                 ChannelMsg::ExitStatus { exit_status } => out.exit = Some(exit_status),
                 ChannelMsg::ExitSignal {
@@ -387,6 +402,15 @@ impl SshSession {
                     ..
                 } => signal = Some(format!("{signal_name:?} {error_message}")),
                 _ => {}
+            }
+            if cut {
+                trace.mark(
+                    "cut",
+                    format!("more than {MAX_OUTPUT} bytes: channel closed"),
+                    0,
+                );
+                let _ = ch.close().await;
+                break;
             }
         }
         trace.mark(
@@ -425,6 +449,9 @@ impl Session for SshSession {
             if let Some(spare) = &self.spare {
                 spare.abort();
             }
+            if self.side {
+                return;
+            }
             // russh's Handle::disconnect queues the message; nothing waits
             // for the server.
             let _ = self
@@ -438,6 +465,19 @@ impl Session for SshSession {
 
     fn trace(&self) -> Option<&Trace> {
         Some(&self.trace)
+    }
+
+    fn side(&self) -> Option<Box<dyn Session>> {
+        Some(Box::new(SshSession {
+            handle: self.handle.clone(),
+            spare: None,
+            // its steps are not the host's
+            trace: Trace::new(),
+            host: self.host.clone(),
+            user: self.user.clone(),
+            command: self.command.clone(),
+            side: true,
+        }))
     }
 }
 

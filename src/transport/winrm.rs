@@ -155,6 +155,15 @@ where
     }
 }
 
+/// Whether winrm-rs's authentication error says the server answered the
+/// NTLM negotiate (which carries no password) with a status other than the
+/// 401 challenge: a server error, not a wrong password (winrm-rs 2.0.1
+/// src/auth/ntlm.rs: "expected 401 for NTLM negotiate, got {status}").
+fn refused_before_credentials(msg: &str) -> bool {
+    msg.split_once("expected 401 for NTLM negotiate, got ")
+        .is_some_and(|(_, got)| !got.starts_with("401"))
+}
+
 /// Turn a winrm-rs error into one that says what to fix.
 fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
     let addr = format!("{}:{}", host.reach(), w.port);
@@ -194,6 +203,18 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
                 ),
             };
             TransportError::Connect { addr, msg }
+        }
+        // The server answered the first NTLM step with something other
+        // than its challenge (winrm-rs says "expected 401 for NTLM
+        // negotiate, got 500 ..."): no password was tried yet.
+        WinrmError::AuthFailed(m) if refused_before_credentials(m) => {
+            TransportError::Setup(format!(
+                "{}: the WinRM endpoint at {addr} answered the authentication's first step (before any \
+             password was sent) with {text}: it is not a working WinRM listener, or something in \
+             front of it (a proxy, a load balancer) answers instead; check the service on the host \
+             (winrm enumerate winrm/config/listener) and winrm.port / winrm.tls",
+                host.name
+            ))
         }
         WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
             user: w.user.clone(),
@@ -384,5 +405,37 @@ impl Session for WinRmSession {
 
     fn trace(&self) -> Option<&Trace> {
         Some(&self.steps.trace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_error_before_any_password_is_not_called_a_bad_password() {
+        let inv = crate::inventory::Inventory::parse(
+            std::path::Path::new("i.yaml"),
+            "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  \
+             api_server: http://198.18.1.2:8080\n  kubernetes_version: \"1.16.15\"\n\
+             hosts:\n  - name: w1\n    os: windows\n    address: 198.18.1.4\n    \
+             winrm:\n      user: Administrator\n      password_env: KW_TEST_PW\n",
+        )
+        .unwrap();
+        let h = &inv.hosts[0];
+        let crate::inventory::Connection::WinRm(w) = &h.connection else {
+            panic!("winrm host")
+        };
+        for status in ["500 Internal Server Error", "200 OK"] {
+            let e =
+                WinrmError::AuthFailed(format!("expected 401 for NTLM negotiate, got {status}"));
+            let t = explain(h, w, &e);
+            assert!(!matches!(t, TransportError::Auth { .. }), "{t}");
+            let t = t.to_string();
+            assert!(t.contains(status) && !t.contains("check winrm.user"), "{t}");
+        }
+        // a refused password is still one
+        let e = WinrmError::AuthFailed("NTLM authentication rejected (401)".into());
+        assert!(matches!(explain(h, w, &e), TransportError::Auth { .. }));
     }
 }

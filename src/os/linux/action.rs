@@ -73,8 +73,8 @@ impl Describe for Action {
                 _ => format!("adopt route {dst} via {via} (proto {was_proto}) as kwinctl's"),
             },
             Action::DelRoute { dst, via } => match via {
-                Some(v) => format!("remove stale route {dst} via {v}"),
-                None => format!("remove stale route {dst}"),
+                Some(v) => format!("remove route {dst} via {v}"),
+                None => format!("remove route {dst}"),
             },
             Action::WriteBootScript { .. } => {
                 "write /etc/kwinctl/boot.sh (restores forwarding and routes at boot)".into()

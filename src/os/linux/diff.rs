@@ -367,10 +367,7 @@ mod tests {
         f.routes
             .push(route("198.19.9.0/24", Some("198.18.1.10"), "198"));
         let d = run(&f).unwrap();
-        assert_eq!(
-            actions(&d),
-            ["remove stale route 198.19.9.0/24 via 198.18.1.10"]
-        );
+        assert_eq!(actions(&d), ["remove route 198.19.9.0/24 via 198.18.1.10"]);
     }
 
     #[test]
@@ -558,8 +555,8 @@ mod tests {
         assert_eq!(
             actions(&d),
             [
-                "remove stale route 198.19.1.0/24 via 198.18.1.3",
-                "remove stale route 198.19.2.0/24 via 198.18.1.4",
+                "remove route 198.19.1.0/24 via 198.18.1.3",
+                "remove route 198.19.2.0/24 via 198.18.1.4",
                 "remove /etc/kwinctl/boot.sh, /etc/kwinctl/pod-cidr and kwinctl-boot.service",
             ]
         );

@@ -255,7 +255,7 @@ impl LinuxFacts {
                         .into(),
                 ));
             }
-            json => serde_json::from_str(json)
+            json => serde_json::from_str(&escape_raw_controls(json))
                 .map_err(|e| FactsError::Invalid(format!("the routes `ip -j` printed: {e}")))?,
         };
         let mut routes = Vec::new();
@@ -409,9 +409,51 @@ impl LinuxFacts {
     }
 }
 
+/// `ip -j` writes an interface's name as it is, control characters and
+/// all (a name may hold any byte but '/', NUL and whitespace), which JSON
+/// does not allow raw inside a string: they are escaped here, so such a
+/// device is read, not the whole host refused. (Shown later only through
+/// `text::sanitize`.)
+fn escape_raw_controls(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(|c| c.is_ascii_control()) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string && !escaped && c.is_ascii_control() {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+            continue;
+        }
+        out.push(c);
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_name_with_control_characters_does_not_refuse_the_host() {
+        let json = "[{\"dst\":\"198.19.200.0/24\",\"dev\":\"x\u{1b}[2Jy\u{7}\",\"protocol\":\"static\",\"flags\":[]}]";
+        let v: Vec<RawRoute> = serde_json::from_str(&escape_raw_controls(json)).unwrap();
+        assert_eq!(v[0].dev.as_deref(), Some("x\u{1b}[2Jy\u{7}"));
+        // an escaped quote or backslash in a name is left as it was
+        let json = r#"[{"dst":"198.19.1.0/24","dev":"a\"b\\","flags":[]}]"#;
+        assert_eq!(escape_raw_controls(json), json);
+    }
 
     const ROUTES: &str = r#"[{"dst":"default","gateway":"198.18.1.1","dev":"eth0"},{"dst":"198.18.1.0/24","dev":"eth0","protocol":"kernel","scope":"link"},{"dst":"198.19.1.0/24","gateway":"198.18.1.3","dev":"eth0","protocol":"198"},{"dst":"10.1.2.3","dev":"eth0","protocol":"static"}]"#;
 

@@ -69,26 +69,47 @@ pub fn unit(r: &Renderer, s: &LinuxSettings) -> String {
     )
 }
 
-/// How long a cluster lock lasts if its run dies without releasing it.
-pub const LOCK_SECONDS: u32 = 1800;
+/// How long a cluster lock's lease lasts unless its run renews it, by
+/// default: a killed run's lock clears within this.
+pub const LOCK_LEASE: u64 = 45;
+
+/// The lease in use: [`LOCK_LEASE`], or `KWINCTL_LOCK_LEASE` seconds (5 to
+/// 3600; for tests and slow links, see docs/locks.md).
+pub fn lock_lease() -> u64 {
+    std::env::var("KWINCTL_LOCK_LEASE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| (5..=3600).contains(s))
+        .unwrap_or(LOCK_LEASE)
+}
 
 /// Take the cluster lock for `run` (`owner` says who, for the message
 /// another run gets), unless the cluster's generation is no longer
-/// `generation`; first break the lock of `break_run`, a run known to be
-/// dead. With the lock, write the cluster's `registry` (its lines).
-/// Prints `KWL taken`, `KWL changed <gen>`, or `KWL held <seconds left>`,
-/// `KWL owner <who>` and `KWL run <its run>`.
-pub fn lock(
-    r: &Renderer,
-    run: &str,
-    owner: &str,
-    generation: u64,
-    break_run: Option<&str>,
-    registry: &[String],
-) -> String {
+/// `generation`; a lock whose lease ran out is broken first. With the lock,
+/// write the cluster's `registry` (its lines). Prints `KWL broken <age>
+/// <expired since> <owner>` when it broke one, then `KWL taken`, `KWL
+/// changed <gen>`, or `KWL held <seconds left>`, `KWL age <seconds>`, `KWL
+/// owner <who>` and `KWL run <its run>`.
+pub fn lock(r: &Renderer, run: &str, owner: &str, generation: u64, registry: &[String]) -> String {
     r.render(
         "linux/lock.sh",
-        context! { run, owner, generation, break_run, registry, seconds => LOCK_SECONDS },
+        context! { run, owner, generation, registry, lease => lock_lease() },
+    )
+}
+
+/// Renew `run`'s lease: `KWL renewed`, or `KWL lost` when the lock is no
+/// longer its.
+pub fn renew(r: &Renderer, run: &str) -> String {
+    r.render("linux/renew.sh", context! { run, lease => lock_lease() })
+}
+
+/// Say who holds the cluster lock (`KWL free`, or the `held` lines of
+/// [`lock`]); with `breaking`, break it if it is still `run`'s (`KWL
+/// broke`).
+pub fn lock_break(r: &Renderer, run: Option<&str>) -> String {
+    r.render(
+        "linux/lock_break.sh",
+        context! { breaking => run.is_some(), run => run.unwrap_or_default(), lease => lock_lease() },
     )
 }
 

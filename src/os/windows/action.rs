@@ -194,8 +194,8 @@ impl Describe for WinAction {
                 if *replace { "replace" } else { "add" }
             ),
             WinAction::DelRoute { dst, via } => match via {
-                Some(v) => format!("remove stale route {dst} via {v}"),
-                None => format!("remove stale route {dst}"),
+                Some(v) => format!("remove route {dst} via {v}"),
+                None => format!("remove route {dst}"),
             },
             WinAction::PullImage { image } => format!("pull image {image}"),
             WinAction::PlaceFile { file } => match &file.source {

@@ -114,7 +114,7 @@ impl WindowsDesired {
         }
         let kubeconfig_path = super::KUBECONFIG.to_string();
         if let Some(kc) = &inv.cluster.kubeconfig {
-            let bytes = std::fs::read(kc).map_err(|e| {
+            let bytes = crate::inventory::kubeconfig::read(kc).map_err(|e| {
                 DesiredError(format!("cannot read kubeconfig {}: {e}", kc.display()))
             })?;
             files.push(WinFile {

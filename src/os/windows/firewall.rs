@@ -161,4 +161,52 @@ mod tests {
             assert_eq!(r(&narrow), r(&wide), "{name}");
         }
     }
+
+    #[test]
+    fn a_disputed_or_silent_peer_stays_in_the_firewall_scope() {
+        let i = crate::inventory::Inventory::parse(
+            std::path::Path::new("i.yaml"),
+            "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  \
+             api_server: https://198.18.1.2:6443\nhosts:\n  - name: a\n    os: linux\n    \
+             address: 198.18.1.2\n  - name: b\n    os: linux\n    address: 198.18.1.3\n  \
+             - name: c\n    os: linux\n    address: 198.18.1.4\n",
+        )
+        .unwrap();
+        let all: crate::alloc::Observed = Some(
+            [
+                ("a", "198.19.0.0/24"),
+                ("b", "198.19.1.0/24"),
+                ("c", "198.19.2.0/24"),
+            ]
+            .iter()
+            .map(|(h, c)| {
+                let rec = crate::alloc::NodeRecord {
+                    pod_cidr: Some(c.parse().unwrap()),
+                    cluster: Some(("t".into(), "x".into())),
+                    ..Default::default()
+                };
+                (h.to_string(), rec)
+            })
+            .collect(),
+        );
+        let state = crate::state::State {
+            cluster_id: Some("x".into()),
+            ..crate::state::State::new("t")
+        };
+        let scope = |seen: &crate::alloc::Observed| {
+            let a = crate::alloc::allocate(&i, &state, seen).unwrap();
+            let n = crate::alloc::nodes(&i, &a);
+            rules(&n[0], &[], &[])[0].remote.clone()
+        };
+        let whole = scope(&all);
+        assert_eq!(whole, ["198.18.1.3", "198.18.1.4", "198.19.0.0/16"]);
+        // c's record is disputed (it claims b's block), then c does not answer
+        let mut disputed = all.clone();
+        disputed.as_mut().unwrap().get_mut("c").unwrap().pod_cidr =
+            Some("198.19.1.0/24".parse().unwrap());
+        assert_eq!(scope(&disputed), whole);
+        let mut silent = all.clone();
+        silent.as_mut().unwrap().remove("c");
+        assert_eq!(scope(&silent), whole);
+    }
 }

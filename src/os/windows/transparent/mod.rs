@@ -583,7 +583,7 @@ mod tests {
         });
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
-            ["remove stale route 192.168.7.0/24 via 10.0.0.77"]
+            ["remove route 192.168.7.0/24 via 10.0.0.77"]
         );
     }
 
@@ -631,7 +631,7 @@ mod tests {
         assert_eq!(
             d.actions().map(|a| a.describe()).collect::<Vec<_>>(),
             [
-                "remove stale route 192.168.7.0/24 via 10.0.0.77",
+                "remove route 192.168.7.0/24 via 10.0.0.77",
                 "replace persistent route 192.168.0.0/24 via 10.0.0.10",
             ]
         );
@@ -662,8 +662,8 @@ mod tests {
                 "stop and delete service kube-proxy",
                 "stop and delete service kubelet",
                 "stop and delete scheduled task kwinctl-boot and its start script",
-                "remove stale route 192.168.0.0/24 via 10.0.0.10",
-                "remove stale route 192.168.2.0/24 via 10.0.0.12",
+                "remove route 192.168.0.0/24 via 10.0.0.10",
+                "remove route 192.168.2.0/24 via 10.0.0.12",
                 "remove kwinctl's Windows Firewall rules (kwinctl-*)",
                 "remove docker network kwinctl",
                 "remove Hyper-V switch KubeProxySwitch",
