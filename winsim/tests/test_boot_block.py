@@ -43,7 +43,7 @@ def test_l2bridge_install_stops_ends_and_starts():
 
 
 def test_transparent_install_stops_but_starts_nothing_and_does_not_loop():
-    h = boot_block("powershell__example_win01.snap")
+    h = boot_block("powershell__seed_win01.snap")
     assert boot.stops_registered(h)
     # (its script starts wrapper tasks with Start-ScheduledTask: inside the
     # quoted script, not a statement of the block)
