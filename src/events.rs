@@ -73,6 +73,11 @@ pub enum Event<'a> {
         /// Seconds since it was taken (by the lock host's clock).
         age_seconds: Option<u64>,
     },
+    /// `verify --pods`: one selected node's test pod and its checks (after
+    /// the hosts' own lines, before the summary).
+    Pods {
+        result: &'a crate::podcheck::NodePods,
+    },
     /// The command failed as a whole (bad input, the lock held, kwinctl's
     /// own failure): the only line after `start`, if any.
     Error {

@@ -18,6 +18,7 @@ pub mod lock;
 pub mod mode;
 pub mod os;
 pub mod outcome;
+pub mod podcheck;
 pub mod probe;
 pub mod record;
 pub mod render;

@@ -30,7 +30,8 @@ const EX_UP: &str = "Examples:
   kwinctl up -i cluster.yaml --limit win3 --with-peer-routes --parallel 1";
 const EX_VERIFY: &str = "Examples:
   kwinctl verify -i cluster.yaml
-  kwinctl verify -i cluster.yaml --reach 4 --output json";
+  kwinctl verify -i cluster.yaml --reach 4 --output json
+  kwinctl verify -i cluster.yaml --pods      (test pods: IP, pod to pod, DNS)";
 const EX_RESET: &str = "Examples:
   kwinctl reset -i cluster.yaml --limit win2
   kwinctl reset -i cluster.yaml --yes        (no terminal: no question)";
@@ -111,7 +112,16 @@ enum Command {
     Up(Common),
     /// Read-only health sweep; exit 1 if anything is off.
     #[command(after_help = EX_VERIFY)]
-    Verify(Common),
+    Verify {
+        #[command(flatten)]
+        common: Common,
+        /// Also start one test pod per selected node through the control
+        /// plane's kubectl and check what it gets: an IP in its node's pod
+        /// CIDR, TCP to pods on other nodes, the cluster DNS (then the pods
+        /// are deleted). Needs kubectl on the control plane.
+        #[arg(long)]
+        pods: bool,
+    },
     /// Undo what `up` created on the hosts. On a terminal it shows what it
     /// would remove and asks; otherwise it needs --yes.
     #[command(after_help = EX_RESET)]
@@ -419,7 +429,7 @@ fn main() -> ExitCode {
         Command::Render { common, .. } => ("render", common.output == Format::Json),
         Command::Plan { common: c, .. } => (Mode::Plan.name(), c.output == Format::Json),
         Command::Up(c) => (Mode::Up.name(), c.output == Format::Json),
-        Command::Verify(c) => (Mode::Verify.name(), c.output == Format::Json),
+        Command::Verify { common: c, .. } => (Mode::Verify.name(), c.output == Format::Json),
         Command::Reset { common: c, .. } => (Mode::Reset.name(), c.output == Format::Json),
         Command::Unlock { common: c, .. } => ("unlock", c.output == Format::Json),
         _ => ("kwinctl", false),
@@ -449,7 +459,7 @@ fn main() -> ExitCode {
             reset: true,
         } => cmd::remote(&common, Mode::PlanReset),
         Command::Up(c) => cmd::remote(&c, Mode::Up),
-        Command::Verify(c) => cmd::remote(&c, Mode::Verify),
+        Command::Verify { common, pods } => cmd::verify(&common, pods),
         Command::Reset { common, yes } => cmd::reset(&common, yes),
         Command::Unlock { common, yes } => cmd::unlock(&common, yes),
         Command::Import {

@@ -278,6 +278,7 @@ impl Reporter {
     }
 }
 
+mod pods;
 mod shared;
 use shared::{Shared, error_line};
 

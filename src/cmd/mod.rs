@@ -16,7 +16,7 @@ use clap::Args;
 pub use check::check;
 pub use graph::graph;
 pub use init::init;
-pub use remote::remote;
+pub use remote::{remote, verify};
 pub use render::render;
 pub use reset::reset;
 pub use unlock::unlock;

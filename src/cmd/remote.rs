@@ -68,9 +68,18 @@ pub fn remote(c: &Common, mode: Mode) -> Result<Exit, CliError> {
     run(c, mode).map(|(exit, _)| exit)
 }
 
+/// `verify`, with `--pods` the test pods too (see [`crate::podcheck`]).
+pub fn verify(c: &Common, pods: bool) -> Result<Exit, CliError> {
+    run_with(c, Mode::Verify, pods).map(|(exit, _)| exit)
+}
+
 /// A remote command: its exit, and how many selected hosts it found with
 /// something to do (`plan`) or did something to.
 pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
+    run_with(c, mode, false)
+}
+
+fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliError> {
     // One operator at a time per inventory for commands that change hosts
     // (the cluster lock on the lock host covers other machines and other
     // inventories); taken before the state file is read, and keyed by the
@@ -117,11 +126,11 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
     // anything is contacted: a config kwinctl cannot follow is bad input.
     let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))
         .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
-    let connect = ConnectOptions::new(
+    let connect = Arc::new(ConnectOptions::new(
         Duration::from_secs(c.timeout),
         c.accept_new_host_keys,
         routes,
-    );
+    ));
     // Desired state is computed before anything is contacted: a bad binary
     // spec or an unreadable kubeconfig is bad input.
     let uploads = Uploads::default();
@@ -201,7 +210,7 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
             targets,
             opts,
             run::Io {
-                connector: Arc::new(connect),
+                connector: connect.clone(),
                 reporter: reporter.clone(),
                 interrupt: interrupt.clone(),
                 record: record.clone(),
@@ -210,8 +219,27 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
         .await
     });
     let reports = &ran.reports;
+    // `verify --pods`: after the hosts' own checks, unless stopped
+    let pod_results = if pods && !interrupt.is_set() && ran.locked.is_none() {
+        let r = rt.block_on(pod_check(&l, &connect, reports, &reporter, &interrupt));
+        match &r {
+            Ok(results) => results.iter().for_each(|n| reporter.pods(n)),
+            Err(e) => reporter.say(&format!("pods: FAILED: {e}")),
+        }
+        Some(r)
+    } else {
+        None
+    };
     let interrupted = interrupt.is_set();
-    let extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
+    let mut extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
+    match &pod_results {
+        Some(Ok(r)) => extra["pods"] = serde_json::to_value(r).unwrap_or_default(),
+        Some(Err(e)) => extra["pods_error"] = serde_json::Value::from(e.as_str()),
+        None => {}
+    }
+    let pods_failed = pod_results
+        .as_ref()
+        .is_some_and(|r| r.as_ref().map_or(true, |r| r.iter().any(|n| !n.ok)));
     let summary = crate::report::summary_json(reporter.summary(reports, interrupted, &extra));
     let run_dir = match &record {
         Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
@@ -275,10 +303,58 @@ pub(super) fn run(c: &Common, mode: Mode) -> Result<(Exit, usize), CliError> {
     let exit = match interrupt.exit_code() {
         Some(code) => Exit::Signal(code),
         None if ran.locked.is_some() => Exit::Locked,
-        None if failed => Exit::HostFailed,
+        None if failed || pods_failed => Exit::HostFailed,
         None => Exit::Ok,
     };
     Ok((exit, busy))
+}
+
+/// `verify --pods`: the selected nodes' test pods, through the first Linux
+/// control plane's kubectl.
+async fn pod_check(
+    l: &Loaded,
+    connect: &ConnectOptions,
+    reports: &[crate::outcome::HostReport],
+    reporter: &Reporter,
+    interrupt: &Interrupt,
+) -> Result<Vec<crate::podcheck::NodePods>, String> {
+    use crate::inventory::{Os, Role, WindowsProfile};
+    let cp = l
+        .inv
+        .hosts
+        .iter()
+        .find(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
+        .ok_or("the inventory has no Linux control-plane host, where verify --pods runs kubectl")?;
+    let transparent = l.inv.cluster.windows_profile() == Some(WindowsProfile::Transparent);
+    let subjects: Vec<crate::podcheck::Subject> = reports
+        .iter()
+        .filter(|r| l.inv.host(&r.host).is_some())
+        .map(|r| crate::podcheck::Subject {
+            host: r.host.clone(),
+            os: r.os,
+            address: r.address,
+            pod_cidr: r.pod_cidr,
+            host_dns: r.os == Os::Windows && transparent,
+        })
+        .collect();
+    let pc = &l.inv.cluster.pod_check;
+    let options = crate::podcheck::Options {
+        namespace: pc.namespace.clone(),
+        images: pc.images.clone(),
+        domain: l.inv.cluster.dns_domain.clone(),
+        start_timeout: pc.start_timeout,
+    };
+    let mut session = transport::connect(cp, transport::Interpreter::Sh, connect)
+        .await
+        .map_err(|e| format!("{}: {e}", cp.name))?;
+    // 32 random bits (hex) name this run's pods and label them
+    let id = crate::lock::run_id("p");
+    let run = id[id.len() - 8..].to_string();
+    let stop = || interrupt.is_set();
+    let say = |s: &str| reporter.say(s);
+    let r = crate::podcheck::check(&mut *session, &subjects, &options, &run, &stop, &say).await;
+    session.close().await;
+    r
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM: the first stops new hosts from starting and

@@ -167,8 +167,19 @@ pub struct Cluster {
     pub dns_service_ip: Ipv4Addr,
     /// The cluster's DNS domain (kubelet's `--cluster-domain`).
     pub dns_domain: String,
+    /// The test pods of `verify --pods`.
+    pub pod_check: PodCheckSettings,
     /// Where keys that later checks point at are in the inventory.
     pub pos: ClusterPos,
+}
+
+/// `cluster.pod_check`: the test pods `kwinctl verify --pods` starts.
+#[derive(Debug, Clone)]
+pub struct PodCheckSettings {
+    pub namespace: String,
+    /// `linux` or a Windows build number, to an image.
+    pub images: BTreeMap<String, String>,
+    pub start_timeout: std::time::Duration,
 }
 
 /// Positions of cluster keys, for checks made after loading (the Windows
@@ -633,6 +644,43 @@ hosts:
         for bad in ["-bad.local", "a..b", "under_score.local", "x y"] {
             let p = first(&with(&format!("  dns_domain: \"{bad}\"\n")));
             assert!(p.message.contains("is not a DNS domain"), "{bad}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn pod_check_settings_are_checked() {
+        let inv = parse(GOOD).unwrap();
+        assert_eq!(inv.cluster.pod_check.namespace, "default");
+        assert_eq!(inv.cluster.pod_check.start_timeout.as_secs(), 300);
+        let with = |extra: &str| {
+            GOOD.replace(
+                "  service_cidr: 10.96.0.0/12\n",
+                &format!("  service_cidr: 10.96.0.0/12\n  pod_check:\n{extra}"),
+            )
+        };
+        let inv = parse(&with(
+            "    namespace: kw-test\n    start_timeout: 900\n    images:\n      linux: busybox:1.36\n      \"14393\": ex/probe:ltsc2016\n      windows: ex/probe:1809\n",
+        ))
+        .unwrap();
+        let pc = &inv.cluster.pod_check;
+        assert_eq!(pc.namespace, "kw-test");
+        assert_eq!(pc.start_timeout.as_secs(), 900);
+        assert_eq!(pc.images["14393"], "ex/probe:ltsc2016");
+        assert_eq!(pc.images.len(), 3);
+        for (bad, says) in [
+            ("    namespace: Bad.Name\n", "not a namespace name"),
+            (
+                "    images:\n      mac: x/y:1\n",
+                "neither `linux`, `windows` nor a Windows build number",
+            ),
+            (
+                "    images:\n      linux: \"x y\"\n",
+                "not an image reference",
+            ),
+            ("    start_timeout: 5\n", "out of range"),
+        ] {
+            let p = first(&with(bad));
+            assert!(p.message.contains(says), "{bad}: {p:?}");
         }
     }
 

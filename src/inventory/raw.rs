@@ -114,6 +114,27 @@ pub(super) struct RawCluster {
     /// The cluster's DNS domain (kubelet's --cluster-domain); default `cluster.local`.
     #[schemars(with = "Option<String>")]
     pub(super) dns_domain: Option<Spanned<String>>,
+    #[serde(default)]
+    /// The test pods of `kwinctl verify --pods`.
+    pub(super) pod_check: Option<RawPodCheck>,
+}
+
+/// `cluster.pod_check`: the test pods `kwinctl verify --pods` starts.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPodCheck {
+    #[serde(default)]
+    /// The namespace of the test pods (default `default`).
+    #[schemars(with = "Option<String>")]
+    pub(super) namespace: Option<Spanned<String>>,
+    #[serde(default)]
+    /// Images by node: `linux`, a Windows build number ("17763", "20348", "26100", "14393"), or `windows` (a node whose kubelet sets no build label, before 1.17), to an image offering agnhost and nslookup; default registry.k8s.io/e2e-test-images/agnhost:2.53 for Linux and Windows Server 2019, 2022 and 2025.
+    #[schemars(with = "std::collections::BTreeMap<String, String>")]
+    pub(super) images: Pairs<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    /// How long the pods may take to start, image pulls included (seconds, default 300).
+    #[schemars(with = "Option<u64>")]
+    pub(super) start_timeout: Option<Spanned<u64>>,
 }
 
 impl super::ClusterPos {

@@ -361,6 +361,7 @@ impl Validator {
             &mut ok,
         );
         let (dns_service_ip, dns_domain) = self.cluster_dns(c, service_cidr, &mut ok);
+        let pod_check = self.pod_check(c, &mut ok);
         if !ok {
             return None;
         }
@@ -378,8 +379,67 @@ impl Validator {
             log_runner_version,
             dns_service_ip: dns_service_ip?,
             dns_domain,
+            pod_check,
             pos: ClusterPos::of(c),
         })
+    }
+
+    /// `cluster.pod_check`: a namespace that is a DNS label, images keyed by
+    /// `linux` or a Windows build number, a start timeout of 10 s to 1 h.
+    fn pod_check(&mut self, c: &RawCluster, ok: &mut bool) -> PodCheckSettings {
+        let mut s = PodCheckSettings {
+            namespace: "default".into(),
+            images: BTreeMap::new(),
+            start_timeout: std::time::Duration::from_secs(300),
+        };
+        let Some(p) = &c.pod_check else { return s };
+        if let Some(n) = &p.namespace {
+            let name = n.value.trim();
+            if name.len() > 63 || !dns_name(name) || name.contains('.') {
+                self.problem(
+                    n.into(),
+                    format!(
+                        "pod_check.namespace {} is not a namespace name",
+                        echo(&n.value)
+                    ),
+                    "write a DNS label: lower-case letters, digits and '-', at most 63",
+                );
+                *ok = false;
+            }
+            s.namespace = name.to_ascii_lowercase();
+        }
+        for (k, i) in &p.images.0 {
+            let key = k.value.trim();
+            if key != "linux" && key != "windows" && key.parse::<u32>().is_err() {
+                self.problem(
+                    k.into(),
+                    format!("pod_check.images key {} is neither `linux`, `windows` nor a Windows build number", echo(&k.value)),
+                    "key the image by `linux`, by the Windows build it runs on, e.g. \"17763\" (Windows Server 2019), or `windows` for nodes whose kubelet sets no build label (before 1.17)",
+                );
+                *ok = false;
+            }
+            if !image_reference(&i.value) {
+                self.problem(
+                    i.into(),
+                    format!("pod_check.images.{key} {} is not an image reference", echo(&i.value)),
+                    "write it as REGISTRY/REPOSITORY:TAG (letters, digits and . _ - / : @ only, at most 255)",
+                );
+                *ok = false;
+            }
+            s.images.insert(key.to_string(), i.value.clone());
+        }
+        if let Some(t) = &p.start_timeout {
+            if !(10..=3600).contains(&t.value) {
+                self.problem(
+                    t.into(),
+                    format!("pod_check.start_timeout {} is out of range", t.value),
+                    "give 10 to 3600 seconds (a Windows image pull can take minutes)",
+                );
+                *ok = false;
+            }
+            s.start_timeout = std::time::Duration::from_secs(t.value);
+        }
+        s
     }
 
     /// The cluster DNS address (default: the service CIDR's 10th address,
