@@ -1,5 +1,5 @@
 """How winsim reads an install_boot_task block (boot.py), checked against
-the blocks kwinctl renders today: its pinned scripts in tests/snapshots
+the blocks kwinctl renders today: its pinned scripts in tests/cli/snapshots
 (root-free). The l2bridge block stops the running instance, ends an older
 one's powershell.exe, starts the new one, and its loop repairs only its own
 route in both stores; the transparent one stops but starts nothing, and its
@@ -13,7 +13,7 @@ import pytest
 from winsim import boot
 from winsim.host import HEADER
 
-SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "snapshots"
+SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "cli" / "snapshots"
 
 
 def boot_block(snapshot):
@@ -34,7 +34,7 @@ def boot_block(snapshot):
 
 
 def test_l2bridge_install_stops_ends_and_starts():
-    h = boot_block("powershell__l2bridge_win01.snap")
+    h = boot_block("cli__powershell__l2bridge_win01.snap")
     assert boot.stops_registered(h)
     assert boot.kills_script_processes(h)
     assert boot.starts_registered(h)
@@ -43,7 +43,7 @@ def test_l2bridge_install_stops_ends_and_starts():
 
 
 def test_transparent_install_stops_but_starts_nothing_and_does_not_loop():
-    h = boot_block("powershell__seed_win01.snap")
+    h = boot_block("cli__powershell__seed_win01.snap")
     assert boot.stops_registered(h)
     # (its script starts wrapper tasks with Start-ScheduledTask: inside the
     # quoted script, not a statement of the block)

@@ -1,0 +1,193 @@
+//! `kwinctl init`: a commented l2bridge inventory from flags; `check` names
+//! every placeholder left with its position, and passes once they are
+//! filled in.
+
+use crate::common;
+
+use common::{kwinctl, kwinctl_env, text};
+
+const KUBECONFIG: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/inventories/example.kubeconfig"
+);
+
+#[test]
+fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("cluster.yaml");
+    let i = inv.to_str().unwrap();
+    let o = kwinctl(&[
+        "init",
+        "--control-plane",
+        "10.0.0.10",
+        "--linux",
+        "10.0.0.20",
+        "--windows",
+        "10.0.0.30",
+        "10.0.0.31",
+        "-o",
+        i,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("next: "),
+        "{}",
+        text(&o)
+    );
+    let written = std::fs::read_to_string(&inv).unwrap();
+    for want in [
+        "api_server: https://10.0.0.10:6443",
+        "name: win2",
+        "address: 10.0.0.31",
+        "containerd_version:",
+        "kube-log-runner:",
+        "cni-plugins:",
+        "password_env: KWINCTL_WINRM_PASSWORD",
+    ] {
+        assert!(written.contains(want), "{want}\n{written}");
+    }
+    // never over an existing file
+    let again = kwinctl(&[
+        "init",
+        "--control-plane",
+        "10.0.0.10",
+        "--windows",
+        "10.0.0.30",
+        "-o",
+        i,
+    ]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(
+        text(&again).contains("does not overwrite"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(std::fs::read_to_string(&inv).unwrap(), written);
+
+    // check names each placeholder, at its line and column
+    let o = kwinctl(&["check", "-i", i]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(err.matches("is still FILL-IN").count(), 8, "{err}");
+    let line_of = |needle: &str| {
+        written
+            .lines()
+            .position(|l| l.contains(needle))
+            .map(|n| n + 1)
+            .unwrap()
+    };
+    for (setting, line) in [
+        ("cluster.kubeconfig", line_of("kubeconfig: FILL-IN")),
+        (
+            "defaults.windows.binaries.kubelet.sha256",
+            line_of("kubelet: {"),
+        ),
+        (
+            "defaults.windows.binaries.containerd.sha256",
+            line_of("containerd: {"),
+        ),
+        ("hosts.win2.winrm.cert_sha256", written.lines().count()),
+    ] {
+        assert!(
+            err.contains(&format!("cluster.yaml:{line}:"))
+                && err.contains(&format!("{setting} is still FILL-IN")),
+            "{setting} at line {line}:\n{err}"
+        );
+    }
+    assert!(err.contains("fix: the file's SHA-256"), "{err}");
+
+    // filled in, check passes (warning about the password variable), and
+    // --strict passes once it is exported
+    std::fs::copy(KUBECONFIG, dir.path().join("nodes.kubeconfig")).unwrap();
+    let mut n = 0;
+    let filled: String = written
+        .replace("kubeconfig: FILL-IN", "kubeconfig: nodes.kubeconfig")
+        .split("FILL-IN")
+        .enumerate()
+        .map(|(k, part)| {
+            if k == 0 {
+                part.to_string()
+            } else {
+                n += 1;
+                format!("{:064x}{part}", n)
+            }
+        })
+        .collect();
+    std::fs::write(&inv, &filled).unwrap();
+    let o = kwinctl(&["check", "-i", i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("KWINCTL_WINRM_PASSWORD is not set"),
+        "{}",
+        text(&o)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    for h in ["cp1", "lin1", "win1", "win2"] {
+        assert!(out.contains(h), "{out}");
+    }
+    let o = kwinctl_env(
+        &["check", "--strict", "-i", i],
+        &[("KWINCTL_WINRM_PASSWORD", "a long enough password")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains("FILL-IN"), "{}", text(&o));
+}
+
+#[test]
+fn init_to_stdout_refuses_what_it_cannot_write() {
+    let o = kwinctl(&[
+        "init",
+        "--control-plane",
+        "10.0.0.10",
+        "--windows",
+        "10.0.0.30",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("# kwinctl inventory, written by `kwinctl init`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("windows_profile") || out.contains("l2bridge"),
+        "{out}"
+    );
+
+    // no hosts and no terminal: say what to give
+    let o = kwinctl(&["init"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--control-plane ADDR"), "{}", text(&o));
+    // a release the profile does not run, an address given twice
+    let o = kwinctl(&[
+        "init",
+        "--control-plane",
+        "10.0.0.10",
+        "--windows",
+        "10.0.0.30",
+        "--kubernetes-version",
+        "1.23.4",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("l2bridge"), "{}", text(&o));
+    let o = kwinctl(&[
+        "init",
+        "--control-plane",
+        "10.0.0.10",
+        "--windows",
+        "10.0.0.10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("given twice"), "{}", text(&o));
+    // an older release gets no kube-log-runner (it would be refused)
+    let o = kwinctl(&[
+        "init",
+        "--control-plane",
+        "10.0.0.10",
+        "--windows",
+        "10.0.0.30",
+        "--kubernetes-version",
+        "1.25.16",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("kube-log-runner:"));
+}

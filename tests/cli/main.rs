@@ -1,0 +1,27 @@
+//! The root-free tests in one binary: the CLI, the inventory and its
+//! imports, rendering and the PowerShell checks, properties, SSH
+//! resolution and trust against OpenSSH, Ansible against ansible-inventory,
+//! the source tree's structure and the documentation. One test binary
+//! instead of one per file: a one-line change relinks it once
+//! (docs/testing.md). Run one file's tests with `cargo test --test cli --
+//! powershell::`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod ansible_differential;
+mod cli;
+mod cli_conventions;
+mod cli_graph;
+mod cli_help;
+mod cli_import;
+mod cli_init;
+mod cli_select;
+mod docs;
+mod powershell;
+mod properties;
+mod ps51;
+mod ssh_config;
+mod ssh_differential;
+mod structure;
+mod windows_versions;
