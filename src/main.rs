@@ -432,7 +432,14 @@ fn main() -> ExitCode {
         Command::Verify { common: c, .. } => (Mode::Verify.name(), c.output == Format::Json),
         Command::Reset { common: c, .. } => (Mode::Reset.name(), c.output == Format::Json),
         Command::Unlock { common: c, .. } => ("unlock", c.output == Format::Json),
-        _ => ("kwinctl", false),
+        // no JSON output: errors are text (every command is named, so a new
+        // one must say whether it has JSON events)
+        Command::Init(_)
+        | Command::Graph(_)
+        | Command::Import { .. }
+        | Command::Completions { .. }
+        | Command::Schema { .. }
+        | Command::Man { .. } => ("kwinctl", false),
     };
     if let Some(done) = generated(&cli.command) {
         return match done {

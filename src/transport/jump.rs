@@ -101,11 +101,16 @@ impl Drop for Tunnel {
     }
 }
 
-fn secret() -> String {
+/// The tunnel's SOCKS5 password: 96 random bits from the operating
+/// system, or no tunnel (never a predictable one).
+fn secret() -> Result<String, TransportError> {
     let mut b = [0u8; 12];
-    let _ = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    getrandom::fill(&mut b).map_err(|e| {
+        TransportError::Setup(format!(
+            "cannot read random bytes for the WinRM tunnel's password: {e}"
+        ))
+    })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 pub async fn socks(conn: Arc<Conn>, host: String, port: u16) -> Result<Tunnel, TransportError> {
@@ -119,7 +124,7 @@ pub async fn socks(conn: Arc<Conn>, host: String, port: u16) -> Result<Tunnel, T
     let local = listener
         .local_addr()
         .map_err(|e| TransportError::Setup(e.to_string()))?;
-    let (user, pass) = ("kwinctl".to_string(), secret());
+    let (user, pass) = ("kwinctl".to_string(), secret()?);
     // Only this run's WinRM client knows it; an error quoting the proxy URL
     // must not show it.
     crate::secret::register(&pass);
