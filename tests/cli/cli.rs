@@ -10,8 +10,9 @@ const EXAMPLE: &str = concat!(
     "/inventories/seed-1.5-transparent.yaml"
 );
 
-#[test]
-fn check_prints_the_seed_plan() {
+/// The seed inventory and its kubeconfig in a folder of their own (the
+/// folder lives as long as the first value).
+fn seed_copy() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let inv = dir.path().join("example.yaml");
     std::fs::copy(EXAMPLE, &inv).unwrap();
@@ -20,6 +21,12 @@ fn check_prints_the_seed_plan() {
         dir.path().join("example.kubeconfig"),
     )
     .unwrap();
+    (dir, inv)
+}
+
+#[test]
+fn check_prints_the_seed_plan() {
+    let (dir, inv) = seed_copy();
     let o = kwinctl(&["check", "-i", inv.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -375,14 +382,7 @@ fn to_dev_full(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn output_that_cannot_be_written_is_not_success() {
-    let dir = tempfile::tempdir().unwrap();
-    let inv = dir.path().join("example.yaml");
-    std::fs::copy(EXAMPLE, &inv).unwrap();
-    std::fs::copy(
-        EXAMPLE.replace("seed-1.5-transparent.yaml", "example.kubeconfig"),
-        dir.path().join("example.kubeconfig"),
-    )
-    .unwrap();
+    let (_dir, inv) = seed_copy();
     let inv = inv.to_str().unwrap();
     let ansible = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ansible/hosts.ini");
     for args in [
