@@ -4,6 +4,7 @@
 mod check;
 pub mod graph;
 pub mod init;
+pub mod man;
 mod remote;
 mod render;
 mod reset;

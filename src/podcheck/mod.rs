@@ -9,7 +9,7 @@
 //! docs/windows.md ("Pod IP and DNS").
 //!
 //! The pods run `agnhost netexec --http-port=8080` (Kubernetes' own e2e
-//! test image, which has Windows variants) and the checks run `agnhost
+//! test image, which has Windows variants) and the checks run `/agnhost
 //! connect` and `nslookup` in them; an image set in the inventory
 //! (`cluster.pod_check.images`) must offer the same commands.
 
@@ -336,7 +336,7 @@ async fn run_pods(
                 let id = what.len();
                 what.push((s.host.clone(), format!("to {}", t.host)));
                 script += &format!(
-                    "o=$(timeout 30 kubectl exec -n {} {} -- agnhost connect {}:{PORT} --timeout=5s 2>&1); printf 'KWCHECK {id} %s %s\\n' \"$?\" \"$(printf %s \"$o\" | base64 -w0)\"\n",
+                    "o=$(timeout 30 kubectl exec -n {} {} -- /agnhost connect {}:{PORT} --timeout=5s 2>&1); printf 'KWCHECK {id} %s %s\\n' \"$?\" \"$(printf %s \"$o\" | base64 -w0)\"\n",
                     q(&o.namespace),
                     q(name),
                     ips[&t.host]
