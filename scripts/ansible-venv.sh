@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create the venv with ansible-core that tests/ansible_differential.rs runs
+# Create the venv with ansible-core that tests/cli/ansible_differential.rs runs
 # as its oracle (`ansible-inventory --list`), at a pinned version, once
 # (idempotent). KWINCTL_ANSIBLE_VENV overrides where.
 set -euo pipefail

@@ -31,6 +31,6 @@ mkdir -p /run/sshd
 # minute, from Debian's mirror) and cached in /var/cache/kwinctl-lab, so that
 # tests only start it.
 "$(dirname "$0")/../lab/lab.sh" build-root >/dev/null
-# ansible-core, the oracle of tests/ansible_differential.rs (a pinned version
+# ansible-core, the oracle of tests/cli/ansible_differential.rs (a pinned version
 # in its own venv, once per machine).
 "$(dirname "$0")/ansible-venv.sh"

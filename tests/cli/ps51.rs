@@ -170,7 +170,7 @@ fn calls(label: &str, src: &str) -> (Vec<Call>, BTreeMap<String, Command>) {
     let tree = p.parse(src, None).expect("parse");
     assert!(
         !tree.root_node().has_error(),
-        "{label}: does not parse (tests/powershell.rs says where)"
+        "{label}: does not parse (tests/cli/powershell.rs says where)"
     );
     let mut out = Vec::new();
     let mut functions = BTreeMap::new();

@@ -91,7 +91,7 @@ impl Resolver {
     /// the same lines apply, but for the `HostName`, `User` and `Port`
     /// lines, which are read here (first value wins; `HostName` lower-cased,
     /// as ssh does): one `ssh -G` per distinct set of lines, not per host
-    /// (`class_answers_are_what_ssh_g_says` in tests/ssh_differential.rs).
+    /// (`class_answers_are_what_ssh_g_says` in tests/cli/ssh_differential.rs).
     /// The jump chain of `ProxyJump spec`: the last one is reached through
     /// the ones before it, the first through its own config's ProxyJump.
     async fn jumps(
@@ -250,7 +250,7 @@ pub fn resolve(hosts: &[&Host], source: &ConfigSource) -> Result<Routes, String>
 
 /// One name resolved as `ssh -G -F FILE [-l USER] [-p PORT] [-i KEY] NAME`
 /// answers, with the same code a run uses (the entry point of
-/// tests/ssh_differential.rs).
+/// tests/cli/ssh_differential.rs).
 pub fn resolve_name(source: &ConfigSource, name: &str, o: &Overrides) -> Result<Endpoint, String> {
     resolve_names(source, &[name], o)?.remove(0)
 }
