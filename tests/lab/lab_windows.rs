@@ -663,7 +663,7 @@ fn binaries_uploaded_from_the_operators_machine() {
     // a 3 MiB "kubelet.exe" on this machine: the lab's release line (what
     // winsim's binaries print for --version), then filler
     let local = lab.dir().join("kubelet.exe");
-    let mut bytes = b"MZ kwinctl lab fake kubelet.exe\nKubernetes v1.13.12\n".to_vec();
+    let mut bytes = b"MZ kwinctl lab fake kubelet.exe\nKubernetes v1.10.13\n".to_vec();
     bytes.extend((bytes.len() as u32..3 * 1024 * 1024u32).map(|i| (i * 7 + i / 251) as u8));
     std::fs::write(&local, &bytes).unwrap();
     let sha = {
