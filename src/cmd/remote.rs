@@ -221,7 +221,15 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     let reports = &ran.reports;
     // `verify --pods`: after the hosts' own checks, unless stopped
     let pod_results = if pods && !interrupt.is_set() && ran.locked.is_none() {
-        let r = rt.block_on(pod_check(&l, &connect, reports, &reporter, &interrupt));
+        // pods start on every node (the others are the selected ones'
+        // targets); only the selected nodes' results are reported
+        let r = rt
+            .block_on(pod_check(&l, &connect, &ran, &reporter, &interrupt))
+            .map(|all| {
+                all.into_iter()
+                    .filter(|n| selected(&n.host))
+                    .collect::<Vec<_>>()
+            });
         match &r {
             Ok(results) => results.iter().for_each(|n| reporter.pods(n)),
             Err(e) => reporter.say(&format!("pods: FAILED: {e}")),
@@ -314,7 +322,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
 async fn pod_check(
     l: &Loaded,
     connect: &ConnectOptions,
-    reports: &[crate::outcome::HostReport],
+    ran: &run::Ran,
     reporter: &Reporter,
     interrupt: &Interrupt,
 ) -> Result<Vec<crate::podcheck::NodePods>, String> {
@@ -326,15 +334,22 @@ async fn pod_check(
         .find(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
         .ok_or("the inventory has no Linux control-plane host, where verify --pods runs kubectl")?;
     let transparent = l.inv.cluster.windows_profile() == Some(WindowsProfile::Transparent);
-    let subjects: Vec<crate::podcheck::Subject> = reports
+    // every node with a block (outside --limit too: their pods are the
+    // selected ones' targets)
+    let alloc = ran
+        .allocation
+        .as_ref()
+        .ok_or("the pod CIDR allocation could not be made: see the hosts' errors")?;
+    let subjects: Vec<crate::podcheck::Subject> = alloc
+        .assignments
         .iter()
-        .filter(|r| l.inv.host(&r.host).is_some())
-        .map(|r| crate::podcheck::Subject {
-            host: r.host.clone(),
-            os: r.os,
-            address: r.address,
-            pod_cidr: r.pod_cidr,
-            host_dns: r.os == Os::Windows && transparent,
+        .filter(|a| l.inv.host(&a.host).is_some())
+        .map(|a| crate::podcheck::Subject {
+            host: a.host.clone(),
+            os: a.os,
+            address: a.address,
+            pod_cidr: a.pod_cidr,
+            host_dns: a.os == Os::Windows && transparent,
         })
         .collect();
     let pc = &l.inv.cluster.pod_check;

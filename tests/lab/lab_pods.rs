@@ -503,6 +503,29 @@ fn verify_pods_passes_on_l2bridge_and_names_a_node_whose_dns_is_wrong() {
     ));
     assert_eq!(left["items"].as_array().unwrap().len(), 0, "{left}");
 
+    // --limit: only win1's pod is judged (the others' pods are its targets)
+    let o = kwinctl(&[
+        "verify",
+        "-i",
+        &lab.inv(),
+        "--pods",
+        "--limit",
+        "win1",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let judged: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "pods")
+        .map(|e| e["result"].clone())
+        .collect();
+    assert_eq!(judged.len(), 1, "{}", text(&o));
+    assert_eq!(judged[0]["host"], "win1");
+    assert_eq!(check_of(&judged[0], "to h1")["ok"], true, "{}", judged[0]);
+    assert_eq!(check_of(&judged[0], "to win2")["ok"], true, "{}", judged[0]);
+
     // win2's kubelet without --cluster-dns: its pods get 127.0.0.1
     let mut st = lab.win_state_json("win2");
     let bp = st["services"]["kubelet"]["binpath"]
