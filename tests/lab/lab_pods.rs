@@ -442,15 +442,20 @@ fn kubectl_standin(lab: &Lab, dns: bool) {
 // ------------------------------------------------------------------ verify --pods
 
 /// `kwinctl verify --pods -o json` on the lab (the control plane's kubectl
-/// is the stand-in): its exit, and the `pods` events by host.
-fn verify_pods(
+/// is the stand-in), with `extra` arguments: its exit, and the `pods`
+/// events by host.
+fn verify_pods_with(
     lab: &Lab,
+    extra: &[&str],
 ) -> (
     Option<i32>,
     std::collections::BTreeMap<String, serde_json::Value>,
     String,
 ) {
-    let o = kwinctl(&["verify", "-i", &lab.inv(), "--pods", "--output", "json"]);
+    let inv = lab.inv();
+    let mut args = vec!["verify", "-i", &inv, "--pods", "--output", "json"];
+    args.extend(extra);
+    let o = kwinctl(&args);
     let events = String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -463,6 +468,16 @@ fn verify_pods(
         })
         .collect();
     (o.status.code(), events, text(&o))
+}
+
+fn verify_pods(
+    lab: &Lab,
+) -> (
+    Option<i32>,
+    std::collections::BTreeMap<String, serde_json::Value>,
+    String,
+) {
+    verify_pods_with(lab, &[])
 }
 
 fn check_of<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -504,27 +519,11 @@ fn verify_pods_passes_on_l2bridge_and_names_a_node_whose_dns_is_wrong() {
     assert_eq!(left["items"].as_array().unwrap().len(), 0, "{left}");
 
     // --limit: only win1's pod is judged (the others' pods are its targets)
-    let o = kwinctl(&[
-        "verify",
-        "-i",
-        &lab.inv(),
-        "--pods",
-        "--limit",
-        "win1",
-        "--output",
-        "json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let judged: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["event"] == "pods")
-        .map(|e| e["result"].clone())
-        .collect();
-    assert_eq!(judged.len(), 1, "{}", text(&o));
-    assert_eq!(judged[0]["host"], "win1");
-    assert_eq!(check_of(&judged[0], "to h1")["ok"], true, "{}", judged[0]);
-    assert_eq!(check_of(&judged[0], "to win2")["ok"], true, "{}", judged[0]);
+    let (code, judged, out) = verify_pods_with(&lab, &["--limit", "win1"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(judged.keys().collect::<Vec<_>>(), ["win1"], "{out}");
+    assert_eq!(check_of(&judged["win1"], "to h1")["ok"], true, "{out}");
+    assert_eq!(check_of(&judged["win1"], "to win2")["ok"], true, "{out}");
 
     // win2's kubelet without --cluster-dns: its pods get 127.0.0.1
     let mut st = lab.win_state_json("win2");
