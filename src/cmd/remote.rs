@@ -11,7 +11,7 @@ use crate::error::{CliError, Exit};
 use crate::lock::Lock;
 use crate::mode::Mode;
 use crate::os::{Desired, windows::Uploads};
-use crate::outcome::{HostError, HostStatus};
+use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::record::{self, RunRecord};
 use crate::report::{Reporter, err_line};
 use crate::run::{self, Interrupt, RunOptions, Target};
@@ -100,79 +100,16 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         return Ok((Exit::Ok, 0));
     };
     let selected = |name: &str| want.is_empty() || want.contains(&name.to_ascii_lowercase());
-
-    // Every host is probed (the nodes' records decide the allocation); the
-    // selected ones are the run's. Removed hosts are reached only by name.
-    let mut hosts: Vec<(crate::inventory::Host, bool)> =
-        l.inv.hosts.iter().map(|h| (h.clone(), false)).collect();
-    for name in &want {
-        if let Some(r) = l.state.removed.get(name) {
-            let host = r
-                .at()
-                .and_then(|at| l.inv.removed_host(name, at.os, at.address))
-                .ok_or_else(|| {
-                    CliError::bad(format!(
-                        "kwinctl does not know how to reach removed host {name} (the state file does \
-                         not say where it is, or the inventory's defaults cannot reach it): add it back \
-                         to the inventory, then `kwinctl reset --limit {name}`"
-                    ))
-                })?;
-            hosts.push((host, true));
-        }
-    }
-    let all: Vec<&crate::inventory::Host> = hosts.iter().map(|(h, _)| h).collect();
-    l.inv.check_credentials(&all)?;
-    // Where and as whom each host is reached, as OpenSSH resolves it, before
-    // anything is contacted: a config kwinctl cannot follow is bad input.
-    let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))
-        .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
-    let connect = Arc::new(ConnectOptions::new(
-        Duration::from_secs(c.timeout),
-        c.accept_new_host_keys,
-        routes,
-    ));
-    // Desired state is computed before anything is contacted: a bad binary
-    // spec or an unreadable kubeconfig is bad input.
-    let uploads = Uploads::default();
-    let mut targets: Vec<Target> = Vec::new();
-    for (h, removed) in hosts {
-        targets.push(Target {
-            desired: Desired::of(&l.inv, &h, &uploads)?,
-            selected: selected(&h.name),
-            removed,
-            route: connect.routes.get(&h.name).map(|r| r.describe()),
-            host: h,
-        });
-    }
+    let (connect, targets) = prepare(c, &l, &want, &selected)?;
     let names: Vec<String> = targets
         .iter()
         .filter(|t| t.selected)
         .map(|t| t.host.name.clone())
         .collect();
     let reporter = Arc::new(Reporter::new(c.output, mode, names.len(), c.verbose));
-    if c.verbose {
-        for t in targets.iter().filter(|t| t.selected) {
-            if let Some(r) = &t.route {
-                reporter.say(&format!("{}: {r}", t.host.name));
-            }
-        }
-    }
-    let record = match RunRecord::start(&l.path, mode.name(), &names) {
-        Ok(r) => Some(Arc::new(r)),
-        Err(e) => {
-            reporter.say(&format!("warning: cannot write the run record: {e}"));
-            None
-        }
-    };
+    let record = start(c, mode, &l, &targets, &names, &reporter);
     let interrupt = Interrupt::default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        // Blocking work is short file I/O (run records, key files): a few
-        // threads are enough, and each thread costs memory (stack, malloc
-        // arena) at hundreds of hosts.
-        .max_blocking_threads(4)
-        .build()
-        .map_err(|e| CliError::internal(anyhow::anyhow!("cannot start the runtime: {e}")))?;
+    let rt = runtime()?;
     let opts = RunOptions {
         parallel: c.parallel as usize,
         reach: c.reach.unwrap_or(ReachMode::Auto),
@@ -182,26 +119,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         reboot: c.reboot,
         max_fail: c.max_fail.map(|m| m.threshold(names.len())),
     };
-    let cluster = run::Cluster {
-        inventory: Arc::new(l.inv.clone()),
-        state: l.state.clone(),
-        state_path: l.sidecars.state.clone(),
-        owner: crate::lock::owner(),
-        // the run record's name (readable), made unique by random bits:
-        // two machines' runs never share an id
-        run_id: crate::lock::run_id(
-            &record
-                .as_ref()
-                .map(|r| {
-                    r.dir()
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned()
-                })
-                .unwrap_or_else(|| mode.name().to_string()),
-        ),
-    };
+    let cluster = cluster_of(&l, mode, record.as_deref());
     let ran = rt.block_on(async {
         watch_signals(interrupt.clone(), reporter.clone());
         run::run_all(
@@ -220,80 +138,26 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     });
     let reports = &ran.reports;
     // `verify --pods`: after the hosts' own checks, unless stopped
-    let pod_results = if pods && !interrupt.is_set() && ran.locked.is_none() {
-        // pods start on every node (the others are the selected ones'
-        // targets); only the selected nodes' results are reported
-        let r = rt
-            .block_on(pod_check(&l, &connect, &ran, &reporter, &interrupt))
-            .map(|all| {
-                all.into_iter()
-                    .filter(|n| selected(&n.host))
-                    .collect::<Vec<_>>()
-            });
-        match &r {
-            Ok(results) => results.iter().for_each(|n| reporter.pods(n)),
-            Err(e) => reporter.say(&format!("pods: FAILED: {e}")),
-        }
-        Some(r)
-    } else {
-        None
-    };
+    let pod_results = (pods && !interrupt.is_set() && ran.locked.is_none()).then(|| {
+        rt.block_on(verify_pods(
+            &l, &connect, &ran, &reporter, &interrupt, &selected,
+        ))
+    });
     let interrupted = interrupt.is_set();
-    let mut extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
-    match &pod_results {
-        Some(Ok(r)) => extra["pods"] = serde_json::to_value(r).unwrap_or_default(),
-        Some(Err(e)) => extra["pods_error"] = serde_json::Value::from(e.as_str()),
-        None => {}
-    }
+    let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
     let pods_failed = pod_results
         .as_ref()
         .is_some_and(|r| r.as_ref().map_or(true, |r| r.iter().any(|n| !n.ok)));
-    let summary = crate::report::summary_json(reporter.summary(reports, interrupted, &extra));
-    let run_dir = match &record {
-        Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
-        None => Err(std::io::Error::other("see the warning above")),
+    let end = End {
+        c,
+        mode,
+        l: &l,
+        reporter: &reporter,
+        record: record.as_deref(),
     };
-    reporter.finish(reports, interrupted, &summary);
-    let stopped: Vec<&str> = reports
-        .iter()
-        .filter(|r| matches!(r.error, Some(HostError::NotStarted { .. })))
-        .map(|r| r.host.as_str())
-        .collect();
-    if let (Some(m), false) = (c.max_fail, stopped.is_empty()) {
-        err_line(&format!(
-            "--max-fail {m} reached: not started: {}; once the failed hosts are fixed, \
-             `kwinctl {mode} --only-failed` continues with the hosts left",
-            stopped.join(", ")
-        ));
-    }
-    let failed = reports.iter().any(|r| r.status == HostStatus::Failed);
-    match run_dir {
-        Ok(d) if failed || interrupted || c.verbose => err_line(&format!(
-            "run record (scripts and outputs per host): {}",
-            d.display()
-        )),
-        Ok(_) => {}
-        Err(e) => err_line(&format!("warning: cannot write the run record: {e}")),
-    }
-    // A removed host that `reset` reached is forgotten: its block is free.
+    end.report(reports, interrupted || failed, interrupted, pod_results);
     if mode == Mode::Reset {
-        let reached: Vec<String> = reports
-            .iter()
-            .filter(|r| matches!(r.status, HostStatus::Ok | HostStatus::Changed))
-            .map(|r| r.host.to_ascii_lowercase())
-            .filter(|h| l.state.removed.contains_key(h))
-            .collect();
-        if !reached.is_empty() {
-            let mut state = l.state.clone();
-            for h in &reached {
-                state.removed.remove(h);
-                state.hosts.remove(h);
-                err_line(&format!(
-                    "{h}: reset; its block is no longer reserved for it"
-                ));
-            }
-            state.save(&l.sidecars.state)?;
-        }
+        forget_reset_hosts(&l, reports)?;
     }
     rt.shutdown_timeout(Duration::from_millis(100));
     if let Some(why) = &ran.internal {
@@ -315,6 +179,230 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         None => Exit::Ok,
     };
     Ok((exit, busy))
+}
+
+/// The run's beginning: with `-v` each host's route, and the run record
+/// (a run without one goes on, with a warning).
+fn start(
+    c: &Common,
+    mode: Mode,
+    l: &Loaded,
+    targets: &[Target],
+    names: &[String],
+    reporter: &Reporter,
+) -> Option<Arc<RunRecord>> {
+    if c.verbose {
+        for t in targets.iter().filter(|t| t.selected) {
+            if let Some(r) = &t.route {
+                reporter.say(&format!("{}: {r}", t.host.name));
+            }
+        }
+    }
+    match RunRecord::start(&l.path, mode.name(), names) {
+        Ok(r) => Some(Arc::new(r)),
+        Err(e) => {
+            reporter.say(&format!("warning: cannot write the run record: {e}"));
+            None
+        }
+    }
+}
+
+/// `verify --pods` after the hosts' checks: pods start on every node (the
+/// others are the selected ones' targets); only the selected nodes'
+/// results are reported.
+async fn verify_pods(
+    l: &Loaded,
+    connect: &ConnectOptions,
+    ran: &run::Ran,
+    reporter: &Reporter,
+    interrupt: &Interrupt,
+    selected: &dyn Fn(&str) -> bool,
+) -> Result<Vec<crate::podcheck::NodePods>, String> {
+    let r = pod_check(l, connect, ran, reporter, interrupt)
+        .await
+        .map(|all| {
+            all.into_iter()
+                .filter(|n| selected(&n.host))
+                .collect::<Vec<_>>()
+        });
+    match &r {
+        Ok(results) => results.iter().for_each(|n| reporter.pods(n)),
+        Err(e) => reporter.say(&format!("pods: FAILED: {e}")),
+    }
+    r
+}
+
+/// The end of a run: the summary (text or JSON), the run record closed,
+/// and the lines that say what to do next.
+struct End<'a> {
+    c: &'a Common,
+    mode: Mode,
+    l: &'a Loaded,
+    reporter: &'a Reporter,
+    record: Option<&'a RunRecord>,
+}
+
+impl End<'_> {
+    fn report(
+        &self,
+        reports: &[HostReport],
+        show_record: bool,
+        interrupted: bool,
+        pod_results: Option<Result<Vec<crate::podcheck::NodePods>, String>>,
+    ) {
+        let l = self.l;
+        let mut extra = serde_json::json!({"state_file": l.sidecars.state.display().to_string()});
+        match &pod_results {
+            Some(Ok(r)) => extra["pods"] = serde_json::to_value(r).unwrap_or_default(),
+            Some(Err(e)) => extra["pods_error"] = serde_json::Value::from(e.as_str()),
+            None => {}
+        }
+        let summary =
+            crate::report::summary_json(self.reporter.summary(reports, interrupted, &extra));
+        let run_dir = match self.record {
+            Some(r) => r.finish(&l.path, &summary).map(|_| r.dir().to_path_buf()),
+            None => Err(std::io::Error::other("see the warning above")),
+        };
+        self.reporter.finish(reports, interrupted, &summary);
+        tell_max_fail(self.c, self.mode, reports);
+        match run_dir {
+            Ok(d) if show_record || self.c.verbose => err_line(&format!(
+                "run record (scripts and outputs per host): {}",
+                d.display()
+            )),
+            Ok(_) => {}
+            Err(e) => err_line(&format!("warning: cannot write the run record: {e}")),
+        }
+    }
+}
+
+/// Every host of the run and how it is reached, before anything is
+/// contacted: the inventory's hosts (every one is probed: the nodes'
+/// records decide the allocation) and the removed hosts `want` names, each
+/// with its desired state.
+fn prepare(
+    c: &Common,
+    l: &Loaded,
+    want: &BTreeSet<String>,
+    selected: &dyn Fn(&str) -> bool,
+) -> Result<(Arc<ConnectOptions>, Vec<Target>), CliError> {
+    // Removed hosts are reached only by name.
+    let mut hosts: Vec<(crate::inventory::Host, bool)> =
+        l.inv.hosts.iter().map(|h| (h.clone(), false)).collect();
+    for name in want {
+        if let Some(r) = l.state.removed.get(name) {
+            let host = r
+                .at()
+                .and_then(|at| l.inv.removed_host(name, at.os, at.address))
+                .ok_or_else(|| {
+                    CliError::bad(format!(
+                        "kwinctl does not know how to reach removed host {name} (the state file does \
+                         not say where it is, or the inventory's defaults cannot reach it): add it back \
+                         to the inventory, then `kwinctl reset --limit {name}`"
+                    ))
+                })?;
+            hosts.push((host, true));
+        }
+    }
+    let all: Vec<&crate::inventory::Host> = hosts.iter().map(|(h, _)| h).collect();
+    l.inv.check_credentials(&all)?;
+    // Where and as whom each host is reached, as OpenSSH resolves it: a
+    // config kwinctl cannot follow is bad input.
+    let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))
+        .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
+    let connect = Arc::new(ConnectOptions::new(
+        Duration::from_secs(c.timeout),
+        c.accept_new_host_keys,
+        routes,
+    ));
+    // A bad binary spec or an unreadable kubeconfig is bad input.
+    let uploads = Uploads::default();
+    let mut targets: Vec<Target> = Vec::new();
+    for (h, removed) in hosts {
+        targets.push(Target {
+            desired: Desired::of(&l.inv, &h, &uploads)?,
+            selected: selected(&h.name),
+            removed,
+            route: connect.routes.get(&h.name).map(|r| r.describe()),
+            host: h,
+        });
+    }
+    Ok((connect, targets))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // Blocking work is short file I/O (run records, key files): a few
+        // threads are enough, and each thread costs memory (stack, malloc
+        // arena) at hundreds of hosts.
+        .max_blocking_threads(4)
+        .build()
+        .map_err(|e| CliError::internal(anyhow::anyhow!("cannot start the runtime: {e}")))
+}
+
+/// What the run shares with every host: the inventory, the state file and
+/// who runs it.
+fn cluster_of(l: &Loaded, mode: Mode, record: Option<&RunRecord>) -> run::Cluster {
+    run::Cluster {
+        inventory: Arc::new(l.inv.clone()),
+        state: l.state.clone(),
+        state_path: l.sidecars.state.clone(),
+        owner: crate::lock::owner(),
+        // the run record's name (readable), made unique by random bits:
+        // two machines' runs never share an id
+        run_id: crate::lock::run_id(
+            &record
+                .map(|r| {
+                    r.dir()
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .unwrap_or_else(|| mode.name().to_string()),
+        ),
+    }
+}
+
+/// `--max-fail` stopped the run: which hosts were not started, and how to
+/// go on.
+fn tell_max_fail(c: &Common, mode: Mode, reports: &[HostReport]) {
+    let stopped: Vec<&str> = reports
+        .iter()
+        .filter(|r| matches!(r.error, Some(HostError::NotStarted { .. })))
+        .map(|r| r.host.as_str())
+        .collect();
+    if let (Some(m), false) = (c.max_fail, stopped.is_empty()) {
+        err_line(&format!(
+            "--max-fail {m} reached: not started: {}; once the failed hosts are fixed, \
+             `kwinctl {mode} --only-failed` continues with the hosts left",
+            stopped.join(", ")
+        ));
+    }
+}
+
+/// A removed host that `reset` reached is forgotten: its block is free.
+fn forget_reset_hosts(l: &Loaded, reports: &[HostReport]) -> Result<(), CliError> {
+    let reached: Vec<String> = reports
+        .iter()
+        .filter(|r| matches!(r.status, HostStatus::Ok | HostStatus::Changed))
+        .map(|r| r.host.to_ascii_lowercase())
+        .filter(|h| l.state.removed.contains_key(h))
+        .collect();
+    if reached.is_empty() {
+        return Ok(());
+    }
+    let mut state = l.state.clone();
+    for h in &reached {
+        state.removed.remove(h);
+        state.hosts.remove(h);
+        err_line(&format!(
+            "{h}: reset; its block is no longer reserved for it"
+        ));
+    }
+    state.save(&l.sidecars.state)?;
+    Ok(())
 }
 
 /// `verify --pods`: the selected nodes' test pods, through the first Linux
