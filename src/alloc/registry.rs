@@ -37,8 +37,9 @@ pub(super) fn after(
     removed: &BTreeMap<String, Removed>,
 ) -> Vec<Registered> {
     let mut out_registry: BTreeMap<String, Registered> = registry
-        .into_iter()
-        .filter(|(k, _)| inv.host(k).is_none() && !removed.contains_key(k))
+        .iter()
+        .filter(|(k, _)| inv.host(k).is_none() && !removed.contains_key(*k))
+        .map(|(k, e)| (k.clone(), e.clone()))
         .collect();
     for a in assignments {
         let k = a.host.to_ascii_lowercase();
@@ -53,7 +54,10 @@ pub(super) fn after(
     }
     for h in &inv.hosts {
         let k = h.name.to_ascii_lowercase();
-        if let (false, Some(n)) = (out_registry.contains_key(&k), pod_cidrs.get(&k)) {
+        if out_registry.contains_key(&k) {
+            continue;
+        }
+        if let Some(n) = pod_cidrs.get(&k) {
             out_registry.insert(
                 k.clone(),
                 Registered {
@@ -62,9 +66,24 @@ pub(super) fn after(
                     address: h.address,
                 },
             );
+        } else if let Some(e) = registry.get(&k) {
+            // Given no block this run (disputed, say, with no state file):
+            // the block the registry gave it stays registered, since the
+            // node may hold it. Only `reset` frees a registered block.
+            out_registry.insert(k, e.clone());
         }
     }
     for (k, r) in removed {
+        // A removed host's block that the registry gives another host was
+        // never handed to it under the lock (an allocation of a run that
+        // could not take the lock, kept in the state file): one block,
+        // one owner in the registry. The state file still reserves it.
+        let taken = out_registry
+            .values()
+            .any(|e| e.host != *k && crate::inventory::nets_overlap(&e.pod_cidr, &r.pod_cidr));
+        if taken {
+            continue;
+        }
         if let Some(address) = r.address {
             out_registry.insert(
                 k.clone(),
