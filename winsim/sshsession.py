@@ -4,7 +4,7 @@ exec request on Windows Server, up to the PowerShell script it runs.
 The lab's Windows hosts get a real OpenSSH server (lab/lab.sh `win-ssh`)
 whose ForceCommand is `winsim.py ssh-session`: it takes the client's command
 (SSH_ORIGINAL_COMMAND) and goes through the same steps as Windows
-(docs/research/windows-ssh.md):
+(docs/research/windows-ssh.md#ws4 to docs/research/windows-ssh.md#ws6):
 
 1. sshd builds the shell's command line from the DefaultShell
    (w32-doexec.c do_exec_windows): cmd.exe (the default) gets

@@ -136,7 +136,8 @@ pub(super) fn kind_of(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -
         );
     }
     // Windows over SSH runs powershell.exe through the host's DefaultShell
-    // (cmd.exe or powershell.exe: docs/research/windows-ssh.md); Linux, sh
+    // (cmd.exe or powershell.exe, docs/research/windows-ssh.md#ws3 and
+    // docs/research/windows-ssh.md#ws7); Linux, sh
     match shell {
         Some((v, Some(false))) if os == Os::Windows => p.refuse(
             v,
