@@ -224,3 +224,75 @@ fn mixed_cluster_linux_ssh_windows_winrm_and_windows_ssh() {
         assert!(h1.contains(&format!("{cidr} via {}", lab.ip(name))), "{h1}");
     }
 }
+
+/// The l2bridge profile over SSH with `up --reboot`: the Containers
+/// feature's restart is kwinctl's own (shutdown.exe, then it reconnects
+/// over SSH and goes on), and the external vSwitch moves the node's
+/// address while the call that creates it runs.
+#[test]
+fn the_l2bridge_profile_comes_up_over_ssh_with_up_reboot() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2022"], None);
+    lab.use_l2bridge("1.30.4", "1.7.20", None);
+    lab.win_ssh("win1", "powershell");
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let r = host(&s, "win1");
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("restarted by `up --reboot`"),
+        "{r}"
+    );
+    assert_eq!(count(r, "failed"), 0, "{r}");
+    let st = lab.win_state_json("win1");
+    assert_eq!(st["features"]["Containers"], "Installed", "{st}");
+    assert_eq!(st["boot_count"], 1, "{st}");
+    assert!(st["vswitch"].is_object(), "{st}");
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(winrm_requests(&lab, "win1"), 0);
+}
+
+/// When the vSwitch's address move does cut the connection (winsim's knob
+/// `vswitch_drops_connection`), the SSH session ends unanswered, as a TCP
+/// connection to an address that moved does.
+#[test]
+fn an_address_move_that_cuts_the_connection_over_ssh() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_windows_builds(1, &["2022"], Some("Installed"));
+    lab.use_l2bridge("1.30.4", "1.7.20", None);
+    lab.win_ssh("win1", "cmd");
+    set_state(&lab, "win1", |ws| {
+        ws["vswitch_drops_connection"] = serde_json::json!(true)
+    });
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let e = host(&s, "win1")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        e.contains("connection to win1 lost") && e.contains("rerun `kwinctl up`"),
+        "{s}"
+    );
+    let last = lab.win_ssh_sessions("win1").pop().unwrap();
+    assert_eq!(last["outcome"], "connection dropped", "{last}");
+    // the address is on the vSwitch now: a rerun reaches the host there
+    // and finishes, and the one after changes nothing
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(lab.win_state_json("win1")["vswitch"].is_object());
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
