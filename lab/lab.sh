@@ -1097,10 +1097,14 @@ cmd_win_ssh() { # DIR winJ [cmd|powershell]
   ip netns exec "$(wns_of "$j")" "$SSHD" -f "$hd/sshd_config" -E "$hd/sshd.log"
   wait_port "$ip" 20 || die "sshd of $name did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
   echo "$ip $(cut -d' ' -f1,2 "$hd/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
+  # the host's winrm: line (and, were it a block, the lines under it)
+  # becomes an ssh: line
   awk -v h="- name: $name" '
-    { t = $0; sub(/^ +/, "", t) }
+    { t = $0; sub(/^ +/, "", t); ind = length($0) - length(t) }
+    skip && ind > skip { next }
+    { skip = 0 }
     t ~ /^- name: / { inh = (t == h) }
-    inh && t ~ /^winrm:/ { print "    ssh: { user: root, port: 22 }"; next }
+    inh && t ~ /^winrm:/ { print "    ssh: { user: root, port: 22 }"; skip = ind; next }
     { print }' "$dir/inventory.yaml" > "$dir/inventory.yaml.new"
   mv "$dir/inventory.yaml.new" "$dir/inventory.yaml"
   echo "lab.sh: $name answers SSH on $ip:22 (DefaultShell $shell)"
