@@ -149,6 +149,20 @@ fn windows_over_ssh_up_rerun_reboot_repair_and_verify() {
     let o = kwinctl(&["verify", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(winrm_requests(&lab, "win1"), 0);
+
+    // reset over SSH undoes it on win2; a second reset has nothing to do
+    let reset = [
+        "reset", "--yes", "-i", &i, "--limit", "win2", "--output", "json",
+    ];
+    let o = kwinctl(&reset);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ws = lab.win_state_json("win2");
+    assert_eq!(ws["services"], serde_json::json!({}), "{ws}");
+    assert_eq!(ws["tasks"], serde_json::json!({}), "{ws}");
+    assert_eq!(ws["networks"], serde_json::json!([]), "{ws}");
+    let o = kwinctl(&reset);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+    assert_eq!(winrm_requests(&lab, "win2"), 0);
 }
 
 /// A failing action over SSH: PowerShell's error, the exit code and what
@@ -295,4 +309,55 @@ fn an_address_move_that_cuts_the_connection_over_ssh() {
     assert!(lab.win_state_json("win1")["vswitch"].is_object());
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+/// An Ansible inventory of the lab with the Windows host over SSH
+/// (`ansible_connection=ssh`, `ansible_shell_type=cmd`: Windows' default
+/// shell), imported and brought up: kwinctl reaches it over SSH as Ansible
+/// would.
+#[test]
+fn an_ansible_inventory_with_windows_over_ssh_is_imported_and_brought_up() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    lab.win_ssh("win1", "cmd");
+    let d = lab.dir();
+    let ini = d.join("ansible-hosts.ini");
+    common::write(
+        &ini,
+        &format!(
+            "[kube_control_plane]\nh1 ansible_host={}\n\n[windows]\nwin1 ansible_host={}\n\n\
+             [all:vars]\nansible_user=root\nansible_ssh_private_key_file={}\n\n\
+             [windows:vars]\nansible_connection=ssh\nansible_shell_type=cmd\nansible_port=22\n",
+            lab.ip("h1"),
+            lab.ip("win1"),
+            d.join("id_ed25519").display()
+        ),
+    );
+    let imported = d.join("from-ini").join("inventory.yaml");
+    std::fs::create_dir_all(imported.parent().unwrap()).unwrap();
+    let o = kwinctl(&[
+        "import",
+        "ansible",
+        ini.to_str().unwrap(),
+        "-o",
+        imported.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    super::lab_import::complete(&lab, &imported);
+    let i = imported.to_str().unwrap();
+    let o = kwinctl(&["up", "-i", i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "win1")["status"], "changed", "{s}");
+    assert_eq!(
+        host(&s, "win1")["route"],
+        format!("ssh root@{}:22", lab.ip("win1")),
+        "{s}"
+    );
+    assert_eq!(winrm_requests(&lab, "win1"), 0);
+    assert!(!lab.win_ssh_sessions("win1").is_empty());
+    let o = kwinctl(&["verify", "-i", i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
