@@ -148,7 +148,8 @@ def via_cmd(line):
                        and program_of(inner) is not None)
         if not one_program:
             text = inner + (text[last + 1:] if last > 0 else "")
-    bad = re.findall(r'[&|<>^%()]', re.sub(r'"[^"]*"', "", text))
+    # operators count outside quotes; %VAR% is expanded inside them too
+    bad = re.findall(r'[&|<>^()]', re.sub(r'"[^"]*"', "", text)) + re.findall("%", text)
     if bad:
         raise Refused("winsim: cmd.exe would interpret %r in the command: not simulated\n" % "".join(sorted(set(bad))))
     word, args = first_word(text)
@@ -227,6 +228,11 @@ def script_for(shell, command, read_stdin):
     """The script a Windows host would run for this exec request, and the
     command lines on the way: (script, {"shell_line": ..., ...})."""
     seen = {"shell_line": None}
+    if re.search(r"[\x00-\x1f]", command):
+        # cmd.exe ends a command at a line break, PowerShell a statement;
+        # neither takes other control characters as part of a word
+        raise Refused("winsim: a control character (%r) in the command is not simulated\n"
+                      % re.search(r"[\x00-\x1f]", command).group(0))
     line = shell_command_line(shell, command)
     seen["shell_line"] = line
     args = via_cmd(line) if shell == "cmd" else via_powershell(line)

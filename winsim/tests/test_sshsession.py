@@ -101,11 +101,19 @@ def test_another_program_is_not_recognized(shell):
     kwinctl_command() + " > out.txt",
     "powershell.exe -EncodedCommand %FOO%",
     "powershell.exe -EncodedCommand ^A",
+    'powershell.exe -EncodedCommand "%FOO%"',  # expanded inside quotes too
 ])
 def test_cmd_operators_are_not_simulated(command):
     with pytest.raises(Refused) as e:
         script_for("cmd", command, stdin())
     assert "cmd.exe would interpret" in str(e.value)
+
+
+@pytest.mark.parametrize("shell", ["cmd", "powershell"])
+def test_a_line_break_in_the_command_is_not_simulated(shell):
+    with pytest.raises(Refused) as e:
+        script_for(shell, kwinctl_command() + "\nformat C:", stdin())
+    assert "control character" in str(e.value)
 
 
 def test_powershell_syntax_is_not_simulated():
