@@ -53,6 +53,11 @@
 #                                /24): the new address first, then the old
 #                                one goes; its sshd listens on ADDR only
 #                                (DIR/known_hosts and hosts.tsv follow)
+#   lab.sh win-ssh DIR winJ [cmd|powershell]
+#                                simulated Windows host winJ reachable over
+#                                SSH (its own sshd; DefaultShell cmd.exe, the
+#                                default, or powershell.exe); its inventory
+#                                entry switches from winrm: to ssh:
 #   lab.sh sshd-port DIR HOST PORT [CA_KEY]
 #                                one more sshd in HOST on PORT with its own host
 #                                key, certified by CA_KEY (a host certificate)
@@ -1063,6 +1068,48 @@ cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
     || die "sshd on $host:$port did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
 }
 
+# ------------------------------------------------------------------ Windows hosts over SSH
+# A simulated Windows host reached over OpenSSH (issue 30), kept in this
+# section so that other changes to the lab merge easily: its own sshd in the
+# host's namespace (the Linux hosts' config, sshd_config_text), host key in
+# DIR/known_hosts, root logging in with the lab's key, and as ForceCommand
+# `winsim.py ssh-session`, which runs the client's command the way Windows'
+# OpenSSH server does with DefaultShell cmd.exe (Windows' default) or
+# powershell.exe (winsim/sshsession.py). The host's inventory entry gets an
+# ssh: block instead of its winrm: line; each session is logged as a JSON
+# line in DIR/hosts/winJ/ssh-session.log.
+cmd_win_ssh() { # DIR winJ [cmd|powershell]
+  local dir=$1 name=$2 shell=${3:-cmd} j ip hd
+  load "$dir"
+  case "$name" in win[0-9]*) j=${name#win} ;; *) die "lab.sh win-ssh: $name is not a Windows host (winJ)" ;; esac
+  [ "$j" -ge 1 ] && [ "$j" -le "${M:-0}" ] || die "no Windows host $name"
+  case "$shell" in cmd | powershell) ;; *) die "lab.sh win-ssh: the shell is cmd or powershell, not $shell" ;; esac
+  ip=$(win_ip "$j")
+  hd="$dir/hosts/$name"
+  [ ! -f "$hd/sshd.pid" ] || die "$name already has its sshd"
+  rm -f "$hd/ssh_host_ed25519_key" "$hd/ssh_host_ed25519_key.pub"
+  ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$hd/ssh_host_ed25519_key"
+  {
+    sshd_config_text "$dir" "$hd" "$ip" 22
+    printf 'ForceCommand exec %q %q ssh-session --state %q --shell %s --log %q\n' \
+      "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" "$hd/state.json" "$shell" "$hd/ssh-session.log"
+  } > "$hd/sshd_config"
+  ip netns exec "$(wns_of "$j")" "$SSHD" -f "$hd/sshd_config" -E "$hd/sshd.log"
+  wait_port "$ip" 20 || die "sshd of $name did not come up: $(tail -3 "$hd/sshd.log" 2>/dev/null)"
+  echo "$ip $(cut -d' ' -f1,2 "$hd/ssh_host_ed25519_key.pub")" >> "$dir/known_hosts"
+  # the host's winrm: line (and, were it a block, the lines under it)
+  # becomes an ssh: line
+  awk -v h="- name: $name" '
+    { t = $0; sub(/^ +/, "", t); ind = length($0) - length(t) }
+    skip && ind > skip { next }
+    { skip = 0 }
+    t ~ /^- name: / { inh = (t == h) }
+    inh && t ~ /^winrm:/ { print "    ssh: { user: root, port: 22 }"; skip = ind; next }
+    { print }' "$dir/inventory.yaml" > "$dir/inventory.yaml.new"
+  mv "$dir/inventory.yaml.new" "$dir/inventory.yaml"
+  echo "lab.sh: $name answers SSH on $ip:22 (DefaultShell $shell)"
+}
+
 # ------------------------------------------------------------------ kubelet's pods
 # Pods as a node's kubelet would start them (issue 24), kept in this section
 # so that other changes to the lab merge easily. Each pod is a network
@@ -1276,12 +1323,13 @@ json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3],
 # A lab folder given as a relative path is made absolute once, here: sshd
 # re-executes itself and must find its config by an absolute path.
 case "${1:-}" in
-  down | reboot | rekey | pod | user | stop-sshd | start-sshd | exec | hidden | sshd-port | readdress | kpod | kpod-del | kubectl)
+  down | reboot | rekey | pod | user | stop-sshd | start-sshd | exec | hidden | sshd-port | readdress | kpod | kpod-del | kubectl | win-ssh)
     if [ $# -ge 2 ] && [ -d "$2" ]; then set -- "$1" "$(cd "$2" && pwd)" "${@:3}"; fi ;;
 esac
 case "${1:-}" in
   hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
   readdress) [ $# -eq 4 ] || die "usage: lab.sh readdress DIR hJ ADDR"; cmd_readdress "$2" "$3" "$4" ;;
+  win-ssh) [ $# -ge 3 ] && [ $# -le 4 ] || die "usage: lab.sh win-ssh DIR winJ [cmd|powershell]"; cmd_win_ssh "${@:2}" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
     [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"

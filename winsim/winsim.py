@@ -26,6 +26,8 @@ Usage:
                   --user NAME --password-env VAR --state FILE [--allow-basic]
                   [--allow-unencrypted] [--log FILE]
   winsim.py reboot --state FILE [--drop-hns]
+  winsim.py ssh-session --state FILE [--shell cmd|powershell] [--log FILE]
+                                       (sshd's ForceCommand: runs SSH_ORIGINAL_COMMAND as Windows would)
   winsim.py gencert --cert C --key K --ca CA --cn NAME   (prints the server cert's SHA-256)
   winsim.py kinds                                        (the action kinds it handles, one a line)
 """
@@ -42,7 +44,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
 else:
     sys.path.insert(0, os.path.dirname(_HERE))
 
-from winsim import certs, host, pods, server  # noqa: E402  (after the path above)
+from winsim import certs, host, pods, server, sshsession  # noqa: E402  (after the path above)
 from winsim.state import State  # noqa: E402
 
 
@@ -75,6 +77,13 @@ def _gencert(p):
     return lambda a: certs.gencert(a.cert, a.key, a.cn, a.ca)
 
 
+def _ssh_session(p):
+    p.add_argument("--state", required=True)
+    p.add_argument("--shell", choices=sorted(sshsession.SHELLS), default="cmd")
+    p.add_argument("--log")
+    return sshsession.main
+
+
 def _kinds(p):
     return lambda a: print("\n".join(sorted(host.handlers())))
 
@@ -94,6 +103,8 @@ COMMANDS = {
     "reboot": _reboot,
     "gencert": _gencert,
     "kinds": _kinds,
+    # sshd's ForceCommand on a Windows host reached over SSH (sshsession.py)
+    "ssh-session": _ssh_session,
     # a pod started / deleted on the host (winsim/README.md "Pods")
     "pod-start": _pod("pod-start"),
     "pod-delete": _pod("pod-delete"),

@@ -74,6 +74,8 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
             let i = m.hosts.iter().position(|x| x.name == h.name).unwrap();
             k.ssh |= kinds[i].1.ssh;
             k.winrm |= kinds[i].1.winrm;
+            k.linux |= kinds[i].1.linux;
+            k.windows |= kinds[i].1.windows;
         }
         k
     };

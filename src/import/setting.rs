@@ -25,4 +25,7 @@ pub(super) struct Setting {
 pub(super) struct Kinds {
     pub ssh: bool,
     pub winrm: bool,
+    /// The hosts' OS: some are Linux, some are Windows.
+    pub linux: bool,
+    pub windows: bool,
 }

@@ -99,8 +99,16 @@ pub(super) fn kind_of(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -
             false
         }
     };
-    let shell = get("ansible_shell_type").and_then(|v| text(v, p));
-    let mut os = if winrm || matches!(shell, Some("powershell" | "cmd")) {
+    let shell = get("ansible_shell_type").and_then(|v| text(v, p).map(|t| (v, shell_of(t))));
+    if let Some((v, None)) = shell {
+        p.refuse(
+            v,
+            "not a shell plugin of Ansible's that kwinctl knows (sh, csh, fish; powershell or cmd for Windows over SSH)",
+            "use powershell or cmd (the host's OpenSSH DefaultShell) for a Windows host, sh or nothing for Linux",
+        );
+    }
+    let windows_shell = matches!(shell, Some((_, Some(true))));
+    let mut os = if winrm || windows_shell {
         Os::Windows
     } else {
         Os::Linux
@@ -127,7 +135,44 @@ pub(super) fn kind_of(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -
             "kwinctl reaches Linux hosts over SSH: remove ansible_connection or kwinctl_os",
         );
     }
-    (os, Kinds { ssh: !winrm, winrm })
+    // Windows over SSH runs powershell.exe through the host's DefaultShell
+    // (cmd.exe or powershell.exe, docs/research/windows-ssh.md#ws3 and
+    // docs/research/windows-ssh.md#ws7); Linux, sh
+    match shell {
+        Some((v, Some(false))) if os == Os::Windows => p.refuse(
+            v,
+            "a Windows host with a POSIX shell: kwinctl runs powershell.exe through the Windows OpenSSH \
+             server's DefaultShell, cmd.exe or powershell.exe",
+            "use ansible_shell_type powershell or cmd, whichever the host's DefaultShell is",
+        ),
+        Some((v, Some(true))) if os == Os::Linux => p.refuse(
+            v,
+            "a Linux host with a Windows shell",
+            "remove ansible_shell_type, or set kwinctl_os to windows if the host runs Windows",
+        ),
+        _ => {}
+    }
+    let kinds = Kinds {
+        ssh: !winrm,
+        winrm,
+        linux: os == Os::Linux,
+        windows: os == Os::Windows,
+    };
+    (os, kinds)
+}
+
+/// An `ansible_shell_type`: Some(true) a Windows shell (powershell, cmd),
+/// Some(false) a POSIX one (sh, csh, fish), None none Ansible has. Plain
+/// names or their collections' (ansible.builtin.cmd, ansible.posix.fish).
+fn shell_of(t: &str) -> Option<bool> {
+    match t.strip_prefix("ansible.builtin.").unwrap_or(t) {
+        "powershell" | "cmd" => Some(true),
+        "sh" => Some(false),
+        _ => match t.strip_prefix("ansible.posix.").unwrap_or(t) {
+            "csh" | "fish" => Some(false),
+            _ => None,
+        },
+    }
 }
 
 /// One layer's variables as kwinctl settings, for hosts reached as `kinds`.
@@ -257,6 +302,20 @@ pub(super) fn settings(
             ),
             "kwinctl_role" | "kwinctl_os" | "ansible_connection" | "ansible_shell_type"
             | "ansible_group_priority" => {}
+            // on Windows (over SSH or WinRM) the login user runs the scripts
+            "ansible_become_method" | "ansible_become_user" | "ansible_become_password"
+            | "ansible_become_pass"
+                if kinds.windows && !kinds.linux =>
+            {
+                p.refuse(
+                    v,
+                    format!(
+                        "on Windows kwinctl runs its scripts as the user it logs in as: it does not \
+                         switch users (Ansible's runas), so {k} cannot be honoured"
+                    ),
+                    "remove it and log in as an administrator (ansible_user)",
+                )
+            }
             "ansible_become_method" | "ansible_become_user" => {
                 let ok = if k == "ansible_become_method" { "sudo" } else { "root" };
                 if text(v, p).is_some_and(|t| t != ok) {

@@ -527,4 +527,22 @@ exit 3
         let text = String::from_utf16(&utf16).unwrap();
         assert!(text.contains("[Console]::In.ReadToEnd()"), "{text}");
     }
+
+    /// A Windows OpenSSH server runs the command through its DefaultShell:
+    /// `"C:\Windows\system32\cmd.exe" /c "<command>"` by default
+    /// (docs/research/windows-ssh.md#ws4). The command must mean the same to
+    /// cmd.exe and PowerShell (none of their special characters) and stay
+    /// far below cmd.exe's 8191 characters (docs/research/windows-ssh.md#ws5),
+    /// whatever the script: the script goes on stdin.
+    #[test]
+    fn the_windows_command_survives_either_default_shell_and_its_limit() {
+        let w = remote_command(Interpreter::PowerShell, "Administrator");
+        assert!(
+            w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || " -.+/=".contains(c)),
+            "{w}"
+        );
+        let line = format!(r#""C:\Windows\system32\cmd.exe" /c "{w}""#);
+        assert!(line.len() < 8191 / 4, "{} characters", line.len());
+    }
 }

@@ -20,7 +20,7 @@ fn fixture(name: &str) -> String {
 }
 
 /// Import `from` into `dir/inv.yaml`; its stdout and stderr.
-fn import(from: &str, dir: &Path) -> (PathBuf, String) {
+pub(crate) fn import(from: &str, dir: &Path) -> (PathBuf, String) {
     let out = dir.join("inv.yaml");
     let o = kwinctl(&["import", "ansible", from, "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -29,7 +29,7 @@ fn import(from: &str, dir: &Path) -> (PathBuf, String) {
 
 /// Fill in the placeholders as an operator would (a Windows-capable
 /// release that needs no kubeconfig over http).
-fn fill(inv: &Path) -> String {
+pub(crate) fn fill(inv: &Path) -> String {
     let s = std::fs::read_to_string(inv).unwrap();
     let s = s
         .replace("name: FILL-IN", "name: imported")

@@ -15,6 +15,7 @@ mod cli_conventions;
 mod cli_graph;
 mod cli_help;
 mod cli_import;
+mod cli_import_winssh;
 mod cli_init;
 mod cli_select;
 mod docs;

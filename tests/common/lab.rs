@@ -634,6 +634,27 @@ impl Lab {
     }
 }
 
+// ---- simulated Windows hosts over SSH (issue 30)
+impl Lab {
+    /// Make simulated Windows host `host` reachable over OpenSSH (`lab.sh
+    /// win-ssh`): its own sshd whose sessions run the command as Windows'
+    /// OpenSSH server with DefaultShell `shell` ("cmd", Windows' default,
+    /// or "powershell") would (winsim/sshsession.py); its inventory entry
+    /// switches from `winrm:` to `ssh:`.
+    pub fn win_ssh(&self, host: &str, shell: &str) {
+        check(&lab_sh(&["win-ssh", &self.dir_s(), host, shell]), "win-ssh");
+    }
+    /// What the host's SSH sessions saw, one JSON object per session: the
+    /// command sshd got, the command lines built from it, the outcome.
+    pub fn win_ssh_sessions(&self, host: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join("hosts").join(host).join("ssh-session.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+}
+
 /// How a systemd host's network comes up late on its next boot.
 #[derive(Debug, Clone, Copy)]
 pub enum Late {

@@ -26,4 +26,5 @@ mod lab_trace;
 mod lab_windows;
 mod lab_windows_fidelity;
 mod lab_windows_k8sfix;
+mod lab_winssh;
 mod live_windows;
