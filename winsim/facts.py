@@ -12,6 +12,8 @@ from .scm import containerd_running, health
 from .util import block_has, norm_image
 
 CNI_DIR = "c:\\etc\\cni\\net.d\\"
+# Windows' TCP dynamic port range since Server 2008 (docs/research/windows-dynamic-ports.md#dyn1)
+DEFAULT_DYNAMIC_PORTS = {"start": 49152, "count": 16384}
 
 
 def facts(d, probe):
@@ -123,4 +125,6 @@ def l2bridge_facts(d, probe):
         "sandbox_images": list(d["sandbox_images"]),
         "containerd_pipe": containerd_running(d),
         "health": [{"port": int(p), "ok": health(d, int(p))} for p in probe.get("health", [])],
+        # netsh int ipv4 show dynamicport tcp (docs/research/windows-dynamic-ports.md#dyn1)
+        "tcp_dynamic_ports": dict(d.get("tcp_dynamic_ports") or DEFAULT_DYNAMIC_PORTS),
     }

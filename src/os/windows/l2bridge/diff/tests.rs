@@ -99,6 +99,7 @@ fn a_fresh_host_gets_what_works_before_the_restart_and_is_told_to_restart() {
             "set_firewall",
             "record_pod_cidr",
             "install_feature",
+            "set_dynamic_ports",
             "install_archive",
             "install_archive",
             "place_file",
@@ -116,6 +117,29 @@ fn a_fresh_host_gets_what_works_before_the_restart_and_is_told_to_restart() {
     let e = diff(&node(), &d, &f).unwrap_err();
     assert!(matches!(e, Conflict::Reboot(_)), "{e}");
     assert!(e.to_string().contains("Restart-Computer"), "{e}");
+}
+
+/// docs/research/windows-dynamic-ports.md#dyn3: widened unless the range
+/// covers 34000-65535 already or could not be read.
+#[test]
+fn the_tcp_dynamic_port_range_is_widened_unless_it_covers_kwinctls() {
+    let d = desired();
+    let mut f = converged(&d);
+    let widen = || vec!["set_dynamic_ports".to_string()];
+    for (start, count, acts) in [
+        (49152, 16384, widen()),
+        (34001, 31535, widen()),
+        (34000, 31535, widen()),
+        (34000, 31536, vec![]),
+        (10000, 55536, vec![]),
+        (u32::MAX, u32::MAX, widen()),
+        (0, u32::MAX, vec![]),
+    ] {
+        f.tcp_dynamic_ports = Some(PortRange { start, count });
+        assert_eq!(kinds(&diff(&node(), &d, &f)), acts, "{start} {count}");
+    }
+    f.tcp_dynamic_ports = None;
+    assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
 }
 
 #[test]
