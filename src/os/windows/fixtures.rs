@@ -7,11 +7,14 @@
 //! - `transparent-converged.json`: what `up` leaves on the transparent
 //!   profile's host `win01` of `transparent::tests::desired()`;
 //! - `l2bridge-converged.json`: the same for the l2bridge profile's
-//!   `win01` of the inventory in `l2bridge/diff/tests.rs`.
+//!   `win01` of `l2bridge.yaml` (beside them).
 //!
 //! What keeps them honest: the converged ones diff to nothing against
 //! their desired state (`converged_node_has_nothing_to_do`, `…a converged
-//! host has nothing to do`); the tests here check their keys against the
+//! host has nothing to do`, and the runner's
+//! `a_windows_hosts_event_agrees_with_the_summary`, where `up` against a
+//! host answering with the l2bridge fixture changes nothing); the tests
+//! here check their keys against the
 //! probe template and the parser; `winsim/tests/test_facts_fixtures.py`
 //! checks them against what the simulator prints. A fact added to the probe,
 //! the parser or winsim but not to the fixtures fails one of them.
@@ -25,6 +28,16 @@ pub const TRANSPARENT_CONVERGED: &str =
     include_str!("../../../tests/fixtures/windows/transparent-converged.json");
 pub const L2BRIDGE_CONVERGED: &str =
     include_str!("../../../tests/fixtures/windows/l2bridge-converged.json");
+
+/// tests/fixtures/windows/l2bridge.yaml with `extra` (lines of
+/// `cluster:`) added.
+pub fn l2bridge_inventory(extra: &str) -> crate::inventory::Inventory {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/windows/l2bridge.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replacen("  kubeconfig:", &format!("{extra}  kubeconfig:"), 1);
+    crate::inventory::Inventory::parse(&path, &text).unwrap()
+}
 
 fn load(json: &str) -> WindowsFacts {
     WindowsFacts::parse(json).expect("a fixture the parser reads")

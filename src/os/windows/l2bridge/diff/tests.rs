@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::diff::Describe;
-use crate::inventory::{Inventory, Os};
+use crate::inventory::Os;
 use crate::os::windows::facts::{FileFact, VersionFact, WinRoute};
 use crate::os::windows::files::Uploads;
 
@@ -13,31 +13,16 @@ fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff, Co
     super::diff(node, d, d.profile.l2().expect("l2bridge desired state"), f)
 }
 
-const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: t\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n";
-
 fn desired() -> WindowsDesired {
     desired_with("")
 }
 
-/// With `extra` (lines of `cluster:`) added.
+/// The desired state of win01 in tests/fixtures/windows/l2bridge.yaml,
+/// with `extra` (lines of `cluster:`) added.
 fn desired_with(extra: &str) -> WindowsDesired {
-    // (one folder per call: the tests run in parallel)
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("kwinctl-l2diff-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("kc"), KUBECONFIG).unwrap();
-    let text = format!(
-        "cluster:\n  name: t\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\n  kubernetes_version: 1.30.4\n  containerd_version: 1.7.20\n{extra}  kubeconfig: {}\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n    windows:\n      binaries:\n        containerd: {{ url: 'https://dl.invalid/containerd.tar.gz', sha256: '{}' }}\n        cni-plugins: {{ url: 'https://dl.invalid/cni.tgz', sha256: '{}' }}\n",
-        dir.join("kc").display(),
-        "ab".repeat(32),
-        "cd".repeat(32)
-    );
-    let inv = Inventory::parse(&dir.join("inv.yaml"), &text).unwrap();
+    let inv = crate::os::windows::fixtures::l2bridge_inventory(extra);
     let host = inv.hosts.iter().find(|h| h.name == "win01").unwrap();
-    let d = WindowsDesired::of(&inv, host, &Uploads::default()).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    d
+    WindowsDesired::of(&inv, host, &Uploads::default()).unwrap()
 }
 
 fn node() -> Node {
