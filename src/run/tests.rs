@@ -1000,8 +1000,8 @@ fn l2bridge_inventory() -> String {
     std::fs::read_to_string(format!("{dir}l2bridge.yaml"))
         .unwrap()
         .replace(
-            "kubeconfig: l2bridge.kubeconfig",
-            &format!("kubeconfig: {dir}l2bridge.kubeconfig"),
+            "kubeconfig: cluster.kubeconfig",
+            &format!("kubeconfig: {dir}cluster.kubeconfig"),
         )
 }
 

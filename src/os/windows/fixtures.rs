@@ -4,10 +4,11 @@
 //!
 //! - `fresh.json`: a fresh Windows Server 2019 (probe with the l2bridge
 //!   part): two network cards, Hyper-V, nothing of kwinctl's;
-//! - `transparent-converged.json`: what `up` leaves on the transparent
-//!   profile's host `win01` of `transparent::tests::desired()`;
-//! - `l2bridge-converged.json`: the same for the l2bridge profile's
-//!   `win01` of `l2bridge.yaml` (beside them).
+//! - `transparent-converged.json`: what `up` leaves on `win01` of the
+//!   example inventory `transparent.yaml` (beside them; Kubernetes 1.13,
+//!   Windows Server 2016, Docker's transparent network);
+//! - `l2bridge-converged.json`: the same for `win01` of `l2bridge.yaml`
+//!   (Kubernetes 1.30, containerd 1.7, Windows Server 2019).
 //!
 //! What keeps them honest: the converged ones diff to nothing against
 //! their desired state (`converged_node_has_nothing_to_do`, `…a converged
@@ -29,14 +30,21 @@ pub const TRANSPARENT_CONVERGED: &str =
 pub const L2BRIDGE_CONVERGED: &str =
     include_str!("../../../tests/fixtures/windows/l2bridge-converged.json");
 
-/// tests/fixtures/windows/l2bridge.yaml with `extra` (lines of
-/// `cluster:`) added.
-pub fn l2bridge_inventory(extra: &str) -> crate::inventory::Inventory {
+/// The example inventory `tests/fixtures/windows/<name>.yaml`
+/// (`transparent`, `l2bridge`) with `extra` (lines of `cluster:`) added.
+pub fn inventory(name: &str, extra: &str) -> crate::inventory::Inventory {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/windows/l2bridge.yaml");
+        .join(format!("tests/fixtures/windows/{name}.yaml"));
     let text = std::fs::read_to_string(&path).unwrap();
     let text = text.replacen("  kubeconfig:", &format!("{extra}  kubeconfig:"), 1);
     crate::inventory::Inventory::parse(&path, &text).unwrap()
+}
+
+/// The desired state of `host` in that inventory.
+pub fn desired(name: &str, extra: &str, host: &str) -> super::WindowsDesired {
+    let inv = inventory(name, extra);
+    let h = inv.hosts.iter().find(|h| h.name == host).unwrap();
+    super::WindowsDesired::of(&inv, h, &Default::default()).unwrap()
 }
 
 fn load(json: &str) -> WindowsFacts {

@@ -284,7 +284,6 @@ mod tests {
     use crate::os::windows::WIN_DIR;
     use crate::os::windows::facts::WinRoute;
     use crate::os::windows::facts::{FileFact, VersionFact};
-    use crate::os::windows::files::{FileSource, WinFile};
     use crate::os::windows::service::WinService;
 
     const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
@@ -315,33 +314,9 @@ mod tests {
         )
     }
 
+    /// win01 of tests/fixtures/windows/transparent.yaml.
     fn desired() -> WindowsDesired {
-        WindowsDesired {
-            network: "kwinctl".into(),
-            adapter: None,
-            transparent_adapter: None,
-            nodeport_sources: vec![],
-            kubernetes_version: KubeVersion::parse("1.13.12").unwrap(),
-            pause_image: "apprenda/pause".into(),
-            pause_image_given: false,
-            files: vec![WinFile {
-                path: format!(r"{WIN_DIR}\kubelet.exe"),
-                sha256: "aa".repeat(32),
-                source: FileSource::Url("https://example.invalid/kubelet.exe".into()),
-                version: Some("1.13.12".into()),
-                version_regex: None,
-            }],
-            required_files: vec![
-                format!(r"{WIN_DIR}\kubelet.exe"),
-                format!(r"{WIN_DIR}\kube-proxy.exe"),
-            ],
-            services: vec![
-                svc("kubelet", "docker", Hosting::Service),
-                svc("kube-proxy", "kubelet", Hosting::Service),
-            ],
-            notes: vec![],
-            profile: crate::os::windows::ProfileDesired::Transparent,
-        }
+        crate::os::windows::fixtures::desired("transparent", "", "win01")
     }
 
     /// What `up` leaves on win01 (tests/fixtures/windows/transparent-converged.json).
@@ -398,6 +373,7 @@ mod tests {
                 "add persistent route 192.168.2.0/24 via 10.0.0.12",
                 "pull image apprenda/pause",
                 r"download C:\k\kubelet.exe from https://example.invalid/kubelet.exe",
+                r"upload C:\k\config (263 bytes)",
                 "install the startup task kwinctl-boot (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)",
                 "install service kubelet",
                 "install service kube-proxy",
@@ -576,6 +552,7 @@ mod tests {
                 "remove docker network kwinctl",
                 "remove Hyper-V switch KubeProxySwitch",
                 r"remove C:\k\kubelet.exe",
+                r"remove C:\k\config",
                 r"remove C:\k\kwinctl\pod-cidr.txt",
                 r"remove C:\k\kwinctl\cluster.txt",
             ]

@@ -6,7 +6,6 @@ use super::*;
 use crate::diff::Describe;
 use crate::inventory::Os;
 use crate::os::windows::facts::{FileFact, VersionFact, WinRoute};
-use crate::os::windows::files::Uploads;
 
 /// The profile's diff with the desired state's own l2bridge part.
 fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff, Conflict> {
@@ -20,9 +19,7 @@ fn desired() -> WindowsDesired {
 /// The desired state of win01 in tests/fixtures/windows/l2bridge.yaml,
 /// with `extra` (lines of `cluster:`) added.
 fn desired_with(extra: &str) -> WindowsDesired {
-    let inv = crate::os::windows::fixtures::l2bridge_inventory(extra);
-    let host = inv.hosts.iter().find(|h| h.name == "win01").unwrap();
-    WindowsDesired::of(&inv, host, &Uploads::default()).unwrap()
+    crate::os::windows::fixtures::desired("l2bridge", extra, "win01")
 }
 
 fn node() -> Node {
