@@ -167,3 +167,9 @@ def test_facts_after_a_real_up_match_the_converged_fixture(tmp_path, linux, monk
     checks = dict(STABLE, **(STABLE_L2 if l2 else {}))
     for what, of in checks.items():
         assert of(got) == of(want), what
+    # the adapters by name: the cards, Docker's NAT adapter, the switches'
+    # and endpoints' vNICs (the lab's l2bridge hosts keep winsim's default
+    # Docker, whose NAT adapter a containerd-only host does not have)
+    names = [(a["name"], a["physical"]) for a in got["adapters"]
+             if want["docker_version"] or a["name"] != "vEthernet (nat)"]
+    assert sorted(names) == sorted((a["name"], a["physical"]) for a in want["adapters"])

@@ -417,7 +417,8 @@ mod tests {
         );
         // the network's adapter does not forward (pods' replies are dropped)
         let mut f = converged();
-        f.adapters[2].forwarding = false;
+        let hns = f.adapters.iter_mut().find(|a| a.name == HNS_ADAPTER);
+        hns.unwrap().forwarding = false;
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
             [
