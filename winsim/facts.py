@@ -66,7 +66,11 @@ def facts(d, probe):
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
         "services": [service_fact(d, probe, n, s) for n, s in d["services"].items()
                      if n in probe.get("services", [])],
-        "tasks": [{"name": n, "state": t["state"], "description": t["description"], "running": t["running"]}
+        # `running`: the probe looks for the process of C:\k\<name>.exe, the
+        # binary a service's task wraps; the boot task runs powershell.exe,
+        # so it never counts as running, whatever its loop does
+        "tasks": [{"name": n, "state": t["state"], "description": t["description"],
+                   "running": bool(t["running"]) and "service" in t}
                   for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
         "versions": [{"path": p, "output": file_version(d, p) or ""}
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],
