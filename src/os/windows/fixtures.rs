@@ -15,10 +15,11 @@
 //! host has nothing to do`, and the runner's
 //! `a_windows_hosts_event_agrees_with_the_summary`, where `up` against a
 //! host answering with the l2bridge fixture changes nothing); the tests
-//! here check their keys against the
-//! probe template and the parser; `winsim/tests/test_facts_fixtures.py`
-//! checks them against what the simulator prints. A fact added to the probe,
-//! the parser or winsim but not to the fixtures fails one of them.
+//! here check their keys against the probe template and the parser;
+//! `winsim/tests/test_facts_fixtures.py` (and, with root,
+//! `lab_facts`) checks them against what the simulator prints. A fact
+//! added to the probe, the parser or winsim but not to the fixtures fails
+//! one of them.
 
 use serde_json::Value;
 
