@@ -12,6 +12,8 @@ from .scm import containerd_running, health
 from .util import block_has, norm_image
 
 CNI_DIR = "c:\\etc\\cni\\net.d\\"
+# Windows' TCP dynamic port range since Server 2008 (docs/research/windows-dynamic-ports.md#dyn1)
+DEFAULT_DYNAMIC_PORTS = {"start": 49152, "count": 16384}
 
 
 def facts(d, probe):
@@ -64,7 +66,11 @@ def facts(d, probe):
         "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
         "services": [service_fact(d, probe, n, s) for n, s in d["services"].items()
                      if n in probe.get("services", [])],
-        "tasks": [{"name": n, "state": t["state"], "description": t["description"], "running": t["running"]}
+        # `running`: the probe looks for the process of C:\k\<name>.exe, the
+        # binary a service's task wraps; the boot task runs powershell.exe,
+        # so it never counts as running, whatever its loop does
+        "tasks": [{"name": n, "state": t["state"], "description": t["description"],
+                   "running": bool(t["running"]) and "service" in t}
                   for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
         "versions": [{"path": p, "output": file_version(d, p) or ""}
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],
@@ -123,4 +129,6 @@ def l2bridge_facts(d, probe):
         "sandbox_images": list(d["sandbox_images"]),
         "containerd_pipe": containerd_running(d),
         "health": [{"port": int(p), "ok": health(d, int(p))} for p in probe.get("health", [])],
+        # netsh int ipv4 show dynamicport tcp (docs/research/windows-dynamic-ports.md#dyn1)
+        "tcp_dynamic_ports": dict(d.get("tcp_dynamic_ports") or DEFAULT_DYNAMIC_PORTS),
     }

@@ -14,37 +14,11 @@ use futures::future::BoxFuture;
 
 use super::*;
 use crate::inventory::Inventory;
-use crate::os::NodeOps;
-use crate::os::windows::{WinAction, WindowsFacts, WindowsOps};
+use crate::os::windows::WindowsFacts;
 use crate::outcome::{ActionStatus, HostStatus};
 use crate::report::Format;
 use crate::state::State;
 use crate::transport::Output;
-
-const INVENTORY: &str = concat!(
-    "\
-cluster:
-  name: t
-  cluster_cidr: 198.19.0.0/16
-  service_cidr: 198.18.240.0/20
-  api_server: https://198.18.1.2:6443
-  kubernetes_version: 1.13.12
-  kubeconfig: ",
-    env!("CARGO_MANIFEST_DIR"),
-    "/inventories/example.kubeconfig
-hosts:
-  - name: cp
-    os: linux
-    role: control-plane
-    address: 198.18.1.2
-  - name: l2
-    os: linux
-    address: 198.18.1.3
-  - name: w1
-    os: windows
-    address: 198.18.1.4
-"
-);
 
 /// A Linux host as far as kwinctl's scripts can tell.
 #[derive(Default)]
@@ -1018,140 +992,52 @@ fn windows_host(facts: WindowsFacts) -> impl FnMut(&str) -> Output + Send {
     }
 }
 
-/// Facts of `w1` once every action `up` would take with this allocation
-/// has been taken (the `up` that follows adopts what it records).
-fn converged_windows(op: &Operator) -> WindowsFacts {
-    let inv = op.inv();
-    let alloc = crate::alloc::allocate(&inv, &op.state(), &None).unwrap();
-    let node = crate::alloc::nodes(&inv, &alloc).remove(2);
-    let Desired::Windows(d) = Desired::of(&inv, &inv.hosts[2], &Default::default()).unwrap() else {
-        unreachable!()
-    };
-    let r = crate::os::renderer();
-    let ops = WindowsOps::new(&r, &d);
-    let mut f = ops.fresh(&node);
-    f.docker_version = "17.06.2-ee-16".into();
-    for a in ops.diff(&node, &f).unwrap().actions() {
-        match a {
-            WinAction::RecordPodCidr {
-                pod_cidr,
-                cluster,
-                cluster_id,
-            } => {
-                f.pod_cidr = Some(*pod_cidr);
-                f.cluster = Some(format!("{cluster} {cluster_id}"));
-            }
-            WinAction::EnableRouting => {
-                f.routing_installed = true;
-                f.adapters.iter_mut().for_each(|a| a.forwarding = true);
-            }
-            WinAction::CreateSwitch => f.switches.push(crate::os::windows::facts::Switch {
-                name: crate::os::windows::KUBE_PROXY_SWITCH.into(),
-                kind: "Internal".into(),
-            }),
-            WinAction::CreateNetwork {
-                name,
-                subnet,
-                gateway,
-                interface,
-                ..
-            } => f.networks.push(crate::os::windows::facts::Network {
-                name: name.clone(),
-                driver: "transparent".into(),
-                subnet: Some(*subnet),
-                gateway: Some(*gateway),
-                interface: Some(interface.clone()),
-            }),
-            WinAction::SetGatewayAddress {
-                adapter, gateway, ..
-            } => f.adapters.push(crate::os::windows::facts::Adapter {
-                name: adapter.clone(),
-                index: 9,
-                ipv4: vec![*gateway],
-                forwarding: true,
-                physical: false,
-                status: "Up".into(),
-                dhcp: false,
-            }),
-            WinAction::AddRoute { dst, via, .. } => {
-                f.routes.push(crate::os::windows::facts::WinRoute {
-                    dst: *dst,
-                    via: Some(*via),
-                    index: 4,
-                    persistent: true,
-                    active: true,
-                })
-            }
-            WinAction::PullImage { image } => f.images.push(image.clone()),
-            WinAction::PlaceFile { file } => f.files.push(crate::os::windows::facts::FileFact {
-                path: file.path.clone(),
-                sha256: file.sha256.clone(),
-            }),
-            WinAction::InstallService { service, .. } => {
-                f.services.push(crate::os::windows::facts::Service {
-                    name: service.name.clone(),
-                    status: "Running".into(),
-                    start: "Manual".into(),
-                    binpath: service.binpath.clone(),
-                    env: service.env.clone(),
-                    depends: service.depends.clone(),
-                    restart: true,
-                    failure_actions: None,
-                })
-            }
-            WinAction::SetFirewall { rules } => {
-                for r in rules {
-                    f.firewall.push(crate::os::windows::facts::FwFact {
-                        name: r.name.clone(),
-                        enabled: true,
-                        description: r.description.clone(),
-                    })
-                }
-            }
-            WinAction::InstallBootTask { boot } => {
-                f.tasks.push(crate::os::windows::facts::TaskFact {
-                    name: crate::os::windows::boot::BOOT_TASK.into(),
-                    state: "Ready".into(),
-                    description: boot.description(),
-                    running: false,
-                })
-            }
-            other => panic!("not modelled: {other:?}"),
-        }
-    }
-    assert_eq!(ops.diff(&node, &f).unwrap().changes(), 0);
-    f
+/// tests/fixtures/windows/l2bridge.yaml, whose win01 converges to
+/// l2bridge-converged.json (its kubeconfig by its full path: the operator's
+/// inventory is in a temporary folder).
+fn l2bridge_inventory() -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/windows/");
+    std::fs::read_to_string(format!("{dir}l2bridge.yaml"))
+        .unwrap()
+        .replace(
+            "kubeconfig: cluster.kubeconfig",
+            &format!("kubeconfig: {dir}cluster.kubeconfig"),
+        )
 }
 
 #[test]
 fn a_windows_hosts_event_agrees_with_the_summary() {
     let fakes = Fakes::default();
-    let op = Operator::new(INVENTORY);
-    let h = linux_hosts(&fakes, &["cp", "l2"]);
-    fakes.answer("w1", windows_host(converged_windows(&op)));
+    let op = Operator::new(&l2bridge_inventory());
+    let h = linux_hosts(&fakes, &["lin01"]);
+    // (the cluster id it records is adopted: the state file has none yet)
+    fakes.answer(
+        "win01",
+        windows_host(crate::os::windows::fixtures::l2bridge_converged()),
+    );
     let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
     assert_eq!(
-        status(&ran, "w1"),
+        status(&ran, "win01"),
         HostStatus::Ok,
         "{:?}",
-        report(&ran, "w1")
+        report(&ran, "win01")
     );
-    // The control plane's kubectl sees w1 (by its address), but not Ready.
+    // The control plane's kubectl sees win01 (by its address), but not Ready.
     h[0].lock().unwrap().kubectl = Some(vec![
-        "cp True linux".into(),
-        "198.18.1.4 False windows".into(),
+        "lin01 True linux".into(),
+        "10.0.0.11 False windows".into(),
     ]);
     let (ran, events) = op.run(Mode::Verify, &[], &fakes, Opts::default());
-    let w1 = report(&ran, "w1");
-    assert_eq!(w1.status, HostStatus::Failed, "{w1:?}");
-    let failed: Vec<String> = w1.failed_checks().map(|c| c.detail.clone()).collect();
-    assert_eq!(failed, ["node 198.18.1.4 is not Ready"]);
+    let win01 = report(&ran, "win01");
+    assert_eq!(win01.status, HostStatus::Failed, "{win01:?}");
+    let failed: Vec<String> = win01.failed_checks().map(|c| c.detail.clone()).collect();
+    assert_eq!(failed, ["node 10.0.0.11 is not Ready"]);
     let hosts: Vec<serde_json::Value> = events
         .lines()
         .into_iter()
         .filter(|e| e["event"] == "host")
         .collect();
-    assert_eq!(hosts.len(), 3);
+    assert_eq!(hosts.len(), 2);
     for e in &hosts {
         let name = e["report"]["host"].as_str().unwrap();
         let summary = report(&ran, name);
@@ -1168,14 +1054,14 @@ fn a_windows_hosts_event_agrees_with_the_summary() {
             "{name}"
         );
     }
-    // and when the node is Ready, w1 passes
-    h[0].lock().unwrap().kubectl = Some(vec!["198.18.1.4 True windows".into()]);
+    // and when the node is Ready, win01 passes
+    h[0].lock().unwrap().kubectl = Some(vec!["10.0.0.11 True windows".into()]);
     let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
     assert_eq!(
-        status(&ran, "w1"),
+        status(&ran, "win01"),
         HostStatus::Ok,
         "{:?}",
-        report(&ran, "w1")
+        report(&ran, "win01")
     );
 }
 

@@ -27,7 +27,7 @@ from ..hns import (
 from ..net import VSW_DEV, build_no, dev_holding, link_exists, set_fwd, strong_arp
 from ..scm import containerd_running, swap_restart
 from ..state import ActionError
-from ..util import norm_image, sh, slow
+from ..util import block_has, norm_image, sh, slow
 
 
 def act_install_feature(d, h):
@@ -187,3 +187,16 @@ def act_remove_hns_network(d, h):
     net = hns_network(d, h["name"])
     if net is not None:
         network_remove(d, net)
+
+
+def act_set_dynamic_ports(d, h):
+    """netsh int ipv4 set dynamicport tcp start=N num=M: the range must hold
+    255 ports or more and end by 65535 (docs/research/windows-dynamic-ports.md#dyn1;
+    netsh's refusal: B). A block that does not run it changes nothing."""
+    if not block_has(h, r"'set', 'dynamicport', 'tcp'"):
+        return
+    start, count = int(h["start"]), int(h["count"])
+    if start < 1025 or count < 255 or start + count - 1 > 65535:
+        raise ActionError("netsh interface ipv4 set dynamicport tcp start=%d num=%d failed with exit code 1: "
+                          "The parameter is incorrect." % (start, count))
+    d["tcp_dynamic_ports"] = {"start": start, "count": count}

@@ -155,6 +155,12 @@ pub enum WinAction {
         name: String,
         port: u16,
     },
+    /// l2bridge: the TCP dynamic port range set to `count` ports from
+    /// `start` (docs/research/windows-dynamic-ports.md).
+    SetDynamicPorts {
+        start: u32,
+        count: u32,
+    },
 }
 
 impl Describe for WinAction {
@@ -298,6 +304,10 @@ impl Describe for WinAction {
                 format!("remove HNS network {name} and its endpoints")
             }
             WinAction::RestartService { name, .. } => format!("restart service {name}"),
+            WinAction::SetDynamicPorts { start, count } => format!(
+                "widen the TCP dynamic port range to {start}-{} ({count} ports)",
+                start + count - 1
+            ),
         }
     }
 
@@ -343,6 +353,10 @@ impl Describe for WinAction {
                 "the scheduled task runs another command line, environment or start script".into()
             }
             WinAction::StartTask { name } => format!("{name} is not running"),
+            WinAction::SetDynamicPorts { start, count } => format!(
+                "the TCP dynamic port range does not cover {start}-{}",
+                start + count - 1
+            ),
             WinAction::SetFirewall { .. } => {
                 "kwinctl's firewall rules are missing, disabled or for other nodes".into()
             }

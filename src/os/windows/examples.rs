@@ -158,6 +158,10 @@ fn l2bridge() -> Vec<WinAction> {
             name: "kube-proxy".into(),
             port: l2bridge::KUBE_PROXY_HEALTHZ,
         },
+        WinAction::SetDynamicPorts {
+            start: 34000,
+            count: 31536,
+        },
     ]
 }
 
@@ -200,9 +204,10 @@ mod tests {
                 WinAction::PullSandbox { .. } => "pull_sandbox",
                 WinAction::RemoveHnsNetwork { .. } => "remove_hns_network",
                 WinAction::RestartService { .. } => "restart_service",
+                WinAction::SetDynamicPorts { .. } => "set_dynamic_ports",
             })
             .collect();
-        assert_eq!(kinds.len(), 29);
+        assert_eq!(kinds.len(), 30);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

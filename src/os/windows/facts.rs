@@ -216,6 +216,23 @@ pub struct Health {
     pub ok: bool,
 }
 
+/// The TCP dynamic (ephemeral) port range: `start` and the `count` ports
+/// after it (docs/research/windows-dynamic-ports.md#dyn1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRange {
+    pub start: u32,
+    pub count: u32,
+}
+
+impl PortRange {
+    /// Whether this range holds every port of `other` (the numbers are a
+    /// host's: no overflow).
+    pub fn covers(&self, other: PortRange) -> bool {
+        let end = |r: &PortRange| u64::from(r.start) + u64::from(r.count);
+        self.start <= other.start && end(self) >= end(&other)
+    }
+}
+
 fn nullable<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Vec<T>, D::Error> {
@@ -290,6 +307,10 @@ pub struct WindowsFacts {
     pub containerd_pipe: bool,
     #[serde(default, deserialize_with = "nullable")]
     pub health: Vec<Health>,
+    /// l2bridge: the TCP dynamic port range; `None` when netsh's answer
+    /// could not be read.
+    #[serde(default)]
+    pub tcp_dynamic_ports: Option<PortRange>,
     /// When the host last started (Win32_OperatingSystem.LastBootUpTime).
     #[serde(default)]
     pub boot_time: String,
@@ -442,6 +463,11 @@ impl WindowsFacts {
             sandbox_images: vec![],
             containerd_pipe: false,
             health: vec![],
+            // Windows' default (docs/research/windows-dynamic-ports.md#dyn1)
+            tcp_dynamic_ports: Some(PortRange {
+                start: 49152,
+                count: 16384,
+            }),
             boot_time: String::new(),
             reach: BTreeMap::new(),
         }

@@ -12,6 +12,8 @@ pub mod examples;
 pub mod facts;
 pub mod files;
 pub mod firewall;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod hns;
 mod items;
 pub mod k8s;

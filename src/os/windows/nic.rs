@@ -174,7 +174,7 @@ mod tests {
     }
 
     fn facts(adapters: Vec<Adapter>) -> WindowsFacts {
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
+        let mut f = crate::os::windows::fixtures::fresh_2016();
         f.adapters = adapters;
         f
     }

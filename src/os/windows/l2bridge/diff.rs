@@ -16,7 +16,9 @@ use crate::alloc::Node;
 use crate::diff::{Conflict, Item};
 use crate::os::windows::action::WinAction;
 use crate::os::windows::boot::{BOOT_TASK, BootRoute, BootSpec, L2Boot};
-use crate::os::windows::facts::{Adapter, HnsNetwork, WindowsFacts, normalise_image, parse_build};
+use crate::os::windows::facts::{
+    Adapter, HnsNetwork, PortRange, WindowsFacts, normalise_image, parse_build,
+};
 use crate::os::windows::files::WinFile;
 use crate::os::windows::hns::{HnsNet, HostEp};
 use crate::os::windows::items::{WinDiff, common_items, file_items, route_items, service_items};
@@ -26,6 +28,13 @@ use crate::os::windows::{CLUSTER_FILE, POD_CIDR_FILE, WinService, WindowsDesired
 
 /// Windows Server 2019: the first build the profile runs on (k8s.yaml).
 const MIN_BUILD: u32 = 17763;
+
+/// The TCP dynamic port range an l2bridge node gets: 34000-65535, as
+/// Kubernetes' Windows node images have it (docs/research/windows-dynamic-ports.md#dyn2).
+pub const DYNAMIC_PORTS: PortRange = PortRange {
+    start: 34000,
+    count: 31536,
+};
 
 fn holder(f: &WindowsFacts, a: Ipv4Addr) -> Option<&Adapter> {
     f.adapters.iter().find(|x| x.ipv4.contains(&a))
@@ -253,6 +262,17 @@ pub fn diff(
         action: (!installed && !pending).then(|| WinAction::InstallFeature {
             name: "Containers".into(),
         }),
+    });
+    // (a range the probe could not read is left alone: docs/research/windows-dynamic-ports.md#dyn3)
+    items.push(Item {
+        key: "tcp dynamic ports".into(),
+        action: f
+            .tcp_dynamic_ports
+            .filter(|r| !r.covers(DYNAMIC_PORTS))
+            .map(|_| WinAction::SetDynamicPorts {
+                start: DYNAMIC_PORTS.start,
+                count: DYNAMIC_PORTS.count,
+            }),
     });
     for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
         let marker_ok = f

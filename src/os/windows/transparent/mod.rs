@@ -281,12 +281,10 @@ mod tests {
     use crate::diff::Describe;
     use crate::inventory::KubeVersion;
     use crate::inventory::Os;
+    use crate::os::windows::WIN_DIR;
     use crate::os::windows::facts::WinRoute;
-    use crate::os::windows::facts::{Adapter, FileFact, Network, Service, Switch, VersionFact};
-    use crate::os::windows::files::{FileSource, WinFile};
-    use crate::os::windows::firewall;
+    use crate::os::windows::facts::{FileFact, VersionFact};
     use crate::os::windows::service::WinService;
-    use crate::os::windows::{KUBE_PROXY_SWITCH, WIN_DIR};
 
     const HNS_ADAPTER: &str = "vEthernet (HNSTransparent)";
 
@@ -316,113 +314,14 @@ mod tests {
         )
     }
 
+    /// win01 of tests/fixtures/windows/transparent.yaml.
     fn desired() -> WindowsDesired {
-        WindowsDesired {
-            network: "kwinctl".into(),
-            adapter: None,
-            transparent_adapter: None,
-            nodeport_sources: vec![],
-            kubernetes_version: KubeVersion::parse("1.13.12").unwrap(),
-            pause_image: "apprenda/pause".into(),
-            pause_image_given: false,
-            files: vec![WinFile {
-                path: format!(r"{WIN_DIR}\kubelet.exe"),
-                sha256: "aa".into(),
-                source: FileSource::Url("https://example.invalid/kubelet.exe".into()),
-                version: Some("1.13.12".into()),
-                version_regex: None,
-            }],
-            required_files: vec![
-                format!(r"{WIN_DIR}\kubelet.exe"),
-                format!(r"{WIN_DIR}\kube-proxy.exe"),
-            ],
-            services: vec![
-                svc("kubelet", "docker", Hosting::Service),
-                svc("kube-proxy", "kubelet", Hosting::Service),
-            ],
-            notes: vec![],
-            profile: crate::os::windows::ProfileDesired::Transparent,
-        }
+        crate::os::windows::fixtures::desired("transparent", "", "win01")
     }
 
+    /// What `up` leaves on win01 (tests/fixtures/windows/transparent-converged.json).
     fn converged() -> WindowsFacts {
-        let d = desired();
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
-        f.adapters[0].forwarding = true;
-        f.adapters.push(Adapter {
-            name: HNS_ADAPTER.into(),
-            index: 9,
-            ipv4: vec!["192.168.1.1".parse().unwrap()],
-            forwarding: true,
-            physical: false,
-            status: "Up".into(),
-            dhcp: false,
-        });
-        f.routing_installed = true;
-        f.switches = vec![Switch {
-            name: KUBE_PROXY_SWITCH.into(),
-            kind: "Internal".into(),
-        }];
-        f.networks = vec![Network {
-            name: "kwinctl".into(),
-            driver: "transparent".into(),
-            subnet: Some("192.168.1.0/24".parse().unwrap()),
-            gateway: Some("192.168.1.1".parse().unwrap()),
-            interface: Some("Ethernet 2".into()),
-        }];
-        f.routes = vec![
-            WinRoute {
-                dst: "192.168.0.0/24".parse().unwrap(),
-                via: Some("10.0.0.10".parse().unwrap()),
-                index: 4,
-                persistent: true,
-                active: true,
-            },
-            WinRoute {
-                dst: "192.168.2.0/24".parse().unwrap(),
-                via: Some("10.0.0.12".parse().unwrap()),
-                index: 4,
-                persistent: true,
-                active: true,
-            },
-        ];
-        f.images = vec!["apprenda/pause:latest".into()];
-        f.files = vec![
-            FileFact {
-                path: format!(r"{WIN_DIR}\kubelet.exe"),
-                sha256: "AA".into(),
-            },
-            FileFact {
-                path: format!(r"{WIN_DIR}\kube-proxy.exe"),
-                sha256: "bb".into(),
-            },
-        ];
-        f.versions = ["kubelet", "kube-proxy"]
-            .iter()
-            .map(|b| VersionFact {
-                path: format!(r"{WIN_DIR}\{b}.exe"),
-                output: "Kubernetes v1.13.12".into(),
-            })
-            .collect();
-        f.tasks = vec![boot_task(&d)];
-        f.firewall = firewall_facts(&d);
-        f.services = d
-            .services
-            .iter()
-            .map(|s| Service {
-                name: s.name.clone(),
-                status: "Running".into(),
-                start: "Manual".into(),
-                binpath: s.binpath.clone(),
-                env: s.env.clone(),
-                depends: s.depends.clone(),
-                restart: true,
-                failure_actions: None,
-            })
-            .collect();
-        f.pod_cidr = Some("192.168.1.0/24".parse().unwrap());
-        f.cluster = Some("t 0123456789abcdef".into());
-        f
+        crate::os::windows::fixtures::transparent_converged()
     }
 
     fn boot_task(d: &WindowsDesired) -> crate::os::windows::facts::TaskFact {
@@ -439,22 +338,6 @@ mod tests {
         }
     }
 
-    fn firewall_facts(d: &WindowsDesired) -> Vec<crate::os::windows::facts::FwFact> {
-        let exes: Vec<(&str, String)> = d
-            .services
-            .iter()
-            .map(|s| (s.name.as_str(), s.exe.clone()))
-            .collect();
-        firewall::rules(&node(), &exes, &d.nodeport_sources)
-            .into_iter()
-            .map(|r| crate::os::windows::facts::FwFact {
-                name: r.name,
-                enabled: true,
-                description: r.description,
-            })
-            .collect()
-    }
-
     const FIREWALL: &str = "allow ICMPv4 echo, kubelet, kube-proxy from the cluster in Windows Firewall (rules kwinctl-icmp4-echo, kwinctl-kubelet, kwinctl-kube-proxy)";
 
     fn acts(r: &Result<WinDiff, Conflict>) -> Vec<String> {
@@ -467,7 +350,7 @@ mod tests {
 
     #[test]
     fn fresh_node_gets_every_seed_step() {
-        let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
+        let mut f = crate::os::windows::fixtures::fresh_2016();
         f.files.push(FileFact {
             path: format!(r"{WIN_DIR}\kube-proxy.exe"),
             sha256: "bb".into(),
@@ -490,6 +373,7 @@ mod tests {
                 "add persistent route 192.168.2.0/24 via 10.0.0.12",
                 "pull image apprenda/pause",
                 r"download C:\k\kubelet.exe from https://example.invalid/kubelet.exe",
+                r"upload C:\k\config (263 bytes)",
                 "install the startup task kwinctl-boot (puts the pods' network, gateway and forwarding back, then starts kubelet and kube-proxy)",
                 "install service kubelet",
                 "install service kube-proxy",
@@ -533,7 +417,8 @@ mod tests {
         );
         // the network's adapter does not forward (pods' replies are dropped)
         let mut f = converged();
-        f.adapters[2].forwarding = false;
+        let hns = f.adapters.iter_mut().find(|a| a.name == HNS_ADAPTER);
+        hns.unwrap().forwarding = false;
         assert_eq!(
             acts(&diff_windows(&node(), &desired(), &f)),
             [
@@ -668,11 +553,12 @@ mod tests {
                 "remove docker network kwinctl",
                 "remove Hyper-V switch KubeProxySwitch",
                 r"remove C:\k\kubelet.exe",
+                r"remove C:\k\config",
                 r"remove C:\k\kwinctl\pod-cidr.txt",
                 r"remove C:\k\kwinctl\cluster.txt",
             ]
         );
-        let fresh = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 14393);
+        let fresh = crate::os::windows::fixtures::fresh_2016();
         assert_eq!(diff_reset_windows(&node(), &desired(), &fresh).changes(), 0);
     }
 

@@ -4,42 +4,22 @@
 
 use super::*;
 use crate::diff::Describe;
-use crate::inventory::{Inventory, Os};
-use crate::os::windows::facts::{
-    FileFact, HnsEndpoint, HnsSubnet, Service, TaskFact, VersionFact, WinRoute,
-};
-use crate::os::windows::files::Uploads;
+use crate::inventory::Os;
+use crate::os::windows::facts::{FileFact, VersionFact, WinRoute};
 
 /// The profile's diff with the desired state's own l2bridge part.
 fn diff(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<WinDiff, Conflict> {
     super::diff(node, d, d.profile.l2().expect("l2bridge desired state"), f)
 }
 
-const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://10.0.0.10:6443\n    certificate-authority-data: TEFCIENB\nusers:\n- name: nodes\n  user:\n    token: t\ncontexts:\n- name: lab\n  context: { cluster: lab, user: nodes }\ncurrent-context: lab\n";
-
 fn desired() -> WindowsDesired {
     desired_with("")
 }
 
-/// With `extra` (lines of `cluster:`) added.
+/// The desired state of win01 in tests/fixtures/windows/l2bridge.yaml,
+/// with `extra` (lines of `cluster:`) added.
 fn desired_with(extra: &str) -> WindowsDesired {
-    // (one folder per call: the tests run in parallel)
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("kwinctl-l2diff-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("kc"), KUBECONFIG).unwrap();
-    let text = format!(
-        "cluster:\n  name: t\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  api_server: https://10.0.0.10:6443\n  kubernetes_version: 1.30.4\n  containerd_version: 1.7.20\n{extra}  kubeconfig: {}\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n    windows:\n      binaries:\n        containerd: {{ url: 'https://dl.invalid/containerd.tar.gz', sha256: '{}' }}\n        cni-plugins: {{ url: 'https://dl.invalid/cni.tgz', sha256: '{}' }}\n",
-        dir.join("kc").display(),
-        "ab".repeat(32),
-        "cd".repeat(32)
-    );
-    let inv = Inventory::parse(&dir.join("inv.yaml"), &text).unwrap();
-    let host = inv.hosts.iter().find(|h| h.name == "win01").unwrap();
-    let d = WindowsDesired::of(&inv, host, &Uploads::default()).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    d
+    crate::os::windows::fixtures::desired("l2bridge", extra, "win01")
 }
 
 fn node() -> Node {
@@ -53,26 +33,23 @@ fn node() -> Node {
     )
 }
 
+/// A fresh Windows Server 2019 (tests/fixtures/windows/fresh.json) on
+/// which kubelet.exe, kube-proxy.exe and kube-log-runner.exe (it has no
+/// --version) are already.
 fn fresh(d: &WindowsDesired) -> WindowsFacts {
-    let mut f = WindowsFacts::fresh("10.0.0.11".parse().unwrap(), None, None, 17763);
-    f.containers_feature = "Available".into();
-    // kubelet.exe and kube-proxy.exe are on the host already
-    for b in ["kubelet", "kube-proxy"] {
-        let path = format!(r"C:\k\{b}.exe");
+    let mut f = crate::os::windows::fixtures::fresh();
+    for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
         f.files.push(FileFact {
-            path: path.clone(),
-            sha256: "00".into(),
+            path: format!(r"C:\k\{b}.exe"),
+            sha256: "00".repeat(32),
         });
+    }
+    for b in ["kubelet", "kube-proxy"] {
         f.versions.push(VersionFact {
-            path,
+            path: format!(r"C:\k\{b}.exe"),
             output: "Kubernetes v1.30.4".into(),
         });
     }
-    // and kube-log-runner.exe (it has no --version)
-    f.files.push(FileFact {
-        path: r"C:\k\kube-log-runner.exe".into(),
-        sha256: "00".into(),
-    });
     assert_eq!(d.profile.kind(), Profile::L2Bridge);
     f
 }
@@ -87,115 +64,11 @@ fn kinds(r: &Result<WinDiff, Conflict>) -> Vec<String> {
         .collect()
 }
 
-/// What the host looks like once everything was done.
+/// What the host looks like once everything was done
+/// (tests/fixtures/windows/l2bridge-converged.json).
 fn converged(d: &WindowsDesired) -> WindowsFacts {
-    let n = node();
-    let mut f = fresh(d);
-    f.containers_feature = "Installed".into();
-    // the vSwitch took the card: the address is on its host vNIC
-    f.adapters[0].name = "vEthernet (Ethernet)".into();
-    f.adapters[0].index = 14;
-    f.adapters[0].physical = false;
-    f.adapters[0].forwarding = true;
-    f.adapters.push(crate::os::windows::facts::Adapter {
-        name: "vEthernet (cbr0_ep)".into(),
-        index: 15,
-        ipv4: vec!["10.244.1.2".parse().unwrap()],
-        forwarding: true,
-        physical: false,
-        status: "Up".into(),
-        dhcp: false,
-    });
-    let net = |name: &str, prefix: &str, gw: &str, id: &str| HnsNetwork {
-        name: name.into(),
-        id: id.into(),
-        kind: "L2Bridge".into(),
-        subnets: vec![HnsSubnet {
-            prefix: prefix.into(),
-            gateway: Some(gw.into()),
-        }],
-        management_ip: Some("10.0.0.11".into()),
-        adapter: Some("Ethernet".into()),
-    };
-    f.hns_networks = vec![
-        net("External", "192.168.255.0/30", "192.168.255.1", "A"),
-        net("cbr0", "10.244.1.0/24", "10.244.1.1", "B"),
-    ];
-    f.hns_endpoints = vec![HnsEndpoint {
-        name: "cbr0_ep".into(),
-        id: "E".into(),
-        network_id: "B".into(),
-        ip: Some("10.244.1.2".into()),
-        attached: true,
-    }];
-    f.routes = vec![WinRoute {
-        dst: "10.244.0.0/24".parse().unwrap(),
-        via: Some("10.0.0.10".parse().unwrap()),
-        index: 14,
-        persistent: true,
-        active: true,
-    }];
-    f.sandbox_images = vec!["registry.k8s.io/pause:3.10.2".into()];
-    f.cni_conf_files = vec!["10-kwinctl.conf".into()];
-    let l2 = d.profile.l2().unwrap();
-    for a in [&l2.containerd, &l2.cni_plugins].into_iter().flatten() {
-        f.files.push(FileFact {
-            path: a.marker.clone(),
-            sha256: a.marker_sha256(),
-        });
-        for m in &a.members {
-            f.files.push(FileFact {
-                path: m.clone(),
-                sha256: "11".into(),
-            });
-        }
-    }
-    let cni = l2::cni_file(&n, &d.network, &l2.cni);
-    for file in d.files.iter().chain(&l2.files).chain([&cni]) {
-        f.files.push(FileFact {
-            path: file.path.clone(),
-            sha256: file.sha256.clone(),
-        });
-    }
-    f.firewall = crate::os::windows::firewall::rules(
-        &n,
-        &[
-            ("kubelet", r"C:\k\kubelet.exe".into()),
-            ("kube-proxy", r"C:\k\kube-proxy.exe".into()),
-        ],
-        &d.nodeport_sources,
-    )
-    .into_iter()
-    .map(|r| crate::os::windows::facts::FwFact {
-        name: r.name,
-        enabled: true,
-        description: r.description,
-    })
-    .collect();
-    f.pod_cidr = Some(n.pod_cidr);
-    f.cluster = Some("t 0123456789abcdef".into());
-    f.services = d
-        .services
-        .iter()
-        .map(|s| Service {
-            name: s.name.clone(),
-            status: "Running".into(),
-            start: s.start_mode.clone(),
-            binpath: s.binpath.clone(),
-            env: s.env.clone(),
-            depends: s.depends.clone(),
-            restart: true,
-            failure_actions: None,
-        })
-        .collect();
-    let boot = boot_spec(&n, d, "Ethernet");
-    f.tasks = vec![TaskFact {
-        name: BOOT_TASK.into(),
-        state: "Running".into(),
-        description: boot.description(),
-        running: true,
-    }];
-    f
+    assert_eq!(d.profile.kind(), Profile::L2Bridge);
+    crate::os::windows::fixtures::l2bridge_converged()
 }
 
 #[test]
@@ -208,6 +81,7 @@ fn a_fresh_host_gets_what_works_before_the_restart_and_is_told_to_restart() {
             "set_firewall",
             "record_pod_cidr",
             "install_feature",
+            "set_dynamic_ports",
             "install_archive",
             "install_archive",
             "place_file",
@@ -225,6 +99,29 @@ fn a_fresh_host_gets_what_works_before_the_restart_and_is_told_to_restart() {
     let e = diff(&node(), &d, &f).unwrap_err();
     assert!(matches!(e, Conflict::Reboot(_)), "{e}");
     assert!(e.to_string().contains("Restart-Computer"), "{e}");
+}
+
+/// docs/research/windows-dynamic-ports.md#dyn3: widened unless the range
+/// covers 34000-65535 already or could not be read.
+#[test]
+fn the_tcp_dynamic_port_range_is_widened_unless_it_covers_kwinctls() {
+    let d = desired();
+    let mut f = converged(&d);
+    let widen = || vec!["set_dynamic_ports".to_string()];
+    for (start, count, acts) in [
+        (49152, 16384, widen()),
+        (34001, 31535, widen()),
+        (34000, 31535, widen()),
+        (34000, 31536, vec![]),
+        (10000, 55536, vec![]),
+        (u32::MAX, u32::MAX, widen()),
+        (0, u32::MAX, vec![]),
+    ] {
+        f.tcp_dynamic_ports = Some(PortRange { start, count });
+        assert_eq!(kinds(&diff(&node(), &d, &f)), acts, "{start} {count}");
+    }
+    f.tcp_dynamic_ports = None;
+    assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
 }
 
 #[test]
