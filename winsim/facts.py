@@ -70,7 +70,10 @@ def facts(d, probe):
         # binary a service's task wraps; the boot task runs powershell.exe,
         # so it never counts as running, whatever its loop does
         "tasks": [{"name": n, "state": t["state"], "description": t["description"],
-                   "running": bool(t["running"]) and "service" in t}
+                   "running": bool(t["running"]) and "service" in t,
+                   # an enabled MSFT_TaskBootTrigger: the block's -AtStartup,
+                   # unless a test turned it off ("startup": false)
+                   "at_startup": bool(t.get("startup"))}
                   for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
         "versions": [{"path": p, "output": file_version(d, p) or ""}
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],

@@ -216,3 +216,45 @@ fn roles_missing_or_waiting_for_a_restart() {
         "{s}"
     );
 }
+
+/// A boot task whose startup trigger was removed (in the Task Scheduler
+/// console, by a policy) is still registered and Ready, but would not run
+/// at the next boot (docs/research/windows-tasks.md#bt-trigger): `verify`
+/// says so, `up` installs it again and nothing else, and the host then
+/// comes back from a reboot with its network.
+#[test]
+fn a_boot_task_that_lost_its_startup_trigger_is_found_and_installed_again() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    up(&lab);
+    let mut ws = lab.win_state_json("win1");
+    assert_eq!(ws["tasks"]["kwinctl-boot"]["startup"], true, "{ws}");
+    ws["tasks"]["kwinctl-boot"]["startup"] = false.into();
+    write(&lab.win_state("win1"), &ws.to_string());
+
+    let o = kwinctl(&["verify", "-i", &lab.inv()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("kwinctl-boot"), "{}", text(&o));
+
+    let s = up(&lab);
+    let changed: Vec<String> = host(&s, "win1")["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == "changed")
+        .map(|a| a["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert!(changed[0].contains("startup task kwinctl-boot"), "{changed:?}");
+    assert_eq!(
+        lab.win_state_json("win1")["tasks"]["kwinctl-boot"]["startup"],
+        true
+    );
+    // what the task is for: after a reboot that drops the pods' network,
+    // it is back and nothing is left to do
+    lab.reboot_windows("win1", true);
+    let o = kwinctl(&["verify", "-i", &lab.inv()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -124,6 +124,20 @@ impl BootSpec {
         sha256_bytes(&digest)[..16].to_string()
     }
 
+    /// Whether the host's boot task is this one: kwinctl's task with this
+    /// spec's fingerprint, not disabled, and started at boot. A task whose
+    /// startup trigger was removed or disabled is registered and enabled
+    /// but never runs again (docs/research/windows-tasks.md#bt-trigger).
+    pub fn installed(&self, f: &super::facts::WindowsFacts) -> bool {
+        let is = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+        f.tasks.iter().any(|t| {
+            is(&t.name, BOOT_TASK)
+                && t.description == self.description()
+                && !is(&t.state, "disabled")
+                && t.at_startup
+        })
+    }
+
     /// The task's description (the probe reads it back).
     pub fn description(&self) -> String {
         format!(

@@ -146,6 +146,10 @@ pub struct TaskFact {
     /// Whether the binary (`C:\k\<name>.exe`) is running.
     #[serde(default)]
     pub running: bool,
+    /// It has an enabled trigger at startup (`New-ScheduledTaskTrigger
+    /// -AtStartup`, class `MSFT_TaskBootTrigger`).
+    #[serde(default)]
+    pub at_startup: bool,
 }
 
 /// A Windows Firewall rule of kwinctl's (`kwinctl-*`).

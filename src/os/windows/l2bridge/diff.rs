@@ -377,9 +377,7 @@ pub fn diff(
     route_items(node, f, index, new_vswitch, &mut items, &mut notes);
 
     let boot = boot_spec(node, d, &card);
-    let boot_ok = f.tasks.iter().any(|t| {
-        is(&t.name, BOOT_TASK) && t.description == boot.description() && !is(&t.state, "disabled")
-    });
+    let boot_ok = boot.installed(f);
     items.push(Item {
         key: format!("boot task {BOOT_TASK}"),
         action: (!boot_ok).then_some(WinAction::InstallBootTask { boot }),

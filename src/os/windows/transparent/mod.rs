@@ -125,11 +125,7 @@ pub fn diff_windows(
     file_items(&d.files, f, &mut items);
     let mut item = |key: String, action: Option<WinAction>| items.push(Item { key, action });
     let boot = boot_spec(node, d, &nics);
-    let boot_ok = f.tasks.iter().any(|t| {
-        t.name.eq_ignore_ascii_case(BOOT_TASK)
-            && t.description == boot.description()
-            && !t.state.eq_ignore_ascii_case("disabled")
-    });
+    let boot_ok = boot.installed(f);
     item(
         format!("boot task {BOOT_TASK}"),
         (!boot_ok).then_some(WinAction::InstallBootTask { boot }),
@@ -335,6 +331,7 @@ mod tests {
             state: "Ready".into(),
             description: boot_spec(&node(), d, &nics).description(),
             running: false,
+            at_startup: true,
         }
     }
 
@@ -632,6 +629,7 @@ mod tests {
                 state: "Running".into(),
                 description: s.task_description(),
                 running: true,
+                at_startup: false,
             })
             .chain([boot_task(&d)])
             .collect();

@@ -392,3 +392,24 @@ fn dsr_only_where_windows_does_it() {
     let bp = proxy_binpath(&diff(&node(), &d, &f).unwrap()).unwrap();
     assert!(!bp.contains("--enable-dsr"), "{bp}");
 }
+
+/// A boot task that lost its startup trigger (an administrator's edit, a
+/// GPO) is registered and enabled but never runs again: it is installed
+/// afresh; a disabled one too.
+#[test]
+fn a_boot_task_without_its_startup_trigger_is_installed_again() {
+    let d = desired();
+    let mut f = converged(&d);
+    assert_eq!(kinds(&diff(&node(), &d, &f)), Vec::<String>::new());
+    let boot = f
+        .tasks
+        .iter_mut()
+        .find(|t| t.name == crate::os::windows::boot::BOOT_TASK)
+        .expect("the converged host has the boot task");
+    boot.at_startup = false;
+    assert_eq!(kinds(&diff(&node(), &d, &f)), ["install_boot_task"]);
+    let boot = &mut f.tasks[0];
+    boot.at_startup = true;
+    boot.state = "Disabled".into();
+    assert_eq!(kinds(&diff(&node(), &d, &f)), ["install_boot_task"]);
+}
