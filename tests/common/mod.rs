@@ -95,6 +95,19 @@ pub fn count(h: &serde_json::Value, status: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// The descriptions of a host's actions with this status, in order.
+pub fn actions(h: &serde_json::Value, status: &str) -> Vec<String> {
+    h["actions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|x| x["status"] == status)
+                .map(|x| x["action"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A host's first failed action in a summary.
 pub fn failed_action(h: &serde_json::Value) -> &serde_json::Value {
     h["actions"]

@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{count, host, kwinctl, summary, text, write};
+use common::{actions, count, host, kwinctl, summary, text, write};
 
 fn ping(lab: &Lab, from: &str, ip: &str) -> bool {
     lab.exec(from, &format!("ping -n -c 1 -W 2 {ip} >/dev/null"))
@@ -55,15 +55,7 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let plan = summary(&o);
     // what `up` must do is what `plan` said, action for action
-    let planned = |w: &str| -> Vec<String> {
-        host(&plan, w)["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["status"] == "planned")
-            .map(|a| a["action"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let planned = |w: &str| -> Vec<String> { actions(host(&plan, w), "planned") };
     assert!(planned("win1").len() >= 10, "{plan}");
 
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
@@ -71,13 +63,7 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     let s = summary(&o);
     for w in ["win1", "win2"] {
         assert_eq!(host(&s, w)["status"], "changed", "{s}");
-        let changed: Vec<String> = host(&s, w)["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["status"] == "changed")
-            .map(|a| a["action"].as_str().unwrap().to_string())
-            .collect();
+        let changed: Vec<String> = actions(host(&s, w), "changed");
         assert_eq!(changed, planned(w), "{s}");
         assert_eq!(count(host(&s, w), "failed"), 0, "{s}");
     }
@@ -363,13 +349,7 @@ fn routes_are_reconciled_in_both_stores_and_a_reboot_keeps_only_those() {
     let o = kwinctl(&["plan", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let plan = host(&summary(&o), "win1").clone();
-    let planned: Vec<String> = plan["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "planned")
-        .map(|a| a["action"].as_str().unwrap().to_string())
-        .collect();
+    let planned: Vec<String> = actions(&plan, "planned");
     assert_eq!(
         planned,
         [

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{host, kwinctl, summary, text, write};
+use common::{actions, host, kwinctl, summary, text, write};
 
 fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
     let mut ws = lab.win_state_json(name);
@@ -44,10 +44,10 @@ fn services_are_changed_through_the_service_manager_and_dependents_restarted() {
         }}),
     );
     let s = up(&lab);
-    let actions = host(&s, "win1")["actions"].to_string();
+    let listed = host(&s, "win1")["actions"].to_string();
     assert!(
-        actions.contains("reconfigure and restart service kubelet"),
-        "{actions}"
+        listed.contains("reconfigure and restart service kubelet"),
+        "{listed}"
     );
     let ws = lab.win_state_json("win1");
     let kubelet = &ws["services"]["kubelet"];
@@ -77,13 +77,7 @@ fn services_are_changed_through_the_service_manager_and_dependents_restarted() {
         ),
     );
     let s = up(&lab);
-    let changed: Vec<String> = host(&s, "win1")["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "changed")
-        .map(|a| a["action"].as_str().unwrap().to_string())
-        .collect();
+    let changed: Vec<String> = actions(host(&s, "win1"), "changed");
     assert_eq!(
         changed,
         [
@@ -239,15 +233,12 @@ fn a_boot_task_that_lost_its_startup_trigger_is_found_and_installed_again() {
     assert!(text(&o).contains("kwinctl-boot"), "{}", text(&o));
 
     let s = up(&lab);
-    let changed: Vec<String> = host(&s, "win1")["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "changed")
-        .map(|a| a["action"].as_str().unwrap().to_string())
-        .collect();
+    let changed: Vec<String> = actions(host(&s, "win1"), "changed");
     assert_eq!(changed.len(), 1, "{changed:?}");
-    assert!(changed[0].contains("startup task kwinctl-boot"), "{changed:?}");
+    assert!(
+        changed[0].contains("startup task kwinctl-boot"),
+        "{changed:?}"
+    );
     assert_eq!(
         lab.win_state_json("win1")["tasks"]["kwinctl-boot"]["startup"],
         true

@@ -37,17 +37,6 @@ fn winrm_requests(lab: &Lab, name: &str) -> usize {
         .count()
 }
 
-/// The actions of a host in a summary with this status.
-fn actions(s: &serde_json::Value, name: &str, status: &str) -> Vec<String> {
-    host(s, name)["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == status)
-        .map(|a| a["action"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn set_state(lab: &Lab, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
     let mut ws = lab.win_state_json(name);
     edit(&mut ws);
@@ -130,17 +119,19 @@ fn windows_over_ssh_up_rerun_reboot_repair_and_verify() {
         failed.iter().any(|c| c.contains("service not running")),
         "{failed:?}"
     );
-    // a rerun repairs exactly what was lost, on win1 only
+    // a rerun repairs exactly what was lost, on win1 only, and gives the
+    // boot task its startup trigger back
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
-    let changed = actions(&s, "win1", "changed");
-    assert_eq!(changed.len(), 4, "{s}");
+    let changed = common::actions(host(&s, "win1"), "changed");
+    assert_eq!(changed.len(), 5, "{s}");
     for (n, what) in [
         (0, "create transparent docker network"),
         (1, "the gateway address"),
-        (2, "start service kubelet"),
-        (3, "start service kube-proxy"),
+        (2, "install the startup task kwinctl-boot"),
+        (3, "start service kubelet"),
+        (4, "start service kube-proxy"),
     ] {
         assert!(changed[n].contains(what), "{n}: {changed:?}");
     }
