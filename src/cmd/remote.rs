@@ -122,6 +122,8 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     }
     let all: Vec<&crate::inventory::Host> = hosts.iter().map(|(h, _)| h).collect();
     l.inv.check_credentials(&all)?;
+    // before the runtime's threads: it may set the Kerberos environment
+    transport::kerberos::prepare(&all).map_err(CliError::bad)?;
     // Where and as whom each host is reached, as OpenSSH resolves it, before
     // anything is contacted: a config kwinctl cannot follow is bad input.
     let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))

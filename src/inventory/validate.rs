@@ -780,6 +780,11 @@ impl Validator {
             }));
         }
         let w = lay.winrm.clone();
+        let kerberos_raw = super::kerberos::KerberosRaw {
+            user: lay.winrm.user.as_ref(),
+            keytab: lay.winrm.keytab.as_ref(),
+            spn: lay.winrm.spn.as_ref(),
+        };
         let tls = w.tls.map(|t| t.value).unwrap_or(true);
         let auth_s = w.auth;
         let auth = match auth_s.as_ref().map(|a| a.value.to_ascii_lowercase()) {
@@ -808,6 +813,7 @@ impl Validator {
             );
             return None;
         }
+        let kerberos = self.kerberos(kerberos_raw, auth, &h.name.value, pos)?;
         let password = match (w.password_env, w.password_file) {
             (Some(_), Some(f)) => {
                 self.problem(
@@ -852,6 +858,8 @@ impl Validator {
             ca_file: w.ca_file.map(|s| self.path(&s.value)),
             cert_sha256,
             allow_basic_over_http,
+            keytab: kerberos.keytab,
+            spn_host: kerberos.spn_host,
             bastion: w.bastion.as_ref().and_then(|b| self.bastion(b)),
         }))
     }

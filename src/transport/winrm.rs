@@ -176,6 +176,11 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
             msg: format!("no answer within the timeout: {text}"),
         };
     }
+    if w.auth == WinRmAuth::Kerberos
+        && let Some(k) = super::kerberos::explain(host, w, &text)
+    {
+        return k;
+    }
     let lower = text.to_ascii_lowercase();
     // TLS first: winrm-rs reports a refused pin as an authentication error.
     match e {
@@ -263,11 +268,20 @@ impl WinRmSession {
             }
             None => None,
         };
-        let source = w.password.clone();
-        let password = tokio::task::spawn_blocking(move || source.read())
-            .await
-            .map_err(|e| TransportError::Setup(format!("reading the WinRM password failed: {e}")))?
-            .map_err(TransportError::Setup)?;
+        // Kerberos needs no password: a ticket, checked first
+        let password = if w.auth == WinRmAuth::Kerberos {
+            #[cfg(feature = "kerberos")]
+            super::kerberos::preflight(host, w).await?;
+            String::new()
+        } else {
+            let source = w.password.clone();
+            tokio::task::spawn_blocking(move || source.read())
+                .await
+                .map_err(|e| {
+                    TransportError::Setup(format!("reading the WinRM password failed: {e}"))
+                })?
+                .map_err(TransportError::Setup)?
+        };
         let mut cfg = if w.tls {
             WinrmConfig::https()
         } else {
@@ -281,9 +295,15 @@ impl WinRmSession {
         cfg.auth_method = match w.auth {
             WinRmAuth::Ntlm => AuthMethod::Ntlm,
             WinRmAuth::Basic => AuthMethod::Basic,
+            // sealed over HTTP (EncryptionMode::Auto, the default), as
+            // Windows requires; over HTTPS bound to the certificate
+            #[cfg(feature = "kerberos")]
+            WinRmAuth::Kerberos => AuthMethod::Kerberos,
+            #[cfg(not(feature = "kerberos"))]
             WinRmAuth::Kerberos => {
                 return Err(TransportError::Setup(
-                    "winrm.auth kerberos is not built into this kwinctl: use ntlm over https"
+                    "winrm.auth kerberos is not built into this kwinctl (built without the \
+                     `kerberos` feature): build it with the default features, or use ntlm over https"
                         .into(),
                 ));
             }
