@@ -46,12 +46,15 @@ pub fn classify(text: &str) -> Option<Trouble> {
     // "no valid credentials"
     if has(&["clock skew too great"]) {
         Some(Trouble::Skew)
-    } else if has(&["server not found in kerberos database"])
-        || (has(&["server '"]) && has(&["not found in kerberos database"]))
-    {
-        Some(Trouble::UnknownService)
-    } else if has(&["not found in kerberos database"]) {
-        Some(Trouble::UnknownClient)
+    } else if let Some(at) = t.find("not found in kerberos database") {
+        // "Server HTTP/x@R not found ...", "Client 'u@R' not found ...":
+        // the nearer of the two words before it says whose
+        let before = &t[..at];
+        match (before.rfind("server"), before.rfind("client")) {
+            (Some(s), Some(c)) if c > s => Some(Trouble::UnknownClient),
+            (Some(_), _) => Some(Trouble::UnknownService),
+            _ => Some(Trouble::UnknownClient),
+        }
     } else if has(&[
         "cannot contact any kdc",
         "cannot find kdc for realm",
@@ -291,6 +294,10 @@ mod tests {
             ),
             (
                 "gssapi minor error Server not found in Kerberos database",
+                Trouble::UnknownService,
+            ),
+            (
+                "WinRM auth failed: Kerberos init: Unspecified GSS failure.  Minor code may provide more information (Server HTTP/198.18.1.2@KWL1.TEST not found in Kerberos database)",
                 Trouble::UnknownService,
             ),
             (

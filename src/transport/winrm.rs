@@ -221,6 +221,22 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
                 host.name
             ))
         }
+        // A 401 to the NTLM negotiate without a challenge: the host does
+        // not take NTLM at all (no password was sent yet).
+        WinrmError::AuthFailed(m)
+            if w.auth == WinRmAuth::Ntlm && m.contains("missing Negotiate prefix in challenge") =>
+        {
+            TransportError::Auth {
+                user: w.user.clone(),
+                host: host.name.clone(),
+                msg: format!(
+                    "{text}: the host answered NTLM's first message (before any password was sent) \
+                     with no challenge: it refuses NTLM, as the domain policy \"Network security: \
+                     Restrict NTLM: Incoming NTLM traffic\" does. Use winrm.auth: kerberos (see \
+                     docs/windows-kerberos.md)"
+                ),
+            }
+        }
         WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
             user: w.user.clone(),
             host: host.name.clone(),
@@ -457,5 +473,9 @@ mod tests {
         // a refused password is still one
         let e = WinrmError::AuthFailed("NTLM authentication rejected (401)".into());
         assert!(matches!(explain(h, w, &e), TransportError::Auth { .. }));
+        // no challenge at all: the host refuses NTLM (Restrict NTLM)
+        let e = WinrmError::AuthFailed("missing Negotiate prefix in challenge".into());
+        let t = explain(h, w, &e).to_string();
+        assert!(t.contains("it refuses NTLM") && t.contains("winrm.auth: kerberos"), "{t}");
     }
 }
