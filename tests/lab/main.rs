@@ -11,6 +11,7 @@ mod lab_guide;
 mod lab_hostile;
 mod lab_import;
 mod lab_k8s;
+mod lab_kerberos;
 mod lab_l2bridge;
 mod lab_linux;
 mod lab_lock;

@@ -1,0 +1,150 @@
+//! WinRM with Kerberos end to end: the lab's MIT KDC (lab/kdc.sh), a
+//! simulated Windows host that accepts Kerberos with its keytab and seals
+//! with that context, and refuses NTLM when its policy says so; kwinctl
+//! with the realm's krb5.conf and a credential cache of the test's own.
+//! And the failures kwinctl promises to explain: no ticket, clock skew
+//! (the KDC's clock off, under faketime), an unknown service principal.
+
+use crate::common;
+use crate::lab_windows::{set_win_state, set_winrm};
+
+use common::kdc::Kdc;
+use common::lab::{Lab, require_root};
+use common::{host, kwinctl_env, summary, text};
+
+fn run(kdc: &Kdc, args: &[&str]) -> std::process::Output {
+    let env = kdc.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    kwinctl_env(args, &env)
+}
+
+/// win1 reached over Kerberos, sealed over HTTP.
+fn kerberos_over_http(lab: &Lab, kdc: &Kdc) {
+    set_winrm(
+        lab,
+        "win1",
+        &format!(
+            "{{ port: 5985, tls: false, auth: kerberos, user: {} }}",
+            kdc.user
+        ),
+    );
+}
+
+#[test]
+fn up_and_verify_over_kerberos_on_a_host_that_refuses_ntlm() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    let kdc = lab.kdc();
+    let i = lab.inv();
+    set_win_state(&lab, "win1", "refuse_ntlm", serde_json::json!(true));
+    // NTLM: refused by the host, and said so (no password was tried)
+    let o = run(&kdc, &["plan", "-i", &i]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("it refuses NTLM") && text(&o).contains("winrm.auth: kerberos"),
+        "{}",
+        text(&o)
+    );
+
+    kerberos_over_http(&lab, &kdc);
+    kdc.kinit("10h");
+    let o = run(&kdc, &["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "win1")["status"], "changed", "{s}");
+    let o = run(&kdc, &["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // a rerun converges with nothing to do
+    let o = run(&kdc, &["up", "-i", &i, "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
+    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
+    assert!(
+        log.contains(&format!("kerberos: accepted {}", kdc.user)),
+        "{log}"
+    );
+
+    // over HTTPS (the listener's certificate pinned), and with the
+    // operator's keytab instead of the credential cache
+    set_winrm(
+        &lab,
+        "win1",
+        &format!(
+            "{{ port: 5986, tls: true, cert_sha256: \"{}\", auth: kerberos, user: {}, keytab: {} }}",
+            lab.cert_sha256("win1"),
+            kdc.user,
+            kdc.keytab().display()
+        ),
+    );
+    let no_cache = [
+        ("KRB5_CONFIG", kdc.env()[0].1.clone()),
+        ("KRB5CCNAME", "FILE:/nonexistent/kwinctl-ccache".to_string()),
+    ];
+    let env: Vec<(&str, &str)> = no_cache.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let o = kwinctl_env(&["verify", "-i", &i], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A lab with one simulated Windows host reached over Kerberos.
+fn kerberos_lab() -> (Lab, Kdc) {
+    let lab = Lab::up_mixed(0, 1);
+    let kdc = lab.kdc();
+    kerberos_over_http(&lab, &kdc);
+    (lab, kdc)
+}
+
+/// kwinctl's error for win1 on `plan`.
+fn plan_error(lab: &Lab, kdc: &Kdc) -> String {
+    let o = run(kdc, &["plan", "-i", &lab.inv(), "--output", "json"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    host(&summary(&o), "win1")["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error for win1: {}", text(&o)))
+        .to_string()
+}
+
+#[test]
+fn no_ticket_is_named_with_kinit() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    let e = plan_error(&lab, &kdc);
+    assert!(e.contains("no Kerberos ticket"), "{e}");
+    assert!(e.contains(&format!("Run `kinit {}`", kdc.user)), "{e}");
+}
+
+#[test]
+fn clock_skew_with_the_kdc_is_named() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    kdc.kinit("10h");
+    // the domain's clock two hours ahead of this machine's
+    lab.kdc_clock("+2h");
+    let e = plan_error(&lab, &kdc);
+    assert!(
+        e.starts_with("win1: clock skew: this machine's clock and the KDC's"),
+        "{e}"
+    );
+    assert!(e.contains("Clock skew too great"), "{e}");
+}
+
+#[test]
+fn an_unknown_service_principal_is_named() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    let spn = format!("HTTP/{}", lab.ip("win1"));
+    lab.kadmin(&format!("delprinc -force {spn}@{}", kdc.realm));
+    kdc.kinit("10h");
+    let e = plan_error(&lab, &kdc);
+    assert!(
+        e.contains(&format!("the KDC knows no service principal {spn}")),
+        "{e}"
+    );
+    assert!(e.contains("setspn"), "{e}");
+}
