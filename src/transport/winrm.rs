@@ -277,10 +277,23 @@ impl WinRmSession {
         let steps = Steps::new(trace, w);
         // Through a bastion: its shared SSH connection, and a local SOCKS5
         // proxy to this host's listener over it.
+        // With winrm.spn (Kerberos), winrm-rs connects to that name, which
+        // it names the service principal after, through a local proxy that
+        // takes it to the address.
+        let reach = host.reach().to_string();
+        let name = match (&w.spn_host, w.auth) {
+            (Some(n), WinRmAuth::Kerberos) => n.clone(),
+            _ => reach.clone(),
+        };
         let tunnel = match &via {
             Some(v) => {
                 let conn = opts.jumps.get(v, opts, trace).await?;
-                Some(super::jump::socks(conn, host.reach().to_string(), w.port).await?)
+                let via = super::jump::Via::Ssh(conn);
+                Some(super::jump::tunnel(via, name.clone(), reach, w.port).await?)
+            }
+            None if name != reach => {
+                let via = super::jump::Via::Direct;
+                Some(super::jump::tunnel(via, name.clone(), reach, w.port).await?)
             }
             None => None,
         };
@@ -346,7 +359,7 @@ impl WinRmSession {
         // which a short-lived CLI can afford (an Arc cannot help: the
         // borrow, not ownership, is the constraint).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
-        let address = host.reach().to_string();
+        let address = name;
         // Opening a shell is safe to repeat (at worst the server reaps an
         // unused shell).
         let before = steps.count();
@@ -476,6 +489,9 @@ mod tests {
         // no challenge at all: the host refuses NTLM (Restrict NTLM)
         let e = WinrmError::AuthFailed("missing Negotiate prefix in challenge".into());
         let t = explain(h, w, &e).to_string();
-        assert!(t.contains("it refuses NTLM") && t.contains("winrm.auth: kerberos"), "{t}");
+        assert!(
+            t.contains("it refuses NTLM") && t.contains("winrm.auth: kerberos"),
+            "{t}"
+        );
     }
 }

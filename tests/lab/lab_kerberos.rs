@@ -84,6 +84,29 @@ fn up_and_verify_over_kerberos_on_a_host_that_refuses_ntlm() {
     let env: Vec<(&str, &str)> = no_cache.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let o = kwinctl_env(&["verify", "-i", &i], &env);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // a service principal named after the host's DNS name (winrm.spn),
+    // while the connection goes to the inventory's address
+    let spn = format!("HTTP/win1.lab.invalid@{}", kdc.realm);
+    lab.kadmin(&format!("addprinc -randkey {spn}"));
+    let keytab = lab.dir().join("hosts/win1/http.keytab");
+    lab.kadmin(&format!("ktadd -k {} {spn}", keytab.display()));
+    set_winrm(
+        &lab,
+        "win1",
+        &format!(
+            "{{ port: 5985, tls: false, auth: kerberos, user: {}, spn: HTTP/win1.lab.invalid }}",
+            kdc.user
+        ),
+    );
+    let o = run(&kdc, &["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = std::process::Command::new("klist")
+        .envs(kdc.env())
+        .output()
+        .expect("klist");
+    let tickets = String::from_utf8_lossy(&o.stdout);
+    assert!(tickets.contains(&spn), "{tickets}");
 }
 
 /// A lab with one simulated Windows host reached over Kerberos.
