@@ -280,7 +280,7 @@ mod tests {
     fn the_texts_of_each_trouble_are_recognised() {
         for (text, want) in [
             (
-                "gssapi major error No credentials were supplied, or the credentials were unavailable or inaccessible gssapi minor error No Kerberos credentials available (default cache: FILE:/tmp/krb5cc_0)",
+                "gssapi major error No credentials were supplied, or the credentials were unavailable or inaccessible gssapi minor error No Kerberos credentials available (default cache: KEYRING:persistent:0)",
                 Trouble::NoTicket,
             ),
             (
