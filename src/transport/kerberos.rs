@@ -92,6 +92,14 @@ pub fn spn(host: &Host, w: &WinRmSettings) -> String {
     )
 }
 
+/// The exchanges Kerberos adds to opening a WinRM connection: an AP-REQ on
+/// an empty body, after an unauthenticated probe for the certificate over
+/// HTTPS (winrm-rs 2.0.1 src/auth/kerberos.rs `establish`; see
+/// docs/research/kerberos.md).
+pub fn setup_exchanges(w: &WinRmSettings) -> u32 {
+    u32::from(w.auth == WinRmAuth::Kerberos) * (1 + u32::from(w.tls))
+}
+
 /// Where the credential cache is, for messages.
 fn cache_name() -> String {
     std::env::var("KRB5CCNAME").unwrap_or_else(|_| "the default credential cache".into())

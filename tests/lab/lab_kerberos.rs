@@ -6,6 +6,7 @@
 //! (the KDC's clock off, under faketime), an unknown service principal.
 
 use crate::common;
+use crate::lab_trace::{WINRM_MAX, assert_one_winrm_connection, traced_env};
 use crate::lab_windows::{set_win_state, set_winrm};
 
 use common::kdc::Kdc;
@@ -170,4 +171,25 @@ fn an_unknown_service_principal_is_named() {
         "{e}"
     );
     assert!(e.contains("setspn"), "{e}");
+}
+
+/// Kerberos through a 300 ms link: each step takes no more exchanges than
+/// the trace says, one more than NTLM's budget at most, all on one TCP
+/// connection. The shell's Create pays for opening it: TCP and the AP-REQ
+/// on an empty request (NTLM: TCP, then its negotiate and authenticate).
+#[test]
+fn kerberos_through_a_slow_link_each_request_costs_what_the_trace_says() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    kdc.kinit("10h");
+    let (steps, out) = traced_env(&lab, "win1", "verify", &kdc.env());
+    let n: u64 = steps.iter().map(|s| s.2).sum();
+    assert!(n <= WINRM_MAX + 1, "kerberos verify: {n} exchanges: {out}");
+    assert!(
+        out.contains("shell Create answered: 2 of them opening the connection [3 exchanges]"),
+        "{out}"
+    );
+    assert_one_winrm_connection(&lab, "win1");
 }
