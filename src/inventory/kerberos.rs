@@ -21,18 +21,10 @@ pub(super) struct KerberosKeys {
     pub spn_host: Option<String>,
 }
 
-/// Whether `s` is a host name (RFC 1123 labels) or an IPv4 address: what
-/// may follow `HTTP/` in a service principal kwinctl names.
+/// Whether `s` may follow `HTTP/` in a service principal kwinctl names:
+/// a host name (RFC 1123 labels; an IPv4 address is one too).
 fn host_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
+    super::validate::dns_name(s)
 }
 
 /// A principal `name@REALM` (both parts non-empty, no spaces or control

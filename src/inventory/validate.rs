@@ -875,7 +875,7 @@ pub fn dns_default(service_cidr: Ipv4Net) -> Ipv4Addr {
 
 /// A DNS domain as RFC 1123 labels: letters, digits and `-`, 1 to 63 each,
 /// not starting or ending with `-`, at most 253 in all.
-fn dns_name(s: &str) -> bool {
+pub(super) fn dns_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|l| {
