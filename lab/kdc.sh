@@ -12,6 +12,7 @@
 # `lab.sh kdc DIR --clock OFFSET` restarts the KDC with its clock OFFSET off
 # (libfaketime's `faketime -f`, e.g. +2h): the domain's clock and the
 # operator's then disagree, as when either drifted after `kinit`.
+# `lab.sh kdc DIR --stop` stops it: a KDC that cannot be reached.
 # Facts: docs/research/kerberos.md.
 
 kdc_ns() { echo "kwl${LAB_ID}k0"; }
@@ -93,11 +94,17 @@ kdc_start() { # DIR [OFFSET]
   wait_tcp "$(kdc_ip)" 88 20 || die "the KDC did not come up: $(tail -3 "$kd/krb5kdc.out" "$kd/kdc.log" 2>/dev/null)"
 }
 
-cmd_kdc() { # DIR [--clock OFFSET]
+cmd_kdc() { # DIR [--clock OFFSET | --stop]
   local dir=$1 offset=""
   load "$dir"
-  [ "${3:-}" = "" ] || { [ "$2" = --clock ] && offset=$3; } || die "usage: lab.sh kdc DIR [--clock OFFSET]"
-  [ -n "$offset" ] || [ "${2:-}" = "" ] || die "usage: lab.sh kdc DIR [--clock OFFSET]"
+  if [ "${2:-}" = --stop ]; then
+    [ -f "$dir/kdc/kdc.conf" ] || die "no KDC in $dir"
+    kdc_stop "$dir"
+    echo "lab.sh: the KDC of $(kdc_realm) is stopped (its address stays: nothing answers on port 88)"
+    return 0
+  fi
+  [ "${3:-}" = "" ] || { [ "$2" = --clock ] && offset=$3; } || die "usage: lab.sh kdc DIR [--clock OFFSET | --stop]"
+  [ -n "$offset" ] || [ "${2:-}" = "" ] || die "usage: lab.sh kdc DIR [--clock OFFSET | --stop]"
   command -v krb5kdc >/dev/null || [ -x /usr/sbin/krb5kdc ] || die "krb5kdc is not installed (scripts/setup.sh)"
   export PATH="$PATH:/usr/sbin"
   if [ ! -f "$dir/kdc/kdc.conf" ]; then

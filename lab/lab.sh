@@ -53,12 +53,13 @@
 #                                /24): the new address first, then the old
 #                                one goes; its sshd listens on ADDR only
 #                                (DIR/known_hosts and hosts.tsv follow)
-#   lab.sh kdc DIR [--clock OFFSET]
+#   lab.sh kdc DIR [--clock OFFSET | --stop]
 #                                an MIT Kerberos KDC for the lab's realm
 #                                KWL<id>.TEST in its own namespace (.254),
 #                                principals and keytabs for the operator and
 #                                each Windows host (see lab/kdc.sh); again
-#                                with --clock: restarted that far off (+2h)
+#                                with --clock: restarted that far off (+2h);
+#                                --stop: stopped
 #   lab.sh kadmin DIR QUERY      kadmin.local on the lab's KDC database
 #   lab.sh sshd-port DIR HOST PORT [CA_KEY]
 #                                one more sshd in HOST on PORT with its own host
@@ -1312,7 +1313,7 @@ case "${1:-}" in
     [ -n "$up_n" ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
     cmd_up "$up_dir" "$up_n" "$up_m" "$up_s" ;;
   build-root) sd_build_root; echo "$(sd_root)" ;;
-  kdc) [ $# -eq 2 ] || [ $# -eq 4 ] || die "usage: lab.sh kdc DIR [--clock OFFSET]"; cmd_kdc "${@:2}" ;;
+  kdc) [ $# -ge 2 ] && [ $# -le 4 ] || die "usage: lab.sh kdc DIR [--clock OFFSET | --stop]"; cmd_kdc "${@:2}" ;;
   kadmin) [ $# -eq 3 ] || die "usage: lab.sh kadmin DIR QUERY"; load "$2"; kdc_admin "$2" "$3" ;;
   _sd-supervise) sd_supervise "$2" "$3" "$4" ;;
   down) [ $# -eq 2 ] || die "usage: lab.sh down DIR"; cmd_down "$2" ;;

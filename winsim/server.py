@@ -238,7 +238,10 @@ def make_handler(cfg, shells, tls):
                     try:
                         self.ctx, out = accept_kerberos(kind, token)
                     except Exception as e:  # no keys, wrong principal, skew, ...
-                        log("kerberos: refused: %s: %s" % (type(e).__name__, e))
+                        # pyspnego may raise from its own clean-up: the
+                        # library's error is the one it was handling
+                        cause = e.__cause__ or e.__context__
+                        log("kerberos: refused: %s: %s%s" % (type(e).__name__, e, " (%s)" % cause if cause else ""))
                         self.ctx, self.authed = None, False
                         return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
                     log("kerberos: accepted %s" % (self.ctx.client_principal or "?"))

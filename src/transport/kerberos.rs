@@ -212,11 +212,17 @@ pub fn prepare(hosts: &[&Host]) -> Result<(), String> {
     if let Some((kt, _, _)) = chosen {
         let name = format!("FILE:{}", kt.display());
         let cache = format!("MEMORY:kwinctl-{}", std::process::id());
-        // SAFETY: called before any other thread exists (see above), so
-        // nothing reads the environment meanwhile.
-        unsafe {
-            std::env::set_var("KRB5_CLIENT_KTNAME", name);
-            std::env::set_var("KRB5CCNAME", cache);
+        let set = |k: &str, v: &str| std::env::var(k).is_ok_and(|x| x == v);
+        // a second run in one process (reset: plan, then reset) finds them
+        // set already, and sets nothing while its first run's threads may
+        // still be about
+        if !(set("KRB5_CLIENT_KTNAME", &name) && set("KRB5CCNAME", &cache)) {
+            // SAFETY: called before any other thread exists (see above),
+            // so nothing reads the environment meanwhile.
+            unsafe {
+                std::env::set_var("KRB5_CLIENT_KTNAME", name);
+                std::env::set_var("KRB5CCNAME", cache);
+            }
         }
     }
     Ok(())

@@ -52,6 +52,11 @@ impl Lab {
         check(&lab_sh(&args), "kdc --clock");
     }
 
+    /// Stop the KDC (its address stays, nothing answers on port 88).
+    pub fn kdc_stop(&self) {
+        check(&lab_sh(&["kdc", &self.dir_s(), "--stop"]), "kdc --stop");
+    }
+
     /// kadmin.local on the lab's KDC database.
     pub fn kadmin(&self, query: &str) {
         check(&lab_sh(&["kadmin", &self.dir_s(), query]), "kadmin");

@@ -193,3 +193,34 @@ fn kerberos_through_a_slow_link_each_request_costs_what_the_trace_says() {
     );
     assert_one_winrm_connection(&lab, "win1");
 }
+
+#[test]
+fn an_expired_ticket_is_named_with_kinit() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    kdc.kinit("2s");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let e = plan_error(&lab, &kdc);
+    assert!(
+        e.contains(&format!("the Kerberos ticket of {} has expired", kdc.user)),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_kdc_that_cannot_be_reached_is_named() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    kdc.kinit("10h");
+    lab.kdc_stop();
+    let e = plan_error(&lab, &kdc);
+    assert!(e.contains("no KDC of the realm answered"), "{e}");
+    assert!(
+        e.contains(&format!("Cannot contact any KDC for realm '{}'", kdc.realm)),
+        "{e}"
+    );
+}
