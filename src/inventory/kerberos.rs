@@ -24,7 +24,7 @@ pub(super) struct KerberosKeys {
 /// Whether `s` may follow `HTTP/` in a service principal kwinctl names:
 /// a host name (RFC 1123 labels; an IPv4 address is one too).
 fn host_name(s: &str) -> bool {
-    super::validate::dns_name(s)
+    super::validator::dns_name(s)
 }
 
 /// A principal `name@REALM` (both parts non-empty, no spaces or control

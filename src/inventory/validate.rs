@@ -13,7 +13,7 @@ use serde_saphyr::Spanned;
 
 use super::groups::{Clash, Declared, Layered, layered};
 use super::raw::{RawCluster, RawDefaults, RawHost, RawInventory};
-use super::validator::Validator;
+use super::validator::{Validator, dns_name};
 use super::*;
 use crate::text::echo;
 
@@ -871,18 +871,4 @@ pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
 /// kubeadm's cluster DNS address: the service CIDR's 10th address.
 pub fn dns_default(service_cidr: Ipv4Net) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(service_cidr.network()) + 10)
-}
-
-/// A DNS domain as RFC 1123 labels: letters, digits and `-`, 1 to 63 each,
-/// not starting or ending with `-`, at most 253 in all.
-pub(super) fn dns_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
 }
