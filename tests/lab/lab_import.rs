@@ -15,7 +15,7 @@ use common::{kwinctl_env, summary, text, write};
 /// The imported inventory with what the operator fills in: the lab's
 /// `cluster:` section, and the Windows binaries for the built-in `windows`
 /// group (both from the lab's own inventory).
-fn complete(lab: &Lab, imported: &Path) {
+pub(crate) fn complete(lab: &Lab, imported: &Path) {
     let lab_inv = std::fs::read_to_string(lab.inventory()).unwrap();
     let cluster = lab_inv.split("defaults:").next().unwrap();
     let binaries: Vec<&str> = lab_inv

@@ -88,10 +88,7 @@ fn up_and_verify_over_kerberos_on_a_host_that_refuses_ntlm() {
 
     // a service principal named after the host's DNS name (winrm.spn),
     // while the connection goes to the inventory's address
-    let spn = format!("HTTP/win1.lab.invalid@{}", kdc.realm);
-    lab.kadmin(&format!("addprinc -randkey {spn}"));
-    let keytab = lab.dir().join("hosts/win1/http.keytab");
-    lab.kadmin(&format!("ktadd -k {} {spn}", keytab.display()));
+    let spn = dns_spn(&lab, &kdc);
     set_winrm(
         &lab,
         "win1",
@@ -108,6 +105,73 @@ fn up_and_verify_over_kerberos_on_a_host_that_refuses_ntlm() {
         .expect("klist");
     let tickets = String::from_utf8_lossy(&o.stdout);
     assert!(tickets.contains(&spn), "{tickets}");
+}
+
+/// The principal HTTP/win1.lab.invalid, a name only the KDC and win1's
+/// keytab know (no DNS has it).
+fn dns_spn(lab: &Lab, kdc: &Kdc) -> String {
+    let spn = format!("HTTP/win1.lab.invalid@{}", kdc.realm);
+    lab.kadmin(&format!("addprinc -randkey {spn}"));
+    let keytab = lab.dir().join("hosts/win1/http.keytab");
+    lab.kadmin(&format!("ktadd -k {} {spn}", keytab.display()));
+    spn
+}
+
+/// An Ansible inventory whose Windows host uses Kerberos (a ticket from
+/// kinit: manual kinit mode, and the host's DNS name for the service
+/// principal) imports into one that brings the lab up over Kerberos.
+#[test]
+fn an_ansible_kerberos_inventory_imports_and_brings_the_lab_up() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    let kdc = lab.kdc();
+    dns_spn(&lab, &kdc);
+    let d = lab.dir();
+    let ini = d.join("ansible-hosts.ini");
+    common::write(
+        &ini,
+        &format!(
+            "[kube_control_plane]\nh1 ansible_host={}\n\n[windows]\nwin1 ansible_host={} \
+             ansible_winrm_kerberos_hostname_override=win1.lab.invalid\n\n[all:vars]\nansible_user=root\n\
+             ansible_ssh_private_key_file={}\n\n[windows:vars]\nansible_connection=winrm\n\
+             ansible_winrm_scheme=http\nansible_port=5985\nansible_winrm_transport=kerberos\n\
+             ansible_winrm_kinit_mode=manual\nansible_user={}\n",
+            lab.ip("h1"),
+            lab.ip("win1"),
+            d.join("id_ed25519").display(),
+            kdc.user
+        ),
+    );
+    let imported = d.join("from-ansible").join("inventory.yaml");
+    std::fs::create_dir_all(imported.parent().unwrap()).unwrap();
+    let o = run(
+        &kdc,
+        &[
+            "import",
+            "ansible",
+            ini.to_str().unwrap(),
+            "-o",
+            imported.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    crate::lab_import::complete(&lab, &imported);
+    // NTLM refused: only Kerberos gets in
+    set_win_state(&lab, "win1", "refuse_ntlm", serde_json::json!(true));
+    kdc.kinit("10h");
+    let i = imported.to_str().unwrap();
+    let o = run(&kdc, &["up", "-i", i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        host(&summary(&o), "win1")["status"],
+        "changed",
+        "{}",
+        text(&o)
+    );
+    let o = run(&kdc, &["verify", "-i", i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 /// A lab with one simulated Windows host reached over Kerberos.
