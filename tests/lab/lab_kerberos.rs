@@ -288,3 +288,44 @@ fn a_kdc_that_cannot_be_reached_is_named() {
         "{e}"
     );
 }
+
+/// One inventory, three ways in: the Linux host over SSH, win1 over NTLM,
+/// win2 over Kerberos (refusing NTLM).
+#[test]
+fn a_mixed_cluster_uses_ssh_ntlm_and_kerberos_side_by_side() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 2);
+    let kdc = lab.kdc();
+    set_winrm(
+        &lab,
+        "win2",
+        &format!(
+            "{{ port: 5985, tls: false, auth: kerberos, user: {} }}",
+            kdc.user
+        ),
+    );
+    set_win_state(&lab, "win2", "refuse_ntlm", serde_json::json!(true));
+    kdc.kinit("10h");
+    let i = lab.inv();
+    let o = run(&kdc, &["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for h in ["h1", "win1", "win2"] {
+        assert_eq!(host(&s, h)["status"], "changed", "{h}: {s}");
+    }
+    let o = run(&kdc, &["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let log =
+        |h: &str| std::fs::read_to_string(lab.dir().join(format!("hosts/{h}/winsim.log"))).unwrap();
+    assert!(
+        !log("win1").contains("kerberos: accepted"),
+        "win1 used NTLM"
+    );
+    assert!(
+        log("win2").contains("kerberos: accepted"),
+        "{}",
+        log("win2")
+    );
+}
