@@ -72,6 +72,9 @@ pub fn classify(text: &str) -> Option<Trouble> {
         "no credentials cache found",
         "no credentials were supplied",
         "credentials cache file",
+        // the keytab of winrm.keytab without the principal, or empty
+        "no key table entry found",
+        "is nonexistent or empty",
     ]) {
         Some(Trouble::NoTicket)
     } else if has(&["kerberos authentication rejected"]) {
@@ -302,6 +305,10 @@ mod tests {
                 Trouble::Expired,
             ),
             ("The referenced credential has expired", Trouble::Expired),
+            (
+                "No credentials were supplied, or the credentials were unavailable or inaccessible (Keytab FILE:k.keytab is nonexistent or empty)",
+                Trouble::NoTicket,
+            ),
             (
                 "Kerberos init: gssapi major error Unspecified GSS failure. gssapi minor error Clock skew too great",
                 Trouble::Skew,

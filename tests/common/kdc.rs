@@ -81,10 +81,15 @@ impl Kdc {
     /// `kinit` the operator from its keytab into the lab's credential
     /// cache, with `lifetime` ("10h", "3s").
     pub fn kinit(&self, lifetime: &str) {
+        self.kinit_as(&self.user, &self.keytab, lifetime);
+    }
+
+    /// `kinit` `principal` from `keytab` into the lab's credential cache.
+    pub fn kinit_as(&self, principal: &str, keytab: &std::path::Path, lifetime: &str) {
         let mut cmd = Command::new("kinit");
         cmd.args(["-l", lifetime, "-k", "-t"])
-            .arg(&self.keytab)
-            .arg(&self.user);
+            .arg(keytab)
+            .arg(principal);
         for (k, v) in self.env() {
             cmd.env(k, v);
         }

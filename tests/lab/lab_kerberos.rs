@@ -329,3 +329,25 @@ fn a_mixed_cluster_uses_ssh_ntlm_and_kerberos_side_by_side() {
         log("win2")
     );
 }
+
+/// The credential cache holds a ticket, but for another principal than
+/// winrm.user: said before anything is sent to the host.
+#[test]
+fn a_ticket_for_another_principal_is_named() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    let other = format!("someone@{}", kdc.realm);
+    let keytab = lab.dir().join("kdc/someone.keytab");
+    lab.kadmin(&format!("addprinc -randkey {other}"));
+    lab.kadmin(&format!("ktadd -k {} {other}", keytab.display()));
+    kdc.kinit_as(&other, &keytab, "10h");
+    let e = plan_error(&lab, &kdc);
+    assert!(
+        e.contains(&format!("is for {other}, not for winrm.user {}", kdc.user)),
+        "{e}"
+    );
+    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
+    assert!(!log.contains("POST /wsman"), "{log}");
+}
