@@ -351,3 +351,23 @@ fn a_ticket_for_another_principal_is_named() {
     let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
     assert!(!log.contains("POST /wsman"), "{log}");
 }
+
+/// The KDC's keys for the host's principal changed and the host's keytab
+/// did not follow (as when another account registered the SPN): the host
+/// refuses the ticket, and kwinctl says where to look.
+#[test]
+fn a_ticket_the_host_cannot_read_is_named() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    let spn = format!("HTTP/{}", lab.ip("win1"));
+    lab.kadmin(&format!("cpw -randkey {spn}@{}", kdc.realm));
+    kdc.kinit("10h");
+    let e = plan_error(&lab, &kdc);
+    assert!(
+        e.contains(&format!("the host refused the Kerberos ticket for {spn}")),
+        "{e}"
+    );
+    assert!(e.contains(&format!("setspn -Q {spn}")), "{e}");
+}
