@@ -1020,6 +1020,7 @@ cmd_hidden() { # DIR NAME VIA KIND
       "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --ca "$hd/ca.pem" --cn "$ip" > "$hd/cert.sha256"
       ip netns exec "$ns" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
+        KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" \
         setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$ip" \
         --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \

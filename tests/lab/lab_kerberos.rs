@@ -371,3 +371,54 @@ fn a_ticket_the_host_cannot_read_is_named() {
     );
     assert!(e.contains(&format!("setspn -Q {spn}")), "{e}");
 }
+
+/// Kerberos to a host reached only through an SSH bastion: the WinRM
+/// tunnel carries the AP-REQ and the sealed requests, with the service
+/// principal of the address and with one named by winrm.spn.
+#[test]
+fn kerberos_through_a_bastion() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(1);
+    let w = lab.hidden("w1", "h1", "windows");
+    let kdc = lab.kdc();
+    let keytab = lab.dir().join("hosts/w1/http.keytab");
+    for p in [format!("HTTP/{}", w.ip), "HTTP/w1.lab.invalid".to_string()] {
+        lab.kadmin(&format!("addprinc -randkey {p}@{}", kdc.realm));
+        lab.kadmin(&format!("ktadd -k {} {p}@{}", keytab.display(), kdc.realm));
+    }
+    kdc.kinit("10h");
+    let base = std::fs::read_to_string(lab.inventory()).unwrap();
+    let (head, hosts) = base.split_once("hosts:\n").unwrap();
+    let bastion = format!(
+        "bastion: {{ address: {}, identity: {}, known_hosts: {} }}",
+        lab.ip("h1"),
+        lab.dir().join("id_ed25519").display(),
+        lab.dir().join("known_hosts").display()
+    );
+    for spn in ["", ", spn: HTTP/w1.lab.invalid"] {
+        let inv = lab.dir().join("kerberos-bastion.yaml");
+        common::write(
+            &inv,
+            &format!(
+                "{head}hosts:\n{hosts}  - name: w1\n    os: windows\n    address: {}\n    \
+                 winrm: {{ port: 5985, tls: false, auth: kerberos, user: {}{spn}, {bastion} }}\n",
+                w.ip, kdc.user
+            ),
+        );
+        let o = run(
+            &kdc,
+            &["verify", "-i", inv.to_str().unwrap(), "--limit", "w1"],
+        );
+        // reached and authenticated: the host's probe ran, and found the
+        // (never installed) kubelet missing
+        let out = text(&o);
+        assert!(
+            out.contains(r"C:\k\kubelet.exe is missing") && !out.contains("Kerberos"),
+            "{spn}: {out}"
+        );
+    }
+    let log = std::fs::read_to_string(lab.dir().join("hosts/w1/winsim.log")).unwrap();
+    assert_eq!(log.matches("kerberos: accepted").count(), 2, "{log}");
+}
