@@ -39,7 +39,8 @@ struct Steps {
     /// SOAP requests sent so far (the hook counts them).
     sent: Arc<AtomicU32>,
     /// Exchanges that open the connection, paid by the first request: TCP;
-    /// TLS (1.3: one); Kerberos: see [`super::kerberos::setup_exchanges`]; NTLM sealed over HTTP: a Type 1 and an empty Type 3
+    /// TLS (1.3: one); Kerberos: [`super::kerberos::setup_exchanges`];
+    /// NTLM sealed over HTTP: a Type 1 and an empty Type 3
     /// before the first sealed request (winrm-rs 2.0 transport.rs
     /// open_authenticated_conn: "a handshake on it that carries no body
     /// (NTLM: empty Type 3)"; the simulator logs a 401 and a 200 before the
