@@ -133,11 +133,16 @@ pub fn advice(trouble: Trouble, host: &Host, w: &WinRmSettings, text: &str) -> S
              differ by more than the realm allows (5 minutes by default). Set this machine's time \
              from the domain (chrony or ntpd against a domain controller), then `kinit` again"
             .to_string(),
+        Trouble::UnknownService if w.spn_host.is_some() => format!(
+            "the KDC knows no service principal {spn} (winrm.spn): check the name against the \
+             host's (`setspn -L <computer>` lists its principals; HTTP/ is served by its HOST/ \
+             ones), or register it (setspn -S {spn} <computer>)"
+        ),
         Trouble::UnknownService => format!(
-            "the KDC knows no service principal {spn}: kwinctl asks for HTTP/ and the host's \
-             address as written in the inventory. Write the host's DNS name as `address` (its \
-             computer account has HTTP/ through HOST/ for that name; `setspn -L <computer>` lists \
-             them), set winrm.spn, or register it (setspn -S {spn} <computer>)"
+            "the KDC knows no service principal {spn}: without winrm.spn kwinctl asks for HTTP/ \
+             and the host's address. Set winrm.spn: HTTP/<the host's DNS name> (its computer \
+             account has HTTP/ through HOST/ for that name; `setspn -L <computer>` lists them), \
+             or register this one (setspn -S {spn} <computer>)"
         ),
         Trouble::UnknownClient => format!(
             "the KDC knows no principal {user}: check winrm.user (user@REALM, the realm in \

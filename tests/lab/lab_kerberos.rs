@@ -234,7 +234,11 @@ fn an_unknown_service_principal_is_named() {
         e.contains(&format!("the KDC knows no service principal {spn}")),
         "{e}"
     );
-    assert!(e.contains("setspn"), "{e}");
+    assert!(
+        e.contains("Set winrm.spn: HTTP/<the host's DNS name>")
+            && e.contains(&format!("setspn -S {spn} <computer>")),
+        "{e}"
+    );
 }
 
 /// Kerberos through a 300 ms link: each step takes no more exchanges than
