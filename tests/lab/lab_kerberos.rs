@@ -426,3 +426,44 @@ fn kerberos_through_a_bastion() {
     let log = std::fs::read_to_string(lab.dir().join("hosts/w1/winsim.log")).unwrap();
     assert_eq!(log.matches("kerberos: accepted").count(), 2, "{log}");
 }
+
+/// `lab.sh down` ends the KDC too (also one restarted under faketime) and
+/// removes its namespace.
+#[test]
+fn lab_down_ends_the_kdc_and_its_namespace() {
+    if !require_root() {
+        return;
+    }
+    let (lab, _kdc) = kerberos_lab();
+    lab.kdc_clock("+2h");
+    let dir = lab.dir().join("kdc").display().to_string();
+    let kdcs = || {
+        let o = std::process::Command::new("pgrep")
+            .args(["-f", &format!("^(faketime .*)?krb5kdc -n -P {dir}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    // faketime and the KDC it started
+    assert_eq!(kdcs(), 2, "one KDC runs, under faketime");
+    let id = std::fs::read_to_string(lab.dir().join("lab.env")).unwrap();
+    let id = id
+        .lines()
+        .find_map(|l| l.strip_prefix("LAB_ID="))
+        .unwrap()
+        .to_string();
+    let o = lab.down();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(kdcs(), 0, "the KDC outlives lab.sh down");
+    let list = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let ns = format!("kwl{id}k0");
+    assert!(
+        !String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(ns.as_str())),
+        "{ns} is still there"
+    );
+}
