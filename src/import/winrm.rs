@@ -125,8 +125,9 @@ pub(super) fn winrm_truth(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problem
 /// What Ansible does with Kerberos that kwinctl does not: refused, each
 /// with its fix (docs/research/kerberos.md). winrm.py runs `kinit` with the
 /// host's password when `ansible_winrm_kinit_mode` is `managed`, its
-/// default when a password is set; kwinctl uses the operator's ticket or a
-/// keytab and never a password. Delegating the ticket to the host (winrm
+/// default when a password is set, and psrp gets a ticket with the
+/// password it is given; kwinctl uses the operator's ticket or a keytab
+/// and never a password. Delegating the ticket to the host (winrm
 /// `kerberos_delegation`, psrp `negotiate_delegate`) is not done either.
 fn kerberos(vars: &BTreeMap<String, (Var, Layer)>, psrp: bool, p: &mut Problems) {
     let get = |k: &str| vars.get(k).map(|(v, _)| v);
@@ -145,7 +146,19 @@ fn kerberos(vars: &BTreeMap<String, (Var, Layer)>, psrp: bool, p: &mut Problems)
     let manual = mode
         .and_then(|v| text(v, &mut Problems::default()))
         .is_some_and(|m| m == "manual");
-    if !psrp && !manual {
+    if psrp {
+        // pypsrp hands the password to pyspnego, which gets a ticket with
+        // it rather than from the credential cache
+        if let Some(v) = password {
+            p.refuse(
+                v,
+                "with Kerberos, Ansible's psrp connection gets a ticket with the host's password; \
+                 kwinctl never copies a password: it uses the ticket in your credential cache, or \
+                 a keytab (winrm.keytab)",
+                "remove the password, import again, and run `kinit USER@REALM` before kwinctl",
+            );
+        }
+    } else if !manual {
         // managed: said so, or Ansible's default with a password
         if let Some(v) = mode.or(password) {
             p.refuse(

@@ -376,4 +376,22 @@ fn kerberos_maps_and_what_ansible_does_beyond_it_is_refused() {
         assert!(err.contains(&want), "want {want} in:\n{err}");
     }
     assert!(!err.contains("not-copied"), "{err}");
+    // psrp gets its ticket with the password it is given
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5\n[win:vars]\nansible_connection=psrp\n\
+         ansible_psrp_auth=kerberos\nansible_user=kwinctl@CORP.EXAMPLE\nansible_password=not-copied\n",
+    );
+    let o = kwinctl(&[
+        "import",
+        "ansible",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let want =
+        format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible's psrp connection");
+    assert!(err.contains(&want), "want {want} in:\n{err}");
 }
