@@ -467,3 +467,48 @@ fn lab_down_ends_the_kdc_and_its_namespace() {
         "{ns} is still there"
     );
 }
+
+/// A SPNEGO client (pyspnego's `negotiate`, as pywinrm and pypsrp send
+/// it), not only winrm-rs's raw Kerberos token: the simulated host takes
+/// it under `Negotiate`, as Windows does, and its answer completes the
+/// client's context.
+const SPNEGO_CLIENT: &str = r#"
+import base64, http.client, sys, spnego
+ip = sys.argv[1]
+c = spnego.client(hostname=ip, service="HTTP", protocol="negotiate")
+tok = c.step()
+assert tok[:1] == b"\x60", "not an initial SPNEGO token"
+h = http.client.HTTPConnection(ip, 5985, timeout=20)
+h.request("POST", "/wsman", body=b"", headers={
+    "Authorization": "Negotiate " + base64.b64encode(tok).decode(),
+    "Content-Type": "application/soap+xml;charset=UTF-8"})
+r = h.getresponse()
+r.read()
+c.step(base64.b64decode(r.getheader("WWW-Authenticate").split(" ", 1)[1]))
+print(r.status, c.complete)
+"#;
+
+#[test]
+fn winsim_takes_a_spnego_token_as_windows_does() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    kdc.kinit("10h");
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/winsim/.venv/bin/python");
+    let mut cmd = std::process::Command::new(python);
+    cmd.args(["-c", SPNEGO_CLIENT, &lab.ip("win1")])
+        .envs(kdc.env());
+    let o = common::run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "200 True",
+        "{}",
+        text(&o)
+    );
+    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
+    assert!(
+        log.contains(&format!("kerberos: accepted {}", kdc.user)),
+        "{log}"
+    );
+}
