@@ -58,6 +58,14 @@
 #                                SSH (its own sshd; DefaultShell cmd.exe, the
 #                                default, or powershell.exe); its inventory
 #                                entry switches from winrm: to ssh:
+#   lab.sh kdc DIR [--clock OFFSET | --stop]
+#                                an MIT Kerberos KDC for the lab's realm
+#                                KWL<id>.TEST in its own namespace (.254),
+#                                principals and keytabs for the operator and
+#                                each Windows host (see lab/kdc.sh); again
+#                                with --clock: restarted that far off (+2h);
+#                                --stop: stopped
+#   lab.sh kadmin DIR QUERY      kadmin.local on the lab's KDC database
 #   lab.sh sshd-port DIR HOST PORT [CA_KEY]
 #                                one more sshd in HOST on PORT with its own host
 #                                key, certified by CA_KEY (a host certificate)
@@ -129,10 +137,16 @@ num_of() { # host name -> number
   case "$1" in h[0-9]*) echo "${1#h}" ;; *) die "unknown Linux host $1" ;; esac
 }
 WINSIM="$(cd "$(dirname "$0")/.." && pwd)/winsim"
+# shellcheck source=lab/kdc.sh
+. "$(dirname "$0")/kdc.sh"
 win_ip() { echo "198.18.$LAB_ID.$((N + $1 + 1))"; }
 start_winsim() { # DIR j
   local dir=$1 j=$2 hd="$1/hosts/win$2"
+  # Kerberos (lab/kdc.sh): the host's service keys and the realm's
+  # krb5.conf, once `lab.sh kdc` made them (until then no Kerberos token
+  # is accepted, as on a host outside any domain)
   ip netns exec "$(wns_of "$j")" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
+    KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" \
     setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$(win_ip "$j")" \
     --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
     --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
@@ -765,6 +779,7 @@ cmd_down() {
   done
   mapfile -t -O "${#nss[@]}" nss < <(hidden_nss "$dir")
   mapfile -t -O "${#nss[@]}" nss < <(pod_nss)
+  if [ -e "/run/netns/$(kdc_ns)" ]; then nss+=("$(kdc_ns)"); fi
   kill_nss "${nss[@]}"
   if j=$(anchor_pid "$dir"); then kill "$j" 2>/dev/null || true; fi
   # Deleting the namespaces first takes their veth pairs with them, in one
@@ -820,7 +835,7 @@ cmd_gc() {
         # shellcheck disable=SC2046
         sd_stop $(cat "$d/sd")
       fi
-      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwzq][0-9]+p?$" || true)
+      mapfile -t nss < <(ip netns list | awk '{print $1}' | grep -E "^kwl${id}[hwzqk][0-9]+p?$" || true)
       kill_nss "${nss[@]}"
       for n in "${nss[@]}"; do
         ip netns del "$n" 2>/dev/null || true
@@ -1010,6 +1025,7 @@ cmd_hidden() { # DIR NAME VIA KIND
       "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --ca "$hd/ca.pem" --cn "$ip" > "$hd/cert.sha256"
       ip netns exec "$ns" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
+        KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" \
         setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$ip" \
         --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
@@ -1323,7 +1339,7 @@ json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3],
 # A lab folder given as a relative path is made absolute once, here: sshd
 # re-executes itself and must find its config by an absolute path.
 case "${1:-}" in
-  down | reboot | rekey | pod | user | stop-sshd | start-sshd | exec | hidden | sshd-port | readdress | kpod | kpod-del | kubectl | win-ssh)
+  kdc | kadmin | down | reboot | rekey | pod | user | stop-sshd | start-sshd | exec | hidden | sshd-port | readdress | kpod | kpod-del | kubectl | win-ssh)
     if [ $# -ge 2 ] && [ -d "$2" ]; then set -- "$1" "$(cd "$2" && pwd)" "${@:3}"; fi ;;
 esac
 case "${1:-}" in
@@ -1346,6 +1362,8 @@ case "${1:-}" in
     [ -n "$up_n" ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
     cmd_up "$up_dir" "$up_n" "$up_m" "$up_s" ;;
   build-root) sd_build_root; echo "$(sd_root)" ;;
+  kdc) [ $# -ge 2 ] && [ $# -le 4 ] || die "usage: lab.sh kdc DIR [--clock OFFSET | --stop]"; cmd_kdc "${@:2}" ;;
+  kadmin) [ $# -eq 3 ] || die "usage: lab.sh kadmin DIR QUERY"; load "$2"; kdc_admin "$2" "$3" ;;
   _sd-supervise) sd_supervise "$2" "$3" "$4" ;;
   down) [ $# -eq 2 ] || die "usage: lab.sh down DIR"; cmd_down "$2" ;;
   reboot)

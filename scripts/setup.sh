@@ -17,12 +17,20 @@ command -v sudo >/dev/null 2>&1 || need+=(sudo)
 # The lab's systemd hosts (Debian containers booting systemd, lab/lab.sh).
 command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+# The lab's Kerberos realm (lab/kdc.sh): an MIT KDC and its admin tools
+# (kadmin.local), the client tools for tests (kinit, klist), faketime for a
+# KDC whose clock is off
+command -v krb5kdc >/dev/null 2>&1 || [ -x /usr/sbin/krb5kdc ] || need+=(krb5-kdc)
+command -v kadmin.local >/dev/null 2>&1 || [ -x /usr/sbin/kadmin.local ] || need+=(krb5-admin-server)
+command -v kinit >/dev/null 2>&1 || need+=(krb5-user)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+"$(dirname "$0")/build-deps.sh"
 mkdir -p /run/sshd
 # The simulated Windows hosts' Python environment (winsim/.venv), created once
 # here so that parallel lab tests do not race to create it.

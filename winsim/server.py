@@ -1,6 +1,7 @@
 """The WinRM server: WS-Management / WinRS (Create, Command, Send, Receive,
-Signal, Delete) over HTTP and HTTPS, NTLM with message encryption
-(pyspnego, imported when a client uses it) and Basic."""
+Signal, Delete) over HTTP and HTTPS, NTLM and Kerberos with message
+encryption (pyspnego, imported when a client uses it; Kerberos through
+python-gssapi and the host's keytab, see auth.py) and Basic."""
 
 import base64
 import http.server
@@ -16,6 +17,7 @@ import threading
 import uuid
 
 from . import util
+from .auth import REFUSE_NTLM_HEADERS, accept_kerberos, knob, token_kind
 from .boot import BootClock
 from .host import execute
 from .net import apply_firewall
@@ -204,7 +206,7 @@ def make_handler(cfg, shells, tls):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        ntlm = None  # per connection
+        ctx = None  # per connection: the NTLM or Kerberos context
         authed = False
 
         def log_message(self, fmt, *args):
@@ -228,34 +230,59 @@ def make_handler(cfg, shells, tls):
                 kind = auth.split(" ", 1)[0]
                 tok = base64.b64decode(auth.split(" ", 1)[1])[8:12].hex() if " " in auth else ""
                 log("debug: auth=%s tok=%s ctype=%s len=%d authed=%s" % (kind, tok, ctype[:40], len(body), self.authed))
+            answer_headers = []
             if auth.startswith("Negotiate ") or auth.startswith("NTLM "):
-                import spnego
                 token = base64.b64decode(auth.split(" ", 1)[1])
-                if token[8:12] == b"\x01\x00\x00\x00":
-                    self.ntlm = spnego.server(protocol="ntlm")
-                    self.authed = False
-                elif self.ntlm is None or self.ntlm.complete:
+                kind = token_kind(token)
+                if kind in ("kerberos", "spnego"):
+                    try:
+                        self.ctx, out = accept_kerberos(kind, token)
+                    except Exception as e:  # no keys, wrong principal, skew, ...
+                        # pyspnego may raise from its own clean-up: the
+                        # library's error is the one it was handling
+                        cause = e.__cause__ or e.__context__
+                        log("kerberos: refused: %s: %s%s" % (type(e).__name__, e, " (%s)" % cause if cause else ""))
+                        self.ctx, self.authed = None, False
+                        return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
+                    log("kerberos: accepted %s" % (self.ctx.client_principal or "?"))
+                    self.authed = True
+                    # the AP-REP: mutual authentication, and the answer
+                    # that completes the client's context
+                    if out:
+                        answer_headers = [("WWW-Authenticate", "Negotiate " + base64.b64encode(out).decode())]
+                    if not body:
+                        return self.reply(200, headers=answer_headers)
+                elif knob(cfg.state, "refuse_ntlm"):
+                    log("ntlm: refused: the host's policy denies incoming NTLM (Restrict NTLM)")
+                    self.ctx, self.authed = None, False
+                    return self.reply(401, headers=REFUSE_NTLM_HEADERS)
+                else:
+                    import spnego
+                    if token[8:12] == b"\x01\x00\x00\x00":
+                        self.ctx = spnego.server(protocol="ntlm")
+                        self.authed = False
+                    elif self.ctx is None or self.ctx.complete:
+                        with pending_lock:
+                            self.ctx = pending.pop(self.client_address[0], None)
+                        if self.ctx is None:
+                            self.ctx = spnego.server(protocol="ntlm")
+                    try:
+                        out = self.ctx.step(token)
+                    except Exception as e:  # wrong password, bad message
+                        log("ntlm: refused: %s: %s" % (type(e).__name__, e))
+                        self.ctx = None
+                        return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
+                    if not self.ctx.complete:
+                        with pending_lock:
+                            pending[self.client_address[0]] = self.ctx
+                        challenge = "Negotiate " + base64.b64encode(out).decode()
+                        return self.reply(401, headers=[("WWW-Authenticate", challenge)])
                     with pending_lock:
-                        self.ntlm = pending.pop(self.client_address[0], None)
-                    if self.ntlm is None:
-                        self.ntlm = spnego.server(protocol="ntlm")
-                try:
-                    out = self.ntlm.step(token)
-                except Exception as e:  # wrong password, bad message
-                    log("ntlm: refused: %s: %s" % (type(e).__name__, e))
-                    self.ntlm = None
-                    return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
-                if not self.ntlm.complete:
-                    with pending_lock:
-                        pending[self.client_address[0]] = self.ntlm
-                    challenge = "Negotiate " + base64.b64encode(out).decode()
-                    return self.reply(401, headers=[("WWW-Authenticate", challenge)])
-                with pending_lock:
-                    if pending.get(self.client_address[0]) is self.ntlm:
-                        del pending[self.client_address[0]]
-                self.authed = True
-                if not body:
-                    return self.reply(200)
+                        if pending.get(self.client_address[0]) is self.ctx:
+                            del pending[self.client_address[0]]
+                    self.authed = True
+                    if not body:
+                        return self.reply(200)
             elif auth.startswith("Basic "):
                 if not cfg.allow_basic:
                     return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
@@ -268,7 +295,7 @@ def make_handler(cfg, shells, tls):
                 return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
             if ctype.startswith("multipart/encrypted"):
                 try:
-                    plain = unwrap_body(self.ntlm, body)
+                    plain = unwrap_body(self.ctx, body)
                 except Exception as e:
                     log("unseal failed: %s" % type(e).__name__)
                     return self.reply(400)
@@ -287,16 +314,16 @@ def make_handler(cfg, shells, tls):
                     with State(cfg.state) as d:
                         d["lose_sessions"] = max(0, int(d.get("lose_sessions", 0) or 0) - 1)
                     log("lose_sessions: answering 401 to a sealed %s" % soap_action(xml).rsplit("/", 1)[-1])
-                    self.ntlm, self.authed = None, False
+                    self.ctx, self.authed = None, False
                     return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
                 return self.serve(xml, sealed=True)
             # NTLM without sealing: only over HTTPS, or when allowed.
             if not (tls or cfg.allow_unencrypted):
                 log("refused an unencrypted body over HTTP")
                 return self.reply(500)
-            return self.serve(body.decode("utf-8", "replace"), sealed=False)
+            return self.serve(body.decode("utf-8", "replace"), sealed=False, headers=answer_headers)
 
-        def serve(self, xml, sealed):
+        def serve(self, xml, sealed, headers=()):
             try:
                 answer = shells.handle(xml).encode()
                 status = 200
@@ -310,9 +337,9 @@ def make_handler(cfg, shells, tls):
                                   "<s:Fault><s:Reason><s:Text>%s</s:Text></s:Reason></s:Fault>" % e).encode()
                 status = 500
             if sealed:
-                ctype, data = wrap_body(self.ntlm, answer)
+                ctype, data = wrap_body(self.ctx, answer)
                 return self.reply(status, data, [("Content-Type", ctype)])
-            return self.reply(status, answer, [("Content-Type", "application/soap+xml;charset=UTF-8")])
+            return self.reply(status, answer, [("Content-Type", "application/soap+xml;charset=UTF-8"), *headers])
 
     return Handler
 

@@ -306,6 +306,8 @@ fn prepare(
     }
     let all: Vec<&crate::inventory::Host> = hosts.iter().map(|(h, _)| h).collect();
     l.inv.check_credentials(&all)?;
+    // before the runtime's threads: it may set the Kerberos environment
+    transport::kerberos::prepare(&all).map_err(CliError::bad)?;
     // Where and as whom each host is reached, as OpenSSH resolves it: a
     // config kwinctl cannot follow is bad input.
     let routes = transport::resolve(&all, &ConfigSource::from_arg(c.ssh_config.as_deref()))

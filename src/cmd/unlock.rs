@@ -32,6 +32,7 @@ pub fn unlock(c: &Common, yes: bool) -> Result<Exit, CliError> {
         ));
     };
     l.inv.check_credentials(&[host])?;
+    transport::kerberos::prepare(&[host]).map_err(CliError::bad)?;
     let routes = transport::resolve(&[host], &ConfigSource::from_arg(c.ssh_config.as_deref()))
         .map_err(|e| CliError::bad(format!("ssh config: {e}")))?;
     let opts = Arc::new(ConnectOptions::new(

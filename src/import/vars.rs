@@ -251,13 +251,28 @@ pub(super) fn settings(
                 match t.to_ascii_lowercase().as_str() {
                     "ntlm" | "negotiate" => put(&mut out, "winrm.auth", Scalar::Str("ntlm".into()), at(v)),
                     "basic" => put(&mut out, "winrm.auth", Scalar::Str("basic".into()), at(v)),
+                    "kerberos" => put(&mut out, "winrm.auth", Scalar::Str("kerberos".into()), at(v)),
                     other => p.refuse(
                         v,
-                        format!("{other:?} authentication is not built into kwinctl (NTLM and Basic are)"),
-                        "use ntlm (over https)",
+                        format!("{other:?} authentication is not built into kwinctl (NTLM, Kerberos and Basic are)"),
+                        "use ntlm (over https) or kerberos",
                     ),
                 }
             }
+            // pywinrm's kerberos_hostname_override and psrp's
+            // negotiate_hostname_override: the host part of the service
+            // principal, HTTP/<name>
+            "ansible_winrm_kerberos_hostname_override" | "ansible_psrp_negotiate_hostname_override" => {
+                let Some(t) = text(v, p) else { continue };
+                put(&mut out, "winrm.spn", Scalar::Str(format!("HTTP/{t}")), at(v));
+            }
+            "ansible_winrm_service" | "ansible_psrp_negotiate_service"
+                if text(v, p).is_some_and(|t| !t.eq_ignore_ascii_case("HTTP")) =>
+            {
+                p.refuse(v, "WinRM's service class is HTTP: kwinctl names HTTP/<host>", "remove it");
+            }
+            "ansible_winrm_service" | "ansible_psrp_negotiate_service"
+            | "ansible_winrm_kerberos_delegation" | "ansible_psrp_negotiate_delegate" => {}
             "ansible_winrm_scheme" | "ansible_psrp_protocol" => match text(v, p) {
                 Some("https") => put(&mut out, "winrm.tls", Scalar::Bool(true), at(v)),
                 Some("http") => put(&mut out, "winrm.tls", Scalar::Bool(false), at(v)),
@@ -394,6 +409,10 @@ pub(super) fn unused(v: &Var) -> bool {
                 | "ansible_winrm_kinit_mode"
                 | "ansible_winrm_kinit_cmd"
                 | "ansible_shell_executable"
+                | "ansible_winrm_service"
+                | "ansible_psrp_negotiate_service"
+                | "ansible_winrm_kerberos_delegation"
+                | "ansible_psrp_negotiate_delegate"
         )
 }
 

@@ -69,7 +69,11 @@ pub(super) fn winrm_truth(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problem
     let auth = auth_var.and_then(|v| text(v, &mut Problems::default()));
     let (auth, why_auth) = match auth.map(|a| a.to_ascii_lowercase()) {
         Some(a) => (
-            if a == "basic" { "basic" } else { "ntlm" },
+            match a.as_str() {
+                "basic" => "basic",
+                "kerberos" => "kerberos",
+                _ => "ntlm",
+            },
             why(auth_var, ""),
         ),
         None if psrp => ("ntlm", why(None, "auth negotiate (psrp): NTLM here")),
@@ -96,6 +100,9 @@ pub(super) fn winrm_truth(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problem
             "set ansible_winrm_transport=ntlm, or use https (ansible_winrm_scheme=https, port 5986)",
         );
     }
+    if auth == "kerberos" {
+        kerberos(vars, psrp, p);
+    }
     vec![
         Setting {
             key: "winrm.tls",
@@ -113,4 +120,68 @@ pub(super) fn winrm_truth(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problem
             why: why_auth,
         },
     ]
+}
+
+/// What Ansible does with Kerberos that kwinctl does not: refused, each
+/// with its fix (docs/research/kerberos.md). winrm.py runs `kinit` with the
+/// host's password when `ansible_winrm_kinit_mode` is `managed`, its
+/// default when a password is set, and psrp gets a ticket with the
+/// password it is given; kwinctl uses the operator's ticket or a keytab
+/// and never a password. Delegating the ticket to the host (winrm
+/// `kerberos_delegation`, psrp `negotiate_delegate`) is not done either.
+fn kerberos(vars: &BTreeMap<String, (Var, Layer)>, psrp: bool, p: &mut Problems) {
+    let get = |k: &str| vars.get(k).map(|(v, _)| v);
+    let yes = |v: &Var| {
+        text(v, &mut Problems::default())
+            .is_some_and(|t| matches!(t.to_ascii_lowercase().as_str(), "true" | "yes" | "1" | "on"))
+    };
+    let password = [
+        "ansible_password",
+        "ansible_winrm_pass",
+        "ansible_winrm_password",
+    ]
+    .iter()
+    .find_map(|k| get(k));
+    let mode = get("ansible_winrm_kinit_mode");
+    let manual = mode
+        .and_then(|v| text(v, &mut Problems::default()))
+        .is_some_and(|m| m == "manual");
+    if psrp {
+        // pypsrp hands the password to pyspnego, which gets a ticket with
+        // it rather than from the credential cache
+        if let Some(v) = password {
+            p.refuse(
+                v,
+                "with Kerberos, Ansible's psrp connection gets a ticket with the host's password; \
+                 kwinctl never copies a password: it uses the ticket in your credential cache, or \
+                 a keytab (winrm.keytab)",
+                "remove the password, import again, and run `kinit USER@REALM` before kwinctl",
+            );
+        }
+    } else if !manual {
+        // managed: said so, or Ansible's default with a password
+        if let Some(v) = mode.or(password) {
+            p.refuse(
+                v,
+                "with Kerberos, Ansible runs kinit with the host's password (kinit mode managed, its \
+                 default when a password is set); kwinctl never runs kinit nor copies a password: it \
+                 uses the ticket in your credential cache, or a keytab (winrm.keytab)",
+                "remove the password (or set ansible_winrm_kinit_mode=manual), import again, and run \
+                 `kinit USER@REALM` before kwinctl",
+            );
+        }
+    }
+    for k in [
+        "ansible_winrm_kerberos_delegation",
+        "ansible_psrp_negotiate_delegate",
+    ] {
+        if let Some(v) = get(k).filter(|v| yes(v)) {
+            p.refuse(
+                v,
+                "kwinctl does not delegate (forward) the Kerberos ticket to the host: its scripts \
+                 need no second hop",
+                "remove it (or set it false)",
+            );
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! password sources, checked before anything is contacted (and by `check`,
 //! as warnings unless `--strict`).
 
-use super::{Connection, Host, Inventory, InventoryError, PasswordSource, Problem};
+use super::{Connection, Host, Inventory, InventoryError, PasswordSource, Problem, WinRmAuth};
 
 impl Inventory {
     /// Check what connecting needs from the operator's machine (key files,
@@ -41,6 +41,24 @@ impl Inventory {
                                 id.display()
                             ),
                             hint: "point ssh.identity at a readable private key, or remove it to use ssh-agent".into(),
+                        });
+                    }
+                }
+                Connection::WinRm(w) if w.auth == WinRmAuth::Kerberos => {
+                    // no password: a ticket (checked when connecting), or
+                    // the keys of a keytab
+                    if let Some(kt) = &w.keytab
+                        && let Err(e) = std::fs::File::open(kt)
+                    {
+                        problems.push(Problem {
+                            pos: h.pos,
+                            message: format!(
+                                "host {}: the Kerberos keytab {} cannot be read: {e}",
+                                h.name,
+                                kt.display()
+                            ),
+                            hint: "point winrm.keytab at a readable keytab (klist -k FILE lists its principals)"
+                                .into(),
                         });
                     }
                 }

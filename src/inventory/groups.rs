@@ -146,6 +146,8 @@ pub(super) fn layered(
         ca_file: _,
         cert_sha256: _,
         allow_basic_over_http: _,
+        keytab: _,
+        spn: _,
         bastion: _,
     } = RawWinRm::default();
     let RawWindows {
@@ -201,6 +203,8 @@ pub(super) fn layered(
             ca_file = "ca_file",
             cert_sha256 = "cert_sha256",
             allow_basic_over_http = "allow_basic_over_http",
+            keytab = "keytab",
+            spn = "spn",
             bastion = "bastion"
         ]
     );

@@ -9,6 +9,7 @@ mod bastion;
 mod credentials;
 mod groups;
 mod host;
+mod kerberos;
 pub mod kubeconfig;
 mod linux;
 mod placeholder;
@@ -273,6 +274,12 @@ pub struct WinRmSettings {
     pub ca_file: Option<PathBuf>,
     pub cert_sha256: Option<String>,
     pub allow_basic_over_http: bool,
+    /// Kerberos: the keytab of `user` (none: the operator's credential
+    /// cache, filled by `kinit`).
+    pub keytab: Option<PathBuf>,
+    /// Kerberos: the service principal's host part when it is not the
+    /// address (`winrm.spn: HTTP/<name>`).
+    pub spn_host: Option<String>,
     /// An SSH jump host in front of the host: WinRM goes through a tunnel.
     pub bastion: Option<Bastion>,
 }

@@ -236,6 +236,13 @@ pub(super) struct RawWinRm {
     pub(super) cert_sha256: Option<Spanned<String>>,
     #[schemars(with = "Option<bool>")]
     pub(super) allow_basic_over_http: Option<Spanned<bool>>,
+    /// Kerberos: a keytab holding the keys of `user` (instead of the
+    /// operator's credential cache).
+    #[schemars(with = "Option<String>")]
+    pub(super) keytab: Option<Spanned<String>>,
+    /// Kerberos: the host's service principal (default `HTTP/<address>`).
+    #[schemars(with = "Option<String>")]
+    pub(super) spn: Option<Spanned<String>>,
     /// An SSH jump host in front of the host (like `ssh -J`).
     #[schemars(with = "Option<RawBastion>")]
     pub(super) bastion: Option<Spanned<RawBastion>>,

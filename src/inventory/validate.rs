@@ -13,7 +13,7 @@ use serde_saphyr::Spanned;
 
 use super::groups::{Clash, Declared, Layered, layered};
 use super::raw::{RawCluster, RawDefaults, RawHost, RawInventory};
-use super::validator::Validator;
+use super::validator::{Validator, dns_name};
 use super::*;
 use crate::text::echo;
 
@@ -780,6 +780,11 @@ impl Validator {
             }));
         }
         let w = lay.winrm.clone();
+        let kerberos_raw = super::kerberos::KerberosRaw {
+            user: lay.winrm.user.as_ref(),
+            keytab: lay.winrm.keytab.as_ref(),
+            spn: lay.winrm.spn.as_ref(),
+        };
         let tls = w.tls.map(|t| t.value).unwrap_or(true);
         let auth_s = w.auth;
         let auth = match auth_s.as_ref().map(|a| a.value.to_ascii_lowercase()) {
@@ -808,6 +813,7 @@ impl Validator {
             );
             return None;
         }
+        let kerberos = self.kerberos(kerberos_raw, auth, &h.name.value, pos)?;
         let password = match (w.password_env, w.password_file) {
             (Some(_), Some(f)) => {
                 self.problem(
@@ -852,6 +858,8 @@ impl Validator {
             ca_file: w.ca_file.map(|s| self.path(&s.value)),
             cert_sha256,
             allow_basic_over_http,
+            keytab: kerberos.keytab,
+            spn_host: kerberos.spn_host,
             bastion: w.bastion.as_ref().and_then(|b| self.bastion(b)),
         }))
     }
@@ -863,18 +871,4 @@ pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
 /// kubeadm's cluster DNS address: the service CIDR's 10th address.
 pub fn dns_default(service_cidr: Ipv4Net) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(service_cidr.network()) + 10)
-}
-
-/// A DNS domain as RFC 1123 labels: letters, digits and `-`, 1 to 63 each,
-/// not starting or ending with `-`, at most 253 in all.
-fn dns_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
 }

@@ -80,3 +80,17 @@ impl Validator {
         }
     }
 }
+
+/// A DNS domain as RFC 1123 labels: letters, digits and `-`, 1 to 63 each,
+/// not starting or ending with `-`, at most 253 in all.
+pub(super) fn dns_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}

@@ -87,8 +87,8 @@ impl Pool {
     }
 }
 
-/// A local SOCKS5 proxy to one target through a jump connection; closed
-/// when dropped.
+/// A local SOCKS5 proxy to one target (through a jump connection, or
+/// straight to it); closed when dropped.
 pub struct Tunnel {
     /// `socks5://user:password@127.0.0.1:port`.
     pub url: String,
@@ -113,7 +113,27 @@ fn secret() -> Result<String, TransportError> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-pub async fn socks(conn: Arc<Conn>, host: String, port: u16) -> Result<Tunnel, TransportError> {
+/// Where a tunnel's connections go: a channel of a jump host's connection,
+/// or straight to the host (to reach it under another name, see
+/// [`Tunnel::asked`]).
+#[derive(Clone)]
+pub enum Via {
+    Ssh(Arc<Conn>),
+    Direct,
+}
+
+/// A local SOCKS5 proxy whose one target is `asked`:`port` (the name the
+/// client connects to, which may be a DNS name the proxy does not resolve)
+/// and whose connections go to `host`:`port` through `via`. A name other
+/// than the host lets winrm-rs put it in the URL (Kerberos names the
+/// service principal after the URL's host) while the connection goes to
+/// the inventory's address.
+pub async fn tunnel(
+    via: Via,
+    asked: String,
+    host: String,
+    port: u16,
+) -> Result<Tunnel, TransportError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| {
@@ -128,12 +148,15 @@ pub async fn socks(conn: Arc<Conn>, host: String, port: u16) -> Result<Tunnel, T
     // Only this run's WinRM client knows it; an error quoting the proxy URL
     // must not show it.
     crate::secret::register(&pass);
-    let url = format!("socks5://{user}:{pass}@{local}");
+    // socks5h: the client passes a name unresolved (the proxy does not
+    // resolve it either: it only checks it)
+    let scheme = if asked == host { "socks5" } else { "socks5h" };
+    let url = format!("{scheme}://{user}:{pass}@{local}");
     let task = tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            let (conn, host, pass) = (conn.clone(), host.clone(), pass.clone());
+            let (via, asked, host, pass) = (via.clone(), asked.clone(), host.clone(), pass.clone());
             tokio::spawn(async move {
-                let _ = serve(tcp, conn, &host, port, &pass).await;
+                let _ = serve(tcp, via, &asked, &host, port, &pass).await;
             });
         }
     });
@@ -144,7 +167,8 @@ pub async fn socks(conn: Arc<Conn>, host: String, port: u16) -> Result<Tunnel, T
 /// to the tunnel's target.
 async fn serve(
     mut tcp: tokio::net::TcpStream,
-    conn: Arc<Conn>,
+    via: Via,
+    asked: &str,
     host: &str,
     port: u16,
     pass: &str,
@@ -197,10 +221,25 @@ async fn serve(
     let mut pb = [0u8; 2];
     tcp.read_exact(&mut pb).await?;
     let reply = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
-    if req[1] != 1 || target != host || u16::from_be_bytes(pb) != port {
+    if req[1] != 1 || target != asked || u16::from_be_bytes(pb) != port {
         tcp.write_all(&reply(2)).await?;
         return Err(bad());
     }
+    let conn = match via {
+        Via::Direct => {
+            let mut out = match tokio::net::TcpStream::connect((host, port)).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tcp.write_all(&reply(5)).await?;
+                    return Err(e);
+                }
+            };
+            tcp.write_all(&reply(0)).await?;
+            tokio::io::copy_bidirectional(&mut tcp, &mut out).await?;
+            return Ok(());
+        }
+        Via::Ssh(conn) => conn,
+    };
     let ch = match conn
         .channel_open_direct_tcpip(host, port as u32, "127.0.0.1", 0)
         .await

@@ -9,6 +9,7 @@ use crate::inventory::{Connection, Host};
 
 mod auth;
 mod jump;
+pub mod kerberos;
 pub mod known_hosts;
 pub mod presented;
 pub mod resolve;

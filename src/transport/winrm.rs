@@ -39,7 +39,8 @@ struct Steps {
     /// SOAP requests sent so far (the hook counts them).
     sent: Arc<AtomicU32>,
     /// Exchanges that open the connection, paid by the first request: TCP;
-    /// TLS (1.3: one); NTLM sealed over HTTP: a Type 1 and an empty Type 3
+    /// TLS (1.3: one); Kerberos: [`super::kerberos::setup_exchanges`];
+    /// NTLM sealed over HTTP: a Type 1 and an empty Type 3
     /// before the first sealed request (winrm-rs 2.0 transport.rs
     /// open_authenticated_conn: "a handshake on it that carries no body
     /// (NTLM: empty Type 3)"; the simulator logs a 401 and a 200 before the
@@ -57,7 +58,10 @@ impl Steps {
         Steps {
             trace: trace.clone(),
             sent: Arc::new(AtomicU32::new(0)),
-            setup: 1 + u32::from(w.tls) + 2 * u32::from(w.auth == WinRmAuth::Ntlm && !w.tls),
+            setup: 1
+                + u32::from(w.tls)
+                + 2 * u32::from(w.auth == WinRmAuth::Ntlm && !w.tls)
+                + super::kerberos::setup_exchanges(w),
             per_request: 1 + u32::from(w.auth == WinRmAuth::Ntlm && w.tls),
         }
     }
@@ -176,6 +180,11 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
             msg: format!("no answer within the timeout: {text}"),
         };
     }
+    if w.auth == WinRmAuth::Kerberos
+        && let Some(k) = super::kerberos::explain(host, w, &text)
+    {
+        return k;
+    }
     let lower = text.to_ascii_lowercase();
     // TLS first: winrm-rs reports a refused pin as an authentication error.
     match e {
@@ -215,6 +224,22 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
              (winrm enumerate winrm/config/listener) and winrm.port / winrm.tls",
                 host.name
             ))
+        }
+        // A 401 to the NTLM negotiate without a challenge: the host does
+        // not take NTLM at all (no password was sent yet).
+        WinrmError::AuthFailed(m)
+            if w.auth == WinRmAuth::Ntlm && m.contains("missing Negotiate prefix in challenge") =>
+        {
+            TransportError::Auth {
+                user: w.user.clone(),
+                host: host.name.clone(),
+                msg: format!(
+                    "{text}: the host answered NTLM's first message (before any password was sent) \
+                     with no challenge: it refuses NTLM, as the domain policy \"Network security: \
+                     Restrict NTLM: Incoming NTLM traffic\" does. Use winrm.auth: kerberos (see \
+                     docs/windows-kerberos.md)"
+                ),
+            }
         }
         WinrmError::AuthFailed(_) | WinrmError::Ntlm(_) => TransportError::Auth {
             user: w.user.clone(),
@@ -256,18 +281,40 @@ impl WinRmSession {
         let steps = Steps::new(trace, w);
         // Through a bastion: its shared SSH connection, and a local SOCKS5
         // proxy to this host's listener over it.
+        // With winrm.spn (Kerberos), winrm-rs connects to that name, which
+        // it names the service principal after, through a local proxy that
+        // takes it to the address.
+        let reach = host.reach().to_string();
+        let name = match (&w.spn_host, w.auth) {
+            (Some(n), WinRmAuth::Kerberos) => n.clone(),
+            _ => reach.clone(),
+        };
         let tunnel = match &via {
             Some(v) => {
                 let conn = opts.jumps.get(v, opts, trace).await?;
-                Some(super::jump::socks(conn, host.reach().to_string(), w.port).await?)
+                let via = super::jump::Via::Ssh(conn);
+                Some(super::jump::tunnel(via, name.clone(), reach, w.port).await?)
+            }
+            None if name != reach => {
+                let via = super::jump::Via::Direct;
+                Some(super::jump::tunnel(via, name.clone(), reach, w.port).await?)
             }
             None => None,
         };
-        let source = w.password.clone();
-        let password = tokio::task::spawn_blocking(move || source.read())
-            .await
-            .map_err(|e| TransportError::Setup(format!("reading the WinRM password failed: {e}")))?
-            .map_err(TransportError::Setup)?;
+        // Kerberos needs no password: a ticket, checked first
+        let password = if w.auth == WinRmAuth::Kerberos {
+            #[cfg(feature = "kerberos")]
+            super::kerberos::preflight(host, w).await?;
+            String::new()
+        } else {
+            let source = w.password.clone();
+            tokio::task::spawn_blocking(move || source.read())
+                .await
+                .map_err(|e| {
+                    TransportError::Setup(format!("reading the WinRM password failed: {e}"))
+                })?
+                .map_err(TransportError::Setup)?
+        };
         let mut cfg = if w.tls {
             WinrmConfig::https()
         } else {
@@ -281,9 +328,15 @@ impl WinRmSession {
         cfg.auth_method = match w.auth {
             WinRmAuth::Ntlm => AuthMethod::Ntlm,
             WinRmAuth::Basic => AuthMethod::Basic,
+            // sealed over HTTP (EncryptionMode::Auto, the default), as
+            // Windows requires; over HTTPS bound to the certificate
+            #[cfg(feature = "kerberos")]
+            WinRmAuth::Kerberos => AuthMethod::Kerberos,
+            #[cfg(not(feature = "kerberos"))]
             WinRmAuth::Kerberos => {
                 return Err(TransportError::Setup(
-                    "winrm.auth kerberos is not built into this kwinctl: use ntlm over https"
+                    "winrm.auth kerberos is not built into this kwinctl (built without the \
+                     `kerberos` feature): build it with the default features, or use ntlm over https"
                         .into(),
                 ));
             }
@@ -310,7 +363,7 @@ impl WinRmSession {
         // which a short-lived CLI can afford (an Arc cannot help: the
         // borrow, not ownership, is the constraint).
         let client: &'static WinrmClient = Box::leak(Box::new(client));
-        let address = host.reach().to_string();
+        let address = name;
         // Opening a shell is safe to repeat (at worst the server reaps an
         // unused shell).
         let before = steps.count();
@@ -437,5 +490,12 @@ mod tests {
         // a refused password is still one
         let e = WinrmError::AuthFailed("NTLM authentication rejected (401)".into());
         assert!(matches!(explain(h, w, &e), TransportError::Auth { .. }));
+        // no challenge at all: the host refuses NTLM (Restrict NTLM)
+        let e = WinrmError::AuthFailed("missing Negotiate prefix in challenge".into());
+        let t = explain(h, w, &e).to_string();
+        assert!(
+            t.contains("it refuses NTLM") && t.contains("winrm.auth: kerberos"),
+            "{t}"
+        );
     }
 }

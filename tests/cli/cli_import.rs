@@ -188,7 +188,8 @@ fn what_cannot_be_mapped_is_refused_with_its_position_and_nothing_written() {
         ":6:26: ansible_connection (host line of [linux]): connection \"docker\"",
         // not a variable of Ansible's psrp plugin (ansible_psrp_ca_cert is)
         ":13:1: ansible_psrp_ca_path ([win:vars]): kwinctl does not know",
-        ":14:1: ansible_winrm_transport ([win:vars]): \"kerberos\"",
+        // Kerberos maps, but Ansible would kinit with this password
+        ":15:1: ansible_password ([win:vars]): with Kerberos, Ansible runs kinit",
         ":16:1: ansible_user ([win:vars]): a Jinja template",
     ] {
         assert!(
@@ -323,4 +324,74 @@ fn a_vault_file_and_an_empty_inventory_are_refused_for_what_they_are() {
         )),
         "{err}"
     );
+}
+
+#[test]
+fn kerberos_maps_and_what_ansible_does_beyond_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5 ansible_winrm_kerberos_hostname_override=w1.corp.example\n\
+         [win:vars]\nansible_connection=winrm\nansible_winrm_transport=kerberos\nansible_winrm_scheme=https\n\
+         ansible_user=kwinctl@CORP.EXAMPLE\nansible_winrm_kinit_mode=manual\n",
+    );
+    let (inv, _) = import(src.to_str().unwrap(), dir.path());
+    let s = std::fs::read_to_string(&inv).unwrap();
+    for want in [
+        "auth: \"kerberos\"  # ansible_winrm_transport, line 5",
+        "spn: \"HTTP/w1.corp.example\"  # ansible_winrm_kerberos_hostname_override, line 2",
+        "# not used by kwinctl: ansible_winrm_kinit_mode (line 8)",
+    ] {
+        assert!(s.contains(want), "want {want} in:\n{s}");
+    }
+    fill(&inv);
+    check_json(&inv);
+
+    // Ansible's own kinit with the password (its default with one), and a
+    // ticket delegated to the host: refused where they are written
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5\n[win:vars]\nansible_connection=winrm\n\
+         ansible_winrm_transport=kerberos\nansible_user=kwinctl@CORP.EXAMPLE\nansible_password=not-copied\n\
+         ansible_winrm_kerberos_delegation=true\n",
+    );
+    let out = dir.path().join("refused.yaml");
+    let o = kwinctl(&[
+        "import",
+        "ansible",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let f = src.display();
+    for want in [
+        format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible runs kinit"),
+        format!(
+            "{f}:8:1: ansible_winrm_kerberos_delegation ([win:vars]): kwinctl does not delegate"
+        ),
+    ] {
+        assert!(err.contains(&want), "want {want} in:\n{err}");
+    }
+    assert!(!err.contains("not-copied"), "{err}");
+    // psrp gets its ticket with the password it is given
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5\n[win:vars]\nansible_connection=psrp\n\
+         ansible_psrp_auth=kerberos\nansible_user=kwinctl@CORP.EXAMPLE\nansible_password=not-copied\n",
+    );
+    let o = kwinctl(&[
+        "import",
+        "ansible",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let want =
+        format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible's psrp connection");
+    assert!(err.contains(&want), "want {want} in:\n{err}");
 }

@@ -65,7 +65,7 @@ fn run(cmd: &mut Command, limit: Duration) -> Output {
     }
 }
 
-fn lab_sh(args: &[&str]) -> Output {
+pub(crate) fn lab_sh(args: &[&str]) -> Output {
     lab_sh_within(args, Duration::from_secs(120))
 }
 
@@ -79,7 +79,7 @@ fn lab_sh_within(args: &[&str], limit: Duration) -> Output {
     )
 }
 
-fn check(o: &Output, what: &str) {
+pub(crate) fn check(o: &Output, what: &str) {
     assert!(
         o.status.success(),
         "lab.sh {what} failed ({:?}):\n{}{}",
@@ -256,7 +256,7 @@ impl Lab {
         lab_sh(&["down", &self.dir_s()])
     }
 
-    fn dir_s(&self) -> String {
+    pub(crate) fn dir_s(&self) -> String {
         self.dir.to_string_lossy().into_owned()
     }
 

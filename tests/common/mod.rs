@@ -2,6 +2,7 @@
 //! with their own sshd) and a runner for the kwinctl binary.
 #![allow(dead_code)]
 
+pub mod kdc;
 pub mod lab;
 
 use std::path::Path;

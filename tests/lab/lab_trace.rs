@@ -15,7 +15,7 @@ use common::{kwinctl, text};
 /// Most request/reply exchanges a converged-or-not `verify` may cost one
 /// host (TCP handshake included); bench/README.md ("Where the round trips go") says where each goes.
 const SSH_MAX: u64 = 8;
-const WINRM_MAX: u64 = 8;
+pub(crate) const WINRM_MAX: u64 = 8;
 
 /// `(ms, step)` of one host's trace in run.json.
 fn steps(run: &serde_json::Value, host: &str) -> (Vec<(f64, String)>, u64) {
@@ -149,11 +149,23 @@ fn run_record(o: &std::process::Output) -> serde_json::Value {
 /// (bench/delayproxy.py in front of each host's sshd, by
 /// bench/rtt_trace.sh): `host`'s steps and the output.
 fn traced(lab: &Lab, host: &str, command: &str) -> (Vec<(f64, String, u64)>, String) {
+    traced_env(lab, host, command, &[])
+}
+
+/// [`traced`] with more environment for kwinctl (Kerberos: its krb5.conf
+/// and credential cache).
+pub(crate) fn traced_env(
+    lab: &Lab,
+    host: &str,
+    command: &str,
+    env: &[(&str, String)],
+) -> (Vec<(f64, String, u64)>, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/rtt_trace.sh");
     let dir = lab.dir().to_string_lossy().into_owned();
     let bin = common::bin();
     let mut cmd = std::process::Command::new(script);
     cmd.args([dir.as_str(), &RTT.to_string(), command, bin.as_str()]);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let o = common::run_bounded(cmd, std::time::Duration::from_secs(60));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     let steps: Vec<(f64, String, u64)> = out
@@ -312,7 +324,7 @@ fn hosts_behind_one_bastion_share_its_connection_in_the_trace() {
 
 /// WinRM keep-alive: every request of the run to `host` went over one TCP
 /// connection (the simulator logs each request with its client port).
-fn assert_one_winrm_connection(lab: &Lab, host: &str) {
+pub(crate) fn assert_one_winrm_connection(lab: &Lab, host: &str) {
     let log = std::fs::read_to_string(lab.dir().join(format!("hosts/{host}/winsim.log"))).unwrap();
     let ports: std::collections::BTreeSet<&str> = log
         .lines()

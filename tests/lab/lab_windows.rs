@@ -22,7 +22,7 @@ fn answers(ip: &str) -> bool {
 }
 
 /// Rewrite one host's `winrm:` line in the lab inventory.
-fn set_winrm(lab: &Lab, name: &str, winrm: &str) {
+pub(crate) fn set_winrm(lab: &Lab, name: &str, winrm: &str) {
     let text = std::fs::read_to_string(lab.inventory()).unwrap();
     let mut out = String::new();
     let mut in_host = false;
@@ -224,7 +224,7 @@ fn mixed_cluster_up_verify_reachability_rerun_reboot_and_reset() {
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }
 
-fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
+pub(crate) fn set_win_state(lab: &Lab, name: &str, key: &str, value: serde_json::Value) {
     let sp = lab.win_state(name);
     let mut ws: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();

@@ -12,6 +12,8 @@ mod lab_guide;
 mod lab_hostile;
 mod lab_import;
 mod lab_k8s;
+mod lab_kerberos;
+mod lab_kerberos_errors;
 mod lab_l2bridge;
 mod lab_linux;
 mod lab_lock;
