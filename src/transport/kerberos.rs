@@ -178,6 +178,8 @@ pub fn explain(host: &Host, w: &WinRmSettings, text: &str) -> Option<TransportEr
 /// setting the environment is only sound then.
 pub fn prepare(hosts: &[&Host]) -> Result<(), String> {
     let mut chosen: Option<(&std::path::Path, &str, &str)> = None;
+    // the first host that uses the credential cache (no winrm.keytab)
+    let mut cached: Option<&str> = None;
     let mut users: Option<(&str, &str)> = None;
     for h in hosts {
         let Connection::WinRm(w) = &h.connection else {
@@ -205,7 +207,18 @@ pub fn prepare(hosts: &[&Host]) -> Result<(), String> {
                     h.name
                 ));
             }
-            (None, Some(k)) => chosen = Some((k, &h.name, &w.user)),
+            (None, Some(k)) if cached.is_none() => chosen = Some((k, &h.name, &w.user)),
+            (None, Some(_)) => {
+                return Err(format!(
+                    "host {} authenticates with the credential cache and host {} with a keytab \
+                     (winrm.keytab): kwinctl uses one or the other per run",
+                    cached.unwrap_or_default(),
+                    h.name
+                ));
+            }
+            (None, None) => {
+                cached.get_or_insert(&h.name);
+            }
             (Some((_, first, _)), None) => {
                 return Err(format!(
                     "host {first} authenticates with a keytab (winrm.keytab) and host {} with the \
@@ -342,5 +355,39 @@ mod tests {
             assert_eq!(classify(text), Some(want), "{text}");
         }
         assert_eq!(classify("connection refused"), None);
+    }
+}
+
+#[cfg(test)]
+mod prepare_tests {
+    use std::path::Path;
+
+    use crate::inventory::Inventory;
+
+    fn hosts_of(yaml_hosts: &str) -> Inventory {
+        let s = format!(
+            "cluster:\n  name: k\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  \
+             api_server: http://198.18.1.1:8080\n  kubernetes_version: \"1.10.13\"\nhosts:\n  - name: cp\n    os: linux\n    \
+             address: 198.18.1.1\n    role: control-plane\n{yaml_hosts}"
+        );
+        Inventory::parse(Path::new("k.yaml"), &s).expect("inventory")
+    }
+
+    /// A keytab for one host and the credential cache for another cannot
+    /// both serve one run, whichever comes first in the inventory.
+    #[test]
+    fn a_keytab_and_the_credential_cache_are_not_mixed_in_either_order() {
+        let cached = "    winrm: { auth: kerberos, user: op@KWL.TEST }\n";
+        let keytab =
+            "    winrm: { auth: kerberos, user: op@KWL.TEST, keytab: /nonexistent/op.keytab }\n";
+        for (first, second) in [(cached, keytab), (keytab, cached)] {
+            let inv = hosts_of(&format!(
+                "  - name: w1\n    os: windows\n    address: 198.18.1.2\n{first}  \
+                 - name: w2\n    os: windows\n    address: 198.18.1.3\n{second}"
+            ));
+            let all: Vec<_> = inv.hosts.iter().collect();
+            let e = super::prepare(&all).expect_err("mixed keytab and cache");
+            assert!(e.contains("one or the other per run"), "{e}");
+        }
     }
 }
