@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+use super::address::address;
 use super::setting::{Kinds, Scalar, Setting};
-use super::vars::{Problems, address, at, kind_of, settings, text, unused};
+use super::vars::{Problems, at, kind_of, settings, text, unused};
 use super::winrm::winrm_truth;
 use super::{AHost, FileProblems, Layer, Model, Val, Var};
 use crate::inventory::{Os, Pos, Role};

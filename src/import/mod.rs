@@ -20,6 +20,7 @@
 //!   The `cluster:` section, which no Ansible inventory holds, is written
 //!   with `FILL-IN` placeholders that `check` refuses.
 
+mod address;
 mod ini;
 mod map;
 mod setting;
@@ -271,71 +272,8 @@ impl Model {
         }
         put(&host.vars, Layer::Host(host.name.clone()));
         put(&host.file_vars, Layer::Host(host.name.clone()));
-        resolve_aliases(&mut out);
+        vars::resolve_aliases(&mut out);
         out
-    }
-}
-
-/// The connection plugin a host's `ansible_connection` names (`ssh` when
-/// not set or not one of the three).
-fn plugin_of(vars: &BTreeMap<String, (Var, Layer)>) -> &'static str {
-    match vars.get("ansible_connection").map(|(v, _)| &v.value) {
-        Some(Val::Text(t)) if t == "winrm" || t == "ansible.builtin.winrm" => "winrm",
-        Some(Val::Text(t)) if t == "psrp" || t == "ansible.builtin.psrp" => "psrp",
-        _ => "ssh",
-    }
-}
-
-/// Each connection option reads a list of variables, and the last one of
-/// the list that is set wins, from whatever layer (ansible-core's
-/// `ConfigManager._loop_entries`; the lists are in each plugin's
-/// DOCUMENTATION: docs/research/ansible-import.md). The others are dropped,
-/// so that every later step sees only what Ansible uses.
-fn resolve_aliases(vars: &mut BTreeMap<String, (Var, Layer)>) {
-    let families: &[&[&str]] = match plugin_of(vars) {
-        "winrm" => &[
-            &["ansible_host", "ansible_winrm_host"],
-            &["ansible_user", "ansible_winrm_user"],
-            &["ansible_port", "ansible_winrm_port"],
-            &[
-                "ansible_password",
-                "ansible_winrm_pass",
-                "ansible_winrm_password",
-            ],
-        ],
-        "psrp" => &[
-            &["ansible_host", "ansible_psrp_host"],
-            &["ansible_user", "ansible_psrp_user"],
-            &["ansible_port", "ansible_psrp_port"],
-            &[
-                "ansible_password",
-                "ansible_psrp_pass",
-                "ansible_psrp_password",
-            ],
-            &["ansible_psrp_cert_trust_path", "ansible_psrp_ca_cert"],
-        ],
-        _ => &[
-            &["ansible_host", "ansible_ssh_host"],
-            &["ansible_user", "ansible_ssh_user"],
-            &["ansible_port", "ansible_ssh_port"],
-            &["ansible_private_key_file", "ansible_ssh_private_key_file"],
-            &[
-                "ansible_password",
-                "ansible_ssh_pass",
-                "ansible_ssh_password",
-            ],
-        ],
-    };
-    for family in families {
-        let winner = family.iter().rfind(|k| {
-            vars.get(**k)
-                .is_some_and(|(v, _)| !matches!(v.value, Val::Null))
-        });
-        if let Some(winner) = winner {
-            for k in family.iter().filter(|k| *k != winner) {
-                vars.remove(*k);
-            }
-        }
     }
 }
 

@@ -4,12 +4,11 @@
 //! documentation pages list each `ansible_*` variable and its values).
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::path::Path;
 
 use super::setting::{Kinds, Scalar, Setting};
-use super::{AHost, Layer, Val, Var, problem};
-use crate::inventory::{Os, Pos, Problem};
+use super::{Layer, Val, Var, problem};
+use crate::inventory::{Os, Problem};
 
 pub(super) fn at(v: &Var) -> String {
     if v.file == 0 {
@@ -416,97 +415,65 @@ pub(super) fn unused(v: &Var) -> bool {
         )
 }
 
-/// The host's address: `ansible_host`, else its name; an IPv4 address, or
-/// (with `--resolve`) the one address its name resolves to here.
-pub(super) fn address(
-    h: &AHost,
-    vars: &BTreeMap<String, (Var, Layer)>,
-    resolve: bool,
-    p: &mut Problems,
-) -> Option<(Ipv4Addr, String)> {
-    // one of them at most: the others were dropped as Ansible ignores them
-    let var = [
-        "ansible_host",
-        "ansible_ssh_host",
-        "ansible_winrm_host",
-        "ansible_psrp_host",
-    ]
-    .iter()
-    .find_map(|k| vars.get(*k))
-    .map(|(v, _)| v);
-    let (name, why, pos) = match var {
-        Some(v) => (text(v, p)?.to_string(), at(v), v.pos),
-        None => (
-            h.name.clone(),
-            "the host's name".to_string(),
-            Pos {
-                line: h.lines.first().copied().unwrap_or(0),
-                column: 1,
-            },
-        ),
-    };
-    if let Ok(a) = name.parse::<Ipv4Addr>() {
-        return Some((a, why));
+/// The connection plugin a host's `ansible_connection` names (`ssh` when
+/// not set or not one of the three).
+fn plugin_of(vars: &BTreeMap<String, (Var, Layer)>) -> &'static str {
+    match vars.get("ansible_connection").map(|(v, _)| &v.value) {
+        Some(Val::Text(t)) if t == "winrm" || t == "ansible.builtin.winrm" => "winrm",
+        Some(Val::Text(t)) if t == "psrp" || t == "ansible.builtin.psrp" => "psrp",
+        _ => "ssh",
     }
-    let refuse = |p: &mut Problems, msg: String| {
-        let v = match var {
-            Some(v) => v.clone(),
-            None => Var {
-                key: format!("host {}", h.name),
-                value: Val::Null,
-                pos,
-                what: "no ansible_host".into(),
-                file: 0,
-            },
-        };
-        p.refuse(
-            &v,
-            msg,
-            "give the host's IPv4 address as ansible_host, or import with --resolve to look the name up once now",
-        );
+}
+
+/// Each connection option reads a list of variables, and the last one of
+/// the list that is set wins, from whatever layer (ansible-core's
+/// `ConfigManager._loop_entries`; the lists are in each plugin's
+/// DOCUMENTATION: docs/research/ansible-import.md). The others are dropped,
+/// so that every later step sees only what Ansible uses.
+pub(super) fn resolve_aliases(vars: &mut BTreeMap<String, (Var, Layer)>) {
+    let families: &[&[&str]] = match plugin_of(vars) {
+        "winrm" => &[
+            &["ansible_host", "ansible_winrm_host"],
+            &["ansible_user", "ansible_winrm_user"],
+            &["ansible_port", "ansible_winrm_port"],
+            &[
+                "ansible_password",
+                "ansible_winrm_pass",
+                "ansible_winrm_password",
+            ],
+        ],
+        "psrp" => &[
+            &["ansible_host", "ansible_psrp_host"],
+            &["ansible_user", "ansible_psrp_user"],
+            &["ansible_port", "ansible_psrp_port"],
+            &[
+                "ansible_password",
+                "ansible_psrp_pass",
+                "ansible_psrp_password",
+            ],
+            &["ansible_psrp_cert_trust_path", "ansible_psrp_ca_cert"],
+        ],
+        _ => &[
+            &["ansible_host", "ansible_ssh_host"],
+            &["ansible_user", "ansible_ssh_user"],
+            &["ansible_port", "ansible_ssh_port"],
+            &["ansible_private_key_file", "ansible_ssh_private_key_file"],
+            &[
+                "ansible_password",
+                "ansible_ssh_pass",
+                "ansible_ssh_password",
+            ],
+        ],
     };
-    if !resolve {
-        refuse(
-            p,
-            format!(
-                "{name:?} is a name: a kwinctl address is the IPv4 address every other node routes \
-                 this node's pod CIDR through, so it is written as an address"
-            ),
-        );
-        return None;
-    }
-    use std::net::ToSocketAddrs;
-    let found: Vec<Ipv4Addr> = match (name.as_str(), 0).to_socket_addrs() {
-        Ok(a) => a
-            .filter_map(|s| match s.ip() {
-                std::net::IpAddr::V4(v4) => Some(v4),
-                _ => None,
-            })
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        Err(e) => {
-            refuse(p, format!("{name:?} does not resolve here: {e}"));
-            return None;
-        }
-    };
-    match found.as_slice() {
-        [one] => Some((*one, format!("{why}: {name} resolved here at import"))),
-        [] => {
-            refuse(p, format!("{name:?} has no IPv4 address here"));
-            None
-        }
-        many => {
-            let list: Vec<String> = many.iter().map(|a| a.to_string()).collect();
-            refuse(
-                p,
-                format!(
-                    "{name:?} resolves to {} IPv4 addresses here ({}): which one the nodes route through is not for kwinctl to guess",
-                    many.len(),
-                    list.join(", ")
-                ),
-            );
-            None
+    for family in families {
+        let winner = family.iter().rfind(|k| {
+            vars.get(**k)
+                .is_some_and(|(v, _)| !matches!(v.value, Val::Null))
+        });
+        if let Some(winner) = winner {
+            for k in family.iter().filter(|k| *k != winner) {
+                vars.remove(*k);
+            }
         }
     }
 }
