@@ -5,7 +5,10 @@
 //! the same simulator the WinRM path uses. See docs/windows-ssh.md.
 
 use crate::common;
+use crate::lab_kerberos::run;
+use crate::lab_windows::{set_win_state, set_winrm};
 
+use common::kdc::Kdc;
 use common::lab::{Lab, require_root};
 use common::{count, host, kwinctl, summary, text};
 use kwinctl::transport::Interpreter;
@@ -17,13 +20,26 @@ use kwinctl::transport::ssh::remote_command;
 enum Via {
     /// WinRM, NTLM with message encryption over HTTP (the lab's default).
     WinRmNtlm,
+    /// WinRM with Kerberos (sealed over HTTP), on a host that refuses NTLM.
+    WinRmKerberos,
     /// OpenSSH with this DefaultShell ("cmd" or "powershell").
     Ssh(&'static str),
 }
 
-fn reach(lab: &Lab, name: &str, via: Via) {
+fn reach(lab: &Lab, kdc: &Kdc, name: &str, via: Via) {
     match via {
         Via::WinRmNtlm => {}
+        Via::WinRmKerberos => {
+            set_winrm(
+                lab,
+                name,
+                &format!(
+                    "{{ port: 5985, tls: false, auth: kerberos, user: {} }}",
+                    kdc.user
+                ),
+            );
+            set_win_state(lab, name, "refuse_ntlm", serde_json::json!(true));
+        }
         Via::Ssh(shell) => lab.win_ssh(name, shell),
     }
 }
@@ -190,20 +206,27 @@ fn a_failing_action_over_ssh_is_reported_with_its_error() {
     assert_eq!(winrm_requests(&lab, "win1"), 0);
 }
 
-/// Linux over SSH, Windows over WinRM/NTLM and Windows over SSH in one
-/// inventory. To add a transport, add a host and its [`Via`].
+/// Every way in at once, in one inventory: Linux over SSH, Windows over
+/// WinRM/NTLM, over WinRM/Kerberos (a host that refuses NTLM) and over
+/// SSH. To add a transport, add a host and its [`Via`].
 #[test]
-fn mixed_cluster_linux_ssh_windows_winrm_and_windows_ssh() {
+fn mixed_cluster_linux_ssh_windows_ntlm_kerberos_and_ssh() {
     if !require_root() {
         return;
     }
-    let windows: &[(&str, Via)] = &[("win1", Via::WinRmNtlm), ("win2", Via::Ssh("cmd"))];
+    let windows: &[(&str, Via)] = &[
+        ("win1", Via::WinRmNtlm),
+        ("win2", Via::Ssh("cmd")),
+        ("win3", Via::WinRmKerberos),
+    ];
     let lab = Lab::up_mixed(1, windows.len());
+    let kdc = lab.kdc();
+    kdc.kinit("10h");
     for (name, via) in windows {
-        reach(&lab, name, *via);
+        reach(&lab, &kdc, name, *via);
     }
     let i = lab.inv();
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    let o = run(&kdc, &["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
     for h in std::iter::once("h1").chain(windows.iter().map(|(n, _)| *n)) {
@@ -212,16 +235,22 @@ fn mixed_cluster_linux_ssh_windows_winrm_and_windows_ssh() {
     }
     for (name, via) in windows {
         let (winrm, ssh) = (winrm_requests(&lab, name), lab.win_ssh_sessions(name).len());
+        let kerberos = std::fs::read_to_string(lab.dir().join(format!("hosts/{name}/winsim.log")))
+            .unwrap_or_default()
+            .contains("kerberos: accepted");
         match via {
-            Via::WinRmNtlm => assert!(winrm > 0 && ssh == 0, "{name}: {winrm} {ssh}"),
+            Via::WinRmNtlm => assert!(winrm > 0 && ssh == 0 && !kerberos, "{name}: {winrm} {ssh}"),
+            Via::WinRmKerberos => {
+                assert!(winrm > 0 && ssh == 0 && kerberos, "{name}: {winrm} {ssh}")
+            }
             Via::Ssh(_) => assert!(winrm == 0 && ssh > 0, "{name}: {winrm} {ssh}"),
         }
     }
-    let o = kwinctl(&["verify", "-i", &i]);
+    let o = run(&kdc, &["verify", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // every node routes to every other node's pod CIDR, whichever way
     // kwinctl reached it
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    let o = run(&kdc, &["up", "-i", &i, "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
     let h1 = lab.routes("h1");
     for (name, _) in windows {
