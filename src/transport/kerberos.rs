@@ -159,7 +159,7 @@ pub fn advice(trouble: Trouble, host: &Host, w: &WinRmSettings, text: &str) -> S
              (winrm get winrm/config/service/auth)"
         ),
     };
-    format!("{}: {fix} ({text})", host.name)
+    format!("{fix} ({text})")
 }
 
 /// An error from the Kerberos exchange, explained when kwinctl knows it.
@@ -279,10 +279,10 @@ pub async fn preflight(host: &Host, w: &WinRmSettings) -> Result<(), TransportEr
     let (user, keytab) = (w.user.clone(), w.keytab.is_some());
     let got = tokio::task::spawn_blocking(move || default_principal(&user, keytab))
         .await
-        .map_err(|e| TransportError::Setup(format!("{}: Kerberos: {e}", host.name)))?;
+        .map_err(|e| TransportError::Setup(format!("Kerberos: {e}")))?;
     match got {
         Err(text) => Err(explain(host, w, &text)
-            .unwrap_or_else(|| TransportError::Setup(format!("{}: Kerberos: {text}", host.name)))),
+            .unwrap_or_else(|| TransportError::Setup(format!("Kerberos: {text}")))),
         Ok((_, 0)) => Err(TransportError::Setup(advice(
             Trouble::Expired,
             host,
