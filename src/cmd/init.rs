@@ -31,6 +31,11 @@ pub struct InitArgs {
     /// Default: the newest release kwinctl's tables know.
     #[arg(long, value_name = "X.Y.Z")]
     pub kubernetes_version: Option<String>,
+    /// How kwinctl reaches the Windows hosts: WinRM over HTTPS with NTLM
+    /// and a password, WinRM over HTTPS with Kerberos (domain hosts; a
+    /// ticket from `kinit`), or OpenSSH (Windows Server 2019 and later).
+    #[arg(long, value_enum, default_value_t = Access::Ntlm, value_name = "HOW")]
+    pub windows_access: Access,
     /// The cluster's name.
     #[arg(long, default_value = "cluster", value_name = "NAME")]
     pub name: String,
@@ -55,6 +60,68 @@ pub struct Answers {
     pub linux: Vec<Ipv4Addr>,
     pub windows: Vec<Ipv4Addr>,
     pub kubernetes: KubeVersion,
+    pub access: Access,
+}
+
+/// How kwinctl reaches the Windows hosts (docs/windows-kerberos.md,
+/// docs/windows-ssh.md).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    /// WinRM over HTTPS, NTLM with a password.
+    #[default]
+    Ntlm,
+    /// WinRM over HTTPS, Kerberos with the operator's ticket.
+    Kerberos,
+    /// OpenSSH with a key.
+    Ssh,
+}
+
+impl Access {
+    fn parse(s: &str) -> Result<Access, String> {
+        <Access as clap::ValueEnum>::from_str(s, true)
+            .map_err(|_| format!("{s:?} is not one of ntlm, kerberos, ssh"))
+    }
+
+    /// The `defaults:` lines for the Windows hosts.
+    fn defaults(self) -> String {
+        let p = PLACEHOLDER;
+        match self {
+            Access::Ntlm => "  # Windows hosts: WinRM over HTTPS (5986) with NTLM. The password is read
+  # from this environment variable (export it before running kwinctl);
+  # each host pins its listener's certificate (cert_sha256, below).
+  winrm: { user: Administrator, password_env: KWINCTL_WINRM_PASSWORD, port: 5986, tls: true, auth: ntlm }
+"
+            .into(),
+            Access::Kerberos => format!(
+                "  # Windows hosts: WinRM over HTTPS (5986) with Kerberos, as the principal
+  # below (user@REALM): run `kinit` for it before kwinctl, or name a keytab
+  # (keytab: FILE). No password. Each host names its service principal
+  # and pins its listener's certificate (below). docs/windows-kerberos.md.
+  winrm: {{ auth: kerberos, user: {p}, port: 5986, tls: true }}
+"
+            ),
+            Access::Ssh => "  # Windows hosts: OpenSSH (Windows Server 2019 and later) as an
+  # administrator with a key, set on each Windows host's own entry (below).
+  # docs/windows-ssh.md.
+"
+            .into(),
+        }
+    }
+
+    /// A Windows host's own connection lines.
+    fn host(self) -> String {
+        let p = PLACEHOLDER;
+        match self {
+            Access::Ntlm => format!(
+                "    # SHA-256 of this host's WinRM HTTPS certificate\n    winrm: {{ cert_sha256: {p} }}\n"
+            ),
+            Access::Kerberos => format!(
+                "    # its DNS name (the service principal), and the SHA-256 of its WinRM\n    \
+                 # HTTPS certificate\n    winrm: {{ spn: HTTP/{p}, cert_sha256: {p} }}\n"
+            ),
+            Access::Ssh => "    ssh: { user: Administrator }\n".into(),
+        }
+    }
 }
 
 fn release(s: &str) -> Result<KubeVersion, String> {
@@ -156,12 +223,20 @@ pub fn ask(input: &mut dyn BufRead, out: &mut dyn Write, name: &str) -> Result<A
         &default_release(),
         &release,
     )?;
+    let access = q(
+        input,
+        out,
+        "How kwinctl reaches the Windows hosts (ntlm, kerberos, ssh)",
+        "ntlm",
+        &Access::parse,
+    )?;
     Ok(Answers {
         name: name.to_string(),
         control_plane,
         linux,
         windows,
         kubernetes,
+        access,
     })
 }
 
@@ -183,6 +258,7 @@ fn answers_of(a: &InitArgs) -> Result<Option<Answers>, String> {
         linux: a.linux.clone(),
         windows: a.windows.clone(),
         kubernetes,
+        access: a.windows_access,
     }))
 }
 
@@ -230,11 +306,7 @@ defaults:
   # from ssh-agent and ~/.ssh/config as for `ssh`; or name one:
   #   identity: ~/.ssh/id_ed25519
   ssh: {{ user: root }}
-  # Windows hosts: WinRM over HTTPS (5986) with NTLM. The password is read
-  # from this environment variable (export it before running kwinctl);
-  # each host pins its listener's certificate (cert_sha256, below).
-  winrm: {{ user: Administrator, password_env: KWINCTL_WINRM_PASSWORD, port: 5986, tls: true, auth: ntlm }}
-  windows:
+{access}  windows:
     # What kwinctl downloads onto each Windows node where it is missing,
     # checked against its SHA-256 (each project publishes a checksum file
     # beside the file: the URL with .sha256 or .sha256sum appended).
@@ -245,6 +317,7 @@ defaults:
         kw = env!("CARGO_PKG_VERSION"),
         name = a.name,
         cp = a.control_plane,
+        access = a.access.defaults(),
     );
     if runner {
         let _ = writeln!(
@@ -276,8 +349,9 @@ hosts:
     for (i, addr) in a.windows.iter().enumerate() {
         let _ = write!(
             o,
-            "  - name: win{}\n    os: windows\n    address: {addr}\n    # SHA-256 of this host's WinRM HTTPS certificate\n    winrm: {{ cert_sha256: {p} }}\n",
-            i + 1
+            "  - name: win{}\n    os: windows\n    address: {addr}\n{}",
+            i + 1,
+            a.access.host()
         );
     }
     o
@@ -353,9 +427,14 @@ pub fn init(a: &InitArgs) -> Result<Exit, CliError> {
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "the inventory".into());
+    let before = match answers.access {
+        Access::Ntlm => "export KWINCTL_WINRM_PASSWORD",
+        Access::Kerberos => "`kinit` the principal in winrm.user",
+        Access::Ssh => "put your key in each Windows host's administrators_authorized_keys",
+    };
     crate::report::err_line(&format!(
         "next: replace the {PLACEHOLDER} values in {target} (`kwinctl check -i FILE` lists them), \
-         export KWINCTL_WINRM_PASSWORD, then `kwinctl check`, `kwinctl plan`, `kwinctl up`"
+         {before}, then `kwinctl check`, `kwinctl plan`, `kwinctl up`"
     ));
     Ok(Exit::Ok)
 }
@@ -366,7 +445,8 @@ mod tests {
 
     #[test]
     fn questions_take_defaults_and_ask_again_on_a_wrong_answer() {
-        let mut input: &[u8] = b"10.0.0.10\n10.0.0.20 10.0.0.21\nnot-an-ip\n10.0.0.30\n\n";
+        let mut input: &[u8] =
+            b"10.0.0.10\n10.0.0.20 10.0.0.21\nnot-an-ip\n10.0.0.30\n\nwinrs\nssh\n";
         let mut out = Vec::new();
         let a = ask(&mut input, &mut out, "c").unwrap();
         assert_eq!(a.control_plane.to_string(), "10.0.0.10");
@@ -376,9 +456,14 @@ mod tests {
             a.kubernetes,
             KubeVersion::parse(&default_release()).unwrap()
         );
+        assert_eq!(a.access, Access::Ssh);
         let shown = String::from_utf8(out).unwrap();
         assert!(
             shown.contains("\"not-an-ip\" is not an IPv4 address"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("\"winrs\" is not one of ntlm, kerberos, ssh"),
             "{shown}"
         );
         // end of input is an error, not a loop

@@ -125,6 +125,13 @@ fn hint(path: &str) -> String {
                           exported and hashed, or `openssl s_client -connect HOST:5986 </dev/null | openssl x509 \
                           -noout -fingerprint -sha256` from a machine on a network you trust"
             .into(),
+        "spn" => "the host's DNS name after HTTP/ (`hostname` on the host, with the domain), the \
+                  name its computer account's HOST/ principals carry (docs/windows-kerberos.md)"
+            .into(),
+        "user" if path.contains("winrm") => "the Kerberos principal kwinctl authenticates as, \
+                  user@REALM with the realm in capitals, as `klist` shows it after `kinit` \
+                  (docs/windows-kerberos.md)"
+            .into(),
         "kubeconfig" => "the kubeconfig file the Windows nodes' kubelet and kube-proxy use (a path, relative to the \
                          inventory's folder)"
             .into(),

@@ -191,3 +191,77 @@ fn init_to_stdout_refuses_what_it_cannot_write() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("kube-log-runner:"));
 }
+
+/// `--windows-access kerberos` and `ssh`: the Windows hosts' connection is
+/// what those transports need, `check` names their placeholders (the
+/// principal, each host's service principal), and accepts the inventory
+/// once they are filled in, asking for no WinRM password.
+#[test]
+fn init_writes_kerberos_and_ssh_inventories_that_check_accepts() {
+    for (access, wants, placeholders) in [
+        (
+            "kerberos",
+            &[
+                "auth: kerberos",
+                "spn: HTTP/FILL-IN",
+                "cert_sha256: FILL-IN",
+            ][..],
+            &["defaults.winrm.user", "hosts.win1.winrm.spn"][..],
+        ),
+        ("ssh", &["ssh: { user: Administrator }"][..], &[][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let inv = dir.path().join("cluster.yaml");
+        let i = inv.to_str().unwrap();
+        let o = kwinctl(&[
+            "init",
+            "--control-plane",
+            "10.0.0.10",
+            "--windows",
+            "10.0.0.30",
+            "--windows-access",
+            access,
+            "-o",
+            i,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{access}: {}", text(&o));
+        let written = std::fs::read_to_string(&inv).unwrap();
+        for want in wants {
+            assert!(written.contains(want), "{access}: {want}\n{written}");
+        }
+        assert!(!written.contains("password_env"), "{access}\n{written}");
+        if access == "ssh" {
+            assert!(!written.contains("winrm:"), "{written}");
+        }
+        let o = kwinctl(&["check", "-i", i]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        for p in placeholders {
+            assert!(
+                text(&o).contains(&format!("{p} is still FILL-IN")),
+                "{access}: {p}\n{}",
+                text(&o)
+            );
+        }
+        std::fs::copy(KUBECONFIG, dir.path().join("nodes.kubeconfig")).unwrap();
+        let mut n = 0;
+        let filled: String = written
+            .replace("kubeconfig: FILL-IN", "kubeconfig: nodes.kubeconfig")
+            .replace("user: FILL-IN", "user: kwinctl@CORP.EXAMPLE")
+            .replace("HTTP/FILL-IN", "HTTP/win1.corp.example")
+            .split("FILL-IN")
+            .enumerate()
+            .map(|(k, part)| {
+                if k == 0 {
+                    part.to_string()
+                } else {
+                    n += 1;
+                    format!("{:064x}{part}", n)
+                }
+            })
+            .collect();
+        std::fs::write(&inv, &filled).unwrap();
+        let o = kwinctl(&["check", "--strict", "-i", i]);
+        assert_eq!(o.status.code(), Some(0), "{access}: {}", text(&o));
+        assert!(!text(&o).contains("PASSWORD"), "{access}: {}", text(&o));
+    }
+}
