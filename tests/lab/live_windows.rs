@@ -4,6 +4,11 @@
 //!
 //!   KWINCTL_LIVE_INVENTORY=./live.yaml KWINCTL_WINRM_PASSWORD=... \
 //!     cargo test --ignore-rust-version --test lab -- live_windows:: --nocapture
+//!
+//! Any transport the inventory names works as it would for an operator:
+//! for Windows hosts with `winrm.auth: kerberos` run `kinit` first (the
+//! test inherits KRB5CCNAME and KRB5_CONFIG), for Windows hosts over SSH
+//! have the key in ssh-agent or name it in the inventory.
 
 use crate::common;
 
