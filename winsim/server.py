@@ -350,6 +350,41 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     request_queue_size = 128
 
 
+class TlsServer(Server):
+    """The HTTPS listener. As a Windows listener whose certificate is changed
+    (`winrm set winrm/config/Listener?... @{CertificateThumbprint=...}`),
+    a new connection gets the certificate the files hold now: the context
+    is made again when the certificate or the key file changed."""
+
+    def __init__(self, addr, handler, cert, key):
+        super().__init__(addr, handler)
+        self.cert, self.key = cert, key
+        self.ctx, self.stamp = None, None
+        self.ctx_lock = threading.Lock()
+
+    def context(self):
+        stamp = tuple(os.stat(f).st_mtime_ns for f in (self.cert, self.key))
+        with self.ctx_lock:
+            if stamp != self.stamp:
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                ctx.load_cert_chain(self.cert, self.key)
+                self.ctx, self.stamp = ctx, stamp
+            return self.ctx
+
+    def get_request(self):
+        # The handshake runs in the connection's own thread (at its first
+        # read), as HTTP.sys serves handshakes side by side: a client that
+        # stalls in its handshake holds up no other connection.
+        sock, addr = self.socket.accept()
+        return self.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], ssl.SSLError):
+            log("TLS handshake with %s failed: %s" % (client_address[0], sys.exc_info()[1]))
+        else:
+            super().handle_error(request, client_address)
+
+
 def serve(cfg):
     util.LOG_FILE = cfg.log
     cfg.password = os.environ.get(cfg.password_env)
@@ -367,10 +402,8 @@ def serve(cfg):
         apply_firewall(d)
     servers = [Server((cfg.listen, cfg.http_port), make_handler(cfg, shells, False))]
     if cfg.https_port:
-        s = Server((cfg.listen, cfg.https_port), make_handler(cfg, shells, True))
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cfg.cert, cfg.key)
-        s.socket = ctx.wrap_socket(s.socket, server_side=True)
+        s = TlsServer((cfg.listen, cfg.https_port), make_handler(cfg, shells, True), cfg.cert, cfg.key)
+        s.context()  # a bad certificate fails the start, as before
         servers.append(s)
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()
