@@ -72,6 +72,10 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 pub enum TransportError {
     #[error("cannot connect to {addr}: {msg}")]
     Connect { addr: String, msg: String },
+    /// The listener's TLS certificate was refused: not transient, so not
+    /// retried (as a host key mismatch is not).
+    #[error("cannot connect to {addr}: {msg}")]
+    Certificate { addr: String, msg: String },
     #[error(
         "HOST KEY MISMATCH for {host}: the server presented {seen}, but {file} line {line} expects {expected}. \
          If the host was reinstalled, remove the old entry (ssh-keygen -R {host} -f {file}) and reconnect; \

@@ -194,13 +194,25 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
         {
             // the certificate it presented, to pin (not through a bastion:
             // only the tunnel reaches the listener there)
-            let seen = if w.tls && w.bastion.is_none() {
+            let mismatch = lower.contains("not valid for name");
+            let seen = if w.tls && w.bastion.is_none() && !mismatch {
                 let at = std::net::SocketAddr::new(host.reach().into(), w.port);
                 super::presented::cert_sha256(at, std::time::Duration::from_secs(5))
             } else {
                 None
             };
+            let named = match (&w.spn_host, w.auth) {
+                (Some(n), WinRmAuth::Kerberos) => format!("{n} (winrm.spn's name)"),
+                _ => format!("{} (the host's address)", host.reach()),
+            };
             let msg = match seen {
+                // a certificate the CA vouches for, of another name
+                _ if mismatch => format!(
+                    "TLS: {text}: the listener's certificate does not name {named}, the name kwinctl \
+                     connects to: give the listener a certificate for that name, or set winrm.spn to \
+                     HTTP/<a name the certificate carries> (Kerberos), or pin the certificate with \
+                     winrm.cert_sha256"
+                ),
                 Some(fp) => format!(
                     "TLS: {text}: the listener presented a certificate with SHA-256 {fp}. If that is the \
                      certificate of the host's WinRM listener (compare it out of band), pin it: add `cert_sha256: \"{fp}\"` under winrm: of host {} (inventory line {}), \
@@ -211,7 +223,13 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
                     "TLS: {text}: give the listener's CA with winrm.ca_file or pin its certificate with winrm.cert_sha256"
                 ),
             };
-            TransportError::Connect { addr, msg }
+            // a refused certificate stays refused; a handshake cut short
+            // (a listener still starting) may not
+            if lower.contains("certificate") {
+                TransportError::Certificate { addr, msg }
+            } else {
+                TransportError::Connect { addr, msg }
+            }
         }
         // The server answered the first NTLM step with something other
         // than its challenge (winrm-rs says "expected 401 for NTLM

@@ -379,3 +379,85 @@ fn winsim_takes_a_spnego_token_as_windows_does() {
         "{log}"
     );
 }
+
+/// A new certificate and key for win1's HTTPS listener, for `name`, signed
+/// by a new CA written to `ca` (winsim's listener takes it for the next
+/// connection, as a Windows listener given another certificate).
+fn new_listener_certificate(lab: &Lab, name: &str, ca: &std::path::Path) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let hd = lab.dir().join("hosts/win1");
+    let o = std::process::Command::new(format!("{root}/winsim/.venv/bin/python"))
+        .arg(format!("{root}/winsim/winsim.py"))
+        .args(["gencert", "--cn", name, "--cert"])
+        .arg(hd.join("cert.pem"))
+        .arg("--key")
+        .arg(hd.join("key.pem"))
+        .arg("--ca")
+        .arg(ca)
+        .output()
+        .expect("winsim gencert");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// What docs/windows-kerberos.md recommends for a domain: HTTPS with a
+/// certificate for the host's DNS name from a CA the operator trusts
+/// (winrm.ca_file, no pin), and winrm.spn naming that DNS name. The name
+/// in the URL is what the certificate is checked against, while the
+/// connection goes to the inventory's address; a certificate for another
+/// name is refused, naming the certificate, before any ticket reaches the
+/// host. (`plan`: the lab has no Linux control plane to take the lock.)
+#[test]
+fn kerberos_over_https_checks_the_certificate_against_the_spn_s_name() {
+    if !require_root() {
+        return;
+    }
+    let (lab, kdc) = kerberos_lab();
+    kdc.kinit("10h");
+    dns_spn(&lab, &kdc);
+    set_win_state(&lab, "win1", "refuse_ntlm", serde_json::json!(true));
+    let ca = lab.dir().join("hosts/win1/domain-ca.pem");
+    new_listener_certificate(&lab, "win1.lab.invalid", &ca);
+    set_winrm(
+        &lab,
+        "win1",
+        &format!(
+            "{{ port: 5986, tls: true, ca_file: {}, auth: kerberos, user: {}, spn: HTTP/win1.lab.invalid }}",
+            ca.display(),
+            kdc.user
+        ),
+    );
+    let i = lab.inv();
+    let o = run(&kdc, &["plan", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let log = || std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
+    let accepted = log().matches("kerberos: accepted").count();
+    assert!(accepted > 0, "{}", log());
+
+    // the listener now presents a certificate for another name
+    new_listener_certificate(&lab, "other.lab.invalid", &ca);
+    let o = run(&kdc, &["plan", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let e = host(&summary(&o), "win1")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        e.contains("the listener's certificate does not name win1.lab.invalid (winrm.spn's name)"),
+        "{e}"
+    );
+    // a refused certificate is not retried as a transient failure (-v
+    // shows the connection's steps, a retry among them)
+    let o = run(&kdc, &["plan", "-i", &i, "-v"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("certificate does not name")
+            && !text(&o).contains("connect failed, retrying"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        log().matches("kerberos: accepted").count(),
+        accepted,
+        "a ticket reached a host whose certificate was refused"
+    );
+}
