@@ -11,6 +11,29 @@ const KUBECONFIG: &str = concat!(
     "/inventories/example.kubeconfig"
 );
 
+/// Write `written` to `inv` with its placeholders filled in: the
+/// kubeconfig (copied beside it), the `replace` pairs, then every other
+/// FILL-IN as a distinct 64-digit hex value (a SHA-256's shape).
+fn fill_in(inv: &std::path::Path, written: &str, replace: &[(&str, &str)]) {
+    std::fs::copy(KUBECONFIG, inv.with_file_name("nodes.kubeconfig")).unwrap();
+    let mut text = written.replace("kubeconfig: FILL-IN", "kubeconfig: nodes.kubeconfig");
+    for (from, to) in replace {
+        text = text.replace(from, to);
+    }
+    let filled: String = text
+        .split("FILL-IN")
+        .enumerate()
+        .map(|(k, part)| {
+            if k == 0 {
+                part.to_string()
+            } else {
+                format!("{k:064x}{part}")
+            }
+        })
+        .collect();
+    std::fs::write(inv, filled).unwrap();
+}
+
 #[test]
 fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,22 +121,7 @@ fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
 
     // filled in, check passes (warning about the password variable), and
     // --strict passes once it is exported
-    std::fs::copy(KUBECONFIG, dir.path().join("nodes.kubeconfig")).unwrap();
-    let mut n = 0;
-    let filled: String = written
-        .replace("kubeconfig: FILL-IN", "kubeconfig: nodes.kubeconfig")
-        .split("FILL-IN")
-        .enumerate()
-        .map(|(k, part)| {
-            if k == 0 {
-                part.to_string()
-            } else {
-                n += 1;
-                format!("{:064x}{part}", n)
-            }
-        })
-        .collect();
-    std::fs::write(&inv, &filled).unwrap();
+    fill_in(&inv, &written, &[]);
     let o = kwinctl(&["check", "-i", i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
@@ -242,24 +250,14 @@ fn init_writes_kerberos_and_ssh_inventories_that_check_accepts() {
                 text(&o)
             );
         }
-        std::fs::copy(KUBECONFIG, dir.path().join("nodes.kubeconfig")).unwrap();
-        let mut n = 0;
-        let filled: String = written
-            .replace("kubeconfig: FILL-IN", "kubeconfig: nodes.kubeconfig")
-            .replace("user: FILL-IN", "user: kwinctl@CORP.EXAMPLE")
-            .replace("HTTP/FILL-IN", "HTTP/win1.corp.example")
-            .split("FILL-IN")
-            .enumerate()
-            .map(|(k, part)| {
-                if k == 0 {
-                    part.to_string()
-                } else {
-                    n += 1;
-                    format!("{:064x}{part}", n)
-                }
-            })
-            .collect();
-        std::fs::write(&inv, &filled).unwrap();
+        fill_in(
+            &inv,
+            &written,
+            &[
+                ("user: FILL-IN", "user: kwinctl@CORP.EXAMPLE"),
+                ("HTTP/FILL-IN", "HTTP/win1.corp.example"),
+            ],
+        );
         let o = kwinctl(&["check", "--strict", "-i", i]);
         assert_eq!(o.status.code(), Some(0), "{access}: {}", text(&o));
         assert!(!text(&o).contains("PASSWORD"), "{access}: {}", text(&o));
