@@ -12,8 +12,21 @@ from .scm import containerd_running, health
 from .util import block_has, norm_image
 
 CNI_DIR = "c:\\etc\\cni\\net.d\\"
-# Windows' TCP dynamic port range since Server 2008 (docs/research/windows-dynamic-ports.md#dyn1)
-DEFAULT_DYNAMIC_PORTS = {"start": 49152, "count": 16384}
+
+
+def action_facts(d, probe):
+    """The facts kept beside the action that changes them: each
+    `fact_<key>(d, probe)` function of the modules in `actions/` gives the
+    probe's `<key>` (as each `act_<kind>` carries out a kind), so a new
+    action and its fact are one winsim file."""
+    from .actions import common, l2bridge, transparent  # they import what this module does
+
+    out = {}
+    for mod in (common, transparent, l2bridge):
+        for name, f in vars(mod).items():
+            if name.startswith("fact_") and callable(f) and f.__module__ == mod.__name__:
+                out[name[len("fact_"):]] = f(d, probe)
+    return out
 
 
 def facts(d, probe):
@@ -49,7 +62,7 @@ def facts(d, probe):
     for ip in probe.get("reach", []):
         ok = subprocess.run(["ping", "-n", "-c", "1", "-W", "2", ip], capture_output=True).returncode == 0
         reach.append("%s %s" % (ip, "ok" if ok else "fail"))
-    return dict(l2bridge_facts(d, probe), **{
+    return dict(l2bridge_facts(d, probe), **action_facts(d, probe), **{
         "v": 1, "os": "windows", "hostname": d.get("hostname", "WINSIM"),
         # the probe's [string](... '') of a host without Docker is "", never null
         "build": d["build"], "ubr": d["ubr"],
@@ -132,6 +145,4 @@ def l2bridge_facts(d, probe):
         "sandbox_images": list(d["sandbox_images"]),
         "containerd_pipe": containerd_running(d),
         "health": [{"port": int(p), "ok": health(d, int(p))} for p in probe.get("health", [])],
-        # netsh int ipv4 show dynamicport tcp (docs/research/windows-dynamic-ports.md#dyn1)
-        "tcp_dynamic_ports": dict(d.get("tcp_dynamic_ports") or DEFAULT_DYNAMIC_PORTS),
     }

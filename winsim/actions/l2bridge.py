@@ -189,6 +189,15 @@ def act_remove_hns_network(d, h):
         network_remove(d, net)
 
 
+# Windows' TCP dynamic port range since Server 2008 (docs/research/windows-dynamic-ports.md#dyn1)
+DEFAULT_DYNAMIC_PORTS = {"start": 49152, "count": 16384}
+
+
+def fact_tcp_dynamic_ports(d, probe):
+    """netsh int ipv4 show dynamicport tcp (docs/research/windows-dynamic-ports.md#dyn1)."""
+    return dict(d.get("tcp_dynamic_ports") or DEFAULT_DYNAMIC_PORTS)
+
+
 def act_set_dynamic_ports(d, h):
     """netsh int ipv4 set dynamicport tcp start=N num=M: the range must hold
     255 ports or more and end by 65535 (docs/research/windows-dynamic-ports.md#dyn1;
