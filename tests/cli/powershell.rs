@@ -192,8 +192,18 @@ fn l2bridge_inventory_scripts_parse_and_are_pinned() {
         }
         assert!(!s.contains("--pod-infra-container-image"), "{host}");
         assert!(!s.contains("docker"), "{host}");
-        insta::assert_snapshot!(format!("l2bridge_{}", host.to_lowercase()), s);
     }
+    insta::assert_snapshot!("l2bridge_inventory", one_snapshot(&scripts));
+}
+
+/// An inventory's scripts as one snapshot, host after host: a change to
+/// every host's script is one file to review.
+fn one_snapshot(scripts: &[(String, String)]) -> String {
+    scripts
+        .iter()
+        .map(|(host, s)| format!("######## {host} ########\n{s}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -221,8 +231,8 @@ fn example_inventory_scripts_parse_and_are_pinned() {
         ] {
             assert!(s.contains(step), "{host} lacks {step:?}");
         }
-        insta::assert_snapshot!(format!("seed_{}", host.to_lowercase()), s);
     }
+    insta::assert_snapshot!("seed_inventory", one_snapshot(&scripts));
 }
 
 #[test]

@@ -34,7 +34,7 @@ def boot_block(snapshot):
 
 
 def test_l2bridge_install_stops_ends_and_starts():
-    h = boot_block("cli__powershell__l2bridge_win01.snap")
+    h = boot_block("cli__powershell__l2bridge_inventory.snap")
     assert boot.stops_registered(h)
     assert boot.kills_script_processes(h)
     assert boot.starts_registered(h)
@@ -43,7 +43,7 @@ def test_l2bridge_install_stops_ends_and_starts():
 
 
 def test_transparent_install_stops_but_starts_nothing_and_does_not_loop():
-    h = boot_block("cli__powershell__seed_win01.snap")
+    h = boot_block("cli__powershell__seed_inventory.snap")
     assert boot.stops_registered(h)
     # (its script starts wrapper tasks with Start-ScheduledTask: inside the
     # quoted script, not a statement of the block)
