@@ -446,3 +446,18 @@ fn check_refuses_networks_overlapping_the_l2bridge_placeholder() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// The example inventories the Windows facts fixtures are converged for
+/// (tests/fixtures/windows/) are ones `check` accepts: a fixture of a
+/// release or a profile kwinctl refuses would test a host no run makes.
+#[test]
+fn the_facts_fixtures_inventories_pass_check() {
+    for name in ["transparent", "l2bridge"] {
+        let path = format!(
+            "{}/tests/fixtures/windows/{name}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let o = common::kwinctl(&["check", "-i", &path]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", common::text(&o));
+    }
+}

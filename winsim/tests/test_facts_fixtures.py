@@ -151,7 +151,7 @@ STABLE_L2 = {
 }
 
 
-@pytest.mark.parametrize("name,state", [("transparent-converged", "tr-113-win1"),
+@pytest.mark.parametrize("name,state", [("transparent-converged", "tr-110-win1"),
                                         ("l2bridge-converged", "l2-130-win1")])
 def test_facts_after_a_real_up_match_the_converged_fixture(tmp_path, linux, monkeypatch, name, state):
     want = fixture(name)

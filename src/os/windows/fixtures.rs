@@ -5,7 +5,7 @@
 //! - `fresh.json`: a fresh Windows Server 2019 (probe with the l2bridge
 //!   part): two network cards, Hyper-V, nothing of kwinctl's;
 //! - `transparent-converged.json`: what `up` leaves on `win01` of the
-//!   example inventory `transparent.yaml` (beside them; Kubernetes 1.13,
+//!   example inventory `transparent.yaml` (beside them; Kubernetes 1.10,
 //!   Windows Server 2016, Docker's transparent network);
 //! - `l2bridge-converged.json`: the same for `win01` of `l2bridge.yaml`
 //!   (Kubernetes 1.30, containerd 1.7, Windows Server 2019).

@@ -354,7 +354,7 @@ mod tests {
         });
         f.versions.push(VersionFact {
             path: format!(r"{WIN_DIR}\kube-proxy.exe"),
-            output: "Kubernetes v1.13.12".into(),
+            output: "Kubernetes v1.10.13".into(),
         });
         let a = acts(&diff_windows(&node(), &desired(), &f));
         assert_eq!(
@@ -647,9 +647,9 @@ mod tests {
                 "reconfigure and restart kubelet as a scheduled task (start script; it has no --windows-service)"
             ]
         );
-        // and back to 1.13 (binaries of 1.13): the tasks go, the services come
+        // and back to 1.10 (binaries of 1.10): the tasks go, the services come
         for v in &mut f.versions {
-            v.output = "Kubernetes v1.13.12".into();
+            v.output = "Kubernetes v1.10.13".into();
         }
         let a = acts(&diff_windows(&node(), &desired(), &f));
         assert!(a[0].starts_with("install the startup task"), "{a:?}");
@@ -680,7 +680,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains(r"C:\k\kube-proxy.exe is Kubernetes 1.9.11 (its --version), but the inventory declares kubernetes_version 1.13.12"),
+            e.contains(r"C:\k\kube-proxy.exe is Kubernetes 1.9.11 (its --version), but the inventory declares kubernetes_version 1.10.13"),
             "{e}"
         );
         // a kubelet.exe kwinctl is about to replace is not held against it
@@ -695,14 +695,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("kwinctl cannot tell its release"), "{e}");
-        // Windows Server 2019 cannot run 1.13
+        // Windows Server 2019 cannot run 1.10
         let mut f = converged();
         f.build = "10.0.17763".into();
         let e = diff_windows(&node(), &desired(), &f)
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("Windows Server 2019 (build 17763) cannot run Kubernetes 1.13"),
+            e.contains("Windows Server 2019 (build 17763) cannot run Kubernetes 1.10"),
             "{e}"
         );
         // the pause image present on the host is of another build
