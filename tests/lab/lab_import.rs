@@ -7,7 +7,8 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use common::lab::{Lab, require_root};
 use common::{kwinctl_env, summary, text, write};
@@ -49,6 +50,32 @@ pub(crate) fn complete(lab: &Lab, imported: &Path) {
     write(imported, &out);
 }
 
+/// `kwinctl import ansible FROM -o DIR/FOLDER/inventory.yaml` (with `env`),
+/// which must succeed, then [`complete`]d: the inventory's path, and the
+/// import's output.
+pub(crate) fn import_completed(
+    lab: &Lab,
+    from: &Path,
+    folder: &str,
+    env: &[(&str, &str)],
+) -> (PathBuf, Output) {
+    let to = lab.dir().join(folder).join("inventory.yaml");
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let o = kwinctl_env(
+        &[
+            "import",
+            "ansible",
+            from.to_str().unwrap(),
+            "-o",
+            to.to_str().unwrap(),
+        ],
+        env,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    complete(lab, &to);
+    (to, o)
+}
+
 #[test]
 fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
     if !require_root() {
@@ -76,22 +103,9 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
     );
     let env = [("KWINCTL_WINRM_PASSWORD_WINDOWS", password.as_str())];
 
-    let from_ini = d.join("from-ini").join("inventory.yaml");
-    std::fs::create_dir_all(from_ini.parent().unwrap()).unwrap();
-    let o = kwinctl_env(
-        &[
-            "import",
-            "ansible",
-            ini.to_str().unwrap(),
-            "-o",
-            from_ini.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (from_ini, o) = import_completed(&lab, &ini, "from-ini", &env);
     let written = std::fs::read_to_string(&from_ini).unwrap();
     assert!(!written.contains(&password) && !text(&o).contains(&password));
-    complete(&lab, &from_ini);
     let i = from_ini.to_str().unwrap();
     let o = kwinctl_env(&["up", "-i", i, "--output", "json"], &env);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -126,20 +140,7 @@ fn ansible_ini_and_yaml_inventories_of_the_lab_are_imported_and_brought_up() {
             lab.ip("win1")
         ),
     );
-    let from_yaml = d.join("from-yaml").join("inventory.yaml");
-    std::fs::create_dir_all(from_yaml.parent().unwrap()).unwrap();
-    let o = kwinctl_env(
-        &[
-            "import",
-            "ansible",
-            yaml.to_str().unwrap(),
-            "-o",
-            from_yaml.to_str().unwrap(),
-        ],
-        &env,
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    complete(&lab, &from_yaml);
+    let (from_yaml, _) = import_completed(&lab, &yaml, "from-yaml", &env);
     let y = from_yaml.to_str().unwrap();
     let o = kwinctl_env(&["up", "-i", y, "--output", "json"], &env);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -143,20 +143,9 @@ fn an_ansible_kerberos_inventory_imports_and_brings_the_lab_up() {
             kdc.user
         ),
     );
-    let imported = d.join("from-ansible").join("inventory.yaml");
-    std::fs::create_dir_all(imported.parent().unwrap()).unwrap();
-    let o = run(
-        &kdc,
-        &[
-            "import",
-            "ansible",
-            ini.to_str().unwrap(),
-            "-o",
-            imported.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    crate::lab_import::complete(&lab, &imported);
+    let env = kdc.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (imported, _) = crate::lab_import::import_completed(&lab, &ini, "from-ansible", &env);
     // NTLM refused: only Kerberos gets in
     set_win_state(&lab, "win1", "refuse_ntlm", serde_json::json!(true));
     kdc.kinit("10h");

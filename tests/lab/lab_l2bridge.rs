@@ -187,6 +187,27 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     }
 }
 
+/// After `up --reboot` on a fresh l2bridge host: `up` restarted it once
+/// for the Containers feature, says so, and nothing failed. Its state.
+pub(crate) fn restarted_once_for_containers(
+    lab: &Lab,
+    s: &serde_json::Value,
+    name: &str,
+) -> serde_json::Value {
+    let r = host(s, name);
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("restarted by `up --reboot`"),
+        "{r}"
+    );
+    assert_eq!(count(r, "failed"), 0, "{r}");
+    let st = lab.win_state_json(name);
+    assert_eq!(st["features"]["Containers"], "Installed", "{st}");
+    assert_eq!(st["boot_count"], 1, "{st}");
+    st
+}
+
 /// `up --reboot`: one run installs the Containers feature, restarts the host
 /// (the simulated shutdown.exe restarts it with a new boot time), waits for
 /// it and builds the rest.
@@ -201,19 +222,10 @@ fn up_reboot_restarts_the_host_and_goes_on() {
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
-    let r = host(&s, "win1");
-    assert!(
-        r["notes"]
-            .to_string()
-            .contains("restarted by `up --reboot`"),
-        "{r}"
-    );
-    assert_eq!(count(r, "failed"), 0, "{r}");
-    let st = lab.win_state_json("win1");
-    assert_eq!(st["features"]["Containers"], "Installed", "{st}");
-    assert_eq!(st["boot_count"], 1, "{st}");
+    let st = restarted_once_for_containers(&lab, &s, "win1");
     // 1.34: the runner rotates (PR #127667), and no note says otherwise
     assert_runner_logs(&st, "win1", true);
+    let r = host(&s, "win1");
     assert!(!r["notes"].to_string().contains("cannot rotate"), "{r}");
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

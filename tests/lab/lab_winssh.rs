@@ -274,18 +274,7 @@ fn the_l2bridge_profile_comes_up_over_ssh_with_up_reboot() {
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let s = summary(&o);
-    let r = host(&s, "win1");
-    assert!(
-        r["notes"]
-            .to_string()
-            .contains("restarted by `up --reboot`"),
-        "{r}"
-    );
-    assert_eq!(count(r, "failed"), 0, "{r}");
-    let st = lab.win_state_json("win1");
-    assert_eq!(st["features"]["Containers"], "Installed", "{st}");
-    assert_eq!(st["boot_count"], 1, "{st}");
+    let st = crate::lab_l2bridge::restarted_once_for_containers(&lab, &summary(&o), "win1");
     assert!(st["vswitch"].is_object(), "{st}");
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
@@ -355,17 +344,7 @@ fn an_ansible_inventory_with_windows_over_ssh_is_imported_and_brought_up() {
             d.join("id_ed25519").display()
         ),
     );
-    let imported = d.join("from-ini").join("inventory.yaml");
-    std::fs::create_dir_all(imported.parent().unwrap()).unwrap();
-    let o = kwinctl(&[
-        "import",
-        "ansible",
-        ini.to_str().unwrap(),
-        "-o",
-        imported.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    super::lab_import::complete(&lab, &imported);
+    let (imported, _) = super::lab_import::import_completed(&lab, &ini, "from-ini", &[]);
     let i = imported.to_str().unwrap();
     let o = kwinctl(&["up", "-i", i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
