@@ -84,15 +84,21 @@ pub fn classify(text: &str) -> Option<Trouble> {
     }
 }
 
+/// The host name in the WinRM URL: winrm.spn's name with Kerberos (winrm-rs
+/// names the service principal after the URL, and the TLS certificate is
+/// checked against it), else the address kwinctl reaches; and whether it
+/// is winrm.spn's.
+pub fn url_name(host: &Host, w: &WinRmSettings) -> (String, bool) {
+    match (&w.spn_host, w.auth) {
+        (Some(n), WinRmAuth::Kerberos) => (n.clone(), true),
+        _ => (host.reach().to_string(), false),
+    }
+}
+
 /// The service principal kwinctl names for a host: `HTTP/<spn host or
 /// address>` (winrm-rs names `HTTP/` and the host it connects to).
 pub fn spn(host: &Host, w: &WinRmSettings) -> String {
-    format!(
-        "HTTP/{}",
-        w.spn_host
-            .clone()
-            .unwrap_or_else(|| host.reach().to_string())
-    )
+    format!("HTTP/{}", url_name(host, w).0)
 }
 
 /// The exchanges Kerberos adds to opening a WinRM connection: an AP-REQ on

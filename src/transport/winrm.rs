@@ -201,9 +201,9 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
             } else {
                 None
             };
-            let named = match (&w.spn_host, w.auth) {
-                (Some(n), WinRmAuth::Kerberos) => format!("{n} (winrm.spn's name)"),
-                _ => format!("{} (the host's address)", host.reach()),
+            let named = match super::kerberos::url_name(host, w) {
+                (n, true) => format!("{n} (winrm.spn's name)"),
+                (n, false) => format!("{n} (the host's address)"),
             };
             let msg = match seen {
                 // a certificate the CA vouches for, of another name
@@ -303,10 +303,7 @@ impl WinRmSession {
         // it names the service principal after, through a local proxy that
         // takes it to the address.
         let reach = host.reach().to_string();
-        let name = match (&w.spn_host, w.auth) {
-            (Some(n), WinRmAuth::Kerberos) => n.clone(),
-            _ => reach.clone(),
-        };
+        let (name, _) = super::kerberos::url_name(host, w);
         let tunnel = match &via {
             Some(v) => {
                 let conn = opts.jumps.get(v, opts, trace).await?;
