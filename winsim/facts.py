@@ -19,14 +19,9 @@ def action_facts(d, probe):
     `fact_<key>(d, probe)` function of the modules in `actions/` gives the
     probe's `<key>` (as each `act_<kind>` carries out a kind), so a new
     action and its fact are one winsim file."""
-    from .actions import common, l2bridge, transparent  # they import what this module does
+    from .actions import named  # the action modules import what this module does
 
-    out = {}
-    for mod in (common, transparent, l2bridge):
-        for name, f in vars(mod).items():
-            if name.startswith("fact_") and callable(f) and f.__module__ == mod.__name__:
-                out[name[len("fact_"):]] = f(d, probe)
-    return out
+    return {key: f(d, probe) for key, f in named("fact_").items()}
 
 
 def facts(d, probe):

@@ -7,8 +7,7 @@ import json
 import threading
 import time
 
-from . import boot
-from .actions import common, l2bridge, transparent
+from . import actions, boot
 from .boot import BOOT_TASK
 from .facts import facts
 from .files import file_of
@@ -24,12 +23,7 @@ HEADER = "# kwinctl-sim: "
 def handlers():
     """Every action kind this simulator carries out, by name: the `act_<kind>`
     functions of the modules in `actions/`."""
-    out = {}
-    for mod in (common, transparent, l2bridge):
-        for name, f in vars(mod).items():
-            if name.startswith("act_") and callable(f) and f.__module__ == mod.__name__:
-                out[name[len("act_"):]] = f
-    return out
+    return actions.named("act_")
 
 
 def act(d, h):
