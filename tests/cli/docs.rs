@@ -339,6 +339,18 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "/tmp/kwinctl.$$.log",
         "a fallback when mktemp fails",
     ),
+    // Upstream's own unit tests in the vendored winrm-rs (docs/vendor.md),
+    // kept byte for byte: made-up paths that must not exist.
+    (
+        "vendor/winrm-rs/src/client.rs",
+        "/tmp/nonexistent-cert.pem",
+        "winrm-rs's test of a missing certificate file",
+    ),
+    (
+        "vendor/winrm-rs/src/transport.rs",
+        "/tmp/cert.pem",
+        "winrm-rs's test of a certificate path setting",
+    ),
     // A fixture: a made-up user for ssh_config's %d token.
     (
         "src/transport/route.rs",
