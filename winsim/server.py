@@ -198,12 +198,6 @@ def wrap_body(ctx, plain):
 
 
 def make_handler(cfg, shells, tls):
-    # NTLM contexts waiting for their Type 3, by client address. Windows binds
-    # a handshake to its TCP connection; winrm-rs over HTTPS sometimes sends
-    # the Type 3 on a new connection, so the simulator is lenient here.
-    pending = {}
-    pending_lock = threading.Lock()
-
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         ctx = None  # per connection: the NTLM or Kerberos context
@@ -262,10 +256,13 @@ def make_handler(cfg, shells, tls):
                         self.ctx = spnego.server(protocol="ntlm")
                         self.authed = False
                     elif self.ctx is None or self.ctx.complete:
-                        with pending_lock:
-                            self.ctx = pending.pop(self.client_address[0], None)
-                        if self.ctx is None:
-                            self.ctx = spnego.server(protocol="ntlm")
+                        # Windows binds an NTLM handshake to its TCP
+                        # connection (docs/research/winrm-ntlm.md#ntlm-conn): a
+                        # Type 3 on a connection that carried no challenge
+                        # is refused, as a wrong password is.
+                        log("ntlm: refused: a Type 3 on a connection that carried no challenge")
+                        self.ctx, self.authed = None, False
+                        return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
                     try:
                         out = self.ctx.step(token)
                     except Exception as e:  # wrong password, bad message
@@ -273,13 +270,8 @@ def make_handler(cfg, shells, tls):
                         self.ctx = None
                         return self.reply(401, headers=[("WWW-Authenticate", "Negotiate")])
                     if not self.ctx.complete:
-                        with pending_lock:
-                            pending[self.client_address[0]] = self.ctx
                         challenge = "Negotiate " + base64.b64encode(out).decode()
                         return self.reply(401, headers=[("WWW-Authenticate", challenge)])
-                    with pending_lock:
-                        if pending.get(self.client_address[0]) is self.ctx:
-                            del pending[self.client_address[0]]
                     self.authed = True
                     if not body:
                         return self.reply(200)
