@@ -24,7 +24,10 @@ whose ForceCommand is `winsim.py ssh-session`: it takes the client's command
    as Windows PowerShell does, which exits 0xFFFD0000); the encoded command is
    the script, or, when it is kwinctl's stdin bootstrap, stdin is.
 4. The script runs with `host.execute`, the function the WinRM server runs
-   scripts with; stdout, stderr and the exit code go back unchanged.
+   scripts with; stdout and stderr go back unchanged, and so does the exit
+   code under cmd.exe; PowerShell as the DefaultShell (`-c`) exits 0 or 1
+   by whether powershell.exe succeeded
+   (docs/research/windows-ssh.md#ws9).
 
 Everything refused is said on stderr with a `winsim:` prefix (or what
 cmd.exe itself prints) and a non-zero exit code. `--log FILE` appends one
@@ -278,6 +281,11 @@ def main(a):
         _log(a.log, dict(entry, outcome="connection dropped"))
         os.kill(os.getppid(), 9)
         return 255
+    if a.shell == "powershell":
+        # the DefaultShell's -Command keeps success or failure, not the code
+        # (docs/research/windows-ssh.md#ws9)
+        entry["script_exit"] = code
+        code = 0 if code == 0 else 1
     _log(a.log, dict(entry, outcome="exit %d" % code))
     sys.stdout.buffer.write(out.encode("utf-8"))
     sys.stderr.buffer.write(err.encode("utf-8"))

@@ -179,31 +179,47 @@ fn a_failing_action_over_ssh_is_reported_with_its_error() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_mixed(1, 1);
-    lab.win_ssh("win1", "cmd");
-    set_state(&lab, "win1", |ws| {
-        ws["fail_kinds"] = serde_json::json!(["create_switch"])
-    });
+    // win1 under cmd.exe, win2 under PowerShell as the DefaultShell (which
+    // keeps only success or failure of an exit code:
+    // docs/research/windows-ssh.md#ws9): the action's outcome and error
+    // come from the script's output either way
+    let lab = Lab::up_mixed(1, 2);
+    for (w, shell) in [("win1", "cmd"), ("win2", "powershell")] {
+        lab.win_ssh(w, shell);
+        set_state(&lab, w, |ws| {
+            ws["fail_kinds"] = serde_json::json!(["create_switch"])
+        });
+    }
     let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
-    assert_eq!(s["failed_hosts"], serde_json::json!(["win1"]), "{s}");
-    let failed = common::failed_action(host(&s, "win1"));
-    assert!(
-        failed["action"]
-            .as_str()
-            .unwrap()
-            .contains("create internal Hyper-V switch"),
-        "{failed}"
+    assert_eq!(
+        s["failed_hosts"],
+        serde_json::json!(["win1", "win2"]),
+        "{s}"
     );
-    assert!(
-        failed["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("simulated failure of create_switch"),
-        "{failed}"
-    );
-    assert_eq!(winrm_requests(&lab, "win1"), 0);
+    for w in ["win1", "win2"] {
+        let failed = common::failed_action(host(&s, w));
+        assert!(
+            failed["action"]
+                .as_str()
+                .unwrap()
+                .contains("create internal Hyper-V switch"),
+            "{w}: {failed}"
+        );
+        assert!(
+            failed["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("simulated failure of create_switch"),
+            "{w}: {failed}"
+        );
+        assert_eq!(winrm_requests(&lab, w), 0);
+        // the script reports the failed action and exits 0: nothing rests
+        // on the exit code either shell passes on
+        let last = lab.win_ssh_sessions(w).pop().unwrap();
+        assert_eq!(last["outcome"], "exit 0", "{w}: {last}");
+    }
 }
 
 /// Every way in at once, in one inventory: Linux over SSH, Windows over

@@ -191,6 +191,23 @@ def test_the_session_runs_the_script_with_execute_and_passes_everything_back(mon
     assert entry["outcome"] == "exit 3"
 
 
+@pytest.mark.parametrize("shell,script_exit,exit", [
+    ("cmd", 3, 3), ("cmd", 0, 0),
+    ("powershell", 3, 1), ("powershell", 1, 1), ("powershell", 0, 0),
+])
+def test_powershell_as_the_default_shell_keeps_only_success_or_failure(
+        monkeypatch, tmp_path, capfdbinary, shell, script_exit, exit):
+    monkeypatch.setattr(host, "execute", lambda script, state: ("", "", script_exit))
+    monkeypatch.setenv("SSH_ORIGINAL_COMMAND", kwinctl_command())
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(b"the script\n")))
+    log = tmp_path / "ssh.log"
+    args = types.SimpleNamespace(state=str(tmp_path / "state.json"), shell=shell, log=str(log))
+    assert sshsession.main(args) == exit
+    entry = json.loads(log.read_text())
+    assert entry["outcome"] == "exit %d" % exit
+    assert entry.get("script_exit", script_exit) == script_exit
+
+
 def test_the_subcommand_refuses_a_bad_command_before_reading_stdin(tmp_path):
     env = {"SSH_ORIGINAL_COMMAND": "powershell.exe -EncodedCommand %%%", "PATH": "/usr/bin:/bin"}
     r = subprocess.run([sys.executable, str(WINSIM_PY), "ssh-session", "--state", str(tmp_path / "s.json")],
