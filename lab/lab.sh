@@ -53,7 +53,7 @@
 #                                /24): the new address first, then the old
 #                                one goes; its sshd listens on ADDR only
 #                                (DIR/known_hosts and hosts.tsv follow)
-#   lab.sh win-ssh DIR winJ [cmd|powershell]
+#   lab.sh win-ssh DIR winJ [cmd|powershell|pwsh]
 #                                simulated Windows host winJ reachable over
 #                                SSH (its own sshd; DefaultShell cmd.exe, the
 #                                default, or powershell.exe); its inventory
@@ -1094,12 +1094,12 @@ cmd_sshd_port() { # DIR HOST PORT [CA_KEY]
 # powershell.exe (winsim/sshsession.py). The host's inventory entry gets an
 # ssh: block instead of its winrm: line; each session is logged as a JSON
 # line in DIR/hosts/winJ/ssh-session.log.
-cmd_win_ssh() { # DIR winJ [cmd|powershell]
+cmd_win_ssh() { # DIR winJ [cmd|powershell|pwsh]
   local dir=$1 name=$2 shell=${3:-cmd} j ip hd
   load "$dir"
   case "$name" in win[0-9]*) j=${name#win} ;; *) die "lab.sh win-ssh: $name is not a Windows host (winJ)" ;; esac
   [ "$j" -ge 1 ] && [ "$j" -le "${M:-0}" ] || die "no Windows host $name"
-  case "$shell" in cmd | powershell) ;; *) die "lab.sh win-ssh: the shell is cmd or powershell, not $shell" ;; esac
+  case "$shell" in cmd | powershell | pwsh) ;; *) die "lab.sh win-ssh: the shell is cmd, powershell or pwsh, not $shell" ;; esac
   ip=$(win_ip "$j")
   hd="$dir/hosts/$name"
   [ ! -f "$hd/sshd.pid" ] || die "$name already has its sshd"
@@ -1345,7 +1345,7 @@ esac
 case "${1:-}" in
   hidden) [ $# -eq 5 ] || die "usage: lab.sh hidden DIR NAME VIA linux|windows"; cmd_hidden "$2" "$3" "$4" "$5" ;;
   readdress) [ $# -eq 4 ] || die "usage: lab.sh readdress DIR hJ ADDR"; cmd_readdress "$2" "$3" "$4" ;;
-  win-ssh) [ $# -ge 3 ] && [ $# -le 4 ] || die "usage: lab.sh win-ssh DIR winJ [cmd|powershell]"; cmd_win_ssh "${@:2}" ;;
+  win-ssh) [ $# -ge 3 ] && [ $# -le 4 ] || die "usage: lab.sh win-ssh DIR winJ [cmd|powershell|pwsh]"; cmd_win_ssh "${@:2}" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
     [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"

@@ -9,8 +9,9 @@ whose ForceCommand is `winsim.py ssh-session`: it takes the client's command
 1. sshd builds the shell's command line from the DefaultShell
    (w32-doexec.c do_exec_windows): cmd.exe (the default) gets
    `"C:\\Windows\\system32\\cmd.exe" /c "<command>"`, the command unescaped;
-   powershell.exe gets argv [shell, "-c", command], quoted as a C runtime
-   parses it back. CreateProcess takes at most 32767 characters, its
+   powershell.exe (and pwsh.exe, an "other" shell to sshd whose arguments
+   it escapes by default) gets argv [shell, "-c", command], quoted as a C
+   runtime parses it back. CreateProcess takes at most 32767 characters, its
    terminating NUL included.
 2. cmd.exe: at most 8191 characters; `/c "..."` loses its outer quotes when
    the quoted text is not one program; the first word is the program; its
@@ -25,7 +26,7 @@ whose ForceCommand is `winsim.py ssh-session`: it takes the client's command
    the script, or, when it is kwinctl's stdin bootstrap, stdin is.
 4. The script runs with `host.execute`, the function the WinRM server runs
    scripts with; stdout and stderr go back unchanged, and so does the exit
-   code under cmd.exe; PowerShell as the DefaultShell (`-c`) exits 0 or 1
+   code under cmd.exe; PowerShell (either) as the DefaultShell exits 0 or 1
    by whether powershell.exe succeeded
    (docs/research/windows-ssh.md#ws9).
 
@@ -46,7 +47,9 @@ from .k8sbin import split_command_line
 
 CMD = r"C:\Windows\system32\cmd.exe"
 POWERSHELL = r"C:\Windows\System32\WindowsPowerShell\v1.0\powershell.exe"
-SHELLS = {"cmd": CMD, "powershell": POWERSHELL}
+# PowerShell 7's default install path
+PWSH = r"C:\Program Files\PowerShell\7\pwsh.exe"
+SHELLS = {"cmd": CMD, "powershell": POWERSHELL, "pwsh": PWSH}
 # CreateProcess: "The maximum length of this string is 32,767 characters,
 # including the Unicode terminating null character."
 CREATEPROCESS_MAX = 32767 - 1
@@ -92,15 +95,31 @@ def quote_arg(a):
     return "".join(out)
 
 
+def shell_type(path):
+    """sshd's shell type from the DefaultShell's path (do_exec_windows:
+    case-sensitive substrings, in this order)."""
+    for part, kind in (("system32\\cmd", "cmd"), ("powershell", "powershell"), ("ssh-shellhost", "shellhost"),
+                       ("\\bash", "bash"), ("cygwin", "cygwin")):
+        if part in path:
+            return kind
+    return "other"
+
+
 def shell_command_line(shell, command):
     """The command line Win32-OpenSSH's sshd starts for an exec request."""
     path = SHELLS[shell]
-    if shell == "cmd":
+    kind = shell_type(path)
+    if kind == "cmd":
         # cmd.exe and ssh-shellhost: no escaping, the command in quotes
         line = '"%s" /c "%s"' % (path, command)
-    else:
-        # argv [shell, "-c", command], the shell's path already quoted
+    elif kind in ("powershell", "other"):
+        # argv [shell, "-c", command], the shell's path already quoted: for
+        # PowerShell, and for an "other" shell such as pwsh.exe while
+        # DefaultShellEscapeArguments is not 0 (its default)
+        # (docs/research/windows-ssh.md#ws9)
         line = '"%s" -c %s' % (path, quote_arg(command))
+    else:
+        raise Refused("winsim: a DefaultShell of type %s is not simulated\n" % kind)
     check_createprocess(line)
     return line
 
@@ -165,11 +184,12 @@ def via_cmd(line):
 
 
 def via_powershell(line):
-    """Windows PowerShell as the DefaultShell: `-c <command>` runs the command
-    text as PowerShell, here one native command invocation of plain words."""
+    """Windows PowerShell or PowerShell 7 as the DefaultShell: `-c <command>`
+    runs the command text as PowerShell, here one native command invocation
+    of plain words."""
     argv = split_command_line(line)
     if len(argv) < 3 or argv[1].lower() not in ("-c", "-command", "/c"):
-        raise Refused("winsim: powershell.exe as the DefaultShell without -c is not simulated\n")
+        raise Refused("winsim: PowerShell as the DefaultShell without -c is not simulated\n")
     text = " ".join(argv[2:])
     if re.search(r"[;|&$`(){}@'\"<>,#\[\]]", text):
         raise Refused("winsim: PowerShell syntax beyond a plain native command is not simulated: %r\n" % text)
@@ -255,7 +275,7 @@ def _log(path, entry):
 
 
 def main(a):
-    """`winsim.py ssh-session --state FILE [--shell cmd|powershell] [--log FILE]`:
+    """`winsim.py ssh-session --state FILE [--shell cmd|powershell|pwsh] [--log FILE]`:
     sshd's ForceCommand. Exits with the script's exit code."""
     from .host import execute
     from .state import ConnectionDropped
@@ -281,7 +301,7 @@ def main(a):
         _log(a.log, dict(entry, outcome="connection dropped"))
         os.kill(os.getppid(), 9)
         return 255
-    if a.shell == "powershell":
+    if a.shell in ("powershell", "pwsh"):
         # the DefaultShell's -Command keeps success or failure, not the code
         # (docs/research/windows-ssh.md#ws9)
         entry["script_exit"] = code

@@ -26,7 +26,7 @@ Usage:
                   --user NAME --password-env VAR --state FILE [--allow-basic]
                   [--allow-unencrypted] [--log FILE]
   winsim.py reboot --state FILE [--drop-hns]
-  winsim.py ssh-session --state FILE [--shell cmd|powershell] [--log FILE]
+  winsim.py ssh-session --state FILE [--shell cmd|powershell|pwsh] [--log FILE]
                                        (sshd's ForceCommand: runs SSH_ORIGINAL_COMMAND as Windows would)
   winsim.py gencert --cert C --key K --ca CA --cn NAME   (prints the server cert's SHA-256)
   winsim.py kinds                                        (the action kinds it handles, one a line)

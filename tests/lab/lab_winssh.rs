@@ -22,7 +22,7 @@ enum Via {
     WinRmNtlm,
     /// WinRM with Kerberos (sealed over HTTP), on a host that refuses NTLM.
     WinRmKerberos,
-    /// OpenSSH with this DefaultShell ("cmd" or "powershell").
+    /// OpenSSH with this DefaultShell ("cmd", "powershell" or "pwsh").
     Ssh(&'static str),
 }
 
@@ -234,6 +234,7 @@ fn mixed_cluster_linux_ssh_windows_ntlm_kerberos_and_ssh() {
         ("win1", Via::WinRmNtlm),
         ("win2", Via::Ssh("cmd")),
         ("win3", Via::WinRmKerberos),
+        ("win4", Via::Ssh("pwsh")),
     ];
     let lab = Lab::up_mixed(1, windows.len());
     let kdc = lab.kdc();
@@ -259,7 +260,18 @@ fn mixed_cluster_linux_ssh_windows_ntlm_kerberos_and_ssh() {
             Via::WinRmKerberos => {
                 assert!(winrm > 0 && ssh == 0 && kerberos, "{name}: {winrm} {ssh}")
             }
-            Via::Ssh(_) => assert!(winrm == 0 && ssh > 0, "{name}: {winrm} {ssh}"),
+            Via::Ssh(shell) => {
+                assert!(winrm == 0 && ssh > 0, "{name}: {winrm} {ssh}");
+                // the shell sshd started: PowerShell 7 by its own path
+                let first = &lab.win_ssh_sessions(name)[0];
+                let line = first["shell_line"].as_str().unwrap();
+                let program = if *shell == "pwsh" {
+                    r#"\7\pwsh.exe" -c "#
+                } else {
+                    r#"\cmd.exe" /c "#
+                };
+                assert!(line.contains(program), "{name}: {line}");
+            }
         }
     }
     let o = run(&kdc, &["verify", "-i", &i]);

@@ -16,7 +16,7 @@ import pytest
 
 from winsim import host, sshsession
 from winsim.k8sbin import split_command_line
-from winsim.sshsession import CMD, POWERSHELL, Refused, script_for
+from winsim.sshsession import CMD, POWERSHELL, PWSH, Refused, script_for
 
 WINSIM_PY = Path(__file__).resolve().parent.parent / "winsim.py"
 BOOTSTRAP = ("$ErrorActionPreference = 'Stop'; $kwScript = [Console]::In.ReadToEnd(); "
@@ -36,7 +36,7 @@ def stdin(data=b"# kwinctl-sim: {}\n"):
     return lambda: data
 
 
-@pytest.mark.parametrize("shell", ["cmd", "powershell"])
+@pytest.mark.parametrize("shell", ["cmd", "powershell", "pwsh"])
 def test_the_bootstrap_reads_its_script_from_stdin_under_either_default_shell(shell):
     script, seen = script_for(shell, kwinctl_command(), stdin("héllo\n".encode()))
     assert script == "héllo\n"
@@ -52,6 +52,20 @@ def test_the_shells_command_lines_are_win32_openssh_s():
     assert seen["shell_line"] == '"%s" -c "%s"' % (POWERSHELL, kwinctl_command())
     # and PowerShell reads its -c argument back whole
     assert split_command_line(seen["shell_line"])[1:] == ["-c", kwinctl_command()]
+    # PowerShell 7: an "other" shell to sshd (no "powershell" in its path,
+    # case-sensitively), whose arguments it escapes by default: the same form
+    _, seen = script_for("pwsh", kwinctl_command(), stdin())
+    assert seen["shell_line"] == '"%s" -c "%s"' % (PWSH, kwinctl_command())
+    assert split_command_line(seen["shell_line"]) == [PWSH, "-c", kwinctl_command()]
+
+
+@pytest.mark.parametrize("path,kind", [
+    (CMD, "cmd"), (POWERSHELL, "powershell"), (PWSH, "other"),
+    (r"C:\Windows\System32\CMD.EXE", "other"),
+    (r"C:\Program Files\Git\bin\bash.exe", "bash"),
+])
+def test_the_shell_type_is_sshds_case_sensitive_reading_of_the_path(path, kind):
+    assert sshsession.shell_type(path) == kind
 
 
 def test_an_encoded_command_that_is_not_the_bootstrap_is_the_script():
@@ -89,7 +103,7 @@ def test_what_powershell_would_not_accept_is_refused(args, what):
         assert "0xFFFD0000" in str(e.value)
 
 
-@pytest.mark.parametrize("shell", ["cmd", "powershell"])
+@pytest.mark.parametrize("shell", ["cmd", "powershell", "pwsh"])
 def test_another_program_is_not_recognized(shell):
     with pytest.raises(Refused) as e:
         script_for(shell, "/bin/sh -s", stdin())
@@ -194,6 +208,7 @@ def test_the_session_runs_the_script_with_execute_and_passes_everything_back(mon
 @pytest.mark.parametrize("shell,script_exit,exit", [
     ("cmd", 3, 3), ("cmd", 0, 0),
     ("powershell", 3, 1), ("powershell", 1, 1), ("powershell", 0, 0),
+    ("pwsh", 3, 1), ("pwsh", 0, 0),
 ])
 def test_powershell_as_the_default_shell_keeps_only_success_or_failure(
         monkeypatch, tmp_path, capfdbinary, shell, script_exit, exit):
