@@ -110,7 +110,8 @@ def shell_command_line(shell, command):
     path = SHELLS[shell]
     kind = shell_type(path)
     if kind == "cmd":
-        # cmd.exe and ssh-shellhost: no escaping, the command in quotes
+        # cmd.exe (as ssh-shellhost, not simulated): no escaping, the
+        # command in quotes
         line = '"%s" /c "%s"' % (path, command)
     elif kind in ("powershell", "other"):
         # argv [shell, "-c", command], the shell's path already quoted: for
