@@ -2,7 +2,9 @@
 //! password sources, checked before anything is contacted (and by `check`,
 //! as warnings unless `--strict`).
 
-use super::{Connection, Host, Inventory, InventoryError, PasswordSource, Problem, WinRmAuth};
+use std::path::Path;
+
+use super::{Connection, Host, Inventory, InventoryError, PasswordSource, Pos, Problem, WinRmAuth};
 
 impl Inventory {
     /// Check what connecting needs from the operator's machine (key files,
@@ -14,53 +16,33 @@ impl Inventory {
                 Connection::Ssh(s) => s.bastion.as_ref(),
                 Connection::WinRm(w) => w.bastion.as_ref(),
             };
-            if let Some(b) = bastion
-                && let Some(id) = &b.identity
-                && let Err(e) = std::fs::File::open(id)
-            {
-                problems.push(Problem {
-                    pos: b.pos,
-                    message: format!(
-                        "host {}: bastion identity file {} cannot be read: {e}",
-                        h.name,
-                        id.display()
-                    ),
-                    hint: "point bastion.identity at a readable key, or remove it to use ssh-agent and ssh_config".into(),
-                });
+            if let Some(b) = bastion {
+                problems.extend(unreadable(
+                    b.pos,
+                    &h.name,
+                    "bastion identity file",
+                    b.identity.as_deref(),
+                    "point bastion.identity at a readable key, or remove it to use ssh-agent and ssh_config",
+                ));
             }
             match &h.connection {
-                Connection::Ssh(s) => {
-                    if let Some(id) = &s.identity
-                        && let Err(e) = std::fs::File::open(id)
-                    {
-                        problems.push(Problem {
-                            pos: h.pos,
-                            message: format!(
-                                "host {}: identity file {} cannot be read: {e}",
-                                h.name,
-                                id.display()
-                            ),
-                            hint: "point ssh.identity at a readable private key, or remove it to use ssh-agent".into(),
-                        });
-                    }
-                }
+                Connection::Ssh(s) => problems.extend(unreadable(
+                    h.pos,
+                    &h.name,
+                    "identity file",
+                    s.identity.as_deref(),
+                    "point ssh.identity at a readable private key, or remove it to use ssh-agent",
+                )),
+                // no password: a ticket (checked when connecting), or the
+                // keys of a keytab
                 Connection::WinRm(w) if w.auth == WinRmAuth::Kerberos => {
-                    // no password: a ticket (checked when connecting), or
-                    // the keys of a keytab
-                    if let Some(kt) = &w.keytab
-                        && let Err(e) = std::fs::File::open(kt)
-                    {
-                        problems.push(Problem {
-                            pos: h.pos,
-                            message: format!(
-                                "host {}: the Kerberos keytab {} cannot be read: {e}",
-                                h.name,
-                                kt.display()
-                            ),
-                            hint: "point winrm.keytab at a readable keytab (klist -k FILE lists its principals)"
-                                .into(),
-                        });
-                    }
+                    problems.extend(unreadable(
+                        h.pos,
+                        &h.name,
+                        "the Kerberos keytab",
+                        w.keytab.as_deref(),
+                        "point winrm.keytab at a readable keytab (klist -k FILE lists its principals)",
+                    ))
                 }
                 Connection::WinRm(w) => {
                     if let Err(e) = w.password.read() {
@@ -89,4 +71,22 @@ impl Inventory {
             })
         }
     }
+}
+
+/// The problem of a file the inventory names for `host` (as `what`) that
+/// cannot be opened; none when it can, or when no file is named.
+fn unreadable(
+    pos: Pos,
+    host: &str,
+    what: &str,
+    file: Option<&Path>,
+    hint: &str,
+) -> Option<Problem> {
+    let file = file?;
+    let e = std::fs::File::open(file).err()?;
+    Some(Problem {
+        pos,
+        message: format!("host {host}: {what} {} cannot be read: {e}", file.display()),
+        hint: hint.into(),
+    })
 }

@@ -810,6 +810,20 @@ hosts:
         let p = first(&bad);
         assert_eq!((p.pos.line, p.pos.column), (line, 27), "{p:?}");
         assert!(p.message.contains("bastion address"), "{p:?}");
+        // a key file that cannot be read: found before connecting, at the
+        // bastion's line
+        let unread = with("{ address: 10.0.0.5, identity: /nonexistent/bastion-key }");
+        let inv = parse(&unread).unwrap();
+        let e = inv
+            .check_credentials(&inv.hosts.iter().collect::<Vec<_>>())
+            .expect_err("an unreadable bastion key");
+        let p = &e.problems[0];
+        assert_eq!(p.pos.line, line, "{p:?}");
+        assert!(
+            p.message
+                .contains("bastion identity file /nonexistent/bastion-key cannot be read"),
+            "{p:?}"
+        );
         let p = first(&with("{ address: 10.0.0.5, port: 0 }"));
         assert!(p.message.contains("port 0"), "{p:?}");
         let p = first(&with("{ address: 10.0.0.5, proxy: x }"));
