@@ -27,6 +27,13 @@ pub(crate) fn import(from: &str, dir: &Path) -> (PathBuf, String) {
     (out, text(&o))
 }
 
+/// `kwinctl import ansible ARGS` refused (exit 2): its stderr.
+pub(crate) fn refused(args: &[&str]) -> String {
+    let o = kwinctl(&[&["import", "ansible"][..], args].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Fill in the placeholders as an operator would (a Windows-capable
 /// release that needs no kubeconfig over http).
 pub(crate) fn fill(inv: &Path) -> String {
@@ -177,10 +184,8 @@ fn what_cannot_be_mapped_is_refused_with_its_position_and_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("inv.yaml");
     let f = fixture("refused.ini");
-    let o = kwinctl(&["import", "ansible", &f, "-o", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = refused(&[&f, "-o", out.to_str().unwrap()]);
     assert!(!out.exists());
-    let err = String::from_utf8_lossy(&o.stderr);
     for want in [
         ":3:26: ansible_ssh_common_args",
         ":4:26: ansible_become_password",
@@ -206,13 +211,8 @@ fn names_are_resolved_only_when_asked_and_nothing_is_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("hosts");
     write(&src, "[web]\nlocalhost\n");
-    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--resolve"),
-        "{}",
-        text(&o)
-    );
+    let err = refused(&[src.to_str().unwrap()]);
+    assert!(err.contains("--resolve"), "{err}");
     let o = kwinctl(&["import", "ansible", src.to_str().unwrap(), "--resolve"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = String::from_utf8_lossy(&o.stdout);
@@ -222,15 +222,12 @@ fn names_are_resolved_only_when_asked_and_nothing_is_overwritten() {
     );
     let out = dir.path().join("kept.yaml");
     write(&out, "mine\n");
-    let o = kwinctl(&[
-        "import",
-        "ansible",
+    refused(&[
         src.to_str().unwrap(),
         "--resolve",
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine\n");
 }
 
@@ -279,9 +276,7 @@ fn two_hosts_at_one_address_are_refused_at_the_second() {
         &src,
         "[web]\na ansible_host=198.18.0.7\nb ansible_host=198.18.0.7\n",
     );
-    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&[src.to_str().unwrap()]);
     assert!(
         err.contains(&format!(
             "{}:3:1: host b (ansible_host, line 3): its address 198.18.0.7 is host a's too",
@@ -302,9 +297,7 @@ fn a_vault_file_and_an_empty_inventory_are_refused_for_what_they_are() {
         &src,
         "$ANSIBLE_VAULT;1.1;AES256\n6162636465666768696a6b6c6d6e6f70\n3132333435363738\n",
     );
-    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&[src.to_str().unwrap()]);
     assert!(
         err.contains(&format!(
             "{}:1:1: an Ansible Vault-encrypted file",
@@ -314,9 +307,7 @@ fn a_vault_file_and_an_empty_inventory_are_refused_for_what_they_are() {
     );
     assert!(!err.contains("6162636465666768"), "{err}");
     write(&src, "# nothing here yet\n\n[web]\n");
-    let o = kwinctl(&["import", "ansible", src.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&[src.to_str().unwrap()]);
     assert!(
         err.contains(&format!(
             "{}:3:1: the inventory has no hosts",
@@ -357,15 +348,7 @@ fn kerberos_maps_and_what_ansible_does_beyond_it_is_refused() {
          ansible_winrm_kerberos_delegation=true\n",
     );
     let out = dir.path().join("refused.yaml");
-    let o = kwinctl(&[
-        "import",
-        "ansible",
-        src.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&[src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     let f = src.display();
     for want in [
         format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible runs kinit"),
@@ -382,15 +365,7 @@ fn kerberos_maps_and_what_ansible_does_beyond_it_is_refused() {
         "[win]\nw1 ansible_host=198.18.0.5\n[win:vars]\nansible_connection=psrp\n\
          ansible_psrp_auth=kerberos\nansible_user=kwinctl@CORP.EXAMPLE\nansible_password=not-copied\n",
     );
-    let o = kwinctl(&[
-        "import",
-        "ansible",
-        src.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&[src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     let want =
         format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible's psrp connection");
     assert!(err.contains(&want), "want {want} in:\n{err}");
