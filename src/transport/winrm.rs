@@ -304,16 +304,13 @@ impl WinRmSession {
         // takes it to the address.
         let reach = host.reach().to_string();
         let (name, _) = super::kerberos::url_name(host, w);
-        let tunnel = match &via {
-            Some(v) => {
-                let conn = opts.jumps.get(v, opts, trace).await?;
-                let via = super::jump::Via::Ssh(conn);
-                Some(super::jump::tunnel(via, name.clone(), reach, w.port).await?)
-            }
-            None if name != reach => {
-                let via = super::jump::Via::Direct;
-                Some(super::jump::tunnel(via, name.clone(), reach, w.port).await?)
-            }
+        let through = match &via {
+            Some(v) => Some(super::jump::Via::Ssh(opts.jumps.get(v, opts, trace).await?)),
+            None if name != reach => Some(super::jump::Via::Direct),
+            None => None,
+        };
+        let tunnel = match through {
+            Some(t) => Some(super::jump::tunnel(t, name.clone(), reach, w.port).await?),
             None => None,
         };
         // Kerberos needs no password: a ticket, checked first
