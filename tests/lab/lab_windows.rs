@@ -635,6 +635,39 @@ fn a_lost_ntlm_session_is_retried_once_when_safe() {
     assert_eq!(lab.win_state_json("win1")["lose_sessions"], 0);
 }
 
+/// Threads that keep the machine's cores busy until dropped.
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn new(n: usize) -> Busy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Windows binds an NTLM handshake to its TCP connection, and the simulated
 /// host does too: a Type 3 on a connection that carried no challenge is
 /// refused as a wrong password is. Many handshakes at once, over HTTP
@@ -658,19 +691,9 @@ fn ntlm_handshakes_under_load_stay_on_their_connection() {
     );
     let inv = kwinctl::inventory::Inventory::load(lab.inventory()).unwrap();
     let echo = "# kwinctl-sim: {\"kind\":\"echo\",\"text\":\"hello\"}\nWrite-Output 'hello'\n";
-    // the race needs a busy machine: two spinning threads beside the sessions
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spinners: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-                }
-            })
-        })
-        .collect();
+    // the race needs a busy machine: two spinning threads beside the
+    // sessions, stopped when `_busy` goes, a failed assertion included
+    let _busy = Busy::new(2);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let failures: Vec<String> = rt.block_on(async {
         let opts = kwinctl::transport::ConnectOptions::new(
@@ -711,10 +734,7 @@ fn ntlm_handshakes_under_load_stay_on_their_connection() {
         }
         failures
     });
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for t in spinners {
-        t.join().unwrap();
-    }
+    drop(_busy);
     let refused: Vec<String> = ["win1", "win2"]
         .iter()
         .flat_map(|h| {
