@@ -8,8 +8,18 @@
 set -euo pipefail
 need=()
 [ -e /usr/include/gssapi/gssapi.h ] || need+=(libkrb5-dev)
-ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 \
-  || need+=(libclang-dev)
+# libclang as bindgen (clang-sys) finds it: libclang.so, libclang-N.so or
+# libclang.so.N, never libclang-cpp (the C++ library another package brings)
+have_libclang() {
+  local d f
+  for d in ${LIBCLANG_PATH:-} $(llvm-config --libdir 2>/dev/null) /usr/local/lib* /usr/lib* /usr/lib*/* /usr/lib/llvm*/lib*; do
+    for f in "$d"/libclang.so "$d"/libclang-[0-9]*.so "$d"/libclang.so.* "$d"/libclang-[0-9]*.so.*; do
+      [ -e "$f" ] && return 0
+    done
+  done
+  return 1
+}
+have_libclang || need+=(libclang-dev)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
