@@ -45,11 +45,9 @@ pub struct InitArgs {
     pub out: Option<PathBuf>,
 }
 
-/// The release `init` writes by default: the newest the l2bridge profile's
-/// table knows, at its first patch release.
+/// The release `init` writes by default (`k8s::newest_release`).
 pub fn default_release() -> String {
-    let (_, hi) = k8s::profile_range(WindowsProfile::L2Bridge);
-    format!("{}.0", hi.unwrap_or(Minor::new(1, 24)))
+    k8s::newest_release()
 }
 
 /// What the operator answered or gave.

@@ -91,7 +91,10 @@ pub(super) fn inventory(plan: &Plan, source: &str) -> String {
         );
         fill(
             "kubernetes_version",
-            "the Kubernetes release of the Windows nodes' kubelet, e.g. \"1.13.12\"",
+            &format!(
+                "the Kubernetes release of the Windows nodes' kubelet, e.g. \"{}\"",
+                crate::os::windows::k8s::newest_release()
+            ),
         );
         let _ = writeln!(
             o,

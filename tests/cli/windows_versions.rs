@@ -461,3 +461,123 @@ fn the_facts_fixtures_inventories_pass_check() {
         assert_eq!(o.status.code(), Some(0), "{name}: {}", common::text(&o));
     }
 }
+
+/// A `fix:` line's `e.g. containerd_version: "X"` proposes a release that
+/// `check` then accepts, for every release the l2bridge profile runs: with
+/// no containerd_version, and with one the release does not support.
+#[test]
+fn containerd_hints_propose_a_release_check_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = |err: &str| -> String {
+        let at = err
+            .find("e.g. containerd_version: \"")
+            .unwrap_or_else(|| panic!("no example in {err}"))
+            + "e.g. containerd_version: \"".len();
+        err[at..].split('"').next().unwrap().to_string()
+    };
+    let with = |inv: &str, cv: &str| {
+        let t = std::fs::read_to_string(inv).unwrap();
+        let t = match t.find("  containerd_version:") {
+            Some(_) => t
+                .lines()
+                .map(|l| {
+                    if l.starts_with("  containerd_version:") {
+                        format!("  containerd_version: \"{cv}\"")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None => t.replace(
+                "  kubernetes_version:",
+                &format!("  containerd_version: \"{cv}\"\n  kubernetes_version:"),
+            ),
+        };
+        std::fs::write(inv, t).unwrap();
+    };
+    for minor in 24..=36 {
+        let inv = inventory(dir.path(), &format!("1.{minor}.0"), true);
+        // none given: the hint's example is accepted
+        let o = kwinctl(&["check", "-i", &inv]);
+        assert_eq!(o.status.code(), Some(2), "1.{minor}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(err.contains("containerd_version is required"), "{err}");
+        let cv = example(&err);
+        with(&inv, &cv);
+        let o = kwinctl(&["check", "-i", &inv]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "1.{minor} with {cv}: {}",
+            text(&o)
+        );
+        // one the release does not support (1.6.0 is below every row's
+        // minimum): refused, and the hint's example is accepted
+        with(&inv, "1.6.0");
+        let o = kwinctl(&["check", "-i", &inv]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "1.{minor} with 1.6.0: {}",
+            text(&o)
+        );
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(err.contains("is not among the releases"), "{err}");
+        let cv = example(&err);
+        with(&inv, &cv);
+        let o = kwinctl(&["check", "-i", &inv]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "1.{minor} with {cv}: {}",
+            text(&o)
+        );
+    }
+}
+
+/// The release `import` proposes for a Windows inventory's
+/// `kubernetes_version` is one `check` accepts (with the containerd
+/// release its own hint then proposes).
+#[test]
+fn import_proposes_a_release_check_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _) = crate::cli_import::import(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ansible/hosts.ini"),
+        dir.path(),
+    );
+    let written = std::fs::read_to_string(out).unwrap();
+    let line = written
+        .lines()
+        .find(|l| l.trim_start().starts_with("kubernetes_version: FILL-IN"))
+        .unwrap_or_else(|| panic!("no kubernetes_version placeholder in {written}"));
+    let release = line
+        .split("e.g. \"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let inv = inventory(dir.path(), release, true);
+    let o = kwinctl(&["check", "-i", &inv]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    // only the containerd release is missing, and its hint's example fits
+    assert!(
+        err.contains("containerd_version is required"),
+        "{release}: {err}"
+    );
+    let cv = err
+        .split("e.g. containerd_version: \"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let t = std::fs::read_to_string(&inv).unwrap().replace(
+        "  kubernetes_version:",
+        &format!("  containerd_version: \"{cv}\"\n  kubernetes_version:"),
+    );
+    std::fs::write(&inv, t).unwrap();
+    let o = kwinctl(&["check", "-i", &inv]);
+    assert_eq!(o.status.code(), Some(0), "{release} {cv}: {}", text(&o));
+}

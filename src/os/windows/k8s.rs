@@ -486,7 +486,8 @@ pub fn fresh_build(m: Minor, p: Profile) -> u32 {
 mod check;
 mod logs;
 pub use check::{
-    containerd_refusal, identity_note, inventory_problems, newest_containerd, profile_words,
+    containerd_refusal, identity_note, inventory_problems, newest_containerd, newest_release,
+    profile_words,
 };
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 

@@ -96,14 +96,24 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
                 message: format!(
                     "cluster.containerd_version is required for the l2bridge Windows profile (Kubernetes {v})"
                 ),
-                hint: "write the release of the containerd archive the Windows nodes run, e.g. containerd_version: \"1.7.20\" (its config file's format and the releases it supports depend on it)".into(),
+                hint: format!(
+                    "write the release of the containerd archive the Windows nodes run{} (its config file's format and the releases it supports depend on it)",
+                    newest_containerd(v.minor)
+                        .map(|c| format!(", e.g. containerd_version: \"{c}\""))
+                        .unwrap_or_default()
+                ),
             }),
             Some(cv) => {
                 if let Some(why) = containerd_refusal(v.minor, cv) {
                     problems.push(Problem {
                         pos: pos.containerd_version.unwrap_or_default(),
                         message: why,
-                        hint: "use a containerd release containerd supports for this Kubernetes release (github.com/containerd/containerd RELEASES.md, \"Kubernetes Support\")".into(),
+                        hint: format!(
+                            "use a containerd release containerd supports for this Kubernetes release{} (github.com/containerd/containerd RELEASES.md, \"Kubernetes Support\")",
+                            newest_containerd(v.minor)
+                                .map(|c| format!(", e.g. containerd_version: \"{c}\""))
+                                .unwrap_or_default()
+                        ),
                     });
                 }
             }
@@ -200,6 +210,13 @@ pub fn profile_words(p: Profile) -> &'static str {
             "containerd, HNS L2Bridge network with win-bridge, kernelspace kube-proxy"
         }
     }
+}
+
+/// The release `kwinctl init` writes, and the example other hints give: the
+/// newest the l2bridge profile's table knows, at its first patch release.
+pub fn newest_release() -> String {
+    let (_, hi) = profile_range(Profile::L2Bridge);
+    format!("{}.0", hi.unwrap_or(Minor::new(1, 24)))
 }
 
 /// The newest containerd release line's minimum containerd supports for
