@@ -16,22 +16,34 @@ use common::{kwinctl, summary, text};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
-/// A lab the test did not make through [`Lab`] (demo.sh made it): `lab.sh
-/// down` and the folder removed when dropped, also when the test fails.
-struct Teardown(PathBuf);
+/// A lab the test did not make through [`Lab`] (demo.sh made it in
+/// `root`/lab): `lab.sh down` on it and `root` removed when dropped, also
+/// when the test fails.
+struct Teardown {
+    root: PathBuf,
+}
+
+impl Teardown {
+    fn lab(&self) -> PathBuf {
+        self.root.join("lab")
+    }
+}
 
 impl Drop for Teardown {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
+        let o = Command::new("bash")
             .arg(format!("{REPO}/lab/lab.sh"))
             .arg("down")
-            .arg(&self.0)
-            .env("KWINCTL_LAB_OWNER", std::process::id().to_string())
+            .arg(self.lab())
             .output();
+        match o {
+            Ok(o) if o.status.success() => {}
+            o => eprintln!("lab.sh down {} failed: {o:?}", self.lab().display()),
+        }
         if std::env::var_os("KWINCTL_KEEP_LAB").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
+            let _ = std::fs::remove_dir_all(&self.root);
         } else {
-            eprintln!("lab folder kept: {}", self.0.display());
+            eprintln!("lab folder kept: {}", self.root.display());
         }
     }
 }
@@ -100,8 +112,8 @@ fn the_demo_brings_up_the_modern_profile_and_its_pods_pass() {
         .tempdir()
         .expect("temp dir")
         .keep();
-    let _down = Teardown(tmp.clone());
-    let dir = tmp.join("lab");
+    let down = Teardown { root: tmp };
+    let dir = down.lab();
     let mut cmd = Command::new("bash");
     cmd.arg(format!("{REPO}/lab/demo.sh"))
         .env("KWINCTL_DEMO_DIR", &dir)
