@@ -6,12 +6,15 @@
 # namespace except on a lab bridge: nothing is routed outside the machine.
 # Needs root.
 #
-#   lab.sh up DIR --linux N [--windows M] [--systemd S]
+#   lab.sh up DIR --linux N [--windows M] [--systemd S] [--profile transparent|l2bridge]
 #                                create a lab of N Linux hosts (h1..hN), M
 #                                simulated Windows hosts (win1..winM: a WinRM
 #                                server from winsim/, see winsim/README.md) and
 #                                S Linux hosts booting a real systemd (sd1..sdS:
-#                                Debian containers, see "systemd hosts" below)
+#                                Debian containers, see "systemd hosts" below);
+#                                DIR/inventory.yaml is complete for the
+#                                release's Windows profile (see "the lab's
+#                                release" below): `kwinctl check` accepts it
 #   lab.sh down DIR              remove it (idempotent)
 #   lab.sh reboot DIR HOST [--drop-hns | --late-address SECS | --late-subnet SECS]
 #                                Linux: drop non-kernel routes and forwarding,
@@ -72,15 +75,24 @@
 #                                when given
 #
 # Windows hosts run Kubernetes $KWINCTL_LAB_K8S (default 1.10.13, the newest
-# release kwinctl's transparent profile runs: from 1.11 its pods get no IP): fake kubelet.exe/kube-proxy.exe that
+# release kwinctl's transparent profile runs: from 1.11 its pods get no IP;
+# with --profile l2bridge 1.34.2): fake kubelet.exe/kube-proxy.exe that
 # report it (see fake_binaries), downloaded from DIR/dl by winsim.
 # For the l2bridge profile DIR/dl also holds fake containerd 1.7.20 and
 # 1.7.28 tarballs (and $KWINCTL_LAB_CONTAINERD's), a CNI plugins tarball and
 # kube-log-runner.exe beside kubelet.exe (see fake_binaries; the archives'
 # SHA-256 in DIR/dl/SHA256SUMS).
+#   KWINCTL_LAB_K8S=X.Y.Z  the Windows nodes' release; it chooses the profile
+#       as kwinctl does (transparent up to 1.10, l2bridge from 1.24)
+#   KWINCTL_LAB_CONTAINERD=X.Y.Z  l2bridge: the containerd release in the
+#       inventory (default: one containerd supports for the release)
+#   KWINCTL_LAB_LOG_RUNNER=X.Y.Z  l2bridge from 1.26: kube-log-runner.exe
+#       from that release, named in cluster.log_runner_version (default:
+#       the cluster's release, no log_runner_version)
 #   KWINCTL_LAB_WIN_BUILDS=2019,2022,...  win1's build, win2's, ... (2016,
 #       2019, 2022, 2025 or 10.0.NNNNN; the last one given goes on for the
-#       hosts after it); unset: winsim's default (10.0.14393, 2016)
+#       hosts after it); unset: winsim's default (10.0.14393, 2016), on
+#       l2bridge 2022
 #   KWINCTL_LAB_CONTAINERS=Available|InstallPending|Installed
 #       every Windows host's Containers feature when the lab comes up
 #       (unset: winsim's default, Available)
@@ -630,9 +642,72 @@ sd_reboot() { # DIR j [--late-address SECS | --late-subnet SECS]
   fi
 }
 
+# ------------------------------------------------------------------ the lab's release
+# The Windows nodes' release and everything its profile needs in the
+# inventory, settled before anything is made. kwinctl chooses the profile by
+# release (src/os/windows/k8s.yaml, `profiles:`): transparent up to 1.10,
+# l2bridge from 1.24; 1.11-1.23 run neither (kwinctl refuses them; the lab
+# still makes them, for that refusal's tests). Exported, so that
+# fake_binaries, fake_archives and win_state_json see the same values:
+#   KWINCTL_LAB_K8S         --profile transparent: 1.10.13; --profile
+#                           l2bridge: 1.34.2, the newest release whose nodes
+#                           may be Windows Server 2019 as well as 2022 (from
+#                           1.35 only 2022 and 2025:
+#                           docs/research/kubernetes-website.md#w3)
+#   KWINCTL_LAB_CONTAINERD  l2bridge: a release containerd supports for it
+#                           (containerd RELEASES.md, "Kubernetes support";
+#                           k8s.yaml `containerd:`): 1.7.28 up to 1.29, 2.1.4
+#                           for 1.30-1.34, 2.2.0 for 1.35, 2.3.0 from 1.36
+#   KWINCTL_LAB_WIN_BUILDS  l2bridge: 2022 (winsim's 2016 runs no l2bridge)
+# and LAB_PROFILE (transparent, l2bridge or none) and LAB_RUNNER (the
+# release of the kube-log-runner.exe the inventory names: l2bridge from 1.26,
+# where kwinctl wraps kubelet and kube-proxy in it; empty otherwise).
+lab_release() { # [transparent|l2bridge]
+  local want=${1:-} m
+  case "$want" in
+    "") ;;
+    transparent) : "${KWINCTL_LAB_K8S:=1.10.13}" ;;
+    l2bridge) : "${KWINCTL_LAB_K8S:=1.34.2}" ;;
+    *) die "--profile: transparent or l2bridge, not $want" ;;
+  esac
+  export KWINCTL_LAB_K8S=${KWINCTL_LAB_K8S:-1.10.13}
+  [[ "$KWINCTL_LAB_K8S" =~ ^1\.([0-9]+)\.[0-9]+$ ]] \
+    || die "KWINCTL_LAB_K8S: a release X.Y.Z such as 1.34.2, not $KWINCTL_LAB_K8S"
+  m=${BASH_REMATCH[1]}
+  if ((m <= 10)); then LAB_PROFILE=transparent; elif ((m >= 24)); then LAB_PROFILE=l2bridge; else LAB_PROFILE=none; fi
+  [ -z "$want" ] || [ "$want" = "$LAB_PROFILE" ] \
+    || die "--profile $want: Kubernetes $KWINCTL_LAB_K8S (KWINCTL_LAB_K8S) runs the $LAB_PROFILE profile (transparent: 1.5-1.10, l2bridge: from 1.24); unset KWINCTL_LAB_K8S or give a release of the profile"
+  LAB_RUNNER=""
+  if [ "$LAB_PROFILE" = l2bridge ]; then
+    if [ -z "${KWINCTL_LAB_CONTAINERD:-}" ]; then
+      if ((m <= 29)); then KWINCTL_LAB_CONTAINERD=1.7.28
+      elif ((m <= 34)); then KWINCTL_LAB_CONTAINERD=2.1.4
+      elif ((m == 35)); then KWINCTL_LAB_CONTAINERD=2.2.0
+      else KWINCTL_LAB_CONTAINERD=2.3.0
+      fi
+    fi
+    export KWINCTL_LAB_CONTAINERD
+    export KWINCTL_LAB_WIN_BUILDS=${KWINCTL_LAB_WIN_BUILDS:-2022}
+    if ((m >= 26)); then LAB_RUNNER=${KWINCTL_LAB_LOG_RUNNER:-$KWINCTL_LAB_K8S}; fi
+  fi
+  if [ -n "${KWINCTL_LAB_LOG_RUNNER:-}" ]; then
+    [ -n "$LAB_RUNNER" ] || die "KWINCTL_LAB_LOG_RUNNER: Kubernetes $KWINCTL_LAB_K8S runs no kube-log-runner (kwinctl wraps kubelet and kube-proxy in it on l2bridge from 1.26)"
+    [[ "$KWINCTL_LAB_LOG_RUNNER" =~ ^1\.[0-9]+\.[0-9]+$ ]] \
+      || die "KWINCTL_LAB_LOG_RUNNER: a release X.Y.Z such as 1.34.2, not $KWINCTL_LAB_LOG_RUNNER"
+  fi
+}
+# A Windows host's windows.binaries line for a file of DIR/dl/SHA256SUMS.
+dl_line() { # DIR name file
+  local sha
+  sha=$(awk -v f="$3" '$2 == f { print $1 }' "$1/dl/SHA256SUMS")
+  [ -n "$sha" ] || die "$3 is not in $1/dl/SHA256SUMS"
+  echo "        $2: { url: \"https://dl.lab.invalid/$3\", sha256: $sha }"
+}
+
 # ------------------------------------------------------------------ up
 cmd_up() {
   local dir=$1 n=$2 m=${3:-0} s=${4:-0} id="" i j
+  lab_release "${5:-}"
   [ "$n" -ge 0 ] && [ "$m" -ge 0 ] && [ "$s" -ge 0 ] && [ $((n + m + s)) -ge 1 ] && [ $((n + m + s)) -le 200 ] \
     || die "--linux N --windows M --systemd S: 1 to 200 hosts in all"
   [ "$s" -eq 0 ] || sd_build_root
@@ -691,7 +766,11 @@ cmd_up() {
     echo "  node_prefix: 24"
     echo "  service_cidr: 198.18.240.0/20"
     echo "  api_server: https://$(host_ip 1):6443"
-    echo "  kubernetes_version: \"${KWINCTL_LAB_K8S:-1.10.13}\""
+    echo "  kubernetes_version: \"$KWINCTL_LAB_K8S\""
+    if [ "$LAB_PROFILE" = l2bridge ]; then
+      echo "  containerd_version: \"$KWINCTL_LAB_CONTAINERD\""
+      [ -z "${KWINCTL_LAB_LOG_RUNNER:-}" ] || echo "  log_runner_version: \"$KWINCTL_LAB_LOG_RUNNER\""
+    fi
     echo "  kubeconfig: $dir/kubeconfig"
     echo "defaults:"
     echo "  ssh: { user: root, port: 22, identity: $dir/id_ed25519, known_hosts: $dir/known_hosts }"
@@ -731,8 +810,9 @@ cmd_up() {
   if [ "$m" -gt 0 ]; then
     "$WINSIM/setup-venv.sh"
     ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
-    local k8s=${KWINCTL_LAB_K8S:-1.10.13}
+    local k8s=$KWINCTL_LAB_K8S
     fake_binaries "$dir" "$k8s"
+    [ -z "$LAB_RUNNER" ] || [ "$LAB_RUNNER" = "$k8s" ] || fake_binaries "$dir" "$LAB_RUNNER"
     for j in $(seq 1 "$m"); do
       hd="$dir/hosts/win$j"
       mkdir -p "$hd"
@@ -752,6 +832,13 @@ cmd_up() {
         for b in kubelet kube-proxy; do
           echo "        $b: { url: \"https://dl.lab.invalid/v$k8s/$b.exe\", sha256: $(sha256sum "$dir/dl/v$k8s/$b.exe" | cut -c1-64) }"
         done
+        if [ -n "$LAB_RUNNER" ]; then
+          echo "        kube-log-runner: { url: \"https://dl.lab.invalid/v$LAB_RUNNER/kube-log-runner.exe\", sha256: $(sha256sum "$dir/dl/v$LAB_RUNNER/kube-log-runner.exe" | cut -c1-64) }"
+        fi
+        if [ "$LAB_PROFILE" = l2bridge ]; then
+          dl_line "$dir" containerd "containerd-$KWINCTL_LAB_CONTAINERD-windows-amd64.tar.gz"
+          dl_line "$dir" cni-plugins cni-plugins-windows-amd64-v1.6.2.tgz
+        fi
       } >> "$dir/inventory.yaml"
       start_winsim "$dir" "$j"
     done
@@ -1348,19 +1435,22 @@ case "${1:-}" in
   win-ssh) [ $# -ge 3 ] && [ $# -le 4 ] || die "usage: lab.sh win-ssh DIR winJ [cmd|powershell|pwsh]"; cmd_win_ssh "${@:2}" ;;
   sshd-port) [ $# -ge 4 ] && [ $# -le 5 ] || die "usage: lab.sh sshd-port DIR HOST PORT [CA_KEY]"; cmd_sshd_port "$2" "$3" "$4" "${5:-}" ;;
   up)
-    [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
-    up_dir=$2 up_n="" up_m=0 up_s=0
+    up_usage="usage: lab.sh up DIR --linux N [--windows M] [--systemd S] [--profile transparent|l2bridge]"
+    [ $# -ge 4 ] && [ $((($# - 2) % 2)) -eq 0 ] || die "$up_usage"
+    up_dir=$2 up_n="" up_m=0 up_s=0 up_p=""
     shift 2
     while [ $# -gt 0 ]; do
-      [[ "$2" =~ ^[0-9]+$ ]] || die "$1 takes a number of hosts"
       case "$1" in
-        --linux) up_n=$2 ;; --windows) up_m=$2 ;; --systemd) up_s=$2 ;;
-        *) die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]" ;;
+        --profile) up_p=$2 ;;
+        --linux | --windows | --systemd)
+          [[ "$2" =~ ^[0-9]+$ ]] || die "$1 takes a number of hosts"
+          case "$1" in --linux) up_n=$2 ;; --windows) up_m=$2 ;; --systemd) up_s=$2 ;; esac ;;
+        *) die "$up_usage" ;;
       esac
       shift 2
     done
-    [ -n "$up_n" ] || die "usage: lab.sh up DIR --linux N [--windows M] [--systemd S]"
-    cmd_up "$up_dir" "$up_n" "$up_m" "$up_s" ;;
+    [ -n "$up_n" ] || die "$up_usage"
+    cmd_up "$up_dir" "$up_n" "$up_m" "$up_s" "$up_p" ;;
   build-root) sd_build_root; echo "$(sd_root)" ;;
   kdc) [ $# -ge 2 ] && [ $# -le 4 ] || die "usage: lab.sh kdc DIR [--clock OFFSET | --stop]"; cmd_kdc "${@:2}" ;;
   kadmin) [ $# -eq 3 ] || die "usage: lab.sh kadmin DIR QUERY"; load "$2"; kdc_admin "$2" "$3" ;;

@@ -140,6 +140,31 @@ impl Lab {
         Lab::up_env(linux, windows, 0, &[("KWINCTL_LAB_K8S", k8s)])
     }
 
+    /// A lab on the l2bridge profile as `lab.sh up` writes it (the one
+    /// writer of lab inventories): `linux` Linux hosts and one simulated
+    /// Windows host per entry of `builds` (see [`Lab::up_windows_builds`]),
+    /// Kubernetes `k8s` (from 1.24), containerd `containerd`, and with
+    /// `runner` kube-log-runner.exe from that release, named in
+    /// cluster.log_runner_version (KWINCTL_LAB_K8S, KWINCTL_LAB_CONTAINERD,
+    /// KWINCTL_LAB_LOG_RUNNER).
+    pub fn up_l2bridge(
+        linux: usize,
+        builds: &[&str],
+        containers: Option<&str>,
+        k8s: &str,
+        containerd: &str,
+        runner: Option<&str>,
+    ) -> Lab {
+        let mut env = vec![
+            ("KWINCTL_LAB_K8S", k8s),
+            ("KWINCTL_LAB_CONTAINERD", containerd),
+        ];
+        if let Some(r) = runner {
+            env.push(("KWINCTL_LAB_LOG_RUNNER", r));
+        }
+        Lab::up_windows_builds_env(linux, builds, containers, &env)
+    }
+
     fn up_env(linux: usize, windows: usize, systemd: usize, env: &[(&str, &str)]) -> Lab {
         let dir = tempfile::Builder::new()
             .prefix("kwinctl-lab-")
@@ -197,7 +222,8 @@ impl Lab {
     }
     /// The inventory path as a string, for command lines.
     /// The lab inventory's cluster block without the Windows-only keys
-    /// (kubernetes_version, kubeconfig): what a Linux-only inventory of
+    /// (kubernetes_version, containerd_version, log_runner_version,
+    /// kubeconfig): what a Linux-only inventory of
     /// the lab's hosts starts with (an old kwinctl, which knew neither,
     /// reads it too: `KWINCTL_TEST_BIN`).
     pub fn linux_cluster_block(&self) -> String {
@@ -206,8 +232,17 @@ impl Lab {
             .next()
             .unwrap()
             .lines()
-            .filter(|l| !l.trim_start().starts_with("kubernetes_version:"))
-            .filter(|l| !l.trim_start().starts_with("kubeconfig:"))
+            .filter(|l| {
+                let t = l.trim_start();
+                ![
+                    "kubernetes_version:",
+                    "containerd_version:",
+                    "log_runner_version:",
+                    "kubeconfig:",
+                ]
+                .iter()
+                .any(|k| t.starts_with(k))
+            })
             .map(|l| format!("{l}\n"))
             .collect()
     }
@@ -526,66 +561,6 @@ impl Lab {
             .unwrap_or_else(|| panic!("no pod CIDR for {host} in {st}"))
             .parse()
             .expect("a CIDR")
-    }
-    /// The lab's inventory switched to Kubernetes `k8s` on the l2bridge profile
-    /// (the default from 1.24): the lab's fake kubelet.exe, kube-proxy.exe and
-    /// kube-log-runner.exe of that release, and its fake containerd (release
-    /// `containerd`) and CNI plugins archives.
-    /// `runner`: kube-log-runner.exe from that release instead, named in
-    /// cluster.log_runner_version.
-    pub fn use_l2bridge(&self, k8s: &str, containerd: &str, runner: Option<&str>) {
-        let dl = self.dir.join("dl");
-        let vdir = dl.join(format!("v{k8s}"));
-        std::fs::create_dir_all(&vdir).unwrap();
-        let mut shas = std::collections::BTreeMap::new();
-        for b in ["kubelet", "kube-proxy", "kube-log-runner"] {
-            let release = if b == "kube-log-runner" {
-                runner.unwrap_or(k8s)
-            } else {
-                k8s
-            };
-            let content = format!("MZ kwinctl lab fake {b}.exe\nKubernetes v{release}\n");
-            std::fs::write(vdir.join(format!("{b}.exe")), &content).unwrap();
-            use sha2::Digest;
-            let sha: String = sha2::Sha256::digest(content.as_bytes())
-                .iter()
-                .map(|x| format!("{x:02x}"))
-                .collect();
-            shas.insert(b, sha);
-        }
-        let (cd_url, cd_sha) =
-            self.download(&format!("containerd-{containerd}-windows-amd64.tar.gz"));
-        let (cni_url, cni_sha) = self.download("cni-plugins-windows-amd64-v1.6.2.tgz");
-        let bin = |b: &str| {
-            format!(
-                "        {b}: {{ url: \"https://dl.lab.invalid/v{k8s}/{b}.exe\", sha256: {} }}\n",
-                shas[b]
-            )
-        };
-        let mut out = String::new();
-        for line in std::fs::read_to_string(&self.inventory).unwrap().lines() {
-            let t = line.trim_start();
-            if t.starts_with("kubernetes_version:") {
-                out += &format!(
-                    "  kubernetes_version: \"{k8s}\"\n  containerd_version: \"{containerd}\"\n"
-                );
-                if let Some(r) = runner {
-                    out += &format!("  log_runner_version: \"{r}\"\n");
-                }
-            } else if t.starts_with("kubelet: {") {
-                out += &bin("kubelet");
-            } else if t.starts_with("kube-proxy: {") {
-                out += &bin("kube-proxy");
-                out += &bin("kube-log-runner");
-                out += &format!(
-                    "        containerd: {{ url: \"{cd_url}\", sha256: {cd_sha} }}\n        cni-plugins: {{ url: \"{cni_url}\", sha256: {cni_sha} }}\n"
-                );
-            } else {
-                out += line;
-                out.push('\n');
-            }
-        }
-        std::fs::write(&self.inventory, out).unwrap();
     }
 }
 

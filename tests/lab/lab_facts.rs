@@ -57,9 +57,6 @@ fn pick(v: &Value, list: &str, fields: &[&str]) -> Vec<String> {
             let vals: Vec<String> = fields.iter().map(|f| e[f].to_string()).collect();
             vals.join(" ")
         })
-        // (the lab's hosts keep winsim's default Docker, whose NAT adapter
-        // a containerd-only host does not have)
-        .filter(|s| s != "\"vEthernet (nat)\" false")
         .collect();
     out.sort();
     out
@@ -70,8 +67,7 @@ fn the_facts_after_a_real_up_are_the_l2bridge_fixtures() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2019"], None);
-    lab.use_l2bridge("1.30.4", "1.7.20", None);
+    let lab = Lab::up_l2bridge(1, &["2019"], None, "1.30.4", "1.7.20", None);
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

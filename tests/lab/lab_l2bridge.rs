@@ -24,8 +24,7 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2019", "2022"], None);
-    lab.use_l2bridge(K8S, CONTAINERD, None);
+    let lab = Lab::up_l2bridge(1, &["2019", "2022"], None, K8S, CONTAINERD, None);
     let i = lab.inv();
     let o = kwinctl(&["check", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -216,8 +215,7 @@ fn up_reboot_restarts_the_host_and_goes_on() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2022"], None);
-    lab.use_l2bridge(K8S_ROTATING, CONTAINERD_ROTATING, None);
+    let lab = Lab::up_l2bridge(1, &["2022"], None, K8S_ROTATING, CONTAINERD_ROTATING, None);
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -240,8 +238,14 @@ fn a_newer_log_runner_rotates_an_older_kubelets_logs() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2022"], Some("Installed"));
-    lab.use_l2bridge(K8S, CONTAINERD, Some(K8S_ROTATING));
+    let lab = Lab::up_l2bridge(
+        1,
+        &["2022"],
+        Some("Installed"),
+        K8S,
+        CONTAINERD,
+        Some(K8S_ROTATING),
+    );
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -338,8 +342,14 @@ fn the_boot_tasks_loop_follows_the_inventory() {
     }
     const PERIOD: f64 = 1.0;
     let periods = |n: f64| std::time::Duration::from_secs_f64(PERIOD * n);
-    let lab = Lab::up_windows_builds(2, &["2022", "2022"], Some("Installed"));
-    lab.use_l2bridge(K8S, CONTAINERD, None);
+    let lab = Lab::up_l2bridge(
+        2,
+        &["2022", "2022"],
+        Some("Installed"),
+        K8S,
+        CONTAINERD,
+        None,
+    );
     for h in ["win1", "win2"] {
         let mut st = lab.win_state_json(h);
         st["boot_loop_seconds"] = PERIOD.into();

@@ -95,13 +95,14 @@ fn pods_everywhere(lab: &Lab, windows: &[&str], first: u32, dns: bool) -> Vec<se
 /// Containers installed) after `up` on Kubernetes `k8s` with containerd
 /// `containerd` (2.x: its config.toml is version 3).
 fn l2bridge_lab(k8s: &str, containerd: &str) -> Lab {
-    let lab = Lab::up_windows_builds_env(
+    let lab = Lab::up_l2bridge(
         1,
         &["2019", "2022"],
         Some("Installed"),
-        &[("KWINCTL_LAB_CONTAINERD", containerd)],
+        k8s,
+        containerd,
+        None,
     );
-    lab.use_l2bridge(k8s, containerd, None);
     up(&lab);
     lab
 }

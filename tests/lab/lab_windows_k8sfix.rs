@@ -97,8 +97,7 @@ fn kube_proxy_runs_without_dsr_before_kb4580390_and_with_it_after() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2019"], Some("Installed"));
-    lab.use_l2bridge("1.30.4", "1.7.20", None);
+    let lab = Lab::up_l2bridge(1, &["2019"], Some("Installed"), "1.30.4", "1.7.20", None);
     set_knob(&lab, "win1", "ubr", serde_json::json!(1432));
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);

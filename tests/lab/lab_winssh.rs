@@ -296,8 +296,7 @@ fn the_l2bridge_profile_comes_up_over_ssh_with_up_reboot() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2022"], None);
-    lab.use_l2bridge("1.30.4", "1.7.20", None);
+    let lab = Lab::up_l2bridge(1, &["2022"], None, "1.30.4", "1.7.20", None);
     lab.win_ssh("win1", "powershell");
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--reboot", "--output", "json"]);
@@ -319,8 +318,7 @@ fn an_address_move_that_cuts_the_connection_over_ssh() {
     if !require_root() {
         return;
     }
-    let lab = Lab::up_windows_builds(1, &["2022"], Some("Installed"));
-    lab.use_l2bridge("1.30.4", "1.7.20", None);
+    let lab = Lab::up_l2bridge(1, &["2022"], Some("Installed"), "1.30.4", "1.7.20", None);
     lab.win_ssh("win1", "cmd");
     set_state(&lab, "win1", |ws| {
         ws["vswitch_drops_connection"] = serde_json::json!(true)
