@@ -396,9 +396,13 @@ hosts:
 fn write_out(text: &str, out: Option<&Path>) -> Result<(), CliError> {
     match out {
         Some(path) => {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
+            let mut open = std::fs::OpenOptions::new();
+            open.write(true).create_new(true);
+            // never world- or group-writable, whatever the umask (an
+            // inventory decides what runs on every host)
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o644);
+            let mut f = open
                 .open(path)
                 .map_err(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {

@@ -6,6 +6,7 @@
 //! mirror (BASE/HOST/PATH) whose CA is trusted through `--ca-file`; that
 //! the publishers' own URLs are asked without `--from-mirror` is a unit
 //! test (src/checksums/mod.rs), since these tests reach no internet.
+//! Also: the file `init -o` writes is never group- or world-writable.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
@@ -306,4 +307,20 @@ defaults:
         std::fs::read_to_string(&inv).unwrap(),
         after.replace("v1.34.3", "v1.34.9")
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn init_out_is_not_world_writable_under_umask_000() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cluster.yaml");
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "umask 000; exec \"$0\" \"$@\"", &bin()]);
+    cmd.args(INIT)
+        .args(["--offline", "-o", out.to_str().unwrap()]);
+    let o = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "{mode:o}");
 }
