@@ -318,7 +318,11 @@ pub fn set(text: &str, values: &BTreeMap<String, Value>) -> Result<(String, Vec<
         let Some(v) = values.get(&e.url) else {
             continue;
         };
-        if e.sha256.as_deref() == Some(v.sha256.as_str()) {
+        // the same digest in capitals is the same value: left as written
+        if e.sha256
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&v.sha256))
+        {
             continue;
         }
         let line = lines[e.line];
@@ -489,8 +493,11 @@ hosts:
 "
         );
         assert_eq!(new, want);
-        // a second pass changes nothing; a new value replaces the comment
+        // a second pass changes nothing (nor does a digest in capitals); a
+        // new value replaces the comment
         assert_eq!(set(&new, &values).unwrap(), (new.clone(), vec![]));
+        let upper = new.replace(&a, &a.to_uppercase());
+        assert_eq!(set(&upper, &values).unwrap(), (upper.clone(), vec![]));
         let mut bumped = values.clone();
         bumped.insert(
             "https://github.com/p/cni.tgz".into(),
