@@ -309,6 +309,83 @@ defaults:
     );
 }
 
+/// dl.k8s.io and GitHub answer with a redirect to their CDN: followed,
+/// and the comment names the URL asked; a redirect to plain http:// is
+/// refused.
+#[test]
+fn redirects_are_followed_over_https_only() {
+    let k = "/m/dl.k8s.io/v1.34.2/bin/windows/amd64/kubelet.exe";
+    let p = "/m/dl.k8s.io/v1.34.2/bin/windows/amd64/kube-proxy.exe";
+    let sha = hex("cdn");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let files: BTreeMap<String, (u16, Vec<u8>)> = [
+        (
+            format!("{k}.sha256"),
+            (302, b"/cdn/kubelet.exe.sha256".to_vec()),
+        ),
+        (
+            "/cdn/kubelet.exe.sha256".into(),
+            (200, format!("{sha}\n").into_bytes()),
+        ),
+        (
+            format!("{p}.sha256"),
+            (302, format!("http://127.0.0.1:{port}/x").into_bytes()),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let srv = serve(files);
+    let (base, ca) = (srv.base(), srv.ca.to_str().unwrap().to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("cluster.yaml");
+    let i = inv.to_str().unwrap();
+    std::fs::write(
+        &inv,
+        format!("b:\n  kubelet: {{ url: {base}{k}, sha256: FILL-IN }}\n"),
+    )
+    .unwrap();
+    let o = run(&[
+        "checksums",
+        "-i",
+        i,
+        "--from-mirror",
+        "--ca-file",
+        &ca,
+        "--write",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(&inv).unwrap(),
+        format!(
+            "b:\n  # sha256 from {base}{k}.sha256\n  kubelet: {{ url: {base}{k}, sha256: {sha} }}\n"
+        )
+    );
+    std::fs::write(
+        &inv,
+        format!("b:\n  kube-proxy: {{ url: {base}{p}, sha256: FILL-IN }}\n"),
+    )
+    .unwrap();
+    let o = run(&[
+        "checksums",
+        "-i",
+        i,
+        "--from-mirror",
+        "--ca-file",
+        &ca,
+        "--write",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(&format!("{base}{p}.sha256: ")) && t.contains("a plain http:// URL"),
+        "{t}"
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn init_out_is_not_world_writable_under_umask_000() {

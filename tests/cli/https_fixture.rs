@@ -51,7 +51,8 @@ fn openssl(dir: &std::path::Path, args: &[&str]) {
     );
 }
 
-/// Serve `files` (path → status and body) on 127.0.0.1 over HTTPS.
+/// Serve `files` (path → status and body; for a 3xx status the body is
+/// the Location) on 127.0.0.1 over HTTPS.
 pub fn serve(files: BTreeMap<String, (u16, Vec<u8>)>) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -166,8 +167,15 @@ pub fn serve(files: BTreeMap<String, (u16, Vec<u8>)>) -> Server {
                         .get(&path)
                         .cloned()
                         .unwrap_or((404, b"Not Found".to_vec()));
+                    // a redirect: the body is where to
+                    let (extra, body) = if (300..400).contains(&status) {
+                        let to = String::from_utf8_lossy(&body).into_owned();
+                        (format!("Location: {to}\r\n"), Vec::new())
+                    } else {
+                        (String::new(), body)
+                    };
                     let head = format!(
-                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        "HTTP/1.1 {status} X\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
                         body.len()
                     );
                     let _ = tls.write_all(head.as_bytes());
