@@ -170,7 +170,9 @@ pub fn mirror_base(s: &str) -> Result<String, String> {
     {
         return Err(bad());
     }
-    Ok(s.trim_end_matches('/').to_string())
+    // as the URL parser writes it: a `"` or `\` in the path percent-encoded
+    // or made a `/`, so it cannot end the quoted YAML string it goes into
+    Ok(u.as_str().trim_end_matches('/').to_string())
 }
 
 /// The URL a publisher's `url` has on the mirror at `base`.
@@ -367,6 +369,14 @@ mod tests {
         assert_eq!(
             mirror_base("https://m.example/k8s/").unwrap(),
             "https://m.example/k8s"
+        );
+        assert_eq!(
+            mirror_base("https://M.example").unwrap(),
+            "https://m.example"
+        );
+        assert_eq!(
+            mirror_base("https://m.example/a\"b").unwrap(),
+            "https://m.example/a%22b"
         );
         for bad in [
             "ftp://m.example",
