@@ -40,14 +40,13 @@ fn hex(seed: &str) -> String {
         .collect()
 }
 
-const INIT: [&str; 7] = [
+/// init for the default release (the newest kwinctl knows).
+const INIT: [&str; 5] = [
     "init",
     "--control-plane",
     "10.0.0.10",
     "--windows",
     "10.0.0.30",
-    "--kubernetes-version",
-    "1.34.2",
 ];
 
 fn urls(inv: &str) -> Vec<String> {
