@@ -38,6 +38,11 @@ enum Command {
     /// flags or by questions on a terminal.
     #[command(after_help = EX_INIT)]
     Init(cmd::init::InitArgs),
+    /// Take the SHA-256 of the inventory's downloads from their publishers'
+    /// checksum files again (after a version bump): shows the change,
+    /// writes it with --write. path: entries are never touched.
+    #[command(after_help = kwinctl::checksums::cli::EX_CHECKSUMS)]
+    Checksums(kwinctl::checksums::cli::ChecksumsArgs),
     /// Offline: validate the inventory and print the pod CIDR plan. Contacts nothing.
     #[command(after_help = EX_CHECK)]
     Check {
@@ -260,6 +265,7 @@ fn main() -> ExitCode {
         // no JSON output: errors are text (every command is named, so a new
         // one must say whether it has JSON events)
         Command::Init(_)
+        | Command::Checksums(_)
         | Command::Graph(_)
         | Command::Import { .. }
         | Command::Completions { .. }
@@ -279,6 +285,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Init(a) => cmd::init(&a),
+        Command::Checksums(a) => kwinctl::checksums::cli::run(&a),
         Command::Graph(g) => cmd::graph(&g),
         Command::Check { common, strict } => cmd::check(&common, strict),
         Command::Render { common, host } => cmd::render(&common, host.as_deref()),

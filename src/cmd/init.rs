@@ -2,7 +2,9 @@
 //! (l2bridge: containerd and an HNS L2Bridge network per Windows node, the
 //! newest Kubernetes release kwinctl's tables know, Windows Server 2022),
 //! from flags or, on a terminal, from questions. What only the operator
-//! knows is written as `FILL-IN`: `check` names each one left.
+//! knows is written as `FILL-IN`: `check` names each one left. The
+//! downloads' SHA-256 come from their publishers' checksum files
+//! (`crate::checksums`), unless `--offline`.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
@@ -11,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use crate::checksums::cli::SourceArgs;
 use crate::error::{CliError, Exit};
 use crate::inventory::{KubeVersion, Minor, PLACEHOLDER, WindowsProfile};
 use crate::os::windows::k8s;
@@ -43,6 +46,18 @@ pub struct InitArgs {
     /// stdout.
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Write the downloads' URLs on this mirror, laid out as BASE/HOST/PATH
+    /// (https://dl.k8s.io/v1.34.2/… becomes BASE/dl.k8s.io/v1.34.2/…,
+    /// what `wget -x` saves).
+    #[arg(long, value_name = "BASE")]
+    pub mirror: Option<String>,
+    /// Fetch nothing: leave each download's sha256 as FILL-IN (without it,
+    /// init takes them from the checksum files the publishers put beside
+    /// the downloads, over HTTPS from this machine).
+    #[arg(long)]
+    pub offline: bool,
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 /// The release `init` writes by default (`k8s::newest_release`).
@@ -59,6 +74,8 @@ pub struct Answers {
     pub windows: Vec<Ipv4Addr>,
     pub kubernetes: KubeVersion,
     pub access: Access,
+    /// The mirror the downloads come from (`--mirror`), its base URL.
+    pub mirror: Option<String>,
 }
 
 /// How kwinctl reaches the Windows hosts (docs/windows-kerberos.md,
@@ -235,6 +252,7 @@ pub fn ask(input: &mut dyn BufRead, out: &mut dyn Write, name: &str) -> Result<A
         windows,
         kubernetes,
         access,
+        mirror: None,
     })
 }
 
@@ -257,6 +275,7 @@ fn answers_of(a: &InitArgs) -> Result<Option<Answers>, String> {
         windows: a.windows.clone(),
         kubernetes,
         access: a.windows_access,
+        mirror: None,
     }))
 }
 
@@ -268,6 +287,15 @@ pub fn inventory(a: &Answers) -> String {
     let containerd = k8s::newest_containerd(m).unwrap_or("FILL-IN");
     let runner = m >= Minor::new(1, 26);
     let p = PLACEHOLDER;
+    let dl = |url: String| match &a.mirror {
+        Some(base) => crate::checksums::on_mirror(base, &url),
+        None => url,
+    };
+    let kube = |bin: &str| {
+        dl(format!(
+            "https://dl.k8s.io/v{vs}/bin/windows/amd64/{bin}.exe"
+        ))
+    };
     let mut o = String::new();
     let _ = write!(
         o,
@@ -291,7 +319,8 @@ cluster:
   api_server: https://{cp}:6443
   # The release of the Windows nodes' kubelet and kube-proxy. Prefer the
   # newest patch release of {m} (https://kubernetes.io/releases/): change
-  # it here and in the binaries' URLs below.
+  # it here and in the binaries' URLs below, then take their new SHA-256
+  # with `kwinctl checksums -i THIS_FILE --write`.
   kubernetes_version: \"{vs}\"
   # containerd for the Windows nodes: a release containerd supports for
   # Kubernetes {m} (containerd RELEASES.md, \"Kubernetes Support\").
@@ -306,35 +335,42 @@ defaults:
   ssh: {{ user: root }}
 {access}  windows:
     # What kwinctl downloads onto each Windows node where it is missing,
-    # checked against its SHA-256 (each project publishes a checksum file
-    # beside the file: the URL with .sha256 or .sha256sum appended).
+    # checked against its SHA-256. Each project publishes a checksum file
+    # beside each file (the URL with .sha256 or .sha256sum appended):
+    # `kwinctl init` and `kwinctl checksums` take the values from there and
+    # name the file above each one.
     binaries:
-      kubelet: {{ url: \"https://dl.k8s.io/v{vs}/bin/windows/amd64/kubelet.exe\", sha256: {p} }}
-      kube-proxy: {{ url: \"https://dl.k8s.io/v{vs}/bin/windows/amd64/kube-proxy.exe\", sha256: {p} }}
+      kubelet: {{ url: \"{kubelet}\", sha256: {p} }}
+      kube-proxy: {{ url: \"{proxy}\", sha256: {p} }}
 ",
         kw = env!("CARGO_PKG_VERSION"),
         name = a.name,
         cp = a.control_plane,
         access = a.access.defaults(),
+        kubelet = kube("kubelet"),
+        proxy = kube("kube-proxy"),
     );
     if runner {
         let _ = writeln!(
             o,
             "      # From 1.26 kubelet and kube-proxy write no log files themselves: kwinctl\n      \
              # runs them behind kube-log-runner, which writes C:\\k\\logs\\<name>.log.\n      \
-             kube-log-runner: {{ url: \"https://dl.k8s.io/v{vs}/bin/windows/amd64/kube-log-runner.exe\", sha256: {p} }}"
+             kube-log-runner: {{ url: \"{}\", sha256: {p} }}",
+            kube("kube-log-runner")
         );
     }
     let _ = write!(
         o,
-        "      containerd: {{ url: \"https://github.com/containerd/containerd/releases/download/v{containerd}/containerd-{containerd}-windows-amd64.tar.gz\", sha256: {p} }}
-      cni-plugins: {{ url: \"https://github.com/containernetworking/plugins/releases/download/v1.6.2/cni-plugins-windows-amd64-v1.6.2.tgz\", sha256: {p} }}
+        "      containerd: {{ url: \"{}\", sha256: {p} }}
+      cni-plugins: {{ url: \"{}\", sha256: {p} }}
 hosts:
   - name: cp1
     os: linux
     role: control-plane
     address: {}
 ",
+        dl(format!("https://github.com/containerd/containerd/releases/download/v{containerd}/containerd-{containerd}-windows-amd64.tar.gz")),
+        dl("https://github.com/containernetworking/plugins/releases/download/v1.6.2/cni-plugins-windows-amd64-v1.6.2.tgz".into()),
         a.control_plane
     );
     for (i, addr) in a.linux.iter().enumerate() {
@@ -358,9 +394,13 @@ hosts:
 fn write_out(text: &str, out: Option<&Path>) -> Result<(), CliError> {
     match out {
         Some(path) => {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
+            let mut open = std::fs::OpenOptions::new();
+            open.write(true).create_new(true);
+            // never world- or group-writable, whatever the umask (an
+            // inventory decides what runs on every host)
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o644);
+            let mut f = open
                 .open(path)
                 .map_err(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -384,7 +424,13 @@ fn write_out(text: &str, out: Option<&Path>) -> Result<(), CliError> {
 }
 
 pub fn init(a: &InitArgs) -> Result<Exit, CliError> {
-    let answers = match answers_of(a).map_err(CliError::bad)? {
+    let mirror = a
+        .mirror
+        .as_deref()
+        .map(crate::checksums::mirror_base)
+        .transpose()
+        .map_err(CliError::bad)?;
+    let mut answers = match answers_of(a).map_err(CliError::bad)? {
         Some(x) => x,
         None if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() => {
             let mut err = std::io::stderr().lock();
@@ -418,7 +464,11 @@ pub fn init(a: &InitArgs) -> Result<Exit, CliError> {
     if let Some(d) = all.iter().find(|x| !seen.insert(**x)) {
         return Err(CliError::bad(format!("{d} is given twice")));
     }
-    let text = inventory(&answers);
+    answers.mirror = mirror;
+    let mut text = inventory(&answers);
+    if !a.offline {
+        text = crate::checksums::cli::fill(&text, &a.source.source())?.text;
+    }
     write_out(&text, a.out.as_deref())?;
     let target = a
         .out

@@ -105,8 +105,17 @@ pub fn man_page(cli: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     }
     r.control("SH", ["EXAMPLES"]);
     for ex in [
-        EX_INIT, EX_CHECK, EX_PLAN, EX_UP, EX_VERIFY, EX_RESET, EX_RENDER, EX_IMPORT, EX_GRAPH,
+        EX_INIT,
+        EX_CHECK,
+        EX_PLAN,
+        EX_UP,
+        EX_VERIFY,
+        EX_RESET,
+        EX_RENDER,
+        EX_IMPORT,
+        EX_GRAPH,
         EX_MAN,
+        crate::checksums::cli::EX_CHECKSUMS,
     ] {
         for line in ex.lines().skip(1) {
             r.control("TP", [] as [&str; 0]);

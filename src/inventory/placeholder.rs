@@ -117,7 +117,9 @@ fn hint(path: &str) -> String {
     let last = path.rsplit('.').next().unwrap_or(path);
     match last {
         "sha256" => "the file's SHA-256 (64 hex digits): from the checksum file its project publishes \
-                     beside it, or `sha256sum FILE` on a copy you trust (docs/first-cluster.md, \"Binaries\")"
+                     beside it (`kwinctl checksums -i THIS_FILE --write` takes it for dl.k8s.io, \
+                     containerd and the CNI plugins), or `sha256sum FILE` on a copy you trust \
+                     (docs/inventory.md, \"Binaries\")"
             .into(),
         "url" => "where the Windows hosts download it (https://…; docs/first-cluster.md, \"Binaries\")".into(),
         "cert_sha256" => "the SHA-256 of the host's WinRM HTTPS certificate: on the host, \

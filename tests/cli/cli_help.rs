@@ -117,6 +117,7 @@ fn o_is_the_output_file_everywhere_and_import_output_file_is_deprecated() {
     let f = dir.path().join("init.yaml");
     let o = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.1",
         "--windows",

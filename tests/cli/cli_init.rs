@@ -41,6 +41,7 @@ fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
     let i = inv.to_str().unwrap();
     let o = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.10",
         "--linux",
@@ -72,6 +73,7 @@ fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
     // never over an existing file
     let again = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.10",
         "--windows",
@@ -145,6 +147,7 @@ fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
 fn init_to_stdout_refuses_what_it_cannot_write() {
     let o = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.10",
         "--windows",
@@ -168,6 +171,7 @@ fn init_to_stdout_refuses_what_it_cannot_write() {
     // a release the profile does not run, an address given twice
     let o = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.10",
         "--windows",
@@ -179,6 +183,7 @@ fn init_to_stdout_refuses_what_it_cannot_write() {
     assert!(text(&o).contains("l2bridge"), "{}", text(&o));
     let o = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.10",
         "--windows",
@@ -189,6 +194,7 @@ fn init_to_stdout_refuses_what_it_cannot_write() {
     // an older release gets no kube-log-runner (it would be refused)
     let o = kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "10.0.0.10",
         "--windows",
@@ -223,6 +229,7 @@ fn init_writes_kerberos_and_ssh_inventories_that_check_accepts() {
         let i = inv.to_str().unwrap();
         let o = kwinctl(&[
             "init",
+            "--offline",
             "--control-plane",
             "10.0.0.10",
             "--windows",

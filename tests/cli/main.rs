@@ -11,6 +11,7 @@ mod common;
 
 mod ansible_differential;
 mod cli;
+mod cli_checksums;
 mod cli_conventions;
 mod cli_graph;
 mod cli_help;
@@ -19,6 +20,7 @@ mod cli_import_winssh;
 mod cli_init;
 mod cli_select;
 mod docs;
+mod https_fixture;
 mod powershell;
 mod properties;
 mod ps51;

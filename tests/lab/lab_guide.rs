@@ -29,6 +29,7 @@ fn the_first_cluster_guide_works_on_the_lab() {
     // the containerd `init` writes for the release: the lab serves it too
     let o = common::kwinctl(&[
         "init",
+        "--offline",
         "--control-plane",
         "198.18.0.2",
         "--windows",
@@ -61,6 +62,7 @@ fn the_first_cluster_guide_works_on_the_lab() {
     // 1. init with the hosts' addresses
     let o = run(&[
         "init",
+        "--offline",
         "--control-plane",
         &lab.ip("h1"),
         "--windows",
