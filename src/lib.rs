@@ -14,6 +14,7 @@ pub mod events;
 pub mod hash;
 pub mod import;
 pub mod inventory;
+pub mod localfile;
 pub mod lock;
 pub mod mode;
 pub mod os;

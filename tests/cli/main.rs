@@ -12,6 +12,7 @@ mod common;
 mod ansible_differential;
 mod cli;
 mod cli_conventions;
+mod cli_files;
 mod cli_graph;
 mod cli_help;
 mod cli_import;
