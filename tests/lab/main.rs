@@ -19,6 +19,7 @@ mod lab_linux;
 mod lab_lock;
 mod lab_move;
 mod lab_pods;
+mod lab_pods_bounds;
 mod lab_reset;
 mod lab_schema;
 mod lab_script;
