@@ -28,6 +28,7 @@ pub mod run;
 pub mod secret;
 pub mod select;
 pub mod state;
+pub mod stdout;
 pub mod term;
 pub mod text;
 pub mod transport;
