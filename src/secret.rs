@@ -93,6 +93,18 @@ pub fn redact(s: &str) -> Cow<'_, str> {
     out
 }
 
+/// Whether `value` is, whole, a registered secret (as an environment
+/// variable that holds a password is).
+pub fn is_secret(value: &str) -> bool {
+    let v = value.trim_end_matches(['\r', '\n']);
+    !v.is_empty()
+        && REGISTRY
+            .read()
+            .unwrap()
+            .iter()
+            .any(|(f, r)| r == MASK && f == v)
+}
+
 /// Whether any secret is registered.
 pub fn any() -> bool {
     !REGISTRY.read().unwrap().is_empty()

@@ -19,6 +19,7 @@ mod cli_import;
 mod cli_import_winssh;
 mod cli_init;
 mod cli_select;
+mod cli_ssh_env;
 mod cli_stdout;
 mod docs;
 mod powershell;
