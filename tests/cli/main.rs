@@ -10,6 +10,7 @@
 mod common;
 
 mod ansible_differential;
+mod check_vendor;
 mod cli;
 mod cli_conventions;
 mod cli_files;
