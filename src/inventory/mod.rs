@@ -679,6 +679,7 @@ hosts:
         assert_eq!(pc.images.len(), 3);
         for (bad, says) in [
             ("    namespace: Bad.Name\n", "not a namespace name"),
+            ("    namespace: A\n", "not a namespace name"),
             (
                 "    images:\n      mac: x/y:1\n",
                 "neither `linux`, `windows` nor a Windows build number",
