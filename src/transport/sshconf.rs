@@ -450,16 +450,9 @@ impl OpenSsh {
             c.arg("-o")
                 .arg(format!("UserKnownHostsFile=\"{}\"", k.display()));
         }
-        // `ssh -G` needs no secret: the key passphrase, the WinRM password
-        // variables and any variable holding a registered secret stay out
-        // of its environment (a wrapper `ssh` first on PATH would see them)
-        for (k, v) in std::env::vars_os() {
-            if k == "KWINCTL_SSH_PASSPHRASE"
-                || k == "KWINCTL_WINRM_PASSWORD"
-                || v.to_str().is_some_and(crate::secret::is_secret)
-            {
-                c.env_remove(k);
-            }
+        // `ssh -G` needs no secret (a wrapper `ssh` would see them)
+        for k in crate::secret::secret_variables() {
+            c.env_remove(k);
         }
         c.arg("--")
             .arg(name)

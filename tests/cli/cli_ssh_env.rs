@@ -1,5 +1,5 @@
-//! `ssh -G` children get no secret in their environment (issue 38, S3 of
-//! reliability-3.md): kwinctl runs `ssh -G` to resolve each host as OpenSSH
+//! `ssh -G` children get no secret in their environment (issue 38):
+//! kwinctl runs `ssh -G` to resolve each host as OpenSSH
 //! would, and a wrapper `ssh` (or whatever `KWINCTL_SSH_BINARY` names)
 //! saw the key passphrase and the WinRM passwords in its environment.
 
