@@ -12,11 +12,11 @@
 //!
 //! | kind | bound | a real one |
 //! |---|---|---|
-//! | SSH private key (`ssh.identity`, `bastion.identity`) | 1 MiB | a few KiB; OpenSSH's own limit for a key file is 1 MiB (`MAX_KEY_FILE_SIZE`, authfile.c) |
+//! | SSH private key (`ssh.identity`, `bastion.identity`) | 1 MiB | a few KiB |
 //! | known_hosts, RevokedHostKeys | 64 MiB | about 100 bytes a host key |
 //! | WinRM password file | 64 KiB | one line |
 //! | Kerberos keytab | 4 MiB | about 100 bytes a key |
-//! | CA file (`winrm.ca_file`) | 4 MiB | Mozilla's whole CA bundle is about 220 KiB |
+//! | CA file (`winrm.ca_file`) | 4 MiB | a Debian system's whole CA bundle, /etc/ssl/certs/ca-certificates.crt, is about 215 KiB |
 //! | kubeconfig | 4 MiB | a few KiB with embedded certificates |
 //! | a Windows binary uploaded inside the script | 32 MiB | see `os::windows::files::MAX_INLINE` |
 //! | the inventory | 16 MiB | a few KiB a hundred hosts |

@@ -514,7 +514,7 @@ mod tests {
         let e = WinrmError::AuthFailed("NTLM authentication rejected (401)".into());
         assert!(matches!(explain(h, w, &e), TransportError::Auth { .. }));
         // the challenge's connection closed (plain HTTP here): said as
-        // such, never as TLS (W2 of reliability-3.md)
+        // such, never as TLS (issue 38)
         let e = WinrmError::AuthFailed(
             "the server closed the connection that carried the NTLM challenge; NTLM binds its \
              handshake to one connection, so it cannot be completed"

@@ -1,5 +1,5 @@
 //! `scripts/check-vendor.sh` sees what a comparison of contents cannot
-//! (issue 38, V2 of reliability-3.md): a vendored file made executable, a
+//! (issue 38, V2): a vendored file made executable, a
 //! symlink in the vendored tree, the `[patch.crates-io]` removed from
 //! Cargo.toml, and Cargo.lock taking winrm-rs from a registry. Each is
 //! refused before anything is fetched (these run offline).

@@ -1,5 +1,5 @@
 //! `verify --pods` is bounded and stops on a signal (issue 38, P6; the
-//! reproduction of reliability-3.md with a hanging `kubectl exec`): on a
+//! reliability probe's reproduction, with a hanging `kubectl exec`): on a
 //! control plane whose kubectl lists the nodes and starts the test pods but
 //! whose `kubectl exec` never answers, `verify --pods --timeout 20` ends in
 //! about `--timeout` (not 30 s a check, one after another), exits 1 and
@@ -71,7 +71,14 @@ fn verify_pods_with_a_hanging_kubectl_exec_ends_within_its_budget_and_on_sigterm
     // bounded: the 4 checks run at once, each under --timeout
     let start = Instant::now();
     let o = kwinctl(&[
-        "verify", "-i", &lab.inv(), "--pods", "--timeout", "20", "--output", "json",
+        "verify",
+        "-i",
+        &lab.inv(),
+        "--pods",
+        "--timeout",
+        "20",
+        "--output",
+        "json",
     ]);
     let took = start.elapsed();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -135,7 +142,11 @@ fn verify_pods_with_a_hanging_kubectl_exec_ends_within_its_budget_and_on_sigterm
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(code, Some(143));
-    assert!(sent.elapsed() < Duration::from_secs(5), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        sent.elapsed()
+    );
     let l = log(&lab);
     assert_eq!(l.matches("delete pods").count(), 1, "{l}");
 }
