@@ -25,6 +25,7 @@ mod lab_schema;
 mod lab_script;
 mod lab_ssh;
 mod lab_state;
+mod lab_stdout;
 mod lab_systemd;
 mod lab_trace;
 mod lab_windows;
