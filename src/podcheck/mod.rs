@@ -151,7 +151,10 @@ pub async fn check(
             stop,
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            Ended::Interrupted => "interrupted before any test pod started".to_string(),
+            Ended::Failed(why) => why,
+        })?;
     if rc != 0 {
         return Err(format!(
             "kubectl get nodes on the control plane failed (exit {rc}): {}; kwinctl verify --pods needs kubectl there, with a kubeconfig that may list nodes and create, exec into and delete pods",
