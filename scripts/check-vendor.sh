@@ -15,6 +15,30 @@ sha256=fa4e9b6b41cfbb3bcf41b6a6ab4ee157ed4bdd94fdbf9404eda86fb409b70c88
 tree=vendor/$name
 patch=vendor/$name.patch
 
+# What a content comparison cannot see, checked first (and offline):
+# - Cargo.toml must still patch crates.io's winrm-rs with the vendored tree,
+#   and Cargo.lock must take it from there (a path package has no source):
+#   without the [patch] the build would silently use crates.io's unfixed one;
+# - the vendored tree holds only regular files and folders: a symlink would
+#   be compared (and built) through whatever it points at;
+# - no file in it is executable: crates.io's winrm-rs has none, and the mode
+#   is not part of the patch.
+if ! grep -qx "$name = { path = \"$tree\" }" Cargo.toml ||
+  ! awk '/^\[patch\.crates-io\]$/ { p = 1; next } /^\[/ { p = 0 } p' Cargo.toml | grep -q "^$name = "; then
+  echo "check-vendor: Cargo.toml does not patch crates.io's $name with $tree ([patch.crates-io] $name = { path = \"$tree\" }): the build would use the unfixed crate" >&2
+  exit 1
+fi
+if awk -v n="$name" '/^\[\[package\]\]/ { inpkg = 0 } $0 == "name = \"" n "\"" { inpkg = 1 } inpkg && /^source = / { bad = 1 } END { exit !bad }' Cargo.lock; then
+  echo "check-vendor: Cargo.lock takes $name from a registry, not from $tree: run cargo update -p $name after restoring the [patch]" >&2
+  exit 1
+fi
+odd=$(find "$tree" \( ! -type f ! -type d \) -o \( -type f -perm /111 \) | sort)
+if [ -n "$odd" ]; then
+  echo "check-vendor: $tree holds what is not a plain file (a symlink, a device) or an executable file:" >&2
+  printf '%s\n' "$odd" | head -n 20 >&2
+  exit 1
+fi
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/probe/src"

@@ -209,7 +209,7 @@ fn generated(command: &Command) -> Option<std::io::Result<()>> {
         }
         _ => return None,
     }
-    Some(std::io::stdout().lock().write_all(&out))
+    Some(kwinctl::stdout::Stdout.write_all(&out))
 }
 
 /// Whether the command line asks for `--output json` (read before clap
@@ -231,11 +231,34 @@ fn json_error(command: &str, exit: Exit, error: &str) {
         error: error.to_string(),
     });
     let _ = writeln!(
-        std::io::stdout().lock(),
+        kwinctl::stdout::Stdout,
         "{}",
         kwinctl::text::safe_json(&line.to_json())
     );
 }
+
+/// Whether stdout (descriptor 1) was closed when the process started
+/// (`kwinctl … >&-`). Rust's runtime opens /dev/null on a closed standard
+/// descriptor before `main`, after which a lost output cannot be told from
+/// `>/dev/null`; so this is looked at before the runtime, by the function
+/// below, which the loader runs as the C library's initialisers are run.
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_a_closed_stdout() {
+    // the link /proc/self/fd/1 exists exactly while descriptor 1 is open
+    let proc = std::path::Path::new("/proc/self/fd");
+    if proc.is_dir() && std::fs::symlink_metadata(proc.join("1")).is_err() {
+        STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// SAFETY: a pointer to a function taking and returning nothing, placed
+// where the loader runs initialisers; the function touches only an atomic
+// and /proc (no state of Rust's runtime, which is not set up yet).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_A_CLOSED_STDOUT: extern "C" fn() = note_a_closed_stdout;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -272,14 +295,20 @@ fn main() -> ExitCode {
         | Command::Schema { .. }
         | Command::Man { .. } => ("kwinctl", false),
     };
+    if STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::SeqCst) {
+        kwinctl::report::err_line(
+            "error: stdout is closed: kwinctl writes its results there, and they would be lost; \
+             nothing was done (give it a stdout: `>/dev/null` throws the results away)",
+        );
+        return ExitCode::from(u8::try_from(Exit::Internal.code()).unwrap_or(4));
+    }
     if let Some(done) = generated(&cli.command) {
         return match done {
             Ok(()) => ExitCode::SUCCESS,
-            // a closed pipe (`kwinctl man | head`) is no failure
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
             Err(e) => {
-                kwinctl::report::err_line(&format!("error: {e}"));
-                ExitCode::from(1)
+                let why = kwinctl::stdout::failed().unwrap_or_else(|| e.to_string());
+                kwinctl::report::err_line(&format!("error: {why}"));
+                ExitCode::from(u8::try_from(Exit::Internal.code()).unwrap_or(4))
             }
         };
     }
@@ -322,7 +351,7 @@ fn main() -> ExitCode {
             unreachable!("generated above")
         }
     };
-    let exit = match result {
+    let mut exit = match result {
         Ok(exit) => exit,
         Err(e) => {
             kwinctl::report::err_line(&format!("error: {e}"));
@@ -332,5 +361,15 @@ fn main() -> ExitCode {
             e.exit
         }
     };
+    // output that did not arrive: never exit 0 over it (a failure's own
+    // exit code stays)
+    if let Some(why) = kwinctl::stdout::failed()
+        && exit == Exit::Ok
+    {
+        kwinctl::report::err_line(&format!(
+            "error: cannot write the output to stdout: {why}; what was written is incomplete"
+        ));
+        exit = Exit::Internal;
+    }
     ExitCode::from(u8::try_from(exit.code()).unwrap_or(1))
 }

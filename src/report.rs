@@ -24,17 +24,11 @@ pub fn err_line(line: &str) {
 }
 
 /// Write a command's whole output (`check`, `render`, `import`) to stdout:
-/// Err when it did not all arrive (a full disk), so the command does not
-/// exit 0 over output that was lost. A reader that stopped early (`| head`,
-/// EPIPE) took what it wanted: no error. (A stdout closed before kwinctl
-/// started cannot be told from `>/dev/null`: Rust's runtime opens
-/// /dev/null on a closed standard descriptor before `main`.)
+/// Err when it did not all arrive (a full disk, a reader that went away),
+/// so the command does not exit 0 over output that was lost (see
+/// `crate::stdout`).
 pub fn emit(bytes: &[u8]) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r,
-    }
+    crate::stdout::write_all(bytes)
 }
 
 /// The summary as its one line of JSON, made safe (see `text::safe_json`):
@@ -68,7 +62,13 @@ pub struct Reporter {
 
 impl Reporter {
     pub fn new(format: Format, mode: Mode, total: usize, verbose: bool) -> Reporter {
-        Reporter::with_events(format, mode, total, verbose, Box::new(std::io::stdout()))
+        Reporter::with_events(
+            format,
+            mode,
+            total,
+            verbose,
+            Box::new(crate::stdout::Stdout),
+        )
     }
 
     /// A reporter whose JSON events go to `events`.
@@ -274,7 +274,7 @@ impl Reporter {
             ));
         }
         text.push_str(&safe_text(&tail));
-        let _ = writeln!(std::io::stdout().lock(), "{text}");
+        let _ = writeln!(crate::stdout::Stdout, "{text}");
     }
 }
 

@@ -93,6 +93,33 @@ pub fn redact(s: &str) -> Cow<'_, str> {
     out
 }
 
+/// The environment variables a child that needs no secret (`ssh -G`) must
+/// not get: the key passphrase, the default WinRM password variable, and
+/// any variable whose whole value is a registered secret (an inventory's
+/// `winrm.password_env`).
+pub fn secret_variables() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .filter(|(k, v)| {
+            k == "KWINCTL_SSH_PASSPHRASE"
+                || k == "KWINCTL_WINRM_PASSWORD"
+                || v.to_str().is_some_and(is_secret)
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// Whether `value` is, whole, a registered secret (as an environment
+/// variable that holds a password is).
+pub fn is_secret(value: &str) -> bool {
+    let v = value.trim_end_matches(['\r', '\n']);
+    !v.is_empty()
+        && REGISTRY
+            .read()
+            .unwrap()
+            .iter()
+            .any(|(f, r)| r == MASK && f == v)
+}
+
 /// Whether any secret is registered.
 pub fn any() -> bool {
     !REGISTRY.read().unwrap().is_empty()

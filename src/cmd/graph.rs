@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
@@ -44,22 +43,28 @@ pub struct Verified {
 }
 
 impl Verified {
-    /// The newest `verify` run folder that has a summary, beside the
-    /// inventory (see `record`).
+    /// The `verify` run folder whose summary was written last, beside the
+    /// inventory (see `record`). Last by the summary's modification time,
+    /// which the file system sets, not by the folder's name, which the
+    /// clock of the run's own process wrote (a run made under a clock a day
+    /// ahead would otherwise stay "the last" for a day).
     pub fn last(runs: &Path) -> Verified {
         let Ok(rd) = std::fs::read_dir(runs) else {
             return Verified::default();
         };
-        let mut dirs: Vec<PathBuf> = rd
+        let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
                 p.file_name()
                     .is_some_and(|n| n.to_string_lossy().contains("-verify-"))
-                    && p.join("summary.json").is_file()
+            })
+            .filter_map(|p| {
+                let m = std::fs::metadata(p.join("summary.json")).ok()?;
+                (m.is_file()).then_some((m.modified().ok()?, p))
             })
             .collect();
         dirs.sort();
-        let Some(dir) = dirs.pop() else {
+        let Some((_, dir)) = dirs.pop() else {
             return Verified::default();
         };
         let Ok(text) = std::fs::read_to_string(dir.join("summary.json")) else {
@@ -141,15 +146,26 @@ fn safe(s: &str) -> String {
         .collect()
 }
 
+/// A node's id in the picture: letters and digits as they are, any other
+/// character as `_` and its code in hex, so distinct names (`w-1`, `w.1`,
+/// `w_1`) never share an id (which would draw them as one node, coloured
+/// by whichever came last).
+fn node_id(name: &str) -> String {
+    let mut id = String::from("n_");
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            id.push(c);
+        } else {
+            let _ = write!(id, "_{:x}_", c as u32);
+        }
+    }
+    id
+}
+
 /// The picture.
 pub fn render(nodes: &[GNode], v: &Verified, format: GraphFormat) -> String {
     let cidr = |n: &GNode| n.pod_cidr.clone().unwrap_or_else(|| "pending".into());
-    let id = |n: &GNode| {
-        format!(
-            "n_{}",
-            safe(&n.name).replace(['.', '-', ' ', ':', '/'], "_")
-        )
-    };
+    let id = |n: &GNode| node_id(&n.name);
     let mut o = String::new();
     let when = v
         .run
@@ -279,9 +295,7 @@ pub fn graph(g: &GraphArgs) -> Result<Exit, CliError> {
     match &g.out {
         Some(p) => std::fs::write(p, text)
             .map_err(|e| CliError::bad(format!("cannot write {}: {e}", p.display())))?,
-        None => {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-        }
+        None => super::emit(text.as_bytes())?,
     }
     Ok(Exit::Ok)
 }
@@ -311,6 +325,69 @@ mod tests {
                 pod_cidr: None,
             },
         ]
+    }
+
+    #[test]
+    fn names_that_differ_only_in_punctuation_are_distinct_nodes() {
+        let mut ns = nodes();
+        for (n, name) in ns.iter_mut().zip(["w-1", "w.1", "w_1"]) {
+            n.name = name.into();
+        }
+        let v = Verified::from_summary(
+            r#"{"hosts":[{"host":"w-1","checks":[{"name":"x","pass":false}]},
+                          {"host":"w.1","checks":[{"name":"x","pass":true}]}]}"#,
+        );
+        let m = render(&ns, &v, GraphFormat::Mermaid);
+        let ids: std::collections::BTreeSet<&str> = m
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("class "))
+            .collect();
+        assert_eq!(
+            ids,
+            ["n_w_2d_1 failed", "n_w_2e_1 ok", "n_w_5f_1 unknown"]
+                .into_iter()
+                .collect(),
+            "{m}"
+        );
+        let dot = render(&ns, &v, GraphFormat::Dot);
+        for id in ["n_w_2d_1", "n_w_2e_1", "n_w_5f_1"] {
+            assert_eq!(
+                dot.matches(&format!("  \"{id}\" [label")).count(),
+                1,
+                "{dot}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_last_verify_is_the_last_written_not_the_latest_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |name: &str, host_ok: bool, age: u64| {
+            let d = dir.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            let f = d.join("summary.json");
+            std::fs::write(
+                &f,
+                format!(
+                    r#"{{"hosts":[{{"host":"h2","checks":[{{"name":"x","pass":{host_ok}}}]}}]}}"#
+                ),
+            )
+            .unwrap();
+            let t = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::options()
+                .write(true)
+                .open(&f)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        // named by a clock a day ahead, written an hour ago
+        run("20991231T000000Z-verify-1", true, 3600);
+        // the real last one: it failed h2
+        run("20261129T010000Z-verify-2", false, 10);
+        let v = Verified::last(dir.path());
+        assert_eq!(v.run.as_deref(), Some("20261129T010000Z-verify-2"));
+        assert_eq!(v.host("h2"), Some(false));
     }
 
     #[test]

@@ -448,6 +448,7 @@ async fn pod_check(
         images: pc.images.clone(),
         domain: l.inv.cluster.dns_domain.clone(),
         start_timeout: pc.start_timeout,
+        call_timeout: connect.connect_timeout,
     };
     let mut session = transport::connect(cp, transport::Interpreter::Sh, connect)
         .await

@@ -180,7 +180,7 @@ fn unreached(c: &Common, why: &str) -> Result<Exit, CliError> {
             exit: Exit::HostFailed.code(),
             error: why.to_string(),
         });
-        let _ = writeln!(std::io::stdout().lock(), "{}", safe_json(&line.to_json()));
+        let _ = writeln!(crate::stdout::Stdout, "{}", safe_json(&line.to_json()));
     }
     Ok(Exit::HostFailed)
 }
@@ -197,7 +197,7 @@ fn event(c: &Common, host: &str, held: Option<&Held>, broken: bool) {
         run: held.map(|h| h.run.as_str()),
         age_seconds: held.and_then(|h| h.age.parse().ok()),
     });
-    let _ = writeln!(std::io::stdout().lock(), "{}", safe_json(&line.to_json()));
+    let _ = writeln!(crate::stdout::Stdout, "{}", safe_json(&line.to_json()));
 }
 
 /// Asks on stderr, reads the answer from stdin: `yes` or `y` confirms.

@@ -209,43 +209,12 @@ pub fn check_file(path: &Path, https: bool) -> Result<Vec<KcProblem>, std::io::E
 
 /// The largest kubeconfig kwinctl reads (a kubeconfig with embedded
 /// certificates is a few KiB).
-pub const MAX_BYTES: u64 = 4 << 20;
+pub const MAX_BYTES: u64 = crate::localfile::Kind::Kubeconfig.max();
 
 /// Read the kubeconfig at `path`: only a regular file of at most
-/// [`MAX_BYTES`] (a device such as /dev/zero would never end, and a named
-/// pipe would wait for a writer: opened without waiting, then refused).
+/// [`MAX_BYTES`] (see `localfile`).
 pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::{Error, ErrorKind, Read};
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            "it is not a regular file (a device, a named pipe or a folder)",
-        ));
-    }
-    let too_big = || {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!(
-                "it is larger than {} MiB: not a kubeconfig",
-                MAX_BYTES >> 20
-            ),
-        )
-    };
-    if meta.len() > MAX_BYTES {
-        return Err(too_big());
-    }
-    let mut buf = Vec::new();
-    f.take(MAX_BYTES + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX_BYTES {
-        return Err(too_big());
-    }
-    Ok(buf)
+    crate::localfile::read(path, crate::localfile::Kind::Kubeconfig)
 }
 
 /// The inventory's rules for what Windows nodes take from `cluster:` (the

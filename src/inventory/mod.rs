@@ -252,14 +252,16 @@ impl PasswordSource {
         match self {
             PasswordSource::Env(var) => std::env::var(var)
                 .map_err(|_| format!("the WinRM password variable {var} is not set")),
-            PasswordSource::File(p) => std::fs::read_to_string(p)
-                .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
-                .map_err(|e| {
-                    format!(
-                        "the WinRM password file {} cannot be read: {e}",
-                        p.display()
-                    )
-                }),
+            PasswordSource::File(p) => {
+                crate::localfile::read_to_string(p, crate::localfile::Kind::Password)
+                    .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
+                    .map_err(|e| {
+                        format!(
+                            "the WinRM password file {} cannot be read: {e}",
+                            p.display()
+                        )
+                    })
+            }
         }
     }
 }
@@ -345,14 +347,15 @@ pub struct Inventory {
 impl Inventory {
     /// Read and validate an inventory file.
     pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-        let text = std::fs::read_to_string(path).map_err(|e| InventoryError {
-            file: path.to_path_buf(),
-            problems: vec![Problem {
-                pos: Pos { line: 0, column: 0 },
-                message: format!("cannot read inventory: {e}"),
-                hint: "pass the path of an inventory file with -i".into(),
-            }],
-        })?;
+        let text = crate::localfile::read_to_string(path, crate::localfile::Kind::Inventory)
+            .map_err(|e| InventoryError {
+                file: path.to_path_buf(),
+                problems: vec![Problem {
+                    pos: Pos { line: 0, column: 0 },
+                    message: format!("cannot read inventory: {e}"),
+                    hint: "pass the path of an inventory file with -i".into(),
+                }],
+            })?;
         Self::parse(path, &text)
     }
 
@@ -676,6 +679,7 @@ hosts:
         assert_eq!(pc.images.len(), 3);
         for (bad, says) in [
             ("    namespace: Bad.Name\n", "not a namespace name"),
+            ("    namespace: A\n", "not a namespace name"),
             (
                 "    images:\n      mac: x/y:1\n",
                 "neither `linux`, `windows` nor a Windows build number",

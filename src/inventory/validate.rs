@@ -313,12 +313,12 @@ impl Validator {
         }
         let api = c.api_server.as_ref().map(|a| (a, a.value.trim()));
         if let Some((a, api)) = api
-            && (!(api.starts_with("https://") || api.starts_with("http://")) || api.len() < 10)
+            && !api_url(api)
         {
             self.problem(
                 a.into(),
                 format!("api_server {} is not a URL", echo(api)),
-                "write it as https://HOST:PORT",
+                "write it as https://HOST:PORT (a DNS name, an IPv4 address or [an IPv6 one], then an optional :port and /path)",
             );
             ok = false;
         }
@@ -395,7 +395,13 @@ impl Validator {
         let Some(p) = &c.pod_check else { return s };
         if let Some(n) = &p.namespace {
             let name = n.value.trim();
-            if name.len() > 63 || !dns_name(name) || name.contains('.') {
+            // Kubernetes' rule (RFC 1123 label): lower case only; an
+            // upper-case name is refused there, so here (never lowered)
+            if name.len() > 63
+                || !dns_name(name)
+                || name.contains('.')
+                || name.bytes().any(|b| b.is_ascii_uppercase())
+            {
                 self.problem(
                     n.into(),
                     format!(
@@ -406,7 +412,7 @@ impl Validator {
                 );
                 *ok = false;
             }
-            s.namespace = name.to_ascii_lowercase();
+            s.namespace = name.to_string();
         }
         for (k, i) in &p.images.0 {
             let key = k.value.trim();
@@ -871,4 +877,72 @@ pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
 /// kubeadm's cluster DNS address: the service CIDR's 10th address.
 pub fn dns_default(service_cidr: Ipv4Net) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(service_cidr.network()) + 10)
+}
+
+/// An API server URL: `http(s)://HOST[:PORT][/PATH]`, HOST a DNS name, an
+/// IPv4 address or a bracketed IPv6 one, PATH of URL-safe characters only
+/// (no space, quote, `$`, backtick or backslash: it travels into scripts).
+fn api_url(s: &str) -> bool {
+    let Some(rest) = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((h, p)) if h.parse::<std::net::Ipv6Addr>().is_ok() => (h, p),
+            _ => return false,
+        },
+        None => match authority.split_once(':') {
+            Some((h, _)) => (h, &authority[h.len()..]),
+            None => (authority, ""),
+        },
+    };
+    let host_ok = authority.starts_with('[')
+        || (!host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'));
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+    let path_ok = path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~/%".contains(&b));
+    host_ok && port_ok && path_ok
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_api_server_is_a_url_without_anything_a_script_would_read() {
+        for good in [
+            "https://198.18.9.2:6443",
+            "https://k8s.example:6443/",
+            "http://10.0.0.1:8080",
+            "https://[2001:db8::1]:6443",
+            "https://api-1.corp.example/k8s/%7Euser",
+        ] {
+            assert!(super::api_url(good), "{good}");
+        }
+        for bad in [
+            "https://h:6443 x",
+            "https://h:6443/$(id)",
+            "https://h:6443/`id`",
+            "https://h'x:6443",
+            "https://h\"x:6443",
+            "https://h:6443/a\\b",
+            "https://h:0",
+            "https://h:99999",
+            "https://:6443",
+            "https://[::zz]:6443",
+            "ftp://h:6443",
+            "https://h:6443?x=1",
+        ] {
+            assert!(!super::api_url(bad), "{bad}");
+        }
+    }
 }

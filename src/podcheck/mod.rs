@@ -24,7 +24,9 @@ use serde::Serialize;
 use crate::inventory::Os;
 use crate::transport::Session;
 
+mod budget;
 mod manifest;
+use budget::{Budget, Ended, exec_rounds, exit_said};
 use manifest::*;
 
 /// The image of the test pods when the inventory names none: agnhost, whose
@@ -48,6 +50,8 @@ pub struct Options {
     pub domain: String,
     /// How long the pods may take to start (image pulls included).
     pub start_timeout: Duration,
+    /// `--timeout`: the bound of each kubectl call (see `budget`).
+    pub call_timeout: Duration,
 }
 
 /// A node whose pods are checked, as kwinctl knows it.
@@ -123,16 +127,10 @@ impl NodePods {
     }
 }
 
-async fn sh(session: &mut dyn Session, script: &str) -> Result<(u32, String, String), String> {
-    let o = session
-        .run(script)
-        .await
-        .map_err(|e| format!("the control plane: {e}"))?;
-    Ok((o.exit.unwrap_or(255), o.stdout, o.stderr))
-}
-
-/// Check the pods of `subjects` through the control plane's kubectl.
-/// `stop()`: Ctrl-C was pressed (the pods are deleted, no more checks run).
+/// Check the pods of `subjects` through the control plane's kubectl,
+/// within the budget `budget` describes. `stop()`: SIGINT or SIGTERM came
+/// (the call in progress ends at once, the pods are deleted, no more
+/// checks run, and the result is an error that says so).
 pub async fn check(
     session: &mut dyn Session,
     subjects: &[Subject],
@@ -141,15 +139,26 @@ pub async fn check(
     stop: &(dyn Fn() -> bool + Sync),
     say: &(dyn Fn(&str) + Sync),
 ) -> Result<Vec<NodePods>, String> {
-    let (rc, out, err) = sh(
-        session,
-        "command -v kubectl >/dev/null 2>&1 || { echo 'kubectl is not on the PATH' >&2; exit 127; }\ntimeout 60 kubectl get nodes -o json\n",
-    )
-    .await?;
+    let budget = Budget::new(o.call_timeout, o.start_timeout, subjects.len());
+    let t = budget.secs();
+    let (rc, out, err) = budget
+        .run(
+            session,
+            &format!("command -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\ntimeout {t} kubectl get nodes -o json\n"),
+            "kubectl get nodes",
+            budget.call,
+            false,
+            stop,
+        )
+        .await
+        .map_err(|e| match e {
+            Ended::Interrupted => "interrupted before any test pod started".to_string(),
+            Ended::Failed(why) => why,
+        })?;
     if rc != 0 {
         return Err(format!(
             "kubectl get nodes on the control plane failed (exit {rc}): {}; kwinctl verify --pods needs kubectl there, with a kubeconfig that may list nodes and create, exec into and delete pods",
-            said(&err)
+            exit_said(rc, "kubectl get nodes", t).unwrap_or_else(|| said(&err))
         ));
     }
     let nodes = k8s_nodes(&out)?;
@@ -175,7 +184,7 @@ pub async fn check(
         }
     }
     let cleanup = format!(
-        "timeout 60 kubectl delete pods -n {} -l {}={} --wait=false >/dev/null 2>&1 || true\n",
+        "timeout {t} kubectl delete pods -n {} -l {}={} --wait=false >/dev/null 2>&1 || true\n",
         q(&o.namespace),
         RUN_LABEL,
         run
@@ -187,9 +196,29 @@ pub async fn check(
             o.namespace,
             o.namespace
         ));
-        let outcome = run_pods(session, &pods, o, run, stop, &mut results).await;
-        let _ = sh(session, &cleanup).await;
-        outcome?;
+        let outcome = run_pods(session, &budget, &pods, o, run, stop, &mut results).await;
+        // also after a signal or a timeout, within its own bound
+        let deleted = budget
+            .run(
+                session,
+                &cleanup,
+                "kubectl delete pods",
+                budget.call,
+                true,
+                stop,
+            )
+            .await;
+        match (outcome, deleted) {
+            (Ok(()), _) => {}
+            (Err(Ended::Interrupted), Ok(_)) => return Err(Ended::Interrupted.to_string()),
+            (Err(Ended::Interrupted), Err(e)) => {
+                return Err(format!(
+                    "interrupted, and the test pods may be left ({e}): `kubectl delete pods -n {} -l {RUN_LABEL}={run}`",
+                    o.namespace
+                ));
+            }
+            (Err(e), _) => return Err(e.to_string()),
+        }
     }
     for r in &mut results {
         r.ok = !r.checks.is_empty() && r.checks.iter().all(|c| c.ok != Some(false));
@@ -199,42 +228,49 @@ pub async fn check(
 
 async fn run_pods(
     session: &mut dyn Session,
+    budget: &Budget,
     pods: &[(String, &K8sNode, String, &Subject)],
     o: &Options,
     run: &str,
     stop: &(dyn Fn() -> bool + Sync),
     results: &mut [NodePods],
-) -> Result<(), String> {
+) -> Result<(), Ended> {
+    let secs = budget.secs();
     let apply = format!(
-        "timeout 60 kubectl apply -f - <<'KWINCTL_MANIFEST'\n{}\nKWINCTL_MANIFEST\n",
+        "timeout {secs} kubectl apply -f - <<'KWINCTL_MANIFEST'\n{}\nKWINCTL_MANIFEST\n",
         manifest(o, run, pods)
     );
-    let (rc, _, err) = sh(session, &apply).await?;
+    let (rc, _, err) = budget
+        .run(session, &apply, "kubectl apply", budget.call, false, stop)
+        .await?;
     if rc != 0 {
-        return Err(format!(
+        return Err(Ended::Failed(format!(
             "kubectl apply of the test pods failed (exit {rc}): {}",
-            said(&err)
-        ));
+            exit_said(rc, "kubectl apply", secs).unwrap_or_else(|| said(&err))
+        )));
     }
     // Wait for every pod to run with an IP, or to fail, within the bound.
     let get = format!(
-        "timeout 30 kubectl get pods -n {} -l {}={} -o json\n",
+        "timeout {secs} kubectl get pods -n {} -l {}={} -o json\n",
         q(&o.namespace),
         RUN_LABEL,
         run
     );
-    let deadline = Instant::now() + o.start_timeout;
+    let started = Instant::now();
+    let deadline = started + o.start_timeout;
     let mut state: BTreeMap<String, serde_json::Value>;
     loop {
-        let (rc, out, err) = sh(session, &get).await?;
+        let (rc, out, err) = budget
+            .run(session, &get, "kubectl get pods", budget.call, false, stop)
+            .await?;
         if rc != 0 {
-            return Err(format!(
+            return Err(Ended::Failed(format!(
                 "kubectl get pods failed (exit {rc}): {}",
-                said(&err)
-            ));
+                exit_said(rc, "kubectl get pods", secs).unwrap_or_else(|| said(&err))
+            )));
         }
-        let v: serde_json::Value =
-            serde_json::from_str(&out).map_err(|e| format!("kubectl get pods: not JSON ({e})"))?;
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .map_err(|e| Ended::Failed(format!("kubectl get pods: not JSON ({e})")))?;
         state = v["items"]
             .as_array()
             .into_iter()
@@ -257,11 +293,18 @@ async fn run_pods(
                     || phase == "Succeeded"
             })
         });
-        if settled || stop() || Instant::now() >= deadline {
+        if settled || Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // the pause between polls ends at a signal too
+        for _ in 0..20 {
+            if stop() {
+                return Err(Ended::Interrupted);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
+    let waited = started.elapsed().as_secs();
     // Each pod's IP, against its node's block.
     let mut ips: BTreeMap<String, Ipv4Addr> = BTreeMap::new();
     for (name, _, _, s) in pods {
@@ -306,17 +349,14 @@ async fn run_pods(
                     if phase == "Running" {
                         format!("the pod runs without an IP{why}")
                     } else {
-                        format!(
-                            "the pod is {phase} after {}s{why}",
-                            o.start_timeout.as_secs()
-                        )
+                        format!("the pod is {phase} after {waited}s{why}")
                     },
                 );
             }
         }
     }
     if stop() {
-        return Ok(());
+        return Err(Ended::Interrupted);
     }
     // From each running pod: a Linux pod and a Windows pod on other nodes,
     // and the cluster DNS.
@@ -324,7 +364,7 @@ async fn run_pods(
         .iter()
         .filter(|(_, _, _, s)| ips.contains_key(&s.host))
         .collect();
-    let mut script = String::new();
+    let mut calls: Vec<String> = Vec::new();
     let mut what: Vec<(String, String)> = Vec::new(); // (host, check)
     let fqdn = format!("kubernetes.default.svc.{}", o.domain);
     for (name, _, _, s) in &running {
@@ -333,28 +373,35 @@ async fn run_pods(
                 .iter()
                 .find(|(_, _, _, t)| t.os == os && t.host != s.host)
             {
-                let id = what.len();
                 what.push((s.host.clone(), format!("to {}", t.host)));
-                script += &format!(
-                    "o=$(timeout 30 kubectl exec -n {} {} -- /agnhost connect {}:{PORT} --timeout=5s 2>&1); printf 'KWCHECK {id} %s %s\\n' \"$?\" \"$(printf %s \"$o\" | base64 -w0)\"\n",
+                calls.push(format!(
+                    "timeout {secs} kubectl exec -n {} {} -- /agnhost connect {}:{PORT} --timeout=5s",
                     q(&o.namespace),
                     q(name),
                     ips[&t.host]
-                );
+                ));
             }
         }
-        let id = what.len();
         what.push((s.host.clone(), "dns".into()));
-        script += &format!(
-            "o=$(timeout 30 kubectl exec -n {} {} -- nslookup {fqdn} 2>&1); printf 'KWCHECK {id} %s %s\\n' \"$?\" \"$(printf %s \"$o\" | base64 -w0)\"\n",
+        calls.push(format!(
+            "timeout {secs} kubectl exec -n {} {} -- nslookup {fqdn}",
             q(&o.namespace),
             q(name),
-        );
+        ));
     }
-    if script.is_empty() {
+    if calls.is_empty() {
         return Ok(());
     }
-    let (_, out, _) = sh(session, &script).await?;
+    let (_, out, _) = budget
+        .run(
+            session,
+            &exec_script(&calls),
+            "kubectl exec",
+            budget.call * exec_rounds(calls.len()),
+            false,
+            stop,
+        )
+        .await?;
     let mut answered: BTreeMap<usize, (u32, String)> = BTreeMap::new();
     for l in out.lines() {
         let mut w = l.split(' ');
@@ -384,6 +431,11 @@ async fn run_pods(
             None => r.check(check, Some(false), "no answer from kubectl exec"),
             Some((0, _)) if check == "dns" => r.check(check, Some(true), format!("{fqdn} resolves")),
             Some((0, _)) => r.check(check, Some(true), "TCP connect"),
+            Some((rc, _)) if exit_said(*rc, "kubectl exec", secs).is_some() => r.check(
+                check,
+                Some(false),
+                exit_said(*rc, "kubectl exec", secs).unwrap_or_default(),
+            ),
             Some((rc, text)) if check == "dns" && s.is_some_and(|s| s.host_dns) => r.check(
                 check,
                 None,
@@ -396,6 +448,23 @@ async fn run_pods(
         }
     }
     Ok(())
+}
+
+/// The checks' kubectl calls, at most `budget::EXEC_PARALLEL` at once:
+/// each answers one line `KWCHECK <id> <exit> <output, base64>`, in a file
+/// of its own until all are done (so lines never interleave).
+fn exec_script(calls: &[String]) -> String {
+    let mut script = String::from("d=$(mktemp -d) || exit 1\n");
+    for (id, c) in calls.iter().enumerate() {
+        script += &format!(
+            "(o=$({c} 2>&1); printf 'KWCHECK {id} %s %s\\n' \"$?\" \"$(printf %s \"$o\" | base64 -w0)\" >\"$d/{id}\") &\n"
+        );
+        if (id + 1) % budget::EXEC_PARALLEL == 0 {
+            script += "wait\n";
+        }
+    }
+    script += "wait\ncat \"$d\"/* 2>/dev/null\nrm -rf \"$d\"\n";
+    script
 }
 
 fn subjects_of<'a>(
@@ -433,6 +502,7 @@ mod tests {
             images: BTreeMap::new(),
             domain: "cluster.local".into(),
             start_timeout: Duration::from_secs(60),
+            call_timeout: Duration::from_secs(60),
         }
     }
 

@@ -64,8 +64,8 @@ impl KeyCache {
 /// A private key file, with what went wrong in words that say what to do.
 pub fn load_private(path: &Path, pass: Option<&str>) -> Result<PrivateKey, String> {
     let shown = path.display();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read key {shown}: {e}"))?;
+    let text = crate::localfile::read_to_string(path, crate::localfile::Kind::Identity)
+        .map_err(|e| format!("cannot read key {shown}: {e}"))?;
     if text.contains("BEGIN OPENSSH PRIVATE KEY") {
         let key = PrivateKey::from_openssh(&text)
             .map_err(|e| format!("{shown} is not a valid OpenSSH private key: {e}"))?;
@@ -104,7 +104,8 @@ fn public_half(path: &Path) -> Option<PublicKey> {
     let mut pubp = path.as_os_str().to_owned();
     pubp.push(".pub");
     for p in [PathBuf::from(pubp), path.to_path_buf()] {
-        let Ok(text) = std::fs::read_to_string(&p) else {
+        let Ok(text) = crate::localfile::read_to_string(&p, crate::localfile::Kind::Identity)
+        else {
             continue;
         };
         if let Ok(k) = PublicKey::from_openssh(text.trim()) {

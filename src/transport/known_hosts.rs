@@ -62,7 +62,7 @@ pub fn names(patterns: &HostPatterns, name: &str) -> bool {
 pub fn lookup(files: &[PathBuf], name: &str) -> Result<Vec<Known>, TransportError> {
     let mut out = Vec::new();
     for f in files {
-        let text = match std::fs::read_to_string(f) {
+        let text = match crate::localfile::read_to_string(f, crate::localfile::Kind::KnownHosts) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
@@ -385,7 +385,7 @@ pub fn learn(file: &Path, name: &str, key: &PublicKey, hash: bool) -> Result<(),
     if let Some(d) = file.parent() {
         std::fs::create_dir_all(d).map_err(|e| fail(e.to_string()))?;
     }
-    let ends_clean = std::fs::read(file)
+    let ends_clean = crate::localfile::read(file, crate::localfile::Kind::KnownHosts)
         .map(|b| b.is_empty() || b.ends_with(b"\n"))
         .unwrap_or(true);
     let mut f = std::fs::OpenOptions::new()

@@ -12,7 +12,7 @@ use sha1::Digest;
 
 /// Why a presented key may not be used (`Ok(())`: not revoked).
 pub fn check(file: &Path, key: &KeyData, cert: Option<&Certificate>) -> Result<(), String> {
-    let bytes = std::fs::read(file).map_err(|e| {
+    let bytes = crate::localfile::read(file, crate::localfile::Kind::Revoked).map_err(|e| {
         format!(
             "cannot read the RevokedHostKeys file {}: {e}",
             file.display()

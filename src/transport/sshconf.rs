@@ -450,6 +450,10 @@ impl OpenSsh {
             c.arg("-o")
                 .arg(format!("UserKnownHostsFile=\"{}\"", k.display()));
         }
+        // `ssh -G` needs no secret (a wrapper `ssh` would see them)
+        for k in crate::secret::secret_variables() {
+            c.env_remove(k);
+        }
         c.arg("--")
             .arg(name)
             .env("SHELL", NO_SHELL)

@@ -188,6 +188,17 @@ fn explain(host: &Host, w: &WinRmSettings, e: &WinrmError) -> TransportError {
     let lower = text.to_ascii_lowercase();
     // TLS first: winrm-rs reports a refused pin as an authentication error.
     match e {
+        // The connection that carried the NTLM challenge was closed (the
+        // vendored fix, docs/vendor.md): an NTLM matter, not a TLS one
+        // (its words name the handshake), over HTTP as over HTTPS.
+        WinrmError::AuthFailed(m) if m.contains("carried the NTLM challenge") => {
+            TransportError::Setup(format!(
+                "{}: the WinRM endpoint at {addr}: {text}: something between kwinctl and the \
+                 listener (a proxy, a load balancer) closes connections, or the listener is not \
+                 Windows's; connect to the listener itself, or use winrm.auth: kerberos",
+                host.name
+            ))
+        }
         _ if lower.contains("certificate")
             || lower.contains("tls")
             || lower.contains("handshake") =>
@@ -502,6 +513,16 @@ mod tests {
         // a refused password is still one
         let e = WinrmError::AuthFailed("NTLM authentication rejected (401)".into());
         assert!(matches!(explain(h, w, &e), TransportError::Auth { .. }));
+        // the challenge's connection closed (plain HTTP here): said as
+        // such, never as TLS (issue 38)
+        let e = WinrmError::AuthFailed(
+            "the server closed the connection that carried the NTLM challenge; NTLM binds its \
+             handshake to one connection, so it cannot be completed"
+                .into(),
+        );
+        let t = explain(h, w, &e).to_string();
+        assert!(!t.contains("TLS") && !t.contains("ca_file"), "{t}");
+        assert!(t.contains("closes connections"), "{t}");
         // no challenge at all: the host refuses NTLM (Restrict NTLM)
         let e = WinrmError::AuthFailed("missing Negotiate prefix in challenge".into());
         let t = explain(h, w, &e).to_string();

@@ -104,6 +104,16 @@ fn bad(inv_text: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A key file (its contents are not read before connecting), in a folder
+/// that lives as long as the first value.
+fn a_key() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("id");
+    write(&key, "not read before connecting\n");
+    let p = key.to_str().unwrap().to_string();
+    (dir, p)
+}
+
 const GOOD: &str = "\
 cluster:
   name: demo
@@ -196,7 +206,8 @@ fn missing_identity_is_bad_input_before_contacting_anything() {
         "{err}"
     );
     // --limit naming an unknown host
-    let good_id = GOOD.replace("identity: /nonexistent/id", "identity: /dev/null");
+    let (_keys, key) = a_key();
+    let good_id = GOOD.replace("identity: /nonexistent/id", &format!("identity: {key}"));
     let err = bad(&good_id, &["plan", "--limit", "zz"]);
     assert!(err.contains("\"zz\""), "{err}");
 }
@@ -205,8 +216,9 @@ fn missing_identity_is_bad_input_before_contacting_anything() {
 fn unset_winrm_password_variable_is_bad_input() {
     // (a Windows host needs a release; 1.7 still takes --api-servers, so an
     // http API server needs no kubeconfig)
+    let (_keys, key) = a_key();
     let inv_text = GOOD
-        .replace("identity: /nonexistent/id", "identity: /dev/null")
+        .replace("identity: /nonexistent/id", &format!("identity: {key}"))
         .replace(
             "api_server: https://198.18.9.2:6443",
             "api_server: http://198.18.9.2:8080\n  kubernetes_version: \"1.7.16\"",

@@ -10,15 +10,19 @@
 mod common;
 
 mod ansible_differential;
+mod check_vendor;
 mod cli;
 mod cli_checksums;
 mod cli_conventions;
+mod cli_files;
 mod cli_graph;
 mod cli_help;
 mod cli_import;
 mod cli_import_winssh;
 mod cli_init;
 mod cli_select;
+mod cli_ssh_env;
+mod cli_stdout;
 mod docs;
 mod https_fixture;
 mod powershell;

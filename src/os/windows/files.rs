@@ -69,7 +69,7 @@ pub fn inline(path: &str, text: String) -> WinFile {
 /// WinRS's per-shell memory quota (MaxMemoryPerShellMB) — and in one remote
 /// call (research defect 24). A real kubelet.exe is over 100 MB: serve it
 /// over HTTP(S) instead.
-pub const MAX_INLINE: u64 = 32 << 20;
+pub const MAX_INLINE: u64 = crate::localfile::Kind::Upload.max();
 
 /// Local files to upload, read once per command and shared between hosts.
 #[derive(Default)]
@@ -90,7 +90,9 @@ impl Uploads {
                 MAX_INLINE >> 20
             )));
         }
-        let b: std::sync::Arc<[u8]> = std::fs::read(p)?.into();
+        // a regular file within the bound only: never /dev/zero or a pipe
+        let b: std::sync::Arc<[u8]> =
+            crate::localfile::read(p, crate::localfile::Kind::Upload)?.into();
         m.insert(p.to_path_buf(), b.clone());
         Ok(b)
     }
