@@ -416,8 +416,9 @@ fn write_out(text: &str, out: Option<&Path>) -> Result<(), CliError> {
                 CliError::internal(anyhow::anyhow!("cannot write {}: {e}", path.display()))
             })
         }
+        // a lost write is exit 4 (crate::stdout)
         None => {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            let _ = crate::stdout::write_all(text.as_bytes());
             Ok(())
         }
     }
