@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Install what kwinctl's lab and tests need on a fresh Debian machine (root).
 # Idempotent: packages already present are not reinstalled.
+# --packages-only: install the system packages (these and
+# scripts/build-deps.sh's) and stop, before the Python venvs and the lab's
+# Debian root (scripts/clean-root-check.sh proves them on a clean Debian 12).
 set -euo pipefail
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -24,6 +27,20 @@ command -v krb5kdc >/dev/null 2>&1 || [ -x /usr/sbin/krb5kdc ] || need+=(krb5-kd
 command -v kadmin.local >/dev/null 2>&1 || [ -x /usr/sbin/kadmin.local ] || need+=(krb5-admin-server)
 command -v kinit >/dev/null 2>&1 || need+=(krb5-user)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
+# pgrep (procps): lab.sh finds the systemd hosts' processes with it
+command -v pgrep >/dev/null 2>&1 || need+=(procps)
+# winsim's and the Ansible oracle's venvs: a Python whose venv can install
+# pip (Debian ships ensurepip in python3-venv, not python3) and its headers
+# (python3-dev), which winsim's gssapi and krb5 packages compile against
+py=${PYTHON:-python3}
+if ! command -v "$py" >/dev/null 2>&1; then
+  need+=(python3 python3-venv python3-dev)
+else
+  "$py" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+  "$py" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || need+=(python3-dev)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -32,6 +49,7 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 "$(dirname "$0")/build-deps.sh"
 mkdir -p /run/sshd
+[ "${1:-}" != --packages-only ] || exit 0
 # The simulated Windows hosts' Python environment (winsim/.venv), created once
 # here so that parallel lab tests do not race to create it.
 "$(dirname "$0")/../winsim/setup-venv.sh"
