@@ -47,6 +47,8 @@ pub(super) struct Plan {
     pub hosts: Vec<HostPlan>,
     /// Variables the operator must export: (name, where the password was).
     pub passwords: Vec<(String, String)>,
+    /// The Ansible variables left aside, each named once.
+    pub ignored: Vec<String>,
 }
 
 /// Ansible groups whose hosts are Kubernetes control-plane nodes: kubespray's
@@ -362,10 +364,25 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
     if !p.0.is_empty() {
         return Err(p.0.into_values().collect());
     }
+    let mut ignored: Vec<String> = m
+        .groups
+        .iter()
+        .flat_map(|g| g.vars.iter().chain(&g.file_vars))
+        .chain(
+            m.hosts
+                .iter()
+                .flat_map(|h| h.vars.iter().chain(&h.file_vars)),
+        )
+        .filter(|v| v.key.starts_with("ansible_") && unused(v))
+        .map(|v| v.key.clone())
+        .collect();
+    ignored.sort();
+    ignored.dedup();
     Ok(Plan {
         defaults,
         groups,
         hosts,
         passwords,
+        ignored,
     })
 }

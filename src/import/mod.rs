@@ -22,6 +22,7 @@
 
 mod address;
 mod ini;
+mod known;
 mod map;
 mod setting;
 mod vars;

@@ -370,3 +370,69 @@ fn kerberos_maps_and_what_ansible_does_beyond_it_is_refused() {
         format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible's psrp connection");
     assert!(err.contains(&want), "want {want} in:\n{err}");
 }
+
+/// Ansible variables no connection reads (`ansible_uuid`, every
+/// `ansible_*_interpreter`, facts) and Ansible's host key checking switch
+/// are left aside with ONE note naming each once, however many hosts and
+/// groups set them; kwinctl's own host key checking is not weakened, and a
+/// connection variable it cannot map is still refused.
+#[test]
+fn variables_no_connection_reads_are_left_aside_with_one_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[linux]\n\
+         l1 ansible_host=198.18.0.5 ansible_uuid=4c4c4544 ansible_ruby_interpreter=/usr/bin/ruby\n\
+         l2 ansible_host=198.18.0.6 ansible_uuid=5d5d ansible_ruby_interpreter=/usr/bin/ruby\n\
+         l3 ansible_host=198.18.0.7 ansible_distribution=Debian ansible_default_ipv4=\"{'address': '198.18.0.7'}\"\n\
+         [linux:vars]\nansible_ssh_host_key_checking=False\nansible_python_interpreter=/usr/bin/python3\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    let notes: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("note: left aside"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{said}");
+    for k in [
+        "ansible_default_ipv4",
+        "ansible_distribution",
+        "ansible_python_interpreter",
+        "ansible_ruby_interpreter",
+        "ansible_ssh_host_key_checking",
+        "ansible_uuid",
+    ] {
+        assert_eq!(notes[0].matches(k).count(), 1, "{k} once: {}", notes[0]);
+    }
+    assert!(
+        notes[0].contains(
+            "; ansible_ssh_host_key_checking not taken: kwinctl checks every SSH host key against its own known hosts"
+        ),
+        "{}",
+        notes[0]
+    );
+    let s = std::fs::read_to_string(&inv).unwrap();
+    assert!(
+        !s.contains("host_key") || s.contains("# not used by kwinctl"),
+        "{s}"
+    );
+    fill(&inv);
+    let v = check_json(&inv);
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 3, "{v}");
+
+    // what does change connecting is still refused, where it is written
+    write(
+        &src,
+        "[linux]\nl1 ansible_host=198.18.0.5 ansible_uuid=1 ansible_ssh_extra_args=-oProxyJump=j\n\
+         [win]\nw1 ansible_host=198.18.0.6 ansible_connection=winrm ansible_winrm_proxy=http://p:3128\n",
+    );
+    let err = refused(&[src.to_str().unwrap()]);
+    let f = src.display();
+    for want in [
+        format!("{f}:2:43: ansible_ssh_extra_args"),
+        format!("{f}:4:53: ansible_winrm_proxy (host line of [win]): kwinctl does not know"),
+    ] {
+        assert!(err.contains(&want), "want {want} in:\n{err}");
+    }
+    assert!(!err.contains("ansible_uuid"), "{err}");
+}
