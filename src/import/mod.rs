@@ -24,6 +24,7 @@ mod address;
 mod ini;
 mod known;
 mod map;
+mod pyshlex;
 mod setting;
 mod vars;
 mod varsfiles;
