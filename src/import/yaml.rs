@@ -15,23 +15,97 @@ use crate::inventory::{Pairs, Pos, Problem};
 
 type Vars = Pairs<Spanned<String>, Spanned<serde_json::Value>>;
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default)]
 struct Group {
-    #[serde(default)]
     hosts: Option<Spanned<Either<Option<Vars>>>>,
-    #[serde(default)]
     vars: Option<Spanned<Vars>>,
-    #[serde(default)]
     children: Option<Spanned<Either<Option<Group>>>>,
     /// Only under `_meta` (`ansible-inventory --list`).
-    #[serde(default)]
     hostvars: Pairs<Spanned<String>, Vars>,
-    /// Only under `_meta`: ansible-core 2.19 says which output profile it
-    /// used (`inventory_legacy`).
-    #[serde(default)]
-    #[allow(dead_code)]
-    profile: Option<String>,
+    /// Keys given twice in this group (Ansible keeps the last).
+    dups: Vec<Dup>,
+}
+
+/// A key given twice in one mapping: its name, where it was first and
+/// where it was last.
+#[derive(Debug, Clone)]
+struct Dup {
+    key: String,
+    first: Pos,
+    last: Pos,
+}
+
+const GROUP_KEYS: &[&str] = &["hosts", "vars", "children", "hostvars", "profile"];
+
+/// A group's keys as Ansible's YAML loader takes them: a key given twice
+/// keeps its last value (the parser hands every entry over:
+/// `DuplicateKeyPolicy::PassThrough`); `profile` is ansible-core 2.19's
+/// `_meta.profile` (`inventory_legacy`), not used.
+impl<'de> Deserialize<'de> for Group {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Group;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a group: a mapping of hosts, vars and children")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Group, A::Error> {
+                let mut g = Group::default();
+                let mut seen: Vec<(String, Pos)> = Vec::new();
+                while let Some(k) = m.next_key::<Spanned<String>>()? {
+                    let at = pos(&k);
+                    match seen.iter_mut().find(|(n, _)| *n == k.value) {
+                        Some((_, first)) => {
+                            g.dups.push(Dup {
+                                key: k.value.clone(),
+                                first: *first,
+                                last: at,
+                            });
+                            *first = at;
+                        }
+                        None => seen.push((k.value.clone(), at)),
+                    }
+                    match k.value.as_str() {
+                        "hosts" => g.hosts = m.next_value()?,
+                        "vars" => g.vars = m.next_value()?,
+                        "children" => g.children = m.next_value()?,
+                        "hostvars" => g.hostvars = m.next_value::<Option<_>>()?.unwrap_or_default(),
+                        "profile" => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                        other => {
+                            return Err(serde::de::Error::unknown_field(other, GROUP_KEYS));
+                        }
+                    }
+                }
+                Ok(g)
+            }
+            fn visit_unit<E>(self) -> Result<Group, E> {
+                Ok(Group::default())
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Keep the last value of a key given twice, in the place of the first
+/// (a Python dict's assignment), and say so.
+fn last_wins<V>(entries: &mut Vec<(Spanned<String>, V)>, dups: &mut Vec<Dup>) {
+    let mut out: Vec<(Spanned<String>, V)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries.drain(..) {
+        match out.iter_mut().find(|(o, _)| o.value == k.value) {
+            Some(slot) => {
+                dups.push(Dup {
+                    key: k.value.clone(),
+                    first: pos(&slot.0),
+                    last: pos(&k),
+                });
+                *slot = (k, v);
+            }
+            None => out.push((k, v)),
+        }
+    }
+    *entries = out;
 }
 
 /// A mapping of names to `T`, or a list of names (`T` left out).
@@ -185,8 +259,41 @@ fn group(m: &mut Model, name: &Spanned<String>, g: &Group) -> Vec<Problem> {
     problems
 }
 
+/// Every mapping of a group with its duplicate keys resolved as Ansible
+/// resolves them (the last value), each duplicate collected.
+fn dedupe(g: &mut Group, dups: &mut Vec<Dup>) {
+    dups.append(&mut g.dups);
+    if let Some(v) = &mut g.vars {
+        last_wins(&mut v.value.0, dups);
+    }
+    if let Some(h) = &mut g.hosts {
+        last_wins(&mut h.value.0, dups);
+        for (_, hv) in &mut h.value.0 {
+            if let Some(Some(hv)) = hv {
+                last_wins(&mut hv.0, dups);
+            }
+        }
+    }
+    if let Some(c) = &mut g.children {
+        last_wins(&mut c.value.0, dups);
+        for (_, body) in &mut c.value.0 {
+            if let Some(Some(body)) = body {
+                dedupe(body, dups);
+            }
+        }
+    }
+    last_wins(&mut g.hostvars.0, dups);
+    for (_, hv) in &mut g.hostvars.0 {
+        last_wins(&mut hv.0, dups);
+    }
+}
+
 pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
-    let top: Pairs<Spanned<String>, Option<Group>> = serde_saphyr::from_str(text).map_err(|e| {
+    let mut options = serde_saphyr::Options::default();
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    let parsed: Result<Pairs<Spanned<String>, Option<Group>>, _> =
+        serde_saphyr::from_str_with_options(text, options);
+    let mut top = parsed.map_err(|e| {
         let at = e
             .location()
             .map(|l| Pos {
@@ -203,7 +310,26 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
              JSON is what `ansible-inventory -i INV --list` prints",
         )]
     })?;
+    let mut dups = Vec::new();
+    last_wins(&mut top.0, &mut dups);
+    for (_, g) in &mut top.0 {
+        if let Some(g) = g {
+            dedupe(g, &mut dups);
+        }
+    }
     let mut m = Model::default();
+    dups.sort_by_key(|d| (d.last.line, d.last.column));
+    for d in dups {
+        m.warnings.push(problem(
+            d.last,
+            format!(
+                "the key {:?} is given twice in one mapping, at lines {} and {}: Ansible takes \
+                 the last (line {}) and ignores the one at line {}",
+                d.key, d.first.line, d.last.line, d.last.line, d.first.line
+            ),
+            "remove one of them",
+        ));
+    }
     let mut problems = Vec::new();
     for (name, g) in &top.0 {
         let Some(g) = g else {

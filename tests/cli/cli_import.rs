@@ -436,3 +436,39 @@ fn variables_no_connection_reads_are_left_aside_with_one_note() {
     }
     assert!(!err.contains("ansible_uuid"), "{err}");
 }
+
+/// A key given twice in one YAML mapping (a host, a group, a variable)
+/// keeps its last value, as Ansible's loader does, with a warning naming
+/// both lines at the later one (where Ansible's warning points).
+#[test]
+fn a_duplicate_yaml_key_takes_the_last_value_with_a_warning_naming_both_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts.yaml");
+    write(
+        &src,
+        "all:\n  children:\n    web:\n      hosts:\n        w1:\n          ansible_host: 198.18.0.5\n          \
+         ansible_user: first\n        w1:\n          ansible_host: 198.18.0.6\n          ansible_port: 22\n          \
+         ansible_port: 2222\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    let f = src.display();
+    for want in [
+        format!(
+            "warning: {f}:8:9: the key \"w1\" is given twice in one mapping, at lines 5 and 8: Ansible \
+             takes the last (line 8) and ignores the one at line 5"
+        ),
+        format!(
+            "warning: {f}:11:11: the key \"ansible_port\" is given twice in one mapping, at lines 10 and 11"
+        ),
+    ] {
+        assert!(said.contains(&want), "want {want} in:\n{said}");
+    }
+    let s = std::fs::read_to_string(&inv).unwrap();
+    let w1 = s.split("- name: w1").nth(1).unwrap();
+    assert!(w1.contains("address: 198.18.0.6"), "{w1}");
+    assert!(w1.contains("port: 2222  # ansible_port, line 11"), "{w1}");
+    assert!(
+        !w1.contains("first"),
+        "the first w1's user is Ansible's no more: {w1}"
+    );
+}
