@@ -157,6 +157,8 @@ pub(super) fn kind_of(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -
         winrm,
         linux: os == Os::Linux,
         windows: os == Os::Windows,
+        // map.rs: by winrm.rs's rules
+        https: false,
     };
     (os, kinds)
 }
@@ -284,7 +286,8 @@ pub(super) fn settings(
                     Some("validate") | None => {}
                     // kwinctl always checks the certificate: what Ansible
                     // skips becomes a pin for the operator to fill in
-                    Some("ignore") if kinds.winrm => put(
+                    // (an http listener has no certificate to pin)
+                    Some("ignore") if kinds.winrm && kinds.https => put(
                         &mut out,
                         "winrm.cert_sha256",
                         Scalar::Placeholder,

@@ -472,3 +472,51 @@ fn a_duplicate_yaml_key_takes_the_last_value_with_a_warning_naming_both_lines() 
         "the first w1's user is Ansible's no more: {w1}"
     );
 }
+
+/// A WinRM listener over plain http has no certificate: Ansible's
+/// `..._cert_validation=ignore` there asks for no pin, and the import
+/// gives no pinning advice (it lists the variable as not used).
+#[test]
+fn an_http_listener_gets_no_certificate_pin_to_fill_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5\nw2 ansible_host=198.18.0.6 ansible_port=5986\n\
+         [win:vars]\nansible_connection=winrm\nansible_port=5985\nansible_winrm_transport=ntlm\n\
+         ansible_winrm_server_cert_validation=ignore\nansible_user=Administrator\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    let s = std::fs::read_to_string(&inv).unwrap();
+    let w1 = s
+        .split("- name: w1")
+        .nth(1)
+        .unwrap()
+        .split("- name:")
+        .next()
+        .unwrap();
+    assert!(!w1.contains("cert_sha256"), "{w1}");
+    assert!(
+        w1.contains("# not used by kwinctl: ansible_winrm_server_cert_validation (line 8)"),
+        "{w1}"
+    );
+    // w2's https listener does have a certificate to pin (the group's line)
+    assert!(s.contains("# cert_sha256: FILL-IN"), "{s}");
+    assert!(said.contains("pin the WinRM certificates"), "{said}");
+    // with http alone, no advice at all
+    write(
+        &src,
+        &std::fs::read_to_string(&src)
+            .unwrap()
+            .replace(" ansible_port=5986", ""),
+    );
+    let dir2 = tempfile::tempdir().unwrap();
+    let (inv, said) = import(src.to_str().unwrap(), dir2.path());
+    let s = std::fs::read_to_string(&inv).unwrap();
+    assert!(
+        !s.contains("cert_sha256") && !said.contains("pin"),
+        "{s}\n{said}"
+    );
+    fill(&inv);
+    check_json(&inv);
+}
