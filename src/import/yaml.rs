@@ -65,10 +65,26 @@ impl<'de> Deserialize<'de> for Group {
                         }
                         None => seen.push((k.value.clone(), at)),
                     }
+                    // a value replaced keeps its own duplicates said
                     match k.value.as_str() {
-                        "hosts" => g.hosts = m.next_value()?,
-                        "vars" => g.vars = m.next_value()?,
-                        "children" => g.children = m.next_value()?,
+                        "hosts" => {
+                            if let Some(mut old) = std::mem::replace(&mut g.hosts, m.next_value()?)
+                            {
+                                dedupe_hosts(&mut old.value, &mut g.dups);
+                            }
+                        }
+                        "vars" => {
+                            if let Some(mut old) = std::mem::replace(&mut g.vars, m.next_value()?) {
+                                last_wins(&mut old.value.0, &mut g.dups);
+                            }
+                        }
+                        "children" => {
+                            if let Some(mut old) =
+                                std::mem::replace(&mut g.children, m.next_value()?)
+                            {
+                                dedupe_children(&mut old.value, &mut g.dups);
+                            }
+                        }
                         "hostvars" => g.hostvars = m.next_value::<Option<_>>()?.unwrap_or_default(),
                         "profile" => {
                             m.next_value::<serde::de::IgnoredAny>()?;
@@ -260,32 +276,42 @@ fn group(m: &mut Model, name: &Spanned<String>, g: &Group) -> Vec<Problem> {
 }
 
 /// Every mapping of a group with its duplicate keys resolved as Ansible
-/// resolves them (the last value), each duplicate collected.
+/// resolves them (the last value), each duplicate collected, also those
+/// inside a value that a later one replaces (Ansible's loader builds, and
+/// warns about, every value before it keeps the last).
 fn dedupe(g: &mut Group, dups: &mut Vec<Dup>) {
     dups.append(&mut g.dups);
     if let Some(v) = &mut g.vars {
         last_wins(&mut v.value.0, dups);
     }
     if let Some(h) = &mut g.hosts {
-        last_wins(&mut h.value.0, dups);
-        for (_, hv) in &mut h.value.0 {
-            if let Some(Some(hv)) = hv {
-                last_wins(&mut hv.0, dups);
-            }
-        }
+        dedupe_hosts(&mut h.value, dups);
     }
     if let Some(c) = &mut g.children {
-        last_wins(&mut c.value.0, dups);
-        for (_, body) in &mut c.value.0 {
-            if let Some(Some(body)) = body {
-                dedupe(body, dups);
-            }
-        }
+        dedupe_children(&mut c.value, dups);
     }
     last_wins(&mut g.hostvars.0, dups);
     for (_, hv) in &mut g.hostvars.0 {
         last_wins(&mut hv.0, dups);
     }
+}
+
+fn dedupe_hosts(h: &mut Either<Option<Vars>>, dups: &mut Vec<Dup>) {
+    for (_, hv) in &mut h.0 {
+        if let Some(Some(hv)) = hv {
+            last_wins(&mut hv.0, dups);
+        }
+    }
+    last_wins(&mut h.0, dups);
+}
+
+fn dedupe_children(c: &mut Either<Option<Group>>, dups: &mut Vec<Dup>) {
+    for (_, body) in &mut c.0 {
+        if let Some(Some(body)) = body {
+            dedupe(body, dups);
+        }
+    }
+    last_wins(&mut c.0, dups);
 }
 
 pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
@@ -311,12 +337,12 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
         )]
     })?;
     let mut dups = Vec::new();
-    last_wins(&mut top.0, &mut dups);
     for (_, g) in &mut top.0 {
         if let Some(g) = g {
             dedupe(g, &mut dups);
         }
     }
+    last_wins(&mut top.0, &mut dups);
     let mut m = Model::default();
     dups.sort_by_key(|d| (d.last.line, d.last.column));
     for d in dups {
@@ -462,6 +488,39 @@ all:
                 ("198.18.0.1", &Val::Text("2022".into())),
                 ("198.18.0.3", &Val::Text("2022".into()))
             ]
+        );
+    }
+
+    #[test]
+    fn a_key_given_twice_keeps_the_last_value_in_the_first_place() {
+        let m = read(
+            "\
+all:
+  hosts:
+    a: { ansible_port: 1 }
+    b:
+    a: { ansible_port: 2, ansible_port: 3 }
+  hosts:
+    c:
+    a:
+",
+        )
+        .unwrap();
+        // the second `hosts:` replaces the first: b is not Ansible's
+        let names: Vec<&str> = m.hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["c", "a"]);
+        let a = m.hosts.iter().find(|h| h.name == "a").unwrap();
+        assert!(a.vars.is_empty(), "{:?}", a.vars);
+        let lines: Vec<(usize, usize)> = m
+            .warnings
+            .iter()
+            .map(|w| (w.pos.line, w.pos.column))
+            .collect();
+        assert_eq!(lines, [(5, 5), (5, 27), (6, 3)], "{:?}", m.warnings);
+        assert!(
+            m.warnings[0]
+                .message
+                .contains("\"a\" is given twice in one mapping, at lines 3 and 5")
         );
     }
 
