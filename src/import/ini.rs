@@ -1,10 +1,15 @@
-//! Ansible's INI inventory, as its `ini` inventory plugin reads it:
-//! `[group]` sections list hosts (`name key=value ...`, split like a shell
-//! line; `name:port`; ranges `web[01:20]`, `db-[a:c]`, `[1:9:2]`),
-//! `[group:vars]` sections set `key=value`, `[group:children]` sections
-//! list groups; hosts before any section are `ungrouped`; lines starting
-//! with `#` or `;` are comments.
+//! Ansible's INI inventory, as its `ini` inventory plugin reads it
+//! (ansible-core's plugins/inventory/ini.py: docs/research/ansible-import.md#ini-text):
+//! the file split into lines by Python's `splitlines()`, each stripped;
+//! a line whose first character is `#` or `;` is a comment; `[group]`
+//! sections list hosts (`name key=value ...`, split by Python's `shlex`
+//! with comments: `#` outside quotes ends the line, `;` does not; `name:port`;
+//! ranges `web[01:20]`, `db-[a:c]`, `[1:9:2]`), `[group:vars]` sections set
+//! `key=value`, `[group:children]` sections list one group a line; a
+//! section header and a child's name may be followed by a `# comment`
+//! (not a `;` one); hosts before any section are `ungrouped`.
 
+use super::pyshlex;
 use super::{Model, Val, Var, problem};
 use crate::inventory::{Pos, Problem};
 
@@ -18,10 +23,10 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
     let mut m = Model::default();
     let mut problems = Vec::new();
     let mut section = Section::Hosts("ungrouped".into());
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in pyshlex::lines(text).into_iter().enumerate() {
         let line_no = i + 1;
-        let line = raw.trim();
-        let col = raw.len() - raw.trim_start().len() + 1;
+        let line = pyshlex::strip(raw);
+        let col = raw.len() - raw.trim_start_matches(pyshlex::space).len() + 1;
         let at = Pos {
             line: line_no,
             column: col,
@@ -29,22 +34,30 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
-        if let Some(head) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let (name, kind) = head.split_once(':').unwrap_or((head, "hosts"));
-            section = match kind {
+        if let Some((name, kind)) = header(line) {
+            section = match kind.unwrap_or("hosts") {
                 "hosts" => Section::Hosts(name.into()),
                 "vars" => Section::Vars(name.into()),
                 "children" => Section::Children(name.into()),
                 other => {
                     problems.push(problem(
                         at,
-                        format!("section [{head}]: {other:?} is not a section type"),
+                        format!("section [{name}:{other}]: {other:?} is not a section type"),
                         "use [NAME], [NAME:vars] or [NAME:children]",
                     ));
                     continue;
                 }
             };
             m.group(name, line_no);
+            continue;
+        }
+        if line.starts_with('[') && line.ends_with(']') {
+            problems.push(problem(
+                at,
+                format!("{line:?} is not a section header Ansible reads"),
+                "write [NAME], [NAME:vars] or [NAME:children]: no spaces or ':' in NAME, \
+                 nothing after the ] but a # comment",
+            ));
             continue;
         }
         match &section {
@@ -58,8 +71,8 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
                     continue;
                 };
                 let var = Var {
-                    key: k.trim().to_string(),
-                    value: parse_value(v.trim()),
+                    key: pyshlex::strip(k).to_string(),
+                    value: parse_value(pyshlex::strip(v)),
                     pos: at,
                     what: format!("[{g}:vars]"),
                     file: 0,
@@ -67,8 +80,16 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
                 m.group(g, line_no).vars.push(var);
             }
             Section::Children(g) => {
-                let child = line.to_string();
-                m.group(&child, line_no).parents.insert(g.clone());
+                let Some(child) = child_name(line) else {
+                    problems.push(problem(
+                        at,
+                        format!("[{g}:children] line {line:?} is not a group name"),
+                        "write one group a line: no spaces, ':' or ']' in it, nothing after it \
+                         but a # comment",
+                    ));
+                    continue;
+                };
+                m.group(child, line_no).parents.insert(g.clone());
             }
             Section::Hosts(g) => {
                 if let Err(p) = host_line(&mut m, g, raw, at) {
@@ -82,6 +103,50 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
     } else {
         Err(problems)
     }
+}
+
+/// A section header as ini.py's `section` pattern matches it:
+/// `[NAME]` or `[NAME:TAG]`, NAME without blanks, `:` or `]`, TAG word
+/// characters, then blanks and an optional `# comment` to the end.
+fn header(line: &str) -> Option<(&str, Option<&str>)> {
+    let rest = line.strip_prefix('[')?;
+    let end = rest
+        .find(|c: char| c == ':' || c == ']' || pyshlex::space(c))
+        .unwrap_or(rest.len());
+    let (name, mut rest) = rest.split_at(end);
+    if name.is_empty() {
+        return None;
+    }
+    let mut tag = None;
+    if let Some(t) = rest.strip_prefix(':') {
+        let end = t
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(t.len());
+        if end == 0 {
+            return None;
+        }
+        tag = Some(&t[..end]);
+        rest = &t[end..];
+    }
+    let rest = rest.strip_prefix(']')?;
+    trailing_comment_only(rest).then_some((name, tag))
+}
+
+/// A `[group:children]` line as ini.py's `groupname` pattern matches it:
+/// a name without blanks, `:` or `]`, then blanks and an optional
+/// `# comment` (a `#` right after the name is part of it).
+fn child_name(line: &str) -> Option<&str> {
+    let end = line
+        .find(|c: char| c == ':' || c == ']' || pyshlex::space(c))
+        .unwrap_or(line.len());
+    let (name, rest) = line.split_at(end);
+    (!name.is_empty() && trailing_comment_only(rest)).then_some(name)
+}
+
+/// Blanks, then nothing or a `#` comment (`\s*(?:\#.*)?$`).
+fn trailing_comment_only(rest: &str) -> bool {
+    let rest = rest.trim_start_matches(pyshlex::space);
+    rest.is_empty() || rest.starts_with('#')
 }
 
 /// A value as Ansible's INI plugin reads it (`InventoryModule._parse_value`
@@ -257,17 +322,13 @@ fn balanced(t: &str) -> Option<&str> {
 }
 
 fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Problem> {
-    let Some(mut words) = shlex::split(raw.trim()) else {
-        return Err(problem(
+    let words = pyshlex::split(pyshlex::strip(raw)).map_err(|e| {
+        problem(
             at,
-            "unbalanced quotes in this host line",
-            "close the quotes",
-        ));
-    };
-    // a word starting with # ends the line (shlex with comments, as Ansible)
-    if let Some(i) = words.iter().position(|w| w.starts_with('#')) {
-        words.truncate(i);
-    }
+            format!("this host line cannot be split into words as Ansible splits it ({e})"),
+            "close the quotes, or end the line with something other than a backslash",
+        )
+    })?;
     let Some((pattern, rest)) = words.split_first() else {
         return Ok(());
     };
@@ -281,7 +342,7 @@ fn host_line(m: &mut Model, group: &str, raw: &str, at: Pos) -> Result<(), Probl
     })?;
     let mut vars = Vec::new();
     // 0-based: where to look for the next variable's name in the raw line
-    let mut cursor = at.column - 1 + raw.trim().find(char::is_whitespace).unwrap_or(0);
+    let mut cursor = at.column - 1 + pyshlex::strip(raw).find(pyshlex::space).unwrap_or(0);
     for w in rest {
         let Some((k, v)) = w.split_once('=') else {
             return Err(problem(

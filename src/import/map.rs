@@ -11,7 +11,7 @@ use std::path::Path;
 use super::address::address;
 use super::setting::{Kinds, Scalar, Setting};
 use super::vars::{Problems, at, kind_of, settings, text, unused};
-use super::winrm::winrm_truth;
+use super::winrm::{https, winrm_truth};
 use super::{AHost, FileProblems, Layer, Model, Val, Var};
 use crate::inventory::{Os, Pos, Role};
 
@@ -47,6 +47,8 @@ pub(super) struct Plan {
     pub hosts: Vec<HostPlan>,
     /// Variables the operator must export: (name, where the password was).
     pub passwords: Vec<(String, String)>,
+    /// The Ansible variables left aside, each named once.
+    pub ignored: Vec<String>,
 }
 
 /// Ansible groups whose hosts are Kubernetes control-plane nodes: kubespray's
@@ -68,7 +70,14 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
     let mut passwords = Vec::new();
     let effective: Vec<BTreeMap<String, (Var, Layer)>> =
         m.hosts.iter().map(|h| m.effective(h)).collect();
-    let kinds: Vec<(Os, Kinds)> = effective.iter().map(|e| kind_of(e, &mut p)).collect();
+    let kinds: Vec<(Os, Kinds)> = effective
+        .iter()
+        .map(|e| {
+            let (os, mut k) = kind_of(e, &mut p);
+            k.https = k.winrm && https(e);
+            (os, k)
+        })
+        .collect();
     let kinds_of = |hosts: &[&AHost]| -> Kinds {
         let mut k = Kinds::default();
         for h in hosts {
@@ -77,6 +86,7 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
             k.winrm |= kinds[i].1.winrm;
             k.linux |= kinds[i].1.linux;
             k.windows |= kinds[i].1.windows;
+            k.https |= kinds[i].1.https;
         }
         k
     };
@@ -322,9 +332,18 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
             continue;
         }
         let in_groups = m.groups_of(&h.name);
+        // an http listener has no certificate to check
+        let no_cert = |k: &str| {
+            kind.winrm
+                && !kind.https
+                && matches!(
+                    k,
+                    "ansible_winrm_server_cert_validation" | "ansible_psrp_cert_validation"
+                )
+        };
         let unused: Vec<String> = eff
             .values()
-            .filter(|(v, _)| unused(v))
+            .filter(|(v, _)| unused(v) || no_cert(&v.key))
             .map(|(v, _)| format!("{} (line {})", v.key, v.pos.line))
             .collect();
         hosts.push(HostPlan {
@@ -362,10 +381,25 @@ pub(super) fn plan(m: &Model, base: &Path, resolve: bool) -> Result<Plan, FilePr
     if !p.0.is_empty() {
         return Err(p.0.into_values().collect());
     }
+    let mut ignored: Vec<String> = m
+        .groups
+        .iter()
+        .flat_map(|g| g.vars.iter().chain(&g.file_vars))
+        .chain(
+            m.hosts
+                .iter()
+                .flat_map(|h| h.vars.iter().chain(&h.file_vars)),
+        )
+        .filter(|v| v.key.starts_with("ansible_") && unused(v))
+        .map(|v| v.key.clone())
+        .collect();
+    ignored.sort();
+    ignored.dedup();
     Ok(Plan {
         defaults,
         groups,
         hosts,
         passwords,
+        ignored,
     })
 }

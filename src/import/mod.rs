@@ -22,7 +22,9 @@
 
 mod address;
 mod ini;
+mod known;
 mod map;
+mod pyshlex;
 mod setting;
 mod vars;
 mod varsfiles;
@@ -114,6 +116,9 @@ pub(super) struct Model {
     /// The files read: the inventory, then `group_vars/` and `host_vars/`
     /// files (`Var::file` indexes this).
     pub files: Vec<PathBuf>,
+    /// What Ansible reads with a warning (a YAML key given twice), in the
+    /// inventory.
+    pub warnings: Vec<Problem>,
 }
 
 impl Model {
@@ -374,6 +379,15 @@ pub fn ansible(input: &Path, out: Option<&Path>, resolve: bool) -> Result<Exit, 
         ini::read(&text)
     }
     .map_err(|p| refused(&files, tag(p)))?;
+    for w in &model.warnings {
+        crate::report::err_line(&format!(
+            "warning: {}:{}:{}: {}",
+            input.display(),
+            w.pos.line,
+            w.pos.column,
+            w.message
+        ));
+    }
     model.files = files;
     if model.hosts.is_empty() {
         let files = model.files.clone();

@@ -28,4 +28,6 @@ pub(super) struct Kinds {
     /// The hosts' OS: some are Linux, some are Windows.
     pub linux: bool,
     pub windows: bool,
+    /// Some are reached over WinRM on https (a listener with a certificate).
+    pub https: bool,
 }

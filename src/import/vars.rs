@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::known;
 use super::setting::{Kinds, Scalar, Setting};
 use super::{Layer, Val, Var, problem};
 use crate::inventory::{Os, Problem};
@@ -156,6 +157,8 @@ pub(super) fn kind_of(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problems) -
         winrm,
         linux: os == Os::Linux,
         windows: os == Os::Windows,
+        // map.rs: by winrm.rs's rules
+        https: false,
     };
     (os, kinds)
 }
@@ -283,7 +286,8 @@ pub(super) fn settings(
                     Some("validate") | None => {}
                     // kwinctl always checks the certificate: what Ansible
                     // skips becomes a pin for the operator to fill in
-                    Some("ignore") if kinds.winrm => put(
+                    // (an http listener has no certificate to pin)
+                    Some("ignore") if kinds.winrm && kinds.https => put(
                         &mut out,
                         "winrm.cert_sha256",
                         Scalar::Placeholder,
@@ -367,16 +371,11 @@ pub(super) fn settings(
                 p.refuse(v, "kwinctl uses the standard /wsman path", "remove it");
             }
             "ansible_winrm_path" | "ansible_psrp_path" => {}
-            "ansible_become" | "ansible_python_interpreter" | "ansible_pipelining"
-            | "ansible_ssh_pipelining" | "ansible_ssh_retries" | "ansible_timeout"
-            | "ansible_ssh_timeout" | "ansible_host_key_checking"
-            | "ansible_winrm_message_encryption" | "ansible_winrm_operation_timeout_sec"
-            | "ansible_winrm_read_timeout_sec" | "ansible_psrp_message_encryption"
-            | "ansible_psrp_operation_timeout" | "ansible_psrp_read_timeout"
-            | "ansible_winrm_kinit_mode" | "ansible_winrm_kinit_cmd" | "ansible_shell_executable" => {}
-            k if k.starts_with("ansible_") => p.refuse(
+            k if known::harmless(k) => {}
+            // read when connecting, and neither mapped nor known harmless
+            k if known::connection(k) => p.refuse(
                 v,
-                "kwinctl does not know this Ansible variable, so it cannot tell what it would change",
+                "kwinctl does not know this Ansible connection variable, so it cannot tell what it would change",
                 "remove it if it does not change how the host is reached, then import again",
             ),
             _ => {}
@@ -385,34 +384,16 @@ pub(super) fn settings(
     out
 }
 
-/// Whether `kwinctl import` leaves this variable aside (listed as not used).
+/// Whether `kwinctl import` leaves this variable aside (listed as not used):
+/// not Ansible's nor kwinctl's, an Ansible variable no connection reads, or
+/// a connection variable that changes nothing kwinctl does (known.rs).
 pub(super) fn unused(v: &Var) -> bool {
+    let k = v.key.as_str();
     // kubespray's `ip` is the node's address (map.rs)
-    !v.key.starts_with("ansible_") && !v.key.starts_with("kwinctl_") && v.key != "ip"
-        || matches!(
-            v.key.as_str(),
-            "ansible_become"
-                | "ansible_python_interpreter"
-                | "ansible_pipelining"
-                | "ansible_ssh_pipelining"
-                | "ansible_ssh_retries"
-                | "ansible_timeout"
-                | "ansible_ssh_timeout"
-                | "ansible_host_key_checking"
-                | "ansible_winrm_message_encryption"
-                | "ansible_winrm_operation_timeout_sec"
-                | "ansible_winrm_read_timeout_sec"
-                | "ansible_psrp_message_encryption"
-                | "ansible_psrp_operation_timeout"
-                | "ansible_psrp_read_timeout"
-                | "ansible_winrm_kinit_mode"
-                | "ansible_winrm_kinit_cmd"
-                | "ansible_shell_executable"
-                | "ansible_winrm_service"
-                | "ansible_psrp_negotiate_service"
-                | "ansible_winrm_kerberos_delegation"
-                | "ansible_psrp_negotiate_delegate"
-        )
+    if k.starts_with("kwinctl_") || k == "ip" {
+        return false;
+    }
+    !k.starts_with("ansible_") || known::not_connection(k) || known::harmless(k)
 }
 
 /// The connection plugin a host's `ansible_connection` names (`ssh` when

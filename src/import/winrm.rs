@@ -122,6 +122,14 @@ pub(super) fn winrm_truth(vars: &BTreeMap<String, (Var, Layer)>, p: &mut Problem
     ]
 }
 
+/// Whether Ansible reaches a `winrm` or `psrp` host over https (by
+/// `winrm_truth`'s rules).
+pub(super) fn https(vars: &BTreeMap<String, (Var, Layer)>) -> bool {
+    winrm_truth(vars, &mut Problems::default())
+        .iter()
+        .any(|s| s.key == "winrm.tls" && s.value == Scalar::Bool(true))
+}
+
 /// What Ansible does with Kerberos that kwinctl does not: refused, each
 /// with its fix (docs/research/kerberos.md). winrm.py runs `kinit` with the
 /// host's password when `ansible_winrm_kinit_mode` is `managed`, its

@@ -6,6 +6,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use super::known::HOST_KEY_CHECKING;
 use super::map::Plan;
 use super::setting::{Scalar, Setting};
 use crate::inventory::{Os, Role};
@@ -215,6 +216,30 @@ pub(super) fn next_steps(plan: &Plan, out: Option<&Path>) -> Vec<String> {
         v.push(format!(
             "export {var}=... (the WinRM password of {at}; not copied)"
         ));
+    }
+    // one note for the whole inventory, each variable named once
+    let (checking, aside): (Vec<&str>, Vec<&str>) = plan
+        .ignored
+        .iter()
+        .map(String::as_str)
+        .partition(|k| HOST_KEY_CHECKING.contains(k));
+    let mut parts = Vec::new();
+    if !aside.is_empty() {
+        parts.push(format!(
+            "left aside, as they do not change how kwinctl reaches a host (each host's comment \
+             in the inventory names the lines): {}",
+            aside.join(", ")
+        ));
+    }
+    if !checking.is_empty() {
+        parts.push(format!(
+            "{} not taken: kwinctl checks every SSH host key against its own known hosts, \
+             whatever Ansible was told (docs/ssh-trust.md)",
+            checking.join(", ")
+        ));
+    }
+    if !parts.is_empty() {
+        v.push(format!("note: {}", parts.join("; ")));
     }
     let pins = plan
         .groups

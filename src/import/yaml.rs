@@ -15,23 +15,113 @@ use crate::inventory::{Pairs, Pos, Problem};
 
 type Vars = Pairs<Spanned<String>, Spanned<serde_json::Value>>;
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default)]
 struct Group {
-    #[serde(default)]
     hosts: Option<Spanned<Either<Option<Vars>>>>,
-    #[serde(default)]
     vars: Option<Spanned<Vars>>,
-    #[serde(default)]
     children: Option<Spanned<Either<Option<Group>>>>,
     /// Only under `_meta` (`ansible-inventory --list`).
-    #[serde(default)]
     hostvars: Pairs<Spanned<String>, Vars>,
-    /// Only under `_meta`: ansible-core 2.19 says which output profile it
-    /// used (`inventory_legacy`).
-    #[serde(default)]
-    #[allow(dead_code)]
-    profile: Option<String>,
+    /// Keys given twice in this group (Ansible keeps the last).
+    dups: Vec<Dup>,
+}
+
+/// A key given twice in one mapping: its name, where it was first and
+/// where it was last.
+#[derive(Debug, Clone)]
+struct Dup {
+    key: String,
+    first: Pos,
+    last: Pos,
+}
+
+const GROUP_KEYS: &[&str] = &["hosts", "vars", "children", "hostvars", "profile"];
+
+/// A group's keys as Ansible's YAML loader takes them: a key given twice
+/// keeps its last value (the parser hands every entry over:
+/// `DuplicateKeyPolicy::PassThrough`); `profile` is ansible-core 2.19's
+/// `_meta.profile` (`inventory_legacy`), not used.
+impl<'de> Deserialize<'de> for Group {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Group;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a group: a mapping of hosts, vars and children")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Group, A::Error> {
+                let mut g = Group::default();
+                let mut seen: Vec<(String, Pos)> = Vec::new();
+                while let Some(k) = m.next_key::<Spanned<String>>()? {
+                    let at = pos(&k);
+                    match seen.iter_mut().find(|(n, _)| *n == k.value) {
+                        Some((_, first)) => {
+                            g.dups.push(Dup {
+                                key: k.value.clone(),
+                                first: *first,
+                                last: at,
+                            });
+                            *first = at;
+                        }
+                        None => seen.push((k.value.clone(), at)),
+                    }
+                    // a value replaced keeps its own duplicates said
+                    match k.value.as_str() {
+                        "hosts" => {
+                            if let Some(mut old) = std::mem::replace(&mut g.hosts, m.next_value()?)
+                            {
+                                dedupe_hosts(&mut old.value, &mut g.dups);
+                            }
+                        }
+                        "vars" => {
+                            if let Some(mut old) = std::mem::replace(&mut g.vars, m.next_value()?) {
+                                last_wins(&mut old.value.0, &mut g.dups);
+                            }
+                        }
+                        "children" => {
+                            if let Some(mut old) =
+                                std::mem::replace(&mut g.children, m.next_value()?)
+                            {
+                                dedupe_children(&mut old.value, &mut g.dups);
+                            }
+                        }
+                        "hostvars" => g.hostvars = m.next_value::<Option<_>>()?.unwrap_or_default(),
+                        "profile" => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                        other => {
+                            return Err(serde::de::Error::unknown_field(other, GROUP_KEYS));
+                        }
+                    }
+                }
+                Ok(g)
+            }
+            fn visit_unit<E>(self) -> Result<Group, E> {
+                Ok(Group::default())
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Keep the last value of a key given twice, in the place of the first
+/// (a Python dict's assignment), and say so.
+fn last_wins<V>(entries: &mut Vec<(Spanned<String>, V)>, dups: &mut Vec<Dup>) {
+    let mut out: Vec<(Spanned<String>, V)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries.drain(..) {
+        match out.iter_mut().find(|(o, _)| o.value == k.value) {
+            Some(slot) => {
+                dups.push(Dup {
+                    key: k.value.clone(),
+                    first: pos(&slot.0),
+                    last: pos(&k),
+                });
+                *slot = (k, v);
+            }
+            None => out.push((k, v)),
+        }
+    }
+    *entries = out;
 }
 
 /// A mapping of names to `T`, or a list of names (`T` left out).
@@ -185,8 +275,51 @@ fn group(m: &mut Model, name: &Spanned<String>, g: &Group) -> Vec<Problem> {
     problems
 }
 
+/// Every mapping of a group with its duplicate keys resolved as Ansible
+/// resolves them (the last value), each duplicate collected, also those
+/// inside a value that a later one replaces (Ansible's loader builds, and
+/// warns about, every value before it keeps the last).
+fn dedupe(g: &mut Group, dups: &mut Vec<Dup>) {
+    dups.append(&mut g.dups);
+    if let Some(v) = &mut g.vars {
+        last_wins(&mut v.value.0, dups);
+    }
+    if let Some(h) = &mut g.hosts {
+        dedupe_hosts(&mut h.value, dups);
+    }
+    if let Some(c) = &mut g.children {
+        dedupe_children(&mut c.value, dups);
+    }
+    last_wins(&mut g.hostvars.0, dups);
+    for (_, hv) in &mut g.hostvars.0 {
+        last_wins(&mut hv.0, dups);
+    }
+}
+
+fn dedupe_hosts(h: &mut Either<Option<Vars>>, dups: &mut Vec<Dup>) {
+    for (_, hv) in &mut h.0 {
+        if let Some(Some(hv)) = hv {
+            last_wins(&mut hv.0, dups);
+        }
+    }
+    last_wins(&mut h.0, dups);
+}
+
+fn dedupe_children(c: &mut Either<Option<Group>>, dups: &mut Vec<Dup>) {
+    for (_, body) in &mut c.0 {
+        if let Some(Some(body)) = body {
+            dedupe(body, dups);
+        }
+    }
+    last_wins(&mut c.0, dups);
+}
+
 pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
-    let top: Pairs<Spanned<String>, Option<Group>> = serde_saphyr::from_str(text).map_err(|e| {
+    let mut options = serde_saphyr::Options::default();
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    let parsed: Result<Pairs<Spanned<String>, Option<Group>>, _> =
+        serde_saphyr::from_str_with_options(text, options);
+    let mut top = parsed.map_err(|e| {
         let at = e
             .location()
             .map(|l| Pos {
@@ -203,7 +336,26 @@ pub(super) fn read(text: &str) -> Result<Model, Vec<Problem>> {
              JSON is what `ansible-inventory -i INV --list` prints",
         )]
     })?;
+    let mut dups = Vec::new();
+    for (_, g) in &mut top.0 {
+        if let Some(g) = g {
+            dedupe(g, &mut dups);
+        }
+    }
+    last_wins(&mut top.0, &mut dups);
     let mut m = Model::default();
+    dups.sort_by_key(|d| (d.last.line, d.last.column));
+    for d in dups {
+        m.warnings.push(problem(
+            d.last,
+            format!(
+                "the key {:?} is given twice in one mapping, at lines {} and {}: Ansible takes \
+                 the last (line {}) and ignores the one at line {}",
+                d.key, d.first.line, d.last.line, d.last.line, d.first.line
+            ),
+            "remove one of them",
+        ));
+    }
     let mut problems = Vec::new();
     for (name, g) in &top.0 {
         let Some(g) = g else {
@@ -336,6 +488,39 @@ all:
                 ("198.18.0.1", &Val::Text("2022".into())),
                 ("198.18.0.3", &Val::Text("2022".into()))
             ]
+        );
+    }
+
+    #[test]
+    fn a_key_given_twice_keeps_the_last_value_in_the_first_place() {
+        let m = read(
+            "\
+all:
+  hosts:
+    a: { ansible_port: 1 }
+    b:
+    a: { ansible_port: 2, ansible_port: 3 }
+  hosts:
+    c:
+    a:
+",
+        )
+        .unwrap();
+        // the second `hosts:` replaces the first: b is not Ansible's
+        let names: Vec<&str> = m.hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["c", "a"]);
+        let a = m.hosts.iter().find(|h| h.name == "a").unwrap();
+        assert!(a.vars.is_empty(), "{:?}", a.vars);
+        let lines: Vec<(usize, usize)> = m
+            .warnings
+            .iter()
+            .map(|w| (w.pos.line, w.pos.column))
+            .collect();
+        assert_eq!(lines, [(5, 5), (5, 27), (6, 3)], "{:?}", m.warnings);
+        assert!(
+            m.warnings[0]
+                .message
+                .contains("\"a\" is given twice in one mapping, at lines 3 and 5")
         );
     }
 

@@ -14,8 +14,13 @@
 //! tests/ansible/corpus/KNOWN (which the test also keeps honest: a case
 //! listed there that agrees fails the test until it is taken off). Each
 //! case is imported twice: from its file, and from the JSON `--list`
-//! printed for it. `KWINCTL_CORPUS_CASE=NAME` runs one case; run with
-//! `--nocapture` to see the counts.
+//! printed for it. A case's `EXPECT` file holds it to more: `agree` (the
+//! import must accept it and agree: a refusal fails), or `ansible-refuses`
+//! (an inventory `ansible-inventory` itself refuses: the import must refuse
+//! it too, with a position). Where Ansible warns that a YAML key is given
+//! twice, the import must warn about the same key.
+//! `KWINCTL_CORPUS_CASE=NAME` runs one case; run with `--nocapture` to see
+//! the counts.
 
 use crate::common;
 
@@ -62,8 +67,9 @@ fn inventory_of(case: &Path) -> PathBuf {
     found.pop().unwrap()
 }
 
-/// What `ansible-inventory --list` prints for a case.
-fn oracle(case: &Path, inv: &Path, scratch: &Path) -> Value {
+/// What `ansible-inventory --list` prints for a case (its JSON and its
+/// stderr), or, when it fails, its output.
+fn oracle(case: &Path, inv: &Path, scratch: &Path) -> Result<(Value, String), String> {
     let mut cmd = Command::new(ansible_inventory());
     cmd.arg("-i").arg(inv).arg("--list");
     let vault = case.join("vault-password");
@@ -79,13 +85,49 @@ fn oracle(case: &Path, inv: &Path, scratch: &Path) -> Value {
         .env("ANSIBLE_NOCOLOR", "1")
         .env("ANSIBLE_FORCE_COLOR", "0");
     let o = common::run_bounded(cmd, Duration::from_secs(120));
-    assert!(
-        o.status.success(),
-        "{}: ansible-inventory failed (a corpus case must be one Ansible reads)\n{}",
-        case.display(),
-        common::text(&o)
-    );
-    serde_json::from_slice(&o.stdout).expect("ansible-inventory JSON")
+    if !o.status.success() {
+        return Err(common::text(&o));
+    }
+    let list = serde_json::from_slice(&o.stdout).expect("ansible-inventory JSON");
+    Ok((list, String::from_utf8_lossy(&o.stderr).into_owned()))
+}
+
+/// What a case's EXPECT file asks for.
+#[derive(PartialEq)]
+enum Expect {
+    /// Agree or be refused with a position.
+    Either,
+    Agree,
+    AnsibleRefuses,
+}
+
+fn expect_of(case: &Path) -> Expect {
+    let e = std::fs::read_to_string(case.join("EXPECT")).unwrap_or_default();
+    match e.split_whitespace().next() {
+        None => Expect::Either,
+        Some("agree") => Expect::Agree,
+        Some("ansible-refuses") => Expect::AnsibleRefuses,
+        Some(o) => panic!("{}: EXPECT {o:?}: agree or ansible-refuses", case.display()),
+    }
+}
+
+/// What Ansible's YAML loader warned was given twice, each as the warning
+/// kwinctl must give: `FILE:LINE:COLUMN: the key "KEY" is given twice`
+/// (ansible-core 2.19: "Found duplicate mapping key 'KEY'." then
+/// "Origin: FILE:LINE:COLUMN", the later key's position).
+fn duplicate_keys_warned(stderr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in stderr.split("Found duplicate mapping key '").skip(1) {
+        let Some((key, rest)) = part.split_once("'.") else {
+            continue;
+        };
+        let origin = rest
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Origin: "))
+            .unwrap_or("");
+        out.push(format!("{origin}: the key {key:?} is given twice"));
+    }
+    out
 }
 
 /// A variable as text, as Ansible would hand it to a connection plugin.
@@ -379,7 +421,7 @@ fn positioned(stderr: &str, case: &Path) -> Result<usize, String> {
     let mut n = 0;
     for line in stderr.lines() {
         let line = line.strip_prefix("error: ").unwrap_or(line);
-        if line.starts_with("    ") || line.trim().is_empty() {
+        if line.starts_with("    ") || line.trim().is_empty() || line.starts_with("warning: ") {
             continue;
         }
         let c = case.display().to_string();
@@ -406,12 +448,52 @@ fn positioned(stderr: &str, case: &Path) -> Result<usize, String> {
 fn run_case(case: &Path) -> Outcome {
     let inv = inventory_of(case);
     let scratch = tempfile::tempdir().unwrap();
-    let list = oracle(case, &inv, scratch.path());
+    let expect = expect_of(case);
+    let (list, warned) = match oracle(case, &inv, scratch.path()) {
+        Ok(l) if expect == Expect::AnsibleRefuses => {
+            return Outcome::Differs(vec![format!(
+                "EXPECT says ansible-inventory refuses it, and it read it: {}",
+                l.0
+            )]);
+        }
+        Ok(l) => l,
+        Err(e) if expect == Expect::AnsibleRefuses => {
+            let hosts = BTreeMap::new();
+            return match import_and_compare(&inv, case, &hosts, scratch.path(), "kwinctl.yaml") {
+                (Outcome::Refused(_), _) => Outcome::Refused(0),
+                (Outcome::Differs(d), _) => Outcome::Differs(d),
+                (Outcome::Agree(_), _) => Outcome::Differs(vec![format!(
+                    "ansible-inventory refuses it and the import accepted it:\n{e}"
+                )]),
+            };
+        }
+        Err(e) => panic!(
+            "{}: ansible-inventory failed (a corpus case must be one Ansible reads, \
+             or say EXPECT ansible-refuses)\n{e}",
+            case.display()
+        ),
+    };
     let hosts = ansible_hosts(&list);
-    let file = import_and_compare(&inv, case, &hosts, scratch.path(), "kwinctl.yaml");
+    let (file, said) = import_and_compare(&inv, case, &hosts, scratch.path(), "kwinctl.yaml");
+    let mut missing: Vec<String> = duplicate_keys_warned(&warned)
+        .into_iter()
+        .filter(|w| !said.contains(&format!("warning: {w}")))
+        .map(|w| format!("Ansible warns {w}, and the import did not:\n{said}"))
+        .collect();
+    let file = match (file, expect) {
+        (Outcome::Refused(_), Expect::Agree) => Outcome::Differs(vec![format!(
+            "EXPECT agree, and the import refused it:\n{said}"
+        )]),
+        (Outcome::Differs(mut d), _) => {
+            d.append(&mut missing);
+            Outcome::Differs(d)
+        }
+        (_, _) if !missing.is_empty() => Outcome::Differs(missing),
+        (f, _) => f,
+    };
     let json = scratch.path().join("list.json");
     std::fs::write(&json, serde_json::to_string_pretty(&list).unwrap()).unwrap();
-    let via_list = import_and_compare(
+    let (via_list, _) = import_and_compare(
         &json,
         scratch.path(),
         &hosts,
@@ -432,13 +514,27 @@ fn run_case(case: &Path) -> Outcome {
 }
 
 /// Import `inv` and compare every host with Ansible's answer; a refusal
-/// must name a file under `files` for every problem.
+/// must name a file under `files` for every problem. Also the import's
+/// stderr.
 fn import_and_compare(
     inv: &Path,
     files: &Path,
     hosts: &BTreeMap<String, (serde_json::Map<String, Value>, BTreeSet<String>)>,
     scratch: &Path,
     out_name: &str,
+) -> (Outcome, String) {
+    let mut said = String::new();
+    let outcome = compare(inv, files, hosts, scratch, out_name, &mut said);
+    (outcome, said)
+}
+
+fn compare(
+    inv: &Path,
+    files: &Path,
+    hosts: &BTreeMap<String, (serde_json::Map<String, Value>, BTreeSet<String>)>,
+    scratch: &Path,
+    out_name: &str,
+    said: &mut String,
 ) -> Outcome {
     let out = scratch.join(out_name);
     let mut cmd = Command::new(common::bin());
@@ -450,6 +546,7 @@ fn import_and_compare(
         .env("HOME", scratch);
     let o = common::run_bounded(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    said.push_str(&stderr);
     if o.status.code() == Some(2) && !out.exists() {
         return match positioned(&stderr, files) {
             Ok(_) => Outcome::Refused(hosts.len()),

@@ -370,3 +370,153 @@ fn kerberos_maps_and_what_ansible_does_beyond_it_is_refused() {
         format!("{f}:7:1: ansible_password ([win:vars]): with Kerberos, Ansible's psrp connection");
     assert!(err.contains(&want), "want {want} in:\n{err}");
 }
+
+/// Ansible variables no connection reads (`ansible_uuid`, every
+/// `ansible_*_interpreter`, facts) and Ansible's host key checking switch
+/// are left aside with ONE note naming each once, however many hosts and
+/// groups set them; kwinctl's own host key checking is not weakened, and a
+/// connection variable it cannot map is still refused.
+#[test]
+fn variables_no_connection_reads_are_left_aside_with_one_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[linux]\n\
+         l1 ansible_host=198.18.0.5 ansible_uuid=4c4c4544 ansible_ruby_interpreter=/usr/bin/ruby\n\
+         l2 ansible_host=198.18.0.6 ansible_uuid=5d5d ansible_ruby_interpreter=/usr/bin/ruby\n\
+         l3 ansible_host=198.18.0.7 ansible_distribution=Debian ansible_default_ipv4=\"{'address': '198.18.0.7'}\"\n\
+         [linux:vars]\nansible_ssh_host_key_checking=False\nansible_python_interpreter=/usr/bin/python3\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    let notes: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("note: left aside"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{said}");
+    for k in [
+        "ansible_default_ipv4",
+        "ansible_distribution",
+        "ansible_python_interpreter",
+        "ansible_ruby_interpreter",
+        "ansible_ssh_host_key_checking",
+        "ansible_uuid",
+    ] {
+        assert_eq!(notes[0].matches(k).count(), 1, "{k} once: {}", notes[0]);
+    }
+    assert!(
+        notes[0].contains(
+            "; ansible_ssh_host_key_checking not taken: kwinctl checks every SSH host key against its own known hosts"
+        ),
+        "{}",
+        notes[0]
+    );
+    let s = std::fs::read_to_string(&inv).unwrap();
+    assert!(
+        !s.contains("host_key") || s.contains("# not used by kwinctl"),
+        "{s}"
+    );
+    fill(&inv);
+    let v = check_json(&inv);
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 3, "{v}");
+
+    // what does change connecting is still refused, where it is written
+    write(
+        &src,
+        "[linux]\nl1 ansible_host=198.18.0.5 ansible_uuid=1 ansible_ssh_extra_args=-oProxyJump=j\n\
+         [win]\nw1 ansible_host=198.18.0.6 ansible_connection=winrm ansible_winrm_proxy=http://p:3128\n",
+    );
+    let err = refused(&[src.to_str().unwrap()]);
+    let f = src.display();
+    for want in [
+        format!("{f}:2:43: ansible_ssh_extra_args"),
+        format!("{f}:4:53: ansible_winrm_proxy (host line of [win]): kwinctl does not know"),
+    ] {
+        assert!(err.contains(&want), "want {want} in:\n{err}");
+    }
+    assert!(!err.contains("ansible_uuid"), "{err}");
+}
+
+/// A key given twice in one YAML mapping (a host, a group, a variable)
+/// keeps its last value, as Ansible's loader does, with a warning naming
+/// both lines at the later one (where Ansible's warning points).
+#[test]
+fn a_duplicate_yaml_key_takes_the_last_value_with_a_warning_naming_both_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts.yaml");
+    write(
+        &src,
+        "all:\n  children:\n    web:\n      hosts:\n        w1:\n          ansible_host: 198.18.0.5\n          \
+         ansible_user: first\n        w1:\n          ansible_host: 198.18.0.6\n          ansible_port: 22\n          \
+         ansible_port: 2222\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    let f = src.display();
+    for want in [
+        format!(
+            "warning: {f}:8:9: the key \"w1\" is given twice in one mapping, at lines 5 and 8: Ansible \
+             takes the last (line 8) and ignores the one at line 5"
+        ),
+        format!(
+            "warning: {f}:11:11: the key \"ansible_port\" is given twice in one mapping, at lines 10 and 11"
+        ),
+    ] {
+        assert!(said.contains(&want), "want {want} in:\n{said}");
+    }
+    let s = std::fs::read_to_string(&inv).unwrap();
+    let w1 = s.split("- name: w1").nth(1).unwrap();
+    assert!(w1.contains("address: 198.18.0.6"), "{w1}");
+    assert!(w1.contains("port: 2222  # ansible_port, line 11"), "{w1}");
+    assert!(
+        !w1.contains("first"),
+        "the first w1's user is Ansible's no more: {w1}"
+    );
+}
+
+/// A WinRM listener over plain http has no certificate: Ansible's
+/// `..._cert_validation=ignore` there asks for no pin, and the import
+/// gives no pinning advice (it lists the variable as not used).
+#[test]
+fn an_http_listener_gets_no_certificate_pin_to_fill_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hosts");
+    write(
+        &src,
+        "[win]\nw1 ansible_host=198.18.0.5\nw2 ansible_host=198.18.0.6 ansible_port=5986\n\
+         [win:vars]\nansible_connection=winrm\nansible_port=5985\nansible_winrm_transport=ntlm\n\
+         ansible_winrm_server_cert_validation=ignore\nansible_user=Administrator\n",
+    );
+    let (inv, said) = import(src.to_str().unwrap(), dir.path());
+    let s = std::fs::read_to_string(&inv).unwrap();
+    let w1 = s
+        .split("- name: w1")
+        .nth(1)
+        .unwrap()
+        .split("- name:")
+        .next()
+        .unwrap();
+    assert!(!w1.contains("cert_sha256"), "{w1}");
+    assert!(
+        w1.contains("# not used by kwinctl: ansible_winrm_server_cert_validation (line 8)"),
+        "{w1}"
+    );
+    // w2's https listener does have a certificate to pin (the group's line)
+    assert!(s.contains("# cert_sha256: FILL-IN"), "{s}");
+    assert!(said.contains("pin the WinRM certificates"), "{said}");
+    // with http alone, no advice at all
+    write(
+        &src,
+        &std::fs::read_to_string(&src)
+            .unwrap()
+            .replace(" ansible_port=5986", ""),
+    );
+    let dir2 = tempfile::tempdir().unwrap();
+    let (inv, said) = import(src.to_str().unwrap(), dir2.path());
+    let s = std::fs::read_to_string(&inv).unwrap();
+    assert!(
+        !s.contains("cert_sha256") && !said.contains("pin"),
+        "{s}\n{said}"
+    );
+    fill(&inv);
+    check_json(&inv);
+}
