@@ -9,6 +9,7 @@ import re
 import tarfile
 import uuid
 
+from .. import images, pods
 from ..files import fetched, record_file
 from ..hns import (
     CONTAINERD_PIPE,
@@ -172,7 +173,9 @@ def act_pull_sandbox(d, h):
     if builds is None:
         raise ActionError('ctr: failed to resolve reference "%s": %s: not found (winsim knows no such image; '
                           'the state knob image_builds declares one)' % (h["image"], h["image"]))
-    if build_no(d) not in builds:
+    # ctr's matcher is containerd/platforms' (winsim/images.py)
+    table = images.containerd_has_table(pods.containerd_release(d))
+    if images.pick(build_no(d), builds, table) is None:
         raise ActionError("ctr: no match for platform in manifest: not found")
     slow(d, "pull_sandbox")
     ref = norm_image(h["image"])
