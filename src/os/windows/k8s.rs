@@ -8,9 +8,8 @@
 //! Both profiles (transparent, l2bridge) share the table: a row names the
 //! profiles it belongs to (none: all), and everything here works per row.
 
-use std::sync::LazyLock;
-
 use serde::Deserialize;
+use std::sync::LazyLock;
 
 use crate::inventory::{ContainerdVersion, Inventory, KubeVersion, Minor, Os, Problem};
 
@@ -51,6 +50,7 @@ pub enum When {
     NoKubeconfig,
     /// The binary runs as a native service (it has `--windows-service`).
     Native,
+    Taints, // the inventory gives the node taints (`windows.taints`)
 }
 
 /// What kwinctl does in a release outside a row's range.
@@ -258,6 +258,7 @@ pub struct Values<'a> {
     pub cluster_dns: &'a str,
     /// The cluster's DNS domain (`cluster.dns_domain`).
     pub cluster_domain: &'a str,
+    pub taints: &'a str, // comma-separated (`windows.taints`; empty: none)
 }
 
 impl Values<'_> {
@@ -274,6 +275,7 @@ impl Values<'_> {
             .replace("{log_file}", self.log_file)
             .replace("{cluster_dns}", self.cluster_dns)
             .replace("{cluster_domain}", self.cluster_domain)
+            .replace("{taints}", self.taints)
     }
 }
 
@@ -286,12 +288,13 @@ pub struct Invocation {
     pub hosting: Hosting,
 }
 
-fn applies(w: When, kubeconfig: bool, hosting: Hosting) -> bool {
+fn applies(w: When, kubeconfig: bool, taints: bool, hosting: Hosting) -> bool {
     match w {
         When::Always => true,
         When::Kubeconfig => kubeconfig,
         When::NoKubeconfig => !kubeconfig,
         When::Native => hosting == Hosting::Service,
+        When::Taints => taints,
     }
 }
 
@@ -304,8 +307,9 @@ pub fn invocation(c: Component, m: Minor, p: Profile, v: &Values) -> Result<Invo
         env: Vec::new(),
         hosting,
     };
+    let taints = !v.taints.is_empty();
     for r in rows(c, p) {
-        if !applies(r.when, v.kubeconfig.is_some(), hosting) {
+        if !applies(r.when, v.kubeconfig.is_some(), taints, hosting) {
             continue;
         }
         if !r.exists_in(m) {
@@ -376,7 +380,7 @@ pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     for c in [Component::Kubelet, Component::KubeProxy] {
         let hosting = hosting(c, m);
         for r in rows(c, p) {
-            if applies(r.when, kubeconfig, hosting)
+            if applies(r.when, kubeconfig, false, hosting)
                 && r.missing == Missing::Refuse
                 && !r.exists_in(m)
             {
@@ -491,7 +495,6 @@ pub use check::{
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 
 #[cfg(test)]
-mod tests;
-
-#[cfg(test)]
 mod l2_tests;
+#[cfg(test)]
+mod tests;

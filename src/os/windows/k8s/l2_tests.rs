@@ -24,6 +24,7 @@ fn values() -> Values<'static> {
         log_file: "",
         cluster_dns: "10.96.0.10",
         cluster_domain: "cluster.local",
+        taints: "",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
         host_endpoint: "cbr0_ep",
