@@ -101,6 +101,19 @@ pub struct BuildRow {
     pub until_source: String,
     #[serde(default)]
     pub until_reason: Option<String>,
+    /// The releases Kubernetes' docs list the build for, when narrower.
+    #[serde(default)]
+    pub documented: Option<Documented>,
+}
+
+/// Where Kubernetes' own support list for a build ends (a note, not a gate).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Documented {
+    pub since: String,
+    pub until: Option<String>,
+    pub source: String,
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -411,84 +424,13 @@ pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     })
 }
 
-/// Why a host of Windows `build` cannot run release `m`, if it cannot.
-pub fn build_refusal(m: Minor, p: Profile, build: u32) -> Option<String> {
-    let builds = || {
-        TABLE
-            .windows_builds
-            .iter()
-            .filter(move |b| in_profile(&b.profiles, p))
-    };
-    let mut known: Vec<String> = builds()
-        .map(|b| format!("{} ({})", b.name, b.build))
-        .collect();
-    known.dedup();
-    let Some(b) = builds().find(|b| b.build == build) else {
-        return Some(format!(
-            "Windows build {build} is not in kwinctl's table for the {} profile, which covers {}",
-            p.name(),
-            known.join(", ")
-        ));
-    };
-    if covers(&b.since, b.until.as_deref(), m) {
-        return None;
-    }
-    let why = if m < minor(&b.since) {
-        b.since_reason.clone()
-    } else {
-        b.until_reason.clone()
-    };
-    let fits: Vec<String> = builds()
-        .filter(|o| covers(&o.since, o.until.as_deref(), m))
-        .map(|o| format!("{} ({})", o.name, o.build))
-        .collect();
-    Some(format!(
-        "{} (build {build}) cannot run Kubernetes {m}: {}{}",
-        b.name,
-        why.unwrap_or_else(|| "outside the releases kwinctl's table gives it".into()),
-        if fits.is_empty() {
-            String::new()
-        } else {
-            format!("; Kubernetes {m} runs on {}", fits.join(", "))
-        }
-    ))
-}
-
-/// kwinctl's default pause image for release `m` on Windows `build`.
-pub fn default_pause(m: Minor, build: u32) -> Option<&'static str> {
-    TABLE
-        .pause_images
-        .iter()
-        .find(|p| {
-            p.default_for.builds.contains(&build)
-                && covers(&p.default_for.since, p.default_for.until.as_deref(), m)
-        })
-        .map(|p| p.image.as_str())
-}
-
-/// The Windows builds a known pause image has an image for.
-pub fn pause_builds(image: &str) -> Option<&'static [u32]> {
-    let norm = super::facts::normalise_image;
-    TABLE
-        .pause_images
-        .iter()
-        .find(|p| norm(&p.image) == norm(image))
-        .map(|p| p.builds.as_slice())
-}
-
-/// The Windows build kwinctl assumes for `render` (a fresh host of the first
-/// build that runs `m`).
-pub fn fresh_build(m: Minor, p: Profile) -> u32 {
-    TABLE
-        .windows_builds
-        .iter()
-        .find(|b| in_profile(&b.profiles, p) && covers(&b.since, b.until.as_deref(), m))
-        .map(|b| b.build)
-        .unwrap_or(TABLE.windows_builds[0].build)
-}
-
+mod builds;
 mod check;
 mod logs;
+pub use builds::{
+    build_note, build_refusal, containerd_has_table, default_pause, fresh_build, image_runs,
+    pause_builds,
+};
 pub use check::{
     containerd_refusal, identity_note, inventory_problems, newest_containerd, profile_words,
 };
