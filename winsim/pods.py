@@ -23,8 +23,9 @@ longer matches its text is read as unknown.
 
 import ipaddress
 import json
+import re
 
-from . import k8sbin
+from . import images, k8sbin
 
 TEXT_KEY = "placed_text"
 TEXT_MAX = 65536
@@ -46,12 +47,6 @@ CNI_EXTENSIONS = (".conf", ".conflist", ".json")
 PLUGIN_IP_FROM = (1, 11)
 # dockershim was removed in 1.24 (the kubelet needs a CRI endpoint then)
 DOCKERSHIM_UNTIL = (1, 23)
-WIN_BUILDS = {"ltsc2016": 14393, "sac2016": 14393, "1607": 14393, "1809": 17763, "ltsc2019": 17763,
-              "ltsc2022": 20348, "ltsc2025": 26100}
-LINUX_ONLY = ("busybox", "alpine", "nginx", "debian", "ubuntu", "centos", "fedora", "redis")
-# registry.k8s.io/e2e-test-images/agnhost: a manifest list with Linux and
-# Windows (1809, ltsc2022, ltsc2025) entries (B: the 2025 entry's tag)
-MULTI_OS = {"agnhost": (17763, 20348, 26100)}
 
 
 # ------------------------------------------------------------------ files
@@ -157,22 +152,14 @@ def kubelet_of(d):
     return k
 
 
-def pod_dns(k, namespace, policy, why):
+def pod_dns(d, k, namespace, policy, why):
     """GetPodDNS (pkg/kubelet/network/dns/dns.go): the DNS config the
     kubelet hands the runtime, and the events it records."""
     resolv = k.flag("--resolv-conf")
     cluster_dns = [x for x in (k.flag("--cluster-dns") or "").split(",") if x]
     domain = k.flag("--cluster-domain") or ""
     events = []
-    if resolv is None:
-        # the flag's default, /etc/resolv.conf: on Windows the host's DNS
-        # comes from the adapters instead (dns_windows.go, newer releases): B
-        host = {"servers": [], "searches": [], "options": []}
-        why.append("kubelet: no --resolv-conf: the host's own DNS settings are the base (B)")
-    else:
-        host = {"servers": [], "searches": [], "options": []}
-        if resolv:
-            why.append("kubelet: --resolv-conf=%s is not a file winsim models; read as empty (B)" % resolv)
+    host = host_dns_config(d, k, resolv, why)
     if policy == "None":
         why.append("GetPodDNS: dnsPolicy None: empty DNS settings (dns.go podDNSNone)")
         return {"servers": [], "searches": [], "options": []}, events
@@ -192,8 +179,8 @@ def pod_dns(k, namespace, policy, why):
                    "Default (dns.go)")
     elif policy != "Default":
         why.append("GetPodDNS: invalid dnsPolicy %s: ClusterFirst (dns.go getPodDNSType)" % policy)
-        return pod_dns(k, namespace, "ClusterFirst", why)
-    cfg = dict(host)
+        return pod_dns(d, k, namespace, "ClusterFirst", why)
+    cfg = {key: list(v) for key, v in host.items()}
     if resolv == "":
         cfg = {"servers": ["127.0.0.1"], "searches": ["."], "options": list(host["options"])}
         why.append('GetPodDNS: Default with --resolv-conf="": nameserver 127.0.0.1, search "." (dns.go: '
@@ -201,6 +188,54 @@ def pod_dns(k, namespace, policy, why):
     else:
         why.append("GetPodDNS: Default: the host's DNS settings")
     return cfg, events
+
+
+# the kubelet's default --resolv-conf (kubelet config v1beta1 resolvConf)
+RESOLV_CONF_DEFAULT = "/etc/resolv.conf"
+# the release from which dns_windows.go reads "Host" and names the values
+# it accepts (kubernetes PR #110566; the release: B)
+RESOLV_HOST_FROM = (1, 26)
+
+
+def host_dns_config(d, k, resolv, why):
+    """getHostDNSConfig on Windows (pkg/kubelet/network/dns/dns_windows.go):
+    "" = no host DNS; "Host" = the adapters' DNS servers and the suffix
+    search list; a path = a resolv.conf-like file, which must exist.
+    Anything else fails GetPodDNS, so no pod gets a sandbox."""
+    if resolv is None:
+        resolv = RESOLV_CONF_DEFAULT
+        why.append("kubelet: no --resolv-conf: its default %s" % RESOLV_CONF_DEFAULT)
+    if resolv == "":
+        return {"servers": [], "searches": [], "options": []}
+    v = k.release or (1, 0)
+    if resolv == "Host" and v >= RESOLV_HOST_FROM:
+        why.append('kubelet: --resolv-conf=Host: the host adapters\' DNS servers %s and suffix search list %s '
+                   '(dns_windows.go)' % (d.get("host_dns", []), d.get("host_dns_search", [])))
+        return {"servers": list(d.get("host_dns", [])), "searches": list(d.get("host_dns_search", [])),
+                "options": []}
+    path = resolv.replace("/", "\\")
+    if path.startswith("\\") and not path.startswith("\\\\"):
+        path = "C:" + path  # a rooted path is on the system drive
+    text = text_of(d, path)
+    if text is not None:
+        cfg = {"servers": [], "searches": [], "options": []}
+        for line in text.splitlines():
+            w = line.split()
+            if w and w[0] == "nameserver" and len(w) > 1:
+                cfg["servers"].append(w[1])
+            elif w and w[0] in ("search", "domain"):
+                cfg["searches"] = w[1:]
+            elif w and w[0] == "options":
+                cfg["options"] = w[1:]
+        why.append("kubelet: --resolv-conf=%s: read as resolv.conf (dns_windows.go)" % resolv)
+        return cfg
+    if v >= RESOLV_HOST_FROM:
+        err = ('Unexpected resolver config value: "%s". Expected "", "Host", or a path to an existing '
+               'resolv.conf file.' % resolv)
+    else:
+        err = "open %s: The system cannot find the path specified." % resolv
+    why.append("kubelet: GetPodDNS fails: %s (no sandbox for any pod)" % err)
+    raise PodError("Pending", "Failed to create pod sandbox: %s" % err)
 
 
 def dedupe(xs):
@@ -215,31 +250,41 @@ def dedupe(xs):
 
 
 def image_builds(d, image):
-    """The Windows builds an image runs on (process isolation), [] for a
-    Linux-only image, None when unknown (taken as the host's)."""
+    """The Windows builds an image has entries for, [] for a Linux-only
+    image, None when unknown (taken as the host's)."""
     knob = d.get("image_builds", {})
     if image in knob:
         return [int(str(b).split(".")[-1]) for b in knob[image]]
-    name = image.rsplit("/", 1)[-1]
-    repo, _, tag = name.partition(":")
-    if repo in MULTI_OS:
-        return list(MULTI_OS[repo])
-    if repo in LINUX_ONLY:
-        return []
-    for key, build in WIN_BUILDS.items():
-        if key in tag:
-            return [build]
-    return None
+    return images.image_builds(image)
 
 
-def image_refused(d, image, runtime):
-    """containerd/Docker refuse an image without an entry for the host's
-    build (process isolation needs the same build: docs/research/kubernetes-website.md#w1)."""
+def containerd_release(d):
+    """containerd's release from its binary's version line
+    ("containerd github.com/containerd/containerd v1.7.20 ..."), or None."""
+    s = d.get("services", {}).get("containerd")
+    argv = k8sbin.split_command_line(s["binpath"]) if s else []
+    line = d.get("file_versions", {}).get(file_key(d, argv[0]) or "", None) if argv else None
+    m = re.search(r" v(\d+)\.(\d+)\.(\d+)", line or "")
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def image_refused(d, image, runtime, why=None):
+    """containerd/Docker refuse an image without an entry the host's build
+    runs: containerd from 1.7.20 by containerd/platforms' compatibility
+    table (a 2025 host runs ltsc2022 images), Docker and older containerd
+    by the exact build (winsim/images.py)."""
     if not image:
         return None
     builds = image_builds(d, image)
     host = int(str(d.get("build", "10.0.14393")).split(".")[-1])
-    if builds is None or host in builds:
+    if builds is None:
+        return None
+    table = runtime == "containerd" and images.containerd_has_table(containerd_release(d))
+    chosen = images.pick(host, builds, table)
+    if chosen is not None:
+        if why is not None and chosen != host:
+            why.append("containerd's platform matcher (containerd/platforms compatibility table): host build %d "
+                       "runs %s's entry for build %d" % (host, image, chosen))
         return None
     if runtime == "docker":
         if not builds:
@@ -493,7 +538,7 @@ def decide_into(d, dec, namespace, dns_policy, image, why):
         raise PodError("Pending", "the kubelet is not running: the node is NotReady and the pod stays Pending")
     v = k.release
     why.append("kubelet %s release %s" % (k.argv[0], "%d.%d" % v if v else "unknown"))
-    dns, events = pod_dns(k, namespace, dns_policy, why)
+    dns, events = pod_dns(d, k, namespace, dns_policy, why)
     dec["events"] = events
     endpoint = k.flag("--container-runtime-endpoint")
     runtime_remote = k.flag("--container-runtime") == "remote" or (v and v > DOCKERSHIM_UNTIL)
@@ -512,7 +557,7 @@ def containerd_pod(d, dec, k, dns, image, why):
                        "(%s)" % CONTAINERD_PIPE)
     if cfg.get("error"):
         raise PodError("Pending", cfg["error"])
-    refused = image_refused(d, image, "containerd")
+    refused = image_refused(d, image, "containerd", why)
     if refused:
         raise PodError("Pending", refused)
     # containerd passes the kubelet's pod DNS config to CNI as the dns

@@ -163,6 +163,7 @@ pub(super) fn layered(
         network_name: _,
         transparent_adapter: _,
         nodeport_sources: _,
+        taints: _,
     } = RawWindows::default();
     let RawLinux { boot_wait: _ } = RawLinux::default();
     let host = h.name.value.as_str();
@@ -244,7 +245,8 @@ pub(super) fn layered(
             adapter = "adapter",
             network_name = "network_name",
             transparent_adapter = "transparent_adapter",
-            nodeport_sources = "nodeport_sources"
+            nodeport_sources = "nodeport_sources",
+            taints = "taints"
         ]
     );
     let bins: Vec<(&str, Option<&RawBinaries>)> = windows

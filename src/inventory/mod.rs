@@ -170,6 +170,9 @@ pub struct Cluster {
     pub dns_domain: String,
     /// The test pods of `verify --pods`.
     pub pod_check: PodCheckSettings,
+    /// Where the API server reaches kubelets from besides the nodes
+    /// (`cluster.api_server_sources`): the kubelet's firewall rule admits them.
+    pub api_server_sources: Vec<Ipv4Net>,
     /// Where keys that later checks point at are in the inventory.
     pub pos: ClusterPos,
 }
@@ -310,6 +313,8 @@ pub struct WindowsSettings {
     /// Extra sources allowed to reach kube-proxy.exe (NodePorts on the
     /// transparent profile), besides the nodes and the pod network.
     pub nodeport_sources: Vec<Ipv4Net>,
+    /// Taints the kubelet registers the node with (`key[=value]:Effect`).
+    pub taints: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -620,6 +625,52 @@ hosts:
         );
         let inv = parse(&defaults).unwrap();
         assert_eq!(inv.hosts[1].windows.nodeport_sources.len(), 1);
+    }
+
+    /// `windows.taints` as the kubelet takes them; `cluster.api_server_sources`
+    /// are CIDRs as nodeport_sources.
+    #[test]
+    fn taints_and_api_server_sources_are_checked() {
+        let with = |list: &str| {
+            GOOD.replace(
+                "    pod_cidr: 192.168.1.0/24\n",
+                &format!("    pod_cidr: 192.168.1.0/24\n    windows:\n      taints: {list}\n"),
+            )
+        };
+        let inv = parse(&with(
+            "[\"os=windows:NoSchedule\", \"example.com/gpu:NoExecute\"]",
+        ))
+        .unwrap();
+        assert_eq!(
+            inv.hosts[1].windows.taints,
+            ["os=windows:NoSchedule", "example.com/gpu:NoExecute"]
+        );
+        assert!(inv.hosts[0].windows.taints.is_empty());
+        for bad in [
+            "os=windows",
+            "os=windows:NoRun",
+            "=x:NoSchedule",
+            "a b:NoSchedule",
+        ] {
+            let p = first(&with(&format!("[\"{bad}\"]")));
+            assert!(p.message.contains("is not a taint"), "{bad}: {p:?}");
+            assert!(p.hint.contains("key[=value]:Effect"), "{p:?}");
+        }
+        let vip = GOOD.replace(
+            "cluster:\n",
+            "cluster:\n  api_server_sources: [198.18.9.10/32, 198.18.9.10/32]\n",
+        );
+        let inv = parse(&vip).unwrap();
+        assert_eq!(inv.cluster.api_server_sources.len(), 1);
+        let p = first(&GOOD.replace(
+            "cluster:\n",
+            "cluster:\n  api_server_sources: [vip.example]\n",
+        ));
+        assert!(
+            p.message
+                .contains("cluster.api_server_sources: \"vip.example\" is not an IPv4 CIDR"),
+            "{p:?}"
+        );
     }
 
     #[test]

@@ -114,7 +114,10 @@ pub(super) struct RawCluster {
     /// The cluster's DNS domain (kubelet's --cluster-domain); default `cluster.local`.
     #[schemars(with = "Option<String>")]
     pub(super) dns_domain: Option<Spanned<String>>,
+    /// Addresses (IPv4 CIDRs) the API server reaches Windows kubelets from, when not a node's own address (a VIP, a load balancer, NAT, konnectivity): the kubelet's firewall rule admits them beside the nodes and the pod network, so `kubectl logs`/`exec` and `verify --pods` work.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub(super) api_server_sources: Option<Spanned<Vec<String>>>,
     /// The test pods of `kwinctl verify --pods`.
     pub(super) pod_check: Option<RawPodCheck>,
 }
@@ -307,6 +310,10 @@ pub(super) struct RawWindows {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub(super) nodeport_sources: Option<Spanned<Vec<String>>>,
+    /// Taints the kubelet registers its node with (`--register-with-taints`), each `key[=value]:Effect` with Effect NoSchedule, PreferNoSchedule or NoExecute; default none. Recommended: [os=windows:NoSchedule], so Linux workloads (DaemonSets too) stay off Windows nodes unless they tolerate it. The kubelet applies them only when it registers the node.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub(super) taints: Option<Spanned<Vec<String>>>,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name

@@ -362,6 +362,11 @@ impl Validator {
         );
         let (dns_service_ip, dns_domain) = self.cluster_dns(c, service_cidr, &mut ok);
         let pod_check = self.pod_check(c, &mut ok);
+        let api_server_sources = self.cidr_list(
+            "cluster.api_server_sources",
+            c.api_server_sources.as_ref(),
+            &mut ok,
+        );
         if !ok {
             return None;
         }
@@ -380,6 +385,7 @@ impl Validator {
             dns_service_ip: dns_service_ip?,
             dns_domain,
             pod_check,
+            api_server_sources,
             pos: ClusterPos::of(c),
         })
     }
@@ -697,46 +703,12 @@ impl Validator {
             );
             ok = false;
         }
-        let mut nodeport_sources = Vec::new();
-        if let Some(list) = &w.nodeport_sources {
-            if list.value.len() > 64 {
-                self.problem(
-                    list.into(),
-                    format!(
-                        "windows.nodeport_sources has {} entries (at most 64)",
-                        list.value.len()
-                    ),
-                    "name whole networks (CIDRs) rather than single addresses",
-                );
-                ok = false;
-            }
-            for s in list.value.iter().take(64) {
-                match s.trim().parse::<Ipv4Net>() {
-                    Ok(n) if n.network() == n.addr() => nodeport_sources.push(n),
-                    Ok(n) => {
-                        self.problem(
-                            list.into(),
-                            format!("windows.nodeport_sources: {s} has host bits set"),
-                            format!("write it as {}", n.trunc()),
-                        );
-                        ok = false;
-                    }
-                    Err(_) => {
-                        self.problem(
-                            list.into(),
-                            format!(
-                                "windows.nodeport_sources: {} is not an IPv4 CIDR",
-                                echo(s)
-                            ),
-                            "write each source as address/prefix, e.g. 203.0.113.0/24 (0.0.0.0/0: anyone)",
-                        );
-                        ok = false;
-                    }
-                }
-            }
-            nodeport_sources.sort();
-            nodeport_sources.dedup();
-        }
+        let nodeport_sources = self.cidr_list(
+            "windows.nodeport_sources",
+            w.nodeport_sources.as_ref(),
+            &mut ok,
+        );
+        let taints = self.taints(w.taints.as_ref(), &mut ok);
         let mut binaries = BTreeMap::new();
         for (k, b) in w.binaries.iter() {
             if let Some(u) = &b.url
@@ -766,7 +738,83 @@ impl Validator {
             network_name: w.network_name.as_ref().map(|n| n.value.clone()),
             transparent_adapter: w.transparent_adapter.as_ref().map(|a| a.value.clone()),
             nodeport_sources,
+            taints,
         })
+    }
+
+    /// A list of IPv4 CIDRs (at most 64), sorted and deduplicated.
+    fn cidr_list(
+        &mut self,
+        key: &str,
+        list: Option<&Spanned<Vec<String>>>,
+        ok: &mut bool,
+    ) -> Vec<Ipv4Net> {
+        let mut out = Vec::new();
+        let Some(list) = list else { return out };
+        if list.value.len() > 64 {
+            self.problem(
+                list.into(),
+                format!("{key} has {} entries (at most 64)", list.value.len()),
+                "name whole networks (CIDRs) rather than single addresses",
+            );
+            *ok = false;
+        }
+        for s in list.value.iter().take(64) {
+            match s.trim().parse::<Ipv4Net>() {
+                Ok(n) if n.network() == n.addr() => out.push(n),
+                Ok(n) => {
+                    self.problem(
+                        list.into(),
+                        format!("{key}: {s} has host bits set"),
+                        format!("write it as {}", n.trunc()),
+                    );
+                    *ok = false;
+                }
+                Err(_) => {
+                    self.problem(
+                        list.into(),
+                        format!("{key}: {} is not an IPv4 CIDR", echo(s)),
+                        "write each source as address/prefix, e.g. 203.0.113.0/24 (0.0.0.0/0: anyone)",
+                    );
+                    *ok = false;
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// `windows.taints`: `key[=value]:Effect`, as the kubelet's
+    /// `--register-with-taints` parses them (at most 16).
+    fn taints(&mut self, list: Option<&Spanned<Vec<String>>>, ok: &mut bool) -> Vec<String> {
+        let mut out = Vec::new();
+        let Some(list) = list else { return out };
+        if list.value.len() > 16 {
+            self.problem(
+                list.into(),
+                format!(
+                    "windows.taints has {} entries (at most 16)",
+                    list.value.len()
+                ),
+                "a node needs few taints: one, os=windows:NoSchedule, keeps Linux workloads away",
+            );
+            *ok = false;
+        }
+        for t in list.value.iter().take(16) {
+            if valid_taint(t.trim()) {
+                out.push(t.trim().to_string());
+            } else {
+                self.problem(
+                    list.into(),
+                    format!("windows.taints: {} is not a taint", echo(t)),
+                    "write each as key[=value]:Effect, Effect one of NoSchedule, PreferNoSchedule, NoExecute (e.g. os=windows:NoSchedule)",
+                );
+                *ok = false;
+            }
+        }
+        out.dedup();
+        out
     }
 
     fn connection(&mut self, os: Os, h: &RawHost, lay: &Layered, pos: Pos) -> Option<Connection> {
@@ -877,6 +925,41 @@ pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
 /// kubeadm's cluster DNS address: the service CIDR's 10th address.
 pub fn dns_default(service_cidr: Ipv4Net) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(service_cidr.network()) + 10)
+}
+
+/// A taint as the kubelet's `--register-with-taints` takes it:
+/// `key[=value]:Effect`; the key a qualified name (an optional DNS-subdomain
+/// prefix and `/`, then at most 63 of letters, digits, `-`, `_`, `.`,
+/// starting and ending alphanumeric), the value a label value, the effect
+/// NoSchedule, PreferNoSchedule or NoExecute.
+pub(super) fn valid_taint(t: &str) -> bool {
+    let Some((kv, effect)) = t.rsplit_once(':') else {
+        return false;
+    };
+    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        return false;
+    }
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let name_part = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+    let prefix_ok = prefix.is_empty()
+        || (prefix.len() <= 253
+            && prefix.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            }));
+    prefix_ok && name_part(name) && (value.is_empty() || name_part(value))
 }
 
 /// An API server URL: `http(s)://HOST[:PORT][/PATH]`, HOST a DNS name, an

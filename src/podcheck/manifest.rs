@@ -9,6 +9,9 @@ use crate::inventory::Os;
 pub(super) struct K8sNode {
     pub(super) name: String,
     pub(super) os: Option<String>,
+    /// The label that carries the node's OS: `kubernetes.io/os` (kubelets
+    /// from 1.14 on, PR kubernetes#73333), else `beta.kubernetes.io/os`.
+    pub(super) os_label: Option<&'static str>,
     pub(super) build: Option<u32>,
     pub(super) addresses: Vec<String>,
 }
@@ -21,9 +24,11 @@ pub(super) fn k8s_nodes(json: &str) -> Result<Vec<K8sNode>, String> {
         .iter()
         .map(|n| {
             let labels = &n["metadata"]["labels"];
+            let os_label = OS_LABELS.iter().copied().find(|l| labels[*l].is_string());
             K8sNode {
                 name: n["metadata"]["name"].as_str().unwrap_or_default().into(),
-                os: labels["kubernetes.io/os"].as_str().map(str::to_string),
+                os: os_label.and_then(|l| labels[l].as_str().map(str::to_string)),
+                os_label,
                 // node.kubernetes.io/windows-build: "10.0.17763"
                 build: labels["node.kubernetes.io/windows-build"]
                     .as_str()
@@ -40,6 +45,24 @@ pub(super) fn k8s_nodes(json: &str) -> Result<Vec<K8sNode>, String> {
             }
         })
         .collect())
+}
+
+/// The labels a kubelet puts the node's OS in, newest first: from 1.14 on
+/// `kubernetes.io/os`; before, only `beta.kubernetes.io/os`.
+const OS_LABELS: [&str; 2] = ["kubernetes.io/os", "beta.kubernetes.io/os"];
+
+/// The names a test pod looks up, each with its check's name: the
+/// Service's full name everywhere, and on Linux also `kubernetes.default`,
+/// which a Linux resolver expands with the pod's search list. A Windows
+/// resolver takes a name with a dot as fully qualified and does not expand
+/// it (kubernetes/website, "DNS resolution on Windows nodes";
+/// docs/windows.md, Pod IP and DNS), so a Windows pod is not asked it.
+pub(super) fn dns_lookups(os: Os, domain: &str) -> Vec<(&'static str, String)> {
+    let mut out = vec![("dns", format!("kubernetes.default.svc.{domain}"))];
+    if os == Os::Linux {
+        out.push(("dns-search", "kubernetes.default".into()));
+    }
+    out
 }
 
 /// The Kubernetes node of an inventory host: by address, else by name (a
@@ -102,6 +125,20 @@ pub(super) fn manifest(
     let items: Vec<serde_json::Value> = pods
         .iter()
         .map(|(name, node, image, s)| {
+            // nodeName binds the pod; the selector, in the label the node
+            // really carries, keeps a wrong binding from running (the
+            // kubelet's admission fails a pod whose selector its node does
+            // not match); a node with neither label gets none
+            let os = if s.os == Os::Windows {
+                "windows"
+            } else {
+                "linux"
+            };
+            let selector: serde_json::Map<String, serde_json::Value> = node
+                .os_label
+                .map(|l| (l.to_string(), serde_json::Value::from(os)))
+                .into_iter()
+                .collect();
             serde_json::json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -112,7 +149,7 @@ pub(super) fn manifest(
                 },
                 "spec": {
                     "nodeName": node.name,
-                    "nodeSelector": { "kubernetes.io/os": if s.os == Os::Windows { "windows" } else { "linux" } },
+                    "nodeSelector": selector,
                     "tolerations": [{ "operator": "Exists" }],
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 0,

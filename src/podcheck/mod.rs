@@ -30,10 +30,12 @@ use budget::{Budget, Ended, exec_rounds, exit_said};
 use manifest::*;
 
 /// The image of the test pods when the inventory names none: agnhost, whose
-/// manifest list carries Linux and the Windows Server 2019 (1809), 2022
-/// (ltsc2022) and 2025 (ltsc2025) builds (docs/research/pods.md#images).
+/// manifest list carries Linux and the Windows Server 2019 (1809) and 2022
+/// (ltsc2022) builds; a Windows Server 2025 host runs its ltsc2022 entry,
+/// as containerd (1.7.20 and later) runs the previous LTSC's images there
+/// (docs/research/pods.md#images, docs/research/containerd.md#d9).
 pub const DEFAULT_IMAGE: &str = "registry.k8s.io/e2e-test-images/agnhost:2.53";
-/// The Windows builds [`DEFAULT_IMAGE`] has an entry for.
+/// The Windows builds [`DEFAULT_IMAGE`] runs on: its own entries' and 2025's.
 pub const DEFAULT_WINDOWS_BUILDS: &[u32] = &[17763, 20348, 26100];
 /// The port the test pods listen on (`agnhost netexec --http-port`).
 pub const PORT: u16 = 8080;
@@ -366,7 +368,7 @@ async fn run_pods(
         .collect();
     let mut calls: Vec<String> = Vec::new();
     let mut what: Vec<(String, String)> = Vec::new(); // (host, check)
-    let fqdn = format!("kubernetes.default.svc.{}", o.domain);
+    let mut names: BTreeMap<usize, String> = BTreeMap::new(); // id -> name looked up
     for (name, _, _, s) in &running {
         for os in [Os::Linux, Os::Windows] {
             if let Some((_, _, _, t)) = running
@@ -382,12 +384,15 @@ async fn run_pods(
                 ));
             }
         }
-        what.push((s.host.clone(), "dns".into()));
-        calls.push(format!(
-            "timeout {secs} kubectl exec -n {} {} -- nslookup {fqdn}",
-            q(&o.namespace),
-            q(name),
-        ));
+        for (check, lookup) in dns_lookups(s.os, &o.domain) {
+            names.insert(what.len(), lookup.clone());
+            what.push((s.host.clone(), check.into()));
+            calls.push(format!(
+                "timeout {secs} kubectl exec -n {} {} -- nslookup {lookup}",
+                q(&o.namespace),
+                q(name),
+            ));
+        }
     }
     if calls.is_empty() {
         return Ok(());
@@ -427,16 +432,21 @@ async fn run_pods(
             .iter_mut()
             .find(|r| &r.host == host)
             .expect("result");
+        let lookup = names.get(&id);
         match answered.get(&id) {
             None => r.check(check, Some(false), "no answer from kubectl exec"),
-            Some((0, _)) if check == "dns" => r.check(check, Some(true), format!("{fqdn} resolves")),
+            Some((0, _)) if lookup.is_some() => r.check(
+                check,
+                Some(true),
+                format!("{} resolves", lookup.map(String::as_str).unwrap_or_default()),
+            ),
             Some((0, _)) => r.check(check, Some(true), "TCP connect"),
             Some((rc, _)) if exit_said(*rc, "kubectl exec", secs).is_some() => r.check(
                 check,
                 Some(false),
                 exit_said(*rc, "kubectl exec", secs).unwrap_or_default(),
             ),
-            Some((rc, text)) if check == "dns" && s.is_some_and(|s| s.host_dns) => r.check(
+            Some((rc, text)) if lookup.is_some() && s.is_some_and(|s| s.host_dns) => r.check(
                 check,
                 None,
                 format!(
@@ -546,6 +556,58 @@ mod tests {
         assert_eq!(p["spec"]["containers"][0]["args"][1], "--http-port=8080");
         // one line: the heredoc's end marker cannot appear in it
         assert!(!m.contains('\n'));
+    }
+
+    #[test]
+    fn the_selector_uses_the_os_label_the_node_carries() {
+        // a 1.10 Windows node: only beta.kubernetes.io/os (kubernetes.io/os
+        // came with 1.14); a node with no OS label: nodeName alone
+        let nodes = k8s_nodes(
+            r#"{"items":[
+              {"metadata":{"name":"198.18.1.5","labels":{"beta.kubernetes.io/os":"windows"}},"status":{}},
+              {"metadata":{"name":"198.18.1.6","labels":{}},"status":{}}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(nodes[0].os.as_deref(), Some("windows"));
+        let w1 = subject("win1", Os::Windows, "198.18.1.5");
+        let w2 = subject("win2", Os::Windows, "198.18.1.6");
+        let m = manifest(
+            &options(),
+            "ab12",
+            &[
+                ("a".into(), &nodes[0], DEFAULT_IMAGE.into(), &w1),
+                ("b".into(), &nodes[1], DEFAULT_IMAGE.into(), &w2),
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_str(&m).unwrap();
+        assert_eq!(
+            v["items"][0]["spec"]["nodeSelector"],
+            serde_json::json!({ "beta.kubernetes.io/os": "windows" })
+        );
+        assert_eq!(v["items"][1]["spec"]["nodeSelector"], serde_json::json!({}));
+        assert_eq!(v["items"][1]["spec"]["nodeName"], "198.18.1.6");
+    }
+
+    #[test]
+    fn a_windows_pod_is_asked_only_names_windows_resolves() {
+        let names = |os| {
+            dns_lookups(os, "cluster.local")
+                .into_iter()
+                .map(|(c, n)| format!("{c}={n}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(Os::Linux),
+            [
+                "dns=kubernetes.default.svc.cluster.local",
+                "dns-search=kubernetes.default"
+            ]
+        );
+        assert_eq!(
+            names(Os::Windows),
+            ["dns=kubernetes.default.svc.cluster.local"]
+        );
     }
 
     #[test]

@@ -382,18 +382,27 @@ fn kubectl_standin(lab: &Lab, dns: bool) {
         text(&o)
     );
     if dns {
-        for p in ["p-win1", "p-win2", "p-h1"] {
-            let o = kubectl(
-                lab,
-                &format!("exec {p} -n {NS} -- nslookup kubernetes.default"),
-            );
-            assert!(o.status.success(), "{p}: {}", text(&o));
-            assert!(
-                String::from_utf8_lossy(&o.stdout)
-                    .contains(&format!("kubernetes.default.svc.{DOMAIN}")),
-                "{}",
-                text(&o)
-            );
+        // a Linux pod expands kubernetes.default with its search list; a
+        // Windows pod takes a name with a dot as fully qualified, so only
+        // the full name resolves there (docs/windows.md, Pod IP and DNS)
+        let fqdn = format!("kubernetes.default.svc.{DOMAIN}");
+        for (p, name, resolves) in [
+            ("p-h1", "kubernetes.default", true),
+            ("p-win1", "kubernetes.default", false),
+            ("p-win1", fqdn.as_str(), true),
+            ("p-win2", fqdn.as_str(), true),
+        ] {
+            let o = kubectl(lab, &format!("exec {p} -n {NS} -- nslookup {name}"));
+            assert_eq!(o.status.success(), resolves, "{p} {name}: {}", text(&o));
+            if resolves {
+                assert!(
+                    String::from_utf8_lossy(&o.stdout).contains(&fqdn),
+                    "{}",
+                    text(&o)
+                );
+            } else {
+                assert!(text(&o).contains("NXDOMAIN"), "{p} {name}: {}", text(&o));
+            }
         }
     }
     // today's `verify` reads the nodes through the stand-in (its probe's
@@ -513,6 +522,21 @@ fn verify_pods_passes_on_l2bridge_and_names_a_node_whose_dns_is_wrong() {
     assert_eq!(check_of(&pods["win1"], "to h1")["ok"], true);
     assert_eq!(check_of(&pods["win1"], "to win2")["ok"], true);
     assert_eq!(check_of(&pods["h1"], "to win1")["ok"], true);
+    // a Linux pod resolves kubernetes.default through its search list; a
+    // Windows pod is not asked (Windows does not expand a name with a dot)
+    assert_eq!(check_of(&pods["h1"], "dns-search")["ok"], true, "{out}");
+    let names = |r: &serde_json::Value| -> Vec<String> {
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        !names(&pods["win1"]).contains(&"dns-search".to_string()),
+        "{out}"
+    );
     let left = json_of(&kubectl(
         &lab,
         "get pods -n default -l kwinctl.io/pod-check -o json",
@@ -575,6 +599,36 @@ fn verify_pods_on_the_transparent_profile() {
     }
     let lab = transparent_lab("1.10.13");
     lab.install_kubectl("h1", DNS_IP, DOMAIN);
+    // a 1.10 kubelet labels its node beta.kubernetes.io/os only; a pod bound
+    // to it that selects kubernetes.io/os fails the kubelet's admission
+    let nodes = json_of(&kubectl(&lab, "get nodes -o json"));
+    let win1 = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["status"]["addresses"][0]["address"] == lab.ip("win1").as_str())
+        .cloned()
+        .unwrap();
+    let labels = &win1["metadata"]["labels"];
+    assert!(labels["kubernetes.io/os"].is_null(), "{win1}");
+    assert_eq!(labels["beta.kubernetes.io/os"], "windows", "{win1}");
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "selects-os", "namespace": NS},
+        "spec": {"nodeName": win1["metadata"]["name"], "nodeSelector": {"kubernetes.io/os": "windows"},
+                 "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/servercore:ltsc2016"}]}});
+    let f = lab.dir().join("selects-os.json");
+    std::fs::write(&f, pod.to_string()).unwrap();
+    let o = kubectl(&lab, &format!("apply -f - < {}", f.display()));
+    assert!(o.status.success(), "{}", text(&o));
+    let got = json_of(&kubectl(
+        &lab,
+        &format!("get pod selects-os -n {NS} -o json"),
+    ));
+    assert_eq!(got["status"]["phase"], "Failed", "{got}");
+    assert_eq!(got["status"]["reason"], "MatchNodeSelector", "{got}");
+    let o = kubectl(&lab, &format!("delete pod selects-os -n {NS}"));
+    assert!(o.status.success(), "{}", text(&o));
+
     let (code, pods, out) = verify_pods(&lab);
     assert_eq!(code, Some(1), "{out}");
     let e = check_of(&pods["win1"], "image");

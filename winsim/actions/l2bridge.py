@@ -9,6 +9,7 @@ import re
 import tarfile
 import uuid
 
+from .. import images, pods
 from ..files import fetched, record_file
 from ..hns import (
     CONTAINERD_PIPE,
@@ -115,8 +116,9 @@ def act_ensure_hns_network(d, h):
 def act_ensure_host_endpoint(d, h):
     """The host endpoint (docs/research/flannel.md#f1 "Ensure a 1.2 endpoint ... in the host
     compartment", HostAttach(1)): an endpoint of that name with another IP
-    goes first; an IP another endpoint holds, or the network's gateway,
-    is 0x1392 (k8s #74766); attaching makes the host vNIC "vEthernet
+    goes first, as do all but one of several of one name (the script must
+    keep one and delete the others); an IP another endpoint holds, or the
+    network's gateway, is 0x1392 (k8s #74766); attaching makes the host vNIC "vEthernet
     (<name>)" with the IP, no forwarding; already attached is fine (docs/research/flannel.md#f1,
     flannel #1391)."""
     hns_ready(d)
@@ -124,6 +126,18 @@ def act_ensure_host_endpoint(d, h):
     if net is None:
         raise ActionError("New-HnsEndpoint : Cannot bind argument to parameter 'NetworkId' because it is null. "
                           "(there is no HNS network named '%s')" % h["network"])
+    same = [e for e in d["hns_endpoints"] if e["name"].lower() == h["name"].lower()]
+    if len(same) > 1:
+        # HNS lets two endpoints share a name (B); a script that takes them
+        # as one addresses "/endpoints/<id> <id>" (a PowerShell array joined)
+        if not block_has(h, r"foreach \(\$other in \$eps\)"):
+            raise ActionError("Invoke-KwHns : HNS request failed: /endpoints/%s: The parameter is incorrect. "
+                              "(%d endpoints are named %s)" % (" ".join(e["id"] for e in same), len(same), h["name"]))
+        keep = next((e for e in same if e["ip"] == h["ip"] and e["network_id"] == net["id"]), None)
+        for e in same:
+            if e is not keep:
+                endpoint_detach(d, e)
+                d["hns_endpoints"].remove(e)
     ep = hns_endpoint(d, h["name"])
     if ep is not None and (ep["ip"] != h["ip"] or ep["network_id"] != net["id"]):
         endpoint_detach(d, ep)
@@ -172,7 +186,9 @@ def act_pull_sandbox(d, h):
     if builds is None:
         raise ActionError('ctr: failed to resolve reference "%s": %s: not found (winsim knows no such image; '
                           'the state knob image_builds declares one)' % (h["image"], h["image"]))
-    if build_no(d) not in builds:
+    # ctr's matcher is containerd/platforms' (winsim/images.py)
+    table = images.containerd_has_table(pods.containerd_release(d))
+    if images.pick(build_no(d), builds, table) is None:
         raise ActionError("ctr: no match for platform in manifest: not found")
     slow(d, "pull_sandbox")
     ref = norm_image(h["image"])

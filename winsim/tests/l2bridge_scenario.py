@@ -284,7 +284,10 @@ def scenario(winsim, state, containerd, tmp):
           in f["sandbox_images"], out)
     set_state(state, build="10.0.26100")
     out, _ = run(winsim, state, Script().act("pull_sandbox", image="registry.k8s.io/pause:3.10.1"))
-    check("pull_sandbox refuses pause:3.10.1 on 26100 (no ltsc2025 entry)",
+    check("pull_sandbox takes pause:3.10.1's ltsc2022 entry on 26100 (containerd/platforms' table)",
+          ok_of(out), out)
+    out, _ = run(winsim, state, Script().act("pull_sandbox", image="registry.k8s.io/pause:3.5"))
+    check("pull_sandbox refuses pause:3.5 on 26100 (no 20348 or 26100 entry)",
           "no match for platform in manifest: not found" in out, out)
     out, _ = run(winsim, state, Script().act("pull_sandbox", image="registry.k8s.io/pause:3.10.2"))
     check("pull_sandbox pause:3.10.2 on 26100", ok_of(out), out)

@@ -196,6 +196,85 @@ def test_image_of_another_build_or_os_is_refused():
     assert ok["ok"], ok
 
 
+def with_build(d, build, containerd=None):
+    d = copy.deepcopy(d)
+    d["build"] = build
+    if containerd:
+        exe = pods.file_key(d, "C:\\Program Files\\containerd\\containerd.exe")
+        d["file_versions"][exe] = "containerd github.com/containerd/containerd v%s 0123456789abcdef" % containerd
+    return d
+
+
+def test_containerd_runs_the_previous_ltsc_image_on_a_newer_ltsc_host():
+    """containerd/platforms' compatibility table: a 2025 host runs ltsc2022
+    images; a 2022 host runs no ltsc2025 image; before 2022 the exact build."""
+    nano22 = "mcr.microsoft.com/windows/nanoserver:ltsc2022"
+    nano25 = "mcr.microsoft.com/windows/nanoserver:ltsc2025"
+    on25 = with_build(state("l2-134-win1"), "10.0.26100")
+    dec = pods.start(on25, "default", "a", image=nano22)
+    assert dec["ok"], dec
+    assert any("runs %s's entry for build 20348" % nano22 in w for w in dec["why"]), dec["why"]
+    assert pods.start(on25, "default", "b", image=nano25)["ok"]
+    on22 = state("l2-134-win1")
+    assert "no match for platform" in pods.start(on22, "default", "c", image=nano25)["error"]
+    on19 = state("l2-130-win1")
+    assert "no match for platform" in pods.start(on19, "default", "d", image=nano22)["error"]
+    # containerd before 1.7.20 matches the exact build only
+    old = with_build(state("l2-130-win1"), "10.0.26100", containerd="1.7.19")
+    assert "no match for platform" in pods.start(old, "default", "e", image=nano22)["error"]
+
+
+def test_agnhost_has_no_ltsc2025_entry_but_runs_on_2025_through_the_table():
+    agn = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+    assert pods.image_builds({}, agn) == [17763, 20348]
+    dec = pods.start(with_build(state("l2-134-win1"), "10.0.26100"), "default", "a", image=agn)
+    assert dec["ok"] and any("entry for build 20348" in w for w in dec["why"]), dec
+
+
+def test_e2e_busybox_and_nginx_have_windows_entries_docker_hubs_do_not():
+    d = state("l2-130-win1")  # Windows Server 2019
+    for image in ("registry.k8s.io/e2e-test-images/busybox:1.29-4", "registry.k8s.io/e2e-test-images/nginx:1.15-4"):
+        assert pods.start(d, "default", "e2e", image=image)["ok"], image
+    for image in ("busybox:1.36", "docker.io/library/nginx:1.27", "example.com/busybox:1"):
+        builds = pods.image_builds({}, image)
+        assert (builds == []) == (not image.startswith("example.com")), (image, builds)
+
+
+def without_resolv_conf(d):
+    d = copy.deepcopy(d)
+    s = d["services"]["kubelet"]
+    assert " --resolv-conf= " in s["binpath"]
+    s["binpath"] = s["binpath"].replace(" --resolv-conf= ", " ")
+    return d
+
+
+def test_a_kubelet_without_resolv_conf_starts_no_pod():
+    """getHostDNSConfig on Windows: the default /etc/resolv.conf is no
+    file there, so GetPodDNS fails for every pod (dns_windows.go)."""
+    d = without_resolv_conf(state("l2-130-win1"))
+    for policy in ("ClusterFirst", "Default", "None"):
+        dec = pods.start(d, "default", "p-" + policy.lower(), policy)
+        assert not dec["ok"] and dec["phase"] == "Pending", dec
+        assert 'Unexpected resolver config value: "/etc/resolv.conf"' in dec["error"], dec["error"]
+    old = without_resolv_conf(state("tr-113-win1"))
+    dec = pods.start(old, "default", "p")
+    assert "open /etc/resolv.conf: The system cannot find the path specified" in dec["error"], dec
+
+
+def test_resolv_conf_host_or_a_file_is_read():
+    d = with_kubelet_flags(state("l2-130-win1"), "--resolv-conf=Host")
+    d["host_dns"], d["host_dns_search"] = ["198.18.0.53"], ["corp.example"]
+    dec = pods.start(d, "default", "p", "Default")
+    assert dec["ok"] and dec["nameservers"] == ["198.18.0.53"] and dec["searches"] == ["corp.example"], dec
+    d = with_kubelet_flags(state("l2-130-win1"), "--resolv-conf=C:/k/resolv.conf")
+    place(d, "C:\\k\\resolv.conf", "nameserver 198.18.0.54\nsearch lab.example\n")
+    dec = pods.start(d, "default", "q", "Default")
+    assert dec["nameservers"] == ["198.18.0.54"] and dec["searches"] == ["lab.example"], dec
+    remove(d, "C:\\k\\resolv.conf")
+    dec = pods.start(d, "default", "r", "Default")
+    assert 'Unexpected resolver config value: "C:/k/resolv.conf"' in dec["error"], dec
+
+
 # ------------------------------------------------------------------ transparent
 
 

@@ -108,3 +108,33 @@ def test_state_defaults(tmp_path):
         assert [n["name"] for n in d["nics"]] == ["Ethernet", "Ethernet 2"]
         assert d["dhcp"] == {"Ethernet": False, "Ethernet 2": True}
     assert json.loads(p.read_text())["features"] == {"Containers": "Available"}
+
+
+def test_two_host_endpoints_of_one_name_need_a_script_that_keeps_one():
+    """A reused node may hold two endpoints named cbr0_ep (flannel's name):
+    kwinctl's ensure_host_endpoint block keeps the right one and deletes
+    the other; a block that takes them as one fails."""
+    from winsim.actions.l2bridge import act_ensure_host_endpoint
+    from winsim.state import ActionError
+    template = Path(__file__).resolve().parents[2] / "src/os/windows/templates/ensure_host_endpoint.ps1.j2"
+
+    def state():
+        net = {"name": "cbr0", "id": "N1", "type": "L2Bridge",
+               "subnets": [{"prefix": "198.19.1.0/24", "gateway": "198.19.1.1"}]}
+        # the right one is attached already ("lo" stands for its vNIC)
+        right = {"name": "cbr0_ep", "id": "E1", "network_id": "N1", "ip": "198.19.1.2", "prefix": 24,
+                 "dev": "lo", "index": 1}
+        stale = {"name": "cbr0_ep", "id": "E2", "network_id": "N0", "ip": "10.244.1.2", "prefix": 24,
+                 "dev": None, "index": None}
+        return {"features": {"Containers": "Installed"}, "hns_networks": [net], "hns_endpoints": [stale, right]}
+
+    h = {"network": "cbr0", "name": "cbr0_ep", "ip": "198.19.1.2", "prefix": 24,
+         "_block": "$ep = @(Invoke-KwHns 'GET' '/endpoints/' $null) | Where-Object { $_.Name -eq 'cbr0_ep' }"}
+    try:
+        act_ensure_host_endpoint(state(), h)
+        raise AssertionError("a block that takes two endpoints as one should fail")
+    except ActionError as e:
+        assert "2 endpoints are named cbr0_ep" in str(e), e
+    d = state()
+    act_ensure_host_endpoint(d, dict(h, _block=template.read_text()))
+    assert [e["id"] for e in d["hns_endpoints"]] == ["E1"], d["hns_endpoints"]

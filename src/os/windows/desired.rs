@@ -140,6 +140,7 @@ impl WindowsDesired {
             }
         };
         let proxy_adapter = format!("vEthernet ({KUBE_PROXY_SWITCH})");
+        let taints = w.taints.join(",");
         let values = Values {
             ip: &ip,
             pause_image: &pause_image,
@@ -156,6 +157,7 @@ impl WindowsDesired {
             host_endpoint: &super::hns::endpoint_name(&network),
             cluster_dns: &inv.cluster.dns_service_ip.to_string(),
             cluster_domain: &inv.cluster.dns_domain,
+            taints: &taints,
         };
         let mut services = Vec::new();
         let mut wrapped = false;
@@ -313,6 +315,7 @@ impl WindowsDesired {
             adapter: w.adapter.clone(),
             transparent_adapter: w.transparent_adapter.clone(),
             nodeport_sources: w.nodeport_sources.clone(),
+            api_server_sources: inv.cluster.api_server_sources.clone(),
             kubernetes_version: version,
             pause_image,
             pause_image_given,

@@ -39,10 +39,17 @@ pub struct FwRule {
 /// proxy listens for NodePorts in the host (kube-proxy.exe's own sockets,
 /// docs/research/windows-transparent.md#defect-10), so clients outside the
 /// cluster reach a NodePort only through this rule.
+///
+/// The kubelet's also allows `api_server_sources`
+/// (`cluster.api_server_sources`): the API server opens connections to the
+/// kubelet (port 10250: `logs`, `exec`, `port-forward`, metrics), and
+/// behind a VIP, a load balancer, NAT or a konnectivity agent its source is
+/// no node's address.
 pub fn rules(
     node: &Node,
     exes: &[(&str, String)],
     nodeport_sources: &[ipnet::Ipv4Net],
+    api_server_sources: &[ipnet::Ipv4Net],
 ) -> Vec<FwRule> {
     // The inventory's addresses, not the allocation's peers: a host whose
     // block is disputed is still a node (maybe the API server's), and a
@@ -66,6 +73,10 @@ pub fn rules(
         if *name == "kube-proxy" && !nodeport_sources.is_empty() {
             from.extend(nodeport_sources.iter().map(|n| n.to_string()));
             display.push_str(" and windows.nodeport_sources");
+        }
+        if *name == "kubelet" && !api_server_sources.is_empty() {
+            from.extend(api_server_sources.iter().map(|n| n.to_string()));
+            display.push_str(" and cluster.api_server_sources");
         }
         out.push(rule(
             &format!("kwinctl-{name}"),
@@ -142,8 +153,8 @@ mod tests {
             ("kubelet", r"C:\k\kubelet.exe".to_string()),
             ("kube-proxy", r"C:\k\kube-proxy.exe".to_string()),
         ];
-        let narrow = rules(&node, &exes, &[]);
-        let wide = rules(&node, &exes, &["203.0.113.0/24".parse().unwrap()]);
+        let narrow = rules(&node, &exes, &[], &[]);
+        let wide = rules(&node, &exes, &["203.0.113.0/24".parse().unwrap()], &[]);
         let proxy = |rs: &[FwRule]| {
             rs.iter()
                 .find(|r| r.name == "kwinctl-kube-proxy")
@@ -159,6 +170,19 @@ mod tests {
         for name in ["kwinctl-icmp4-echo", "kwinctl-kubelet"] {
             let r = |rs: &[FwRule]| rs.iter().find(|r| r.name == name).cloned().unwrap();
             assert_eq!(r(&narrow), r(&wide), "{name}");
+        }
+
+        // cluster.api_server_sources widens the kubelet's rule only
+        let vip = rules(&node, &exes, &[], &["198.18.9.10/32".parse().unwrap()]);
+        let kubelet = vip.iter().find(|r| r.name == "kwinctl-kubelet").unwrap();
+        assert_eq!(
+            kubelet.remote,
+            ["198.18.1.2", "198.19.0.0/16", "198.18.9.10/32"]
+        );
+        assert!(kubelet.display.contains("cluster.api_server_sources"));
+        for name in ["kwinctl-icmp4-echo", "kwinctl-kube-proxy"] {
+            let r = |rs: &[FwRule]| rs.iter().find(|r| r.name == name).cloned().unwrap();
+            assert_eq!(r(&narrow), r(&vip), "{name}");
         }
     }
 
@@ -196,7 +220,7 @@ mod tests {
         let scope = |seen: &crate::alloc::Observed| {
             let a = crate::alloc::allocate(&i, &state, seen).unwrap();
             let n = crate::alloc::nodes(&i, &a);
-            rules(&n[0], &[], &[])[0].remote.clone()
+            rules(&n[0], &[], &[], &[])[0].remote.clone()
         };
         let whole = scope(&all);
         assert_eq!(whole, ["198.18.1.3", "198.18.1.4", "198.19.0.0/16"]);

@@ -38,7 +38,7 @@ pub(crate) fn common_items(node: &Node, d: &WindowsDesired, f: &WindowsFacts, it
         .filter(|s| s.name != "containerd")
         .map(|s| (s.name.as_str(), s.exe.clone()))
         .collect();
-    let rules = firewall::rules(node, &exes, &d.nodeport_sources);
+    let rules = firewall::rules(node, &exes, &d.nodeport_sources, &d.api_server_sources);
     let have: BTreeSet<(String, String)> = f
         .firewall
         .iter()

@@ -8,9 +8,8 @@
 //! Both profiles (transparent, l2bridge) share the table: a row names the
 //! profiles it belongs to (none: all), and everything here works per row.
 
-use std::sync::LazyLock;
-
 use serde::Deserialize;
+use std::sync::LazyLock;
 
 use crate::inventory::{ContainerdVersion, Inventory, KubeVersion, Minor, Os, Problem};
 
@@ -51,6 +50,7 @@ pub enum When {
     NoKubeconfig,
     /// The binary runs as a native service (it has `--windows-service`).
     Native,
+    Taints, // the inventory gives the node taints (`windows.taints`)
 }
 
 /// What kwinctl does in a release outside a row's range.
@@ -101,6 +101,19 @@ pub struct BuildRow {
     pub until_source: String,
     #[serde(default)]
     pub until_reason: Option<String>,
+    /// The releases Kubernetes' docs list the build for, when narrower.
+    #[serde(default)]
+    pub documented: Option<Documented>,
+}
+
+/// Where Kubernetes' own support list for a build ends (a note, not a gate).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Documented {
+    pub since: String,
+    pub until: Option<String>,
+    pub source: String,
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -258,6 +271,7 @@ pub struct Values<'a> {
     pub cluster_dns: &'a str,
     /// The cluster's DNS domain (`cluster.dns_domain`).
     pub cluster_domain: &'a str,
+    pub taints: &'a str, // comma-separated (`windows.taints`; empty: none)
 }
 
 impl Values<'_> {
@@ -274,6 +288,7 @@ impl Values<'_> {
             .replace("{log_file}", self.log_file)
             .replace("{cluster_dns}", self.cluster_dns)
             .replace("{cluster_domain}", self.cluster_domain)
+            .replace("{taints}", self.taints)
     }
 }
 
@@ -286,12 +301,13 @@ pub struct Invocation {
     pub hosting: Hosting,
 }
 
-fn applies(w: When, kubeconfig: bool, hosting: Hosting) -> bool {
+fn applies(w: When, kubeconfig: bool, taints: bool, hosting: Hosting) -> bool {
     match w {
         When::Always => true,
         When::Kubeconfig => kubeconfig,
         When::NoKubeconfig => !kubeconfig,
         When::Native => hosting == Hosting::Service,
+        When::Taints => taints,
     }
 }
 
@@ -304,8 +320,9 @@ pub fn invocation(c: Component, m: Minor, p: Profile, v: &Values) -> Result<Invo
         env: Vec::new(),
         hosting,
     };
+    let taints = !v.taints.is_empty();
     for r in rows(c, p) {
-        if !applies(r.when, v.kubeconfig.is_some(), hosting) {
+        if !applies(r.when, v.kubeconfig.is_some(), taints, hosting) {
             continue;
         }
         if !r.exists_in(m) {
@@ -376,7 +393,7 @@ pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     for c in [Component::Kubelet, Component::KubeProxy] {
         let hosting = hosting(c, m);
         for r in rows(c, p) {
-            if applies(r.when, kubeconfig, hosting)
+            if applies(r.when, kubeconfig, false, hosting)
                 && r.missing == Missing::Refuse
                 && !r.exists_in(m)
             {
@@ -407,84 +424,13 @@ pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     })
 }
 
-/// Why a host of Windows `build` cannot run release `m`, if it cannot.
-pub fn build_refusal(m: Minor, p: Profile, build: u32) -> Option<String> {
-    let builds = || {
-        TABLE
-            .windows_builds
-            .iter()
-            .filter(move |b| in_profile(&b.profiles, p))
-    };
-    let mut known: Vec<String> = builds()
-        .map(|b| format!("{} ({})", b.name, b.build))
-        .collect();
-    known.dedup();
-    let Some(b) = builds().find(|b| b.build == build) else {
-        return Some(format!(
-            "Windows build {build} is not in kwinctl's table for the {} profile, which covers {}",
-            p.name(),
-            known.join(", ")
-        ));
-    };
-    if covers(&b.since, b.until.as_deref(), m) {
-        return None;
-    }
-    let why = if m < minor(&b.since) {
-        b.since_reason.clone()
-    } else {
-        b.until_reason.clone()
-    };
-    let fits: Vec<String> = builds()
-        .filter(|o| covers(&o.since, o.until.as_deref(), m))
-        .map(|o| format!("{} ({})", o.name, o.build))
-        .collect();
-    Some(format!(
-        "{} (build {build}) cannot run Kubernetes {m}: {}{}",
-        b.name,
-        why.unwrap_or_else(|| "outside the releases kwinctl's table gives it".into()),
-        if fits.is_empty() {
-            String::new()
-        } else {
-            format!("; Kubernetes {m} runs on {}", fits.join(", "))
-        }
-    ))
-}
-
-/// kwinctl's default pause image for release `m` on Windows `build`.
-pub fn default_pause(m: Minor, build: u32) -> Option<&'static str> {
-    TABLE
-        .pause_images
-        .iter()
-        .find(|p| {
-            p.default_for.builds.contains(&build)
-                && covers(&p.default_for.since, p.default_for.until.as_deref(), m)
-        })
-        .map(|p| p.image.as_str())
-}
-
-/// The Windows builds a known pause image has an image for.
-pub fn pause_builds(image: &str) -> Option<&'static [u32]> {
-    let norm = super::facts::normalise_image;
-    TABLE
-        .pause_images
-        .iter()
-        .find(|p| norm(&p.image) == norm(image))
-        .map(|p| p.builds.as_slice())
-}
-
-/// The Windows build kwinctl assumes for `render` (a fresh host of the first
-/// build that runs `m`).
-pub fn fresh_build(m: Minor, p: Profile) -> u32 {
-    TABLE
-        .windows_builds
-        .iter()
-        .find(|b| in_profile(&b.profiles, p) && covers(&b.since, b.until.as_deref(), m))
-        .map(|b| b.build)
-        .unwrap_or(TABLE.windows_builds[0].build)
-}
-
+mod builds;
 mod check;
 mod logs;
+pub use builds::{
+    build_note, build_refusal, containerd_has_table, default_pause, fresh_build, image_runs,
+    pause_builds,
+};
 pub use check::{
     containerd_refusal, identity_note, inventory_problems, newest_containerd, newest_release,
     profile_words,
@@ -492,7 +438,6 @@ pub use check::{
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 
 #[cfg(test)]
-mod tests;
-
-#[cfg(test)]
 mod l2_tests;
+#[cfg(test)]
+mod tests;

@@ -95,6 +95,9 @@ pub struct WindowsDesired {
     /// Sources allowed to reach kube-proxy.exe besides the cluster
     /// (`windows.nodeport_sources`: the transparent profile's NodePorts).
     pub nodeport_sources: Vec<ipnet::Ipv4Net>,
+    /// Where the API server reaches the kubelet from besides the nodes
+    /// (`cluster.api_server_sources`).
+    pub api_server_sources: Vec<ipnet::Ipv4Net>,
     /// The release the binaries must be.
     pub kubernetes_version: KubeVersion,
     pub pause_image: String,

@@ -114,7 +114,8 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
     missing_files(d, f, |_| None, &mut problems);
     binary_versions(d, f, &mut problems);
     if let Some(b) = build {
-        pause_image(d, f, b, &mut problems);
+        // Docker: the exact build (docs/research/containerd.md#d9)
+        pause_image(d, f, b, false, &mut problems);
     }
     match f.pod_cidr {
         Some(rec) if rec != node.pod_cidr => problems.push(format!(
@@ -201,11 +202,14 @@ pub(super) fn binary_versions(d: &WindowsDesired, f: &WindowsFacts, problems: &m
 /// Process isolation runs only images of the host's own Windows build
 /// (Microsoft, "Windows container version compatibility": e.g. on a Windows
 /// Server 2019 host a Windows Server 2016 image "Supports process isolation:
-/// No"); a pause image of another build leaves every pod unable to start.
+/// No"), except that containerd from 1.7.20 (`table`) also runs the
+/// previous LTSC's images on a newer LTSC host (docs/research/containerd.md#d9);
+/// a pause image the host cannot run leaves every pod unable to start.
 pub(super) fn pause_image(
     d: &WindowsDesired,
     f: &WindowsFacts,
     build: u32,
+    table: bool,
     problems: &mut Vec<String>,
 ) {
     let m = d.kubernetes_version.minor;
@@ -231,14 +235,14 @@ pub(super) fn pause_image(
         .find(|i| i.image.eq_ignore_ascii_case(image) && !i.os_version.trim().is_empty());
     if let Some(i) = present {
         match parse_build(&i.os_version) {
-            Some(ib) if ib.2 == build => {}
+            Some(ib) if k8s::image_runs(build, ib.2, table) => {}
             _ => problems.push(format!(
                 "{given} {image} on this host is built for Windows {} but the host is build {build}; process isolation needs the same build: {matching} (cluster.pause_image)",
                 i.os_version
             )),
         }
     } else if let Some(builds) = k8s::pause_builds(image)
-        && !builds.contains(&build)
+        && !builds.iter().any(|b| k8s::image_runs(build, *b, table))
     {
         problems.push(format!(
             "{given} {image} has images for Windows builds {builds:?} only (kwinctl's table, src/os/windows/k8s.yaml), not this host's {build}: {matching} (cluster.pause_image)"

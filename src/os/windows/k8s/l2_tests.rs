@@ -24,6 +24,7 @@ fn values() -> Values<'static> {
         log_file: "",
         cluster_dns: "10.96.0.10",
         cluster_domain: "cluster.local",
+        taints: "",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
         host_endpoint: "cbr0_ep",
@@ -118,14 +119,32 @@ fn inv_env(c: Component, v: &str) -> Vec<String> {
 #[test]
 fn l2bridge_builds_containerd_and_pause() {
     let p = Profile::L2Bridge;
-    assert_eq!(build_refusal(m("1.24"), p, 17763), None);
-    assert_eq!(build_refusal(m("1.34"), p, 17763), None);
-    let e = build_refusal(m("1.35"), p, 17763).unwrap();
-    assert!(e.contains("only Windows Server 2022 and 2025"), "{e}");
+    // no build is refused for the docs' support list alone: nothing in the
+    // kubelet or containerd checks the build; the plan notes it instead
+    let cv = |s: &str| ContainerdVersion::parse(s).unwrap();
+    for (v, b) in [
+        ("1.24", 17763),
+        ("1.35", 17763),
+        ("1.24", 26100),
+        ("1.34", 26100),
+    ] {
+        assert_eq!(build_refusal(m(v), p, b), None, "{v} {b}");
+    }
+    let n = build_note(m("1.35"), p, 17763, Some(cv("2.2.0"))).unwrap();
+    assert!(n.contains("only Windows Server 2022 and 2025"), "{n}");
+    let n = build_note(m("1.34"), p, 26100, Some(cv("1.7.28"))).unwrap();
+    assert!(
+        n.contains("from 1.35 on") && !n.contains("exact build"),
+        "{n}"
+    );
+    let n = build_note(m("1.30"), p, 26100, Some(cv("1.7.13"))).unwrap();
+    assert!(
+        n.contains("from 1.35 on") && n.contains("by the exact build"),
+        "{n}"
+    );
+    assert_eq!(build_note(m("1.35"), p, 26100, Some(cv("2.2.0"))), None);
+    assert_eq!(build_note(m("1.30"), p, 20348, Some(cv("1.6.28"))), None);
     assert_eq!(build_refusal(m("1.35"), p, 20348), None);
-    let e = build_refusal(m("1.34"), p, 26100).unwrap();
-    assert!(e.contains("from 1.35 on"), "{e}");
-    assert_eq!(build_refusal(m("1.35"), p, 26100), None);
     // 2022 is not in the transparent profile's table
     assert!(build_refusal(m("1.23"), Profile::Transparent, 20348).is_some());
     for b in [17763, 20348, 26100] {
@@ -136,7 +155,6 @@ fn l2bridge_builds_containerd_and_pause() {
     }
     assert_eq!(fresh_build(m("1.30"), p), 17763);
     assert_eq!(fresh_build(m("1.35"), p), 20348);
-    let cv = |s: &str| ContainerdVersion::parse(s).unwrap();
     assert_eq!(containerd_refusal(m("1.24"), cv("1.6.4")), None);
     assert!(containerd_refusal(m("1.24"), cv("1.6.3")).is_some());
     assert!(containerd_refusal(m("1.24"), cv("2.0.0")).is_some());
@@ -205,15 +223,41 @@ fn the_containerd_table_is_containerd_s_release_table() {
 /// One README cell of the l2bridge matrix.
 fn l2_cell(m: Minor, build: u32) -> String {
     if let Some(why) = build_refusal(m, Profile::L2Bridge, build) {
-        return if why.contains("only Windows Server 2022 and 2025") {
-            "refused: 2022 and 2025 only from 1.35".into()
-        } else if why.contains("from 1.35 on") {
-            "refused: from 1.35 on".into()
-        } else {
-            panic!("{why}")
-        };
+        panic!("{why}")
     }
-    format!("`{}`", default_pause(m, build).unwrap())
+    let pause = format!("`{}`", default_pause(m, build).unwrap());
+    match build_note(m, Profile::L2Bridge, build, None) {
+        Some(_) => format!("{pause}, not in the docs' list"),
+        None => pause,
+    }
+}
+
+/// containerd/platforms' table (docs/research/containerd.md#d9): a host
+/// before 2022 needs the exact build; a 2022 host runs 2022's images; a
+/// 2025 host 2022's and 2025's; without the table (Docker, containerd
+/// before 1.7.20) the exact build everywhere.
+#[test]
+fn images_a_host_runs_follow_containerds_table() {
+    for (host, image, table, runs) in [
+        (17763, 17763, true, true),
+        (17763, 20348, true, false),
+        (20348, 17763, true, false),
+        (20348, 20348, true, true),
+        (20348, 26100, true, false),
+        (26100, 20348, true, true),
+        (26100, 26100, true, true),
+        (26100, 17763, true, false),
+        (26100, 20348, false, false),
+    ] {
+        assert_eq!(
+            image_runs(host, image, table),
+            runs,
+            "{host} {image} {table}"
+        );
+    }
+    let cv = |s: &str| ContainerdVersion::parse(s).unwrap();
+    assert!(!containerd_has_table(cv("1.7.19")));
+    assert!(containerd_has_table(cv("1.7.20")) && containerd_has_table(cv("2.0.0")));
 }
 
 /// README's l2bridge matrix (releases × builds, with containerd) is what the

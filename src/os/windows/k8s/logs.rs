@@ -48,7 +48,12 @@ pub fn log_runner(
         .filter(|r| {
             r.exists_in(runner)
                 && !r.env
-                && applies(r.when, v.kubeconfig.is_some(), Hosting::Service)
+                && applies(
+                    r.when,
+                    v.kubeconfig.is_some(),
+                    !v.taints.is_empty(),
+                    Hosting::Service,
+                )
         })
         .map(|r| match &r.value {
             Some(t) => format!("{}={}", r.name, v.fill(t)),

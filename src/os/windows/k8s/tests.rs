@@ -16,6 +16,7 @@ const PLACEHOLDERS: &[&str] = &[
     "{host_endpoint}",
     "{cluster_dns}",
     "{cluster_domain}",
+    "{taints}",
 ];
 
 fn values(kubeconfig: bool) -> Values<'static> {
@@ -28,6 +29,7 @@ fn values(kubeconfig: bool) -> Values<'static> {
         log_file: "",
         cluster_dns: "10.96.0.10",
         cluster_domain: "cluster.local",
+        taints: "",
         network: "kwinctl",
         proxy_adapter: "vEthernet (KubeProxySwitch)",
         host_endpoint: "cbr0_ep",
@@ -418,4 +420,37 @@ fn the_readme_table_matches_the_code() {
         readme.contains(&t),
         "README.md's release table differs from the code; it should read:\n{t}"
     );
+}
+
+/// `windows.taints` reach the kubelet as `--register-with-taints` (1.6 on),
+/// and only when given; before 1.6 the kubelet has no such flag.
+#[test]
+fn taints_become_register_with_taints_from_1_6() {
+    let mut v = values(true);
+    let none = invocation(Component::Kubelet, m("1.10"), Profile::Transparent, &v).unwrap();
+    assert!(
+        !none
+            .args
+            .iter()
+            .any(|a| a.starts_with("--register-with-taints"))
+    );
+    v.taints = "os=windows:NoSchedule,a=b:NoExecute";
+    let got = invocation(Component::Kubelet, m("1.10"), Profile::Transparent, &v).unwrap();
+    assert!(
+        got.args
+            .contains(&"--register-with-taints=os=windows:NoSchedule,a=b:NoExecute".to_string()),
+        "{:?}",
+        got.args
+    );
+    let e = invocation(Component::Kubelet, m("1.5"), Profile::Transparent, &v).unwrap_err();
+    assert!(e.contains("--register-with-taints"), "{e}");
+    let l2 = invocation(Component::Kubelet, m("1.36"), Profile::L2Bridge, &v).unwrap();
+    assert!(
+        l2.args
+            .iter()
+            .any(|a| a.starts_with("--register-with-taints="))
+    );
+    // kube-proxy takes none
+    let proxy = invocation(Component::KubeProxy, m("1.36"), Profile::L2Bridge, &v).unwrap();
+    assert!(!proxy.args.iter().any(|a| a.contains("taints")));
 }

@@ -138,7 +138,9 @@ pub fn preflight(
         }
     }
     if let Some(b) = build {
-        pause_image(d, f, b, &mut problems);
+        // containerd's matcher: from 1.7.20 a 2025 host runs 2022's entry
+        let table = k8s::containerd_has_table(l2.containerd_version);
+        pause_image(d, f, b, table, &mut problems);
     }
     // What the transparent profile built is still there (an inventory moved
     // to 1.24+): its switch and network hold the cards and addresses the
@@ -313,6 +315,16 @@ pub fn diff(
         .cloned()
         .partition(|s| s.name == "containerd");
     let kube = without_dsr_where_unsupported(kube, f, &mut notes);
+    if let Some((_, _, b)) = parse_build(&f.build)
+        && let Some(n) = k8s::build_note(
+            d.kubernetes_version.minor,
+            Profile::L2Bridge,
+            b,
+            Some(l2.containerd_version),
+        )
+    {
+        notes.push(n);
+    }
     service_items(&runtime, f, &mut items);
     let images: Vec<String> = f
         .sandbox_images

@@ -322,7 +322,7 @@ mod tests {
                     dns_domain: "cluster.local".into(),
                 },
             );
-            (rules(win, &exes, &[]), cni, a.disputes.len())
+            (rules(win, &exes, &[], &[]), cni, a.disputes.len())
         }
 
         #[test]

@@ -413,3 +413,33 @@ fn a_boot_task_without_its_startup_trigger_is_installed_again() {
     boot.state = "Disabled".into();
     assert_eq!(kinds(&diff(&node(), &d, &f)), ["install_boot_task"]);
 }
+
+/// Windows Server 2025 with a release Kubernetes' docs list it for only from
+/// 1.35: not refused (nothing in the kubelet or containerd checks the
+/// build), the plan notes it; a pause image of 2022 on it passes with
+/// containerd 1.7.20 (containerd/platforms' table), not with 1.7.13.
+#[test]
+fn windows_server_2025_before_1_35_is_noted_not_refused() {
+    let d = desired();
+    let mut f = converged(&d);
+    f.build = "10.0.26100".into();
+    let r = diff(&node(), &d, &f).unwrap();
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("Windows Server 2025 (build 26100) with Kubernetes 1.30")),
+        "{:?}",
+        r.notes
+    );
+    f.image_os = vec![crate::os::windows::facts::ImageOs {
+        image: d.pause_image.clone(),
+        os_version: "10.0.20348.2762".into(),
+    }];
+    assert!(diff(&node(), &d, &f).is_ok());
+    let mut old = d.clone();
+    if let crate::os::windows::ProfileDesired::L2Bridge(l2) = &mut old.profile {
+        l2.containerd_version = crate::inventory::ContainerdVersion::parse("1.7.13").unwrap();
+    }
+    let e = diff(&node(), &old, &f).unwrap_err().to_string();
+    assert!(e.contains("is built for Windows 10.0.20348.2762"), "{e}");
+}
