@@ -156,8 +156,10 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         record: record.as_deref(),
     };
     end.report(reports, interrupted || failed, interrupted, pod_results);
-    if mode == Mode::Reset {
-        forget_reset_hosts(&l, reports)?;
+    for h in &ran.forgotten {
+        err_line(&format!(
+            "{h}: reset; its block is no longer reserved for it"
+        ));
     }
     rt.shutdown_timeout(Duration::from_millis(100));
     if let Some(why) = &ran.internal {
@@ -382,29 +384,6 @@ fn tell_max_fail(c: &Common, mode: Mode, reports: &[HostReport]) {
             stopped.join(", ")
         ));
     }
-}
-
-/// A removed host that `reset` reached is forgotten: its block is free.
-fn forget_reset_hosts(l: &Inputs, reports: &[HostReport]) -> Result<(), CliError> {
-    let reached: Vec<String> = reports
-        .iter()
-        .filter(|r| matches!(r.status, HostStatus::Ok | HostStatus::Changed))
-        .map(|r| r.host.to_ascii_lowercase())
-        .filter(|h| l.state.removed.contains_key(h))
-        .collect();
-    if reached.is_empty() {
-        return Ok(());
-    }
-    let mut state = l.state.clone();
-    for h in &reached {
-        state.removed.remove(h);
-        state.hosts.remove(h);
-        err_line(&format!(
-            "{h}: reset; its block is no longer reserved for it"
-        ));
-    }
-    state.save(&l.sidecars.state)?;
-    Ok(())
 }
 
 /// `verify --pods`: the selected nodes' test pods, through the first Linux

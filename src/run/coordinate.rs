@@ -20,7 +20,6 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Ctx;
 use crate::alloc::{self, Allocation, Node, NodeRecord};
-use crate::mode::Mode;
 use crate::outcome::HostError;
 use crate::transport::Session;
 
@@ -293,11 +292,8 @@ impl Coordinator {
                     ctx.reporter.say(&format!("note: {n}"));
                 }
                 // `up` records the allocation before any host changes.
-                if ctx.mode == Mode::Up
-                    && a.state != cl.state
-                    && let Err(e) = a.state.save(&cl.state_path)
-                {
-                    internal = Some(e.to_string());
+                if let Err(e) = super::ledger::record(ctx.mode, &cl.state, &cl.state_path, &a) {
+                    internal = Some(e);
                 }
                 let nodes = alloc::nodes(&cl.inventory, &a)
                     .into_iter()
@@ -335,10 +331,8 @@ impl Coordinator {
         } else if !changes || ctx.interrupt.is_set() {
             Go::Yes
         } else {
-            let registry = allocation
-                .as_ref()
-                .map(|a| lines(&a.registry))
-                .unwrap_or_default();
+            let registry =
+                super::ledger::registry(allocation.as_deref(), &super::ledger::Reached::default());
             match super::lease::lock(&ctx, lock_at, &targets, generation, &registry).await {
                 Ok(()) => {
                     // renewed beside the lock host's own calls (an SSH
@@ -382,9 +376,4 @@ impl Coordinator {
             internal,
         }
     }
-}
-
-/// The registry's lines.
-pub(super) fn lines(registry: &[crate::alloc::Registered]) -> Vec<String> {
-    registry.iter().map(|e| e.line()).collect()
 }

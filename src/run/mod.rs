@@ -19,6 +19,7 @@ mod converge;
 mod coordinate;
 mod host;
 mod lease;
+mod ledger;
 mod peers;
 mod plan;
 mod recheck;
@@ -195,6 +196,9 @@ pub struct Ran {
     pub locked: Option<Locked>,
     /// kwinctl could not do its own work (the state file): why.
     pub internal: Option<String>,
+    /// The removed hosts `reset` reached, which the state file no longer
+    /// reserves a block for.
+    pub forgotten: Vec<String>,
 }
 
 /// What every host task shares.
@@ -354,38 +358,21 @@ pub async fn run_all(
         locked: None,
         internal: Some(format!("internal error (please report it): {e}")),
     });
+    let reached = ledger::Reached::of(targets.iter().map(|t| t.as_ref()), &out);
     // The cluster lock is released on the lock host's connection, which its
-    // task left for this.
+    // task left for this, leaving the registry without the removed hosts
+    // that `reset` reached.
     if let Some(i) = lock_at {
-        // The registry as the run leaves it: removed hosts that `reset`
-        // reached are no longer there.
-        let reached: Vec<String> = out
-            .iter()
-            .zip(&targets)
-            .filter(|(r, t)| {
-                t.removed
-                    && r.as_ref().is_some_and(|r| {
-                        matches!(
-                            r.status,
-                            crate::outcome::HostStatus::Ok | crate::outcome::HostStatus::Changed
-                        )
-                    })
-            })
-            .map(|(_, t)| t.host.name.to_ascii_lowercase())
-            .collect();
-        let registry: Vec<String> = outcome
-            .allocation
-            .as_ref()
-            .map(|a| {
-                a.registry
-                    .iter()
-                    .filter(|e| !reached.contains(&e.host))
-                    .map(|e| e.line())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let registry = ledger::registry(outcome.allocation.as_deref(), &reached);
         lease::release(&ctx, &targets[i].host.name, &registry).await;
     }
+    let cl = &ctx.cluster;
+    let mut internal = outcome.internal;
+    let forgotten =
+        ledger::forget(ctx.mode, &cl.state, &cl.state_path, &reached).unwrap_or_else(|e| {
+            internal.get_or_insert(e);
+            Vec::new()
+        });
     let mut reports: Vec<HostReport> = Vec::new();
     let mut peers: Vec<HostReport> = Vec::new();
     for (t, r) in targets.iter().zip(out) {
@@ -400,7 +387,8 @@ pub async fn run_all(
         reports,
         allocation: outcome.allocation,
         locked: outcome.locked,
-        internal: outcome.internal,
+        internal,
+        forgotten,
     }
 }
 
