@@ -118,6 +118,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         with_peer_routes: c.with_peer_routes,
         reboot: c.reboot,
         max_fail: c.max_fail.map(|m| m.threshold(names.len())),
+        lease: Duration::from_secs(crate::os::lock_lease()),
     };
     let cluster = cluster_of(&l, mode, record.as_deref());
     let ran = rt.block_on(async {

@@ -14,14 +14,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Ctx;
+use super::lease::{Channel, Handover, Lease, LockRefused};
 use crate::alloc::{self, Allocation, Node, NodeRecord};
 use crate::outcome::HostError;
-use crate::transport::Session;
 
 /// What a host's first phase gave.
 pub(super) enum Arrival {
@@ -54,6 +53,9 @@ pub(super) struct Outcome {
     pub allocation: Option<Arc<Allocation>>,
     pub locked: Option<Locked>,
     pub internal: Option<String>,
+    /// The cluster lock's lease, to release at the end (`None`: the
+    /// inventory has no lock host).
+    pub lease: Option<Lease>,
 }
 
 pub(super) struct Barrier {
@@ -61,16 +63,10 @@ pub(super) struct Barrier {
     decision: watch::Receiver<Option<Arc<Decision>>>,
     ready: mpsc::UnboundedSender<(usize, bool)>,
     go: watch::Receiver<Option<Go>>,
-    /// The lock host's connection while the coordinator uses it (between
-    /// the phases, and at the end for the release).
-    pub lock_session: tokio::sync::Mutex<Option<Box<dyn Session>>>,
-    pub(super) lock_taken: AtomicBool,
     /// The lock's lease could not be kept (another run broke it, or the
     /// lock host did not answer for a whole lease): why. No host starts
     /// changing after that.
     pub(super) lock_lost: std::sync::Mutex<Option<String>>,
-    /// The task renewing the lock's lease while the run works.
-    pub(super) renewer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Each host's turn for the second phase (taken by its ticket).
     turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
     /// The hosts (lower-case names) that change something in this run, and
@@ -106,10 +102,7 @@ impl Barrier {
                 decision: decision_rx,
                 ready: ready_tx,
                 go: go_rx,
-                lock_session: tokio::sync::Mutex::new(None),
-                lock_taken: AtomicBool::new(false),
                 lock_lost: std::sync::Mutex::new(None),
-                renewer: std::sync::Mutex::new(None),
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
                 changing: std::sync::Mutex::new(BTreeSet::new()),
                 pending: watch::channel(BTreeSet::new()).0,
@@ -249,11 +242,12 @@ impl Drop for Ticket<'_> {
 }
 
 impl Coordinator {
-    /// `targets`: each one's name, whether it is removed, and selected.
+    /// `targets`: each one's name, whether it is removed, and selected;
+    /// `lock_at`: the lock host, and where its task hands over its channel.
     pub(super) async fn run(
         mut self,
         ctx: Arc<Ctx>,
-        lock_at: Option<usize>,
+        lock_at: Option<(usize, oneshot::Receiver<Handover>)>,
         targets: Vec<(String, bool, bool)>,
     ) -> Outcome {
         let mut records = BTreeMap::new();
@@ -276,7 +270,7 @@ impl Coordinator {
             }
             if let Arrival::Probed(rec, gen_) = a {
                 probed += 1;
-                if lock_at == Some(i) {
+                if lock_at.as_ref().is_some_and(|(l, _)| *l == i) {
                     generation = Some(gen_);
                 }
                 if !targets[i].1 {
@@ -325,7 +319,12 @@ impl Coordinator {
                 None => break,
             }
         }
+        let mut channel = match lock_at {
+            Some((i, handover)) => Some(Channel::receive(&targets[i].0, handover).await),
+            None => None,
+        };
         let mut locked = None;
+        let mut taken = false;
         let go = if let Some(e) = &internal {
             Go::No(HostError::Local(e.clone()))
         } else if !changes || ctx.interrupt.is_set() {
@@ -333,29 +332,27 @@ impl Coordinator {
         } else {
             let registry =
                 super::ledger::registry(allocation.as_deref(), &super::ledger::Reached::default());
-            match super::lease::lock(&ctx, lock_at, &targets, generation, &registry).await {
+            let res = match channel.as_mut() {
+                Some(c) => c.lock(&ctx, generation, &registry).await,
+                None => Err(LockRefused::no_lock_host()),
+            };
+            match res {
                 Ok(()) => {
-                    // renewed beside the lock host's own calls (an SSH
-                    // connection always has a side channel)
-                    let side = ctx
-                        .barrier
-                        .lock_session
-                        .lock()
-                        .await
-                        .as_ref()
-                        .and_then(|s| s.side());
-                    if let (Some(i), Some(side)) = (lock_at, side) {
-                        super::lease::start_renewing(&ctx, &targets[i].0, side);
-                    }
+                    taken = true;
                     Go::Yes
                 }
-                Err((why, held)) => {
-                    if held {
-                        locked = Some(Locked(why.clone()));
+                Err(r) => {
+                    if r.held {
+                        locked = Some(Locked(r.why.clone()));
                     }
-                    Go::No(HostError::Refused(why))
+                    Go::No(HostError::Refused(r.why))
                 }
             }
+        };
+        let lease = match channel {
+            Some(c) if taken => Some(c.keep(&ctx)),
+            Some(c) => Some(c.set_aside().await),
+            None => None,
         };
         if matches!(go, Go::Yes) {
             *ctx.barrier.changing.lock().unwrap() = changing.clone();
@@ -374,6 +371,7 @@ impl Coordinator {
             allocation,
             locked,
             internal,
+            lease,
         }
     }
 }

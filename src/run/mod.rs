@@ -53,7 +53,6 @@ use crate::transport::{self, ConnectOptions, Interpreter, Session, TransportErro
 use crate::verify::ReachMode;
 
 pub use coordinate::Locked;
-pub(crate) use lease::{Held, What, read_lock};
 
 pub struct RunOptions {
     pub parallel: usize,
@@ -70,6 +69,10 @@ pub struct RunOptions {
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,
+    /// The cluster lock's lease (`KWINCTL_LOCK_LEASE`): renewed a third of
+    /// it apart, lost when the lock host has not confirmed it for a whole
+    /// one.
+    pub lease: Duration,
 }
 
 /// Set by the signal handler: no new host starts; hosts still waiting for a
@@ -300,7 +303,10 @@ pub async fn run_all(
         failures: AtomicUsize::new(0),
     });
     let lock_at = lock_host(&targets);
-    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lock_at, {
+    // the lock host's task hands its side channel to the lease, once
+    let (handover, handed) = oneshot::channel();
+    let mut handover = Some(handover);
+    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lock_at.map(|i| (i, handed)), {
         targets
             .iter()
             .map(|t| (t.host.name.clone(), t.removed, t.selected))
@@ -322,7 +328,11 @@ pub async fn run_all(
         blanks.push(t.blank(None, &ctx.cluster.inventory));
         let ctx = ctx.clone();
         let t = t.clone();
-        let lock_here = lock_at == Some(i);
+        let lock_here = if lock_at == Some(i) {
+            handover.take()
+        } else {
+            None
+        };
         let task = tokio::spawn(async move {
             let start = Instant::now();
             let report = host::run(&ctx, &t, i, lock_here, slot).await;
@@ -357,14 +367,14 @@ pub async fn run_all(
         allocation: None,
         locked: None,
         internal: Some(format!("internal error (please report it): {e}")),
+        lease: None,
     });
     let reached = ledger::Reached::of(targets.iter().map(|t| t.as_ref()), &out);
-    // The cluster lock is released on the lock host's connection, which its
-    // task left for this, leaving the registry without the removed hosts
-    // that `reset` reached.
-    if let Some(i) = lock_at {
+    // The cluster lock is released, leaving the registry without the
+    // removed hosts that `reset` reached.
+    if let Some(lease) = outcome.lease {
         let registry = ledger::registry(outcome.allocation.as_deref(), &reached);
-        lease::release(&ctx, &targets[i].host.name, &registry).await;
+        lease.release(&ctx, registry).await;
     }
     let cl = &ctx.cluster;
     let mut internal = outcome.internal;
