@@ -241,124 +241,73 @@ impl Drop for Ticket<'_> {
     }
 }
 
+/// A host of the run, as the cluster step sees it.
+pub(super) struct Seat {
+    pub name: String,
+    /// Removed from the inventory (reached by `reset` by name): its record
+    /// decides nothing.
+    pub removed: bool,
+    /// Selected by `--limit`: its failure counts for `--max-fail`.
+    pub selected: bool,
+}
+
+/// What the hosts' first phase gave the cluster step.
+struct Arrived {
+    /// What each node records, by lower-case name.
+    records: BTreeMap<String, NodeRecord>,
+    /// How many hosts were probed (and will say whether they change).
+    probed: usize,
+    /// The cluster lock's generation on the lock host, when it answered.
+    generation: Option<u64>,
+}
+
+/// Whether the hosts may change, and the lease if the lock was taken.
+struct Verdict {
+    go: Go,
+    locked: Option<Locked>,
+    taken: bool,
+}
+
 impl Coordinator {
-    /// `targets`: each one's name, whether it is removed, and selected;
     /// `lock_at`: the lock host, and where its task hands over its channel.
     pub(super) async fn run(
         mut self,
         ctx: Arc<Ctx>,
         lock_at: Option<(usize, oneshot::Receiver<Handover>)>,
-        targets: Vec<(String, bool, bool)>,
+        seats: Vec<Seat>,
     ) -> Outcome {
-        let mut records = BTreeMap::new();
-        let mut probed = 0;
-        let mut generation = None;
-        for _ in 0..self.n {
-            let Some((i, a)) = self.arrive.recv().await else {
-                break;
-            };
-            // counts for --max-fail before any host changes
-            if matches!(a, Arrival::Failed) && targets[i].2 && !ctx.interrupt.is_set() {
-                ctx.failed();
-            }
-            if matches!(a, Arrival::Failed) {
-                ctx.barrier
-                    .failed
-                    .lock()
-                    .unwrap()
-                    .insert(targets[i].0.to_ascii_lowercase());
-            }
-            if let Arrival::Probed(rec, gen_) = a {
-                probed += 1;
-                if lock_at.as_ref().is_some_and(|(l, _)| *l == i) {
-                    generation = Some(gen_);
-                }
-                if !targets[i].1 {
-                    records.insert(targets[i].0.to_ascii_lowercase(), rec);
-                }
-            }
-        }
-        let mut internal = None;
-        let cl = &ctx.cluster;
-        let decision = match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
-            Ok(a) => {
-                for n in &a.notes {
-                    ctx.reporter.say(&format!("note: {n}"));
-                }
-                // `up` records the allocation before any host changes.
-                if let Err(e) = super::ledger::record(ctx.mode, &cl.state, &cl.state_path, &a) {
-                    internal = Some(e);
-                }
-                let nodes = alloc::nodes(&cl.inventory, &a)
-                    .into_iter()
-                    .map(|n| (n.name.to_ascii_lowercase(), n))
-                    .collect();
-                Decision {
-                    allocation: Ok(Arc::new(a)),
-                    nodes,
-                }
-            }
-            Err(e) => Decision {
-                allocation: Err(e.0),
-                nodes: BTreeMap::new(),
-            },
-        };
+        let lock_host = lock_at.as_ref().map(|(i, _)| *i);
+        let arrived = self.arrivals(&ctx, lock_host, &seats).await;
+        let (decision, internal) = decide(&ctx, arrived.records);
         let allocation = decision.allocation.as_ref().ok().cloned();
         let _ = self.decision.send(Some(Arc::new(decision)));
-
-        let mut changes = false;
-        let mut changing = BTreeSet::new();
-        for _ in 0..probed {
-            match self.ready.recv().await {
-                Some((i, c)) => {
-                    changes |= c;
-                    if c {
-                        changing.insert(targets[i].0.to_ascii_lowercase());
-                    }
-                }
-                None => break,
-            }
-        }
+        let changing = self.readiness(arrived.probed, &seats).await;
         let mut channel = match lock_at {
-            Some((i, handover)) => Some(Channel::receive(&targets[i].0, handover).await),
+            Some((i, handover)) => Some(Channel::receive(&seats[i].name, handover).await),
             None => None,
         };
-        let mut locked = None;
-        let mut taken = false;
-        let go = if let Some(e) = &internal {
-            Go::No(HostError::Local(e.clone()))
-        } else if !changes || ctx.interrupt.is_set() {
-            Go::Yes
+        let verdict = if let Some(e) = &internal {
+            Verdict::no(HostError::Local(e.clone()))
+        } else if changing.is_empty() || ctx.interrupt.is_set() {
+            Verdict::yes(false)
         } else {
             let registry =
                 super::ledger::registry(allocation.as_deref(), &super::ledger::Reached::default());
-            let res = match channel.as_mut() {
-                Some(c) => c.lock(&ctx, generation, &registry).await,
+            Verdict::of(match channel.as_mut() {
+                Some(c) => c.lock(&ctx, arrived.generation, &registry).await,
                 None => Err(LockRefused::no_lock_host()),
-            };
-            match res {
-                Ok(()) => {
-                    taken = true;
-                    Go::Yes
-                }
-                Err(r) => {
-                    if r.held {
-                        locked = Some(Locked(r.why.clone()));
-                    }
-                    Go::No(HostError::Refused(r.why))
-                }
-            }
+            })
         };
         let lease = match channel {
-            Some(c) if taken => Some(c.keep(&ctx)),
+            Some(c) if verdict.taken => Some(c.keep(&ctx)),
             Some(c) => Some(c.set_aside().await),
             None => None,
         };
-        if matches!(go, Go::Yes) {
+        if matches!(verdict.go, Go::Yes) {
             *ctx.barrier.changing.lock().unwrap() = changing.clone();
             ctx.barrier.pending.send_replace(changing);
         }
-        let _ = self.go.send(Some(go));
+        let _ = self.go.send(Some(verdict.go));
         // Turns for the second phase, in input order: a host that has gone
         // (its turn dropped) hands its permit straight to the next.
         for tx in self.turns {
@@ -369,9 +318,118 @@ impl Coordinator {
         }
         Outcome {
             allocation,
-            locked,
+            locked: verdict.locked,
             internal,
             lease,
+        }
+    }
+
+    /// Every host's first phase: what its node records, or that it failed.
+    async fn arrivals(&mut self, ctx: &Ctx, lock_host: Option<usize>, seats: &[Seat]) -> Arrived {
+        let mut arrived = Arrived {
+            records: BTreeMap::new(),
+            probed: 0,
+            generation: None,
+        };
+        for _ in 0..self.n {
+            let Some((i, a)) = self.arrive.recv().await else {
+                break;
+            };
+            let seat = &seats[i];
+            match a {
+                Arrival::Failed => {
+                    // counts for --max-fail before any host changes
+                    if seat.selected && !ctx.interrupt.is_set() {
+                        ctx.failed();
+                    }
+                    let name = seat.name.to_ascii_lowercase();
+                    ctx.barrier.failed.lock().unwrap().insert(name);
+                }
+                Arrival::Probed(rec, generation) => {
+                    arrived.probed += 1;
+                    if lock_host == Some(i) {
+                        arrived.generation = Some(generation);
+                    }
+                    if !seat.removed {
+                        arrived.records.insert(seat.name.to_ascii_lowercase(), rec);
+                    }
+                }
+            }
+        }
+        arrived
+    }
+
+    /// Every probed host says whether it has changes: those that do (lower
+    /// case names).
+    async fn readiness(&mut self, probed: usize, seats: &[Seat]) -> BTreeSet<String> {
+        let mut changing = BTreeSet::new();
+        for _ in 0..probed {
+            match self.ready.recv().await {
+                Some((i, true)) => {
+                    changing.insert(seats[i].name.to_ascii_lowercase());
+                }
+                Some((_, false)) => {}
+                None => break,
+            }
+        }
+        changing
+    }
+}
+
+impl Verdict {
+    fn yes(taken: bool) -> Verdict {
+        Verdict {
+            go: Go::Yes,
+            locked: None,
+            taken,
+        }
+    }
+    fn no(e: HostError) -> Verdict {
+        Verdict {
+            go: Go::No(e),
+            locked: None,
+            taken: false,
+        }
+    }
+    /// What taking the cluster lock gave.
+    fn of(lock: Result<(), LockRefused>) -> Verdict {
+        match lock {
+            Ok(()) => Verdict::yes(true),
+            Err(r) => Verdict {
+                locked: r.held.then(|| Locked(r.why.clone())),
+                ..Verdict::no(HostError::Refused(r.why))
+            },
+        }
+    }
+}
+
+/// The allocation from what the nodes record, its notes said, and (`up`)
+/// recorded in the ledger before any host changes. Also: why kwinctl could
+/// not record it.
+fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option<String>) {
+    let cl = &ctx.cluster;
+    match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
+        Ok(a) => {
+            for n in &a.notes {
+                ctx.reporter.say(&format!("note: {n}"));
+            }
+            let internal = super::ledger::record(ctx.mode, &cl.state, &cl.state_path, &a).err();
+            let nodes = alloc::nodes(&cl.inventory, &a)
+                .into_iter()
+                .map(|n| (n.name.to_ascii_lowercase(), n))
+                .collect();
+            let d = Decision {
+                allocation: Ok(Arc::new(a)),
+                nodes,
+            };
+            (d, internal)
+        }
+        Err(e) => {
+            let d = Decision {
+                allocation: Err(e.0),
+                nodes: BTreeMap::new(),
+            };
+            (d, None)
         }
     }
 }

@@ -272,97 +272,23 @@ pub async fn run_all(
     opts: RunOptions,
     io: Io,
 ) -> Ran {
-    let Io {
-        connector,
-        reporter,
-        interrupt,
-        record,
-    } = io;
-    let everyone = cluster
-        .inventory
-        .hosts
-        .iter()
-        .map(|h| crate::verify::Pinged {
-            name: h.name.clone(),
-            address: h.address,
-        })
-        .collect();
-    let (barrier, coordinator) = coordinate::Barrier::new(targets.len());
-    let ctx = Arc::new(Ctx {
-        mode,
-        sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
-        opts,
-        cluster,
-        connector,
-        renderer: crate::os::renderer(),
-        reporter,
-        interrupt,
-        record,
-        barrier,
-        everyone,
-        failures: AtomicUsize::new(0),
-    });
+    let (ctx, coordinator) = context(mode, cluster, opts, io, targets.len());
     let lock_at = lock_host(&targets);
     // the lock host's task hands its side channel to the lease, once
     let (handover, handed) = oneshot::channel();
-    let mut handover = Some(handover);
-    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lock_at.map(|i| (i, handed)), {
-        targets
-            .iter()
-            .map(|t| (t.host.name.clone(), t.removed, t.selected))
-            .collect()
-    }));
-    let control_planes = targets
+    let seats = targets
         .iter()
-        .enumerate()
-        .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
-        .map(|(i, _)| i);
-    let build_label = ctx.cluster.inventory.cluster.windows_profile()
-        == Some(crate::inventory::WindowsProfile::L2Bridge);
-    let mut kube = cluster::Readiness::new(mode, control_planes, build_label);
-    let mut blanks = Vec::new();
-    let mut running = FuturesUnordered::new();
+        .map(|t| coordinate::Seat {
+            name: t.host.name.clone(),
+            removed: t.removed,
+            selected: t.selected,
+        })
+        .collect();
+    let lease_at = lock_at.map(|i| (i, handed));
+    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lease_at, seats));
     let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
-    let slots = connect_slots(ctx.sem.clone(), targets.len());
-    for ((i, t), slot) in targets.iter().enumerate().zip(slots) {
-        blanks.push(t.blank(None, &ctx.cluster.inventory));
-        let ctx = ctx.clone();
-        let t = t.clone();
-        let lock_here = if lock_at == Some(i) {
-            handover.take()
-        } else {
-            None
-        };
-        let task = tokio::spawn(async move {
-            let start = Instant::now();
-            let report = host::run(&ctx, &t, i, lock_here, slot).await;
-            report.map(|mut r| {
-                r.seconds = start.elapsed().as_secs_f64();
-                r
-            })
-        });
-        running.push(async move { (i, task.await) });
-    }
-    let mut out: Vec<Option<HostReport>> = blanks.iter().map(|_| None).collect();
-    while let Some((i, done)) = running.next().await {
-        // A bug in one host's task fails that host, not the whole run.
-        let report = match done {
-            Ok(r) => r,
-            Err(e) => Some(blanks[i].clone().failed(HostError::Internal(e.to_string()))),
-        };
-        let Some(report) = report else { continue };
-        // Hosts whose results depend on checks across hosts are announced
-        // once those checks are done: a host's event never says ok while
-        // the summary says failed.
-        for ready in kube.arrived(i, report) {
-            announce(&ctx, ready.1.clone(), targets[ready.0].selected);
-            out[ready.0] = Some(ready.1);
-        }
-    }
-    for ready in kube.finish() {
-        announce(&ctx, ready.1.clone(), targets[ready.0].selected);
-        out[ready.0] = Some(ready.1);
-    }
+    let tasks = spawn_hosts(&ctx, &targets, lock_at, handover);
+    let out = gather(&ctx, &targets, tasks).await;
     let outcome = coordination.await.unwrap_or_else(|e| coordinate::Outcome {
         allocation: None,
         locked: None,
@@ -383,6 +309,130 @@ pub async fn run_all(
             internal.get_or_insert(e);
             Vec::new()
         });
+    Ran {
+        reports: in_order(&targets, out),
+        allocation: outcome.allocation,
+        locked: outcome.locked,
+        internal,
+        forgotten,
+    }
+}
+
+/// What every host task shares, and the cluster step that waits for them.
+fn context(
+    mode: Mode,
+    cluster: Cluster,
+    opts: RunOptions,
+    io: Io,
+    n: usize,
+) -> (Arc<Ctx>, coordinate::Coordinator) {
+    let everyone = cluster
+        .inventory
+        .hosts
+        .iter()
+        .map(|h| crate::verify::Pinged {
+            name: h.name.clone(),
+            address: h.address,
+        })
+        .collect();
+    let (barrier, coordinator) = coordinate::Barrier::new(n);
+    let ctx = Arc::new(Ctx {
+        mode,
+        sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
+        opts,
+        cluster,
+        connector: io.connector,
+        renderer: crate::os::renderer(),
+        reporter: io.reporter,
+        interrupt: io.interrupt,
+        record: io.record,
+        barrier,
+        everyone,
+        failures: AtomicUsize::new(0),
+    });
+    (ctx, coordinator)
+}
+
+/// Every host's task, in input order; the lock host's gets the lease's
+/// handover.
+fn spawn_hosts(
+    ctx: &Arc<Ctx>,
+    targets: &[Arc<Target>],
+    lock_at: Option<usize>,
+    handover: oneshot::Sender<lease::Handover>,
+) -> Vec<tokio::task::JoinHandle<Option<HostReport>>> {
+    let mut handover = Some(handover);
+    let slots = connect_slots(ctx.sem.clone(), targets.len());
+    let mut tasks = Vec::new();
+    for ((i, t), slot) in targets.iter().enumerate().zip(slots) {
+        let ctx = ctx.clone();
+        let t = t.clone();
+        let lease = if lock_at == Some(i) {
+            handover.take()
+        } else {
+            None
+        };
+        tasks.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let report = host::run(&ctx, &t, i, lease, slot).await;
+            report.map(|mut r| {
+                r.seconds = start.elapsed().as_secs_f64();
+                r
+            })
+        }));
+    }
+    tasks
+}
+
+/// The hosts' reports as they end, each announced once the checks across
+/// hosts it depends on are done (a host's event never says ok while the
+/// summary says failed).
+async fn gather(
+    ctx: &Ctx,
+    targets: &[Arc<Target>],
+    tasks: Vec<tokio::task::JoinHandle<Option<HostReport>>>,
+) -> Vec<Option<HostReport>> {
+    let control_planes = targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
+        .map(|(i, _)| i);
+    let build_label = ctx.cluster.inventory.cluster.windows_profile()
+        == Some(crate::inventory::WindowsProfile::L2Bridge);
+    let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label);
+    let mut running: FuturesUnordered<_> = tasks
+        .into_iter()
+        .enumerate()
+        .map(|(i, task)| async move { (i, task.await) })
+        .collect();
+    let mut out: Vec<Option<HostReport>> = targets.iter().map(|_| None).collect();
+    let mut announce_all = |ready: Vec<(usize, HostReport)>| {
+        for (i, r) in ready {
+            announce(ctx, r.clone(), targets[i].selected);
+            out[i] = Some(r);
+        }
+    };
+    while let Some((i, done)) = running.next().await {
+        // A bug in one host's task fails that host, not the whole run.
+        let report = match done {
+            Ok(r) => r,
+            Err(e) => Some(
+                targets[i]
+                    .blank(None, &ctx.cluster.inventory)
+                    .failed(HostError::Internal(e.to_string())),
+            ),
+        };
+        if let Some(report) = report {
+            announce_all(kube.arrived(i, report));
+        }
+    }
+    announce_all(kube.finish());
+    out
+}
+
+/// The selected hosts' reports in input order, then those of hosts outside
+/// `--limit` that had something to say.
+fn in_order(targets: &[Arc<Target>], out: Vec<Option<HostReport>>) -> Vec<HostReport> {
     let mut reports: Vec<HostReport> = Vec::new();
     let mut peers: Vec<HostReport> = Vec::new();
     for (t, r) in targets.iter().zip(out) {
@@ -393,13 +443,7 @@ pub async fn run_all(
         }
     }
     reports.extend(peers);
-    Ran {
-        reports,
-        allocation: outcome.allocation,
-        locked: outcome.locked,
-        internal,
-        forgotten,
-    }
+    reports
 }
 
 /// A host's result, on the terminal, in the JSON events and in the run
