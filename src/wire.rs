@@ -13,6 +13,8 @@
 //!   (`{"kind": …, fields…, "id": n}`), so an action type's serde shape is a
 //!   cross-language API: `kind` is also the template's and the simulator
 //!   handler's name.
+//! - `KWL <what> <value>`: the cluster lock scripts' answers (taken,
+//!   changed, held, broken, renewed, lost, released; see docs/locks.md).
 
 use crate::outcome::ActionStatus;
 use crate::probe::FactsError;
@@ -98,6 +100,84 @@ pub fn action_results(stdout: &str, n: usize) -> (Vec<(ActionStatus, String)>, O
         }
     }
     (res, failed)
+}
+
+/// What the lock script said (its lines come from the lock host: printed
+/// only through `printable`).
+#[derive(Debug, Default)]
+pub struct LockAnswer {
+    /// It broke a lock whose lease had run out.
+    pub broken: Option<Broken>,
+    pub what: What,
+}
+
+#[derive(Debug)]
+pub struct Broken {
+    /// Seconds since that lock was taken.
+    pub age: String,
+    /// Seconds since its lease ran out.
+    pub expired: String,
+    pub owner: String,
+}
+
+/// Who holds the lock.
+#[derive(Debug, Default)]
+pub struct Held {
+    /// Seconds left of its lease.
+    pub left: String,
+    /// Seconds since it was taken.
+    pub age: String,
+    pub owner: String,
+    pub run: String,
+}
+
+#[derive(Debug, Default)]
+pub enum What {
+    Taken,
+    Changed(String),
+    Held(Held),
+    /// No lock (`kwinctl unlock`).
+    Free,
+    /// `kwinctl unlock` broke it.
+    Broke,
+    #[default]
+    Nothing,
+}
+
+pub fn read_lock(stdout: &str) -> LockAnswer {
+    let mut a = LockAnswer::default();
+    let mut held: Option<Held> = None;
+    let mut broke = false;
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("KWL ") else {
+            continue;
+        };
+        let (what, value) = rest.split_once(' ').unwrap_or((rest, ""));
+        let value = crate::text::printable(value);
+        match what {
+            "taken" => a.what = What::Taken,
+            "changed" => a.what = What::Changed(value),
+            "free" => a.what = What::Free,
+            "broke" => broke = true,
+            "broken" => {
+                let mut f = value.splitn(3, ' ');
+                a.broken = Some(Broken {
+                    age: f.next().unwrap_or_default().to_string(),
+                    expired: f.next().unwrap_or_default().to_string(),
+                    owner: f.next().unwrap_or_default().to_string(),
+                });
+            }
+            "held" => held.get_or_insert_with(Held::default).left = value,
+            "age" => held.get_or_insert_with(Held::default).age = value,
+            "owner" => held.get_or_insert_with(Held::default).owner = value,
+            "run" => held.get_or_insert_with(Held::default).run = value,
+            _ => {}
+        }
+    }
+    if let (What::Nothing, Some(h)) = (&a.what, held) {
+        a.what = if broke { What::Broke } else { What::Held(h) };
+    }
+    a
 }
 
 #[cfg(test)]

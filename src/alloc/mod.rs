@@ -41,7 +41,7 @@ mod allocate;
 mod identity;
 mod registry;
 
-pub use allocate::allocate;
+pub use allocate::{allocate, validate};
 
 /// Where a host's pod CIDR came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]

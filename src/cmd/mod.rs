@@ -153,15 +153,22 @@ fn parse_reach(s: &str) -> Result<ReachMode, String> {
     }
 }
 
-/// The inventory, the state file as read, and the allocation the state and
-/// the pins give (what `check` and `render` show: they ask no node).
-struct Loaded {
+/// What a remote command starts from: the inventory and the state file as
+/// read. Its allocation is made once, from what the nodes record (`run`).
+struct Inputs {
     inv: Inventory,
     /// The inventory's real path (symlinks resolved): the files kwinctl
     /// keeps beside it, and its lock, are named after it.
     path: PathBuf,
     /// The state file as read.
     state: State,
+    sidecars: Sidecars,
+}
+
+/// The inputs, and the allocation the state and the pins give (what
+/// `check`, `graph` and `render` show: they ask no node).
+struct Loaded {
+    inv: Inventory,
     alloc: Allocation,
     nodes: Vec<Node>,
     sidecars: Sidecars,
@@ -218,18 +225,41 @@ fn real_path(inventory: &std::path::Path) -> PathBuf {
     std::fs::canonicalize(inventory).unwrap_or_else(|_| inventory.to_path_buf())
 }
 
-fn load(c: &Common) -> Result<Loaded, CliError> {
+fn read(c: &Common) -> Result<Inputs, CliError> {
     let inv = Inventory::load(&c.inventory)?;
     crate::os::check_inventory(&inv)?;
     let path = real_path(&c.inventory);
     let sidecars = Sidecars::of(&path);
     let state = State::load(&sidecars.state, &inv.cluster.name)?;
+    Ok(Inputs {
+        inv,
+        path,
+        state,
+        sidecars,
+    })
+}
+
+/// The inputs of a remote command, refused before any host is contacted
+/// when they cannot give every host a block.
+fn load_remote(c: &Common) -> Result<Inputs, CliError> {
+    let i = read(c)?;
+    alloc::validate(&i.inv, &i.state)?;
+    Ok(i)
+}
+
+/// The inputs of a command that asks no node, allocated from the state
+/// file and the pins.
+fn load(c: &Common) -> Result<Loaded, CliError> {
+    let Inputs {
+        inv,
+        state,
+        sidecars,
+        ..
+    } = read(c)?;
     let alloc = alloc::allocate(&inv, &state, &None)?;
     let nodes = alloc::nodes(&inv, &alloc);
     Ok(Loaded {
         inv,
-        path,
-        state,
         alloc,
         nodes,
         sidecars,

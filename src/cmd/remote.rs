@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Common, Loaded, load};
+use super::{Common, Inputs, load_remote};
 use crate::error::{CliError, Exit};
 use crate::lock::Lock;
 use crate::mode::Mode;
@@ -20,7 +20,7 @@ use crate::verify::ReachMode;
 
 /// The hosts the run is about: `--limit`, or what the last run left to do
 /// (`--only-failed`), or all. `None`: nothing to do.
-fn selection(c: &Common, mode: Mode, l: &Loaded) -> Result<Option<BTreeSet<String>>, CliError> {
+fn selection(c: &Common, mode: Mode, l: &Inputs) -> Result<Option<BTreeSet<String>>, CliError> {
     if !c.only_failed {
         let removed: Vec<String> = l.state.removed.keys().cloned().collect();
         let want = crate::select::resolve(&l.inv, &removed, &c.limit)
@@ -94,7 +94,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
             "--max-fail stops a run from changing further hosts; `kwinctl {mode}` changes nothing: leave it out"
         )));
     }
-    let l = load(c)?;
+    let l = load_remote(c)?;
     super::register_secrets(&l.inv);
     let Some(want) = selection(c, mode, &l)? else {
         return Ok((Exit::Ok, 0));
@@ -118,6 +118,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         with_peer_routes: c.with_peer_routes,
         reboot: c.reboot,
         max_fail: c.max_fail.map(|m| m.threshold(names.len())),
+        lease: Duration::from_secs(crate::os::lock_lease()),
     };
     let cluster = cluster_of(&l, mode, record.as_deref());
     let ran = rt.block_on(async {
@@ -156,8 +157,10 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         record: record.as_deref(),
     };
     end.report(reports, interrupted || failed, interrupted, pod_results);
-    if mode == Mode::Reset {
-        forget_reset_hosts(&l, reports)?;
+    for h in &ran.forgotten {
+        err_line(&format!(
+            "{h}: reset; its block is no longer reserved for it"
+        ));
     }
     rt.shutdown_timeout(Duration::from_millis(100));
     if let Some(why) = &ran.internal {
@@ -186,7 +189,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
 fn start(
     c: &Common,
     mode: Mode,
-    l: &Loaded,
+    l: &Inputs,
     targets: &[Target],
     names: &[String],
     reporter: &Reporter,
@@ -211,7 +214,7 @@ fn start(
 /// others are the selected ones' targets); only the selected nodes'
 /// results are reported.
 async fn verify_pods(
-    l: &Loaded,
+    l: &Inputs,
     connect: &ConnectOptions,
     ran: &run::Ran,
     reporter: &Reporter,
@@ -237,7 +240,7 @@ async fn verify_pods(
 struct End<'a> {
     c: &'a Common,
     mode: Mode,
-    l: &'a Loaded,
+    l: &'a Inputs,
     reporter: &'a Reporter,
     record: Option<&'a RunRecord>,
 }
@@ -282,7 +285,7 @@ impl End<'_> {
 /// with its desired state.
 fn prepare(
     c: &Common,
-    l: &Loaded,
+    l: &Inputs,
     want: &BTreeSet<String>,
     selected: &dyn Fn(&str) -> bool,
 ) -> Result<(Arc<ConnectOptions>, Vec<Target>), CliError> {
@@ -345,7 +348,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 
 /// What the run shares with every host: the inventory, the state file and
 /// who runs it.
-fn cluster_of(l: &Loaded, mode: Mode, record: Option<&RunRecord>) -> run::Cluster {
+fn cluster_of(l: &Inputs, mode: Mode, record: Option<&RunRecord>) -> run::Cluster {
     run::Cluster {
         inventory: Arc::new(l.inv.clone()),
         state: l.state.clone(),
@@ -384,33 +387,10 @@ fn tell_max_fail(c: &Common, mode: Mode, reports: &[HostReport]) {
     }
 }
 
-/// A removed host that `reset` reached is forgotten: its block is free.
-fn forget_reset_hosts(l: &Loaded, reports: &[HostReport]) -> Result<(), CliError> {
-    let reached: Vec<String> = reports
-        .iter()
-        .filter(|r| matches!(r.status, HostStatus::Ok | HostStatus::Changed))
-        .map(|r| r.host.to_ascii_lowercase())
-        .filter(|h| l.state.removed.contains_key(h))
-        .collect();
-    if reached.is_empty() {
-        return Ok(());
-    }
-    let mut state = l.state.clone();
-    for h in &reached {
-        state.removed.remove(h);
-        state.hosts.remove(h);
-        err_line(&format!(
-            "{h}: reset; its block is no longer reserved for it"
-        ));
-    }
-    state.save(&l.sidecars.state)?;
-    Ok(())
-}
-
 /// `verify --pods`: the selected nodes' test pods, through the first Linux
 /// control plane's kubectl.
 async fn pod_check(
-    l: &Loaded,
+    l: &Inputs,
     connect: &ConnectOptions,
     ran: &run::Ran,
     reporter: &Reporter,

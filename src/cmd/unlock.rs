@@ -9,16 +9,16 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Common, load};
+use super::{Common, load_remote};
 use crate::error::{CliError, Exit};
 use crate::events::{Event, Line};
 use crate::report::{Format, err_line};
-use crate::run::{Held, What, read_lock};
 use crate::text::{clip, safe_json};
 use crate::transport::{self, ConfigSource, ConnectOptions, Interpreter, Trace};
+use crate::wire::{Held, What, read_lock};
 
 pub fn unlock(c: &Common, yes: bool) -> Result<Exit, CliError> {
-    let l = load(c)?;
+    let l = load_remote(c)?;
     super::register_secrets(&l.inv);
     let Some(host) = l
         .inv

@@ -14,15 +14,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Ctx;
+use super::lease::{Channel, Handover, Lease, LockRefused};
 use crate::alloc::{self, Allocation, Node, NodeRecord};
-use crate::mode::Mode;
 use crate::outcome::HostError;
-use crate::transport::Session;
 
 /// What a host's first phase gave.
 pub(super) enum Arrival {
@@ -55,6 +53,9 @@ pub(super) struct Outcome {
     pub allocation: Option<Arc<Allocation>>,
     pub locked: Option<Locked>,
     pub internal: Option<String>,
+    /// The cluster lock's lease, to release at the end (`None`: the
+    /// inventory has no lock host).
+    pub lease: Option<Lease>,
 }
 
 pub(super) struct Barrier {
@@ -62,16 +63,10 @@ pub(super) struct Barrier {
     decision: watch::Receiver<Option<Arc<Decision>>>,
     ready: mpsc::UnboundedSender<(usize, bool)>,
     go: watch::Receiver<Option<Go>>,
-    /// The lock host's connection while the coordinator uses it (between
-    /// the phases, and at the end for the release).
-    pub lock_session: tokio::sync::Mutex<Option<Box<dyn Session>>>,
-    pub(super) lock_taken: AtomicBool,
     /// The lock's lease could not be kept (another run broke it, or the
     /// lock host did not answer for a whole lease): why. No host starts
     /// changing after that.
     pub(super) lock_lost: std::sync::Mutex<Option<String>>,
-    /// The task renewing the lock's lease while the run works.
-    pub(super) renewer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Each host's turn for the second phase (taken by its ticket).
     turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
     /// The hosts (lower-case names) that change something in this run, and
@@ -107,10 +102,7 @@ impl Barrier {
                 decision: decision_rx,
                 ready: ready_tx,
                 go: go_rx,
-                lock_session: tokio::sync::Mutex::new(None),
-                lock_taken: AtomicBool::new(false),
                 lock_lost: std::sync::Mutex::new(None),
-                renewer: std::sync::Mutex::new(None),
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
                 changing: std::sync::Mutex::new(BTreeSet::new()),
                 pending: watch::channel(BTreeSet::new()).0,
@@ -249,125 +241,73 @@ impl Drop for Ticket<'_> {
     }
 }
 
+/// A host of the run, as the cluster step sees it.
+pub(super) struct Seat {
+    pub name: String,
+    /// Removed from the inventory (reached by `reset` by name): its record
+    /// decides nothing.
+    pub removed: bool,
+    /// Selected by `--limit`: its failure counts for `--max-fail`.
+    pub selected: bool,
+}
+
+/// What the hosts' first phase gave the cluster step.
+struct Arrived {
+    /// What each node records, by lower-case name.
+    records: BTreeMap<String, NodeRecord>,
+    /// How many hosts were probed (and will say whether they change).
+    probed: usize,
+    /// The cluster lock's generation on the lock host, when it answered.
+    generation: Option<u64>,
+}
+
+/// Whether the hosts may change, and the lease if the lock was taken.
+struct Verdict {
+    go: Go,
+    locked: Option<Locked>,
+    taken: bool,
+}
+
 impl Coordinator {
-    /// `targets`: each one's name, whether it is removed, and selected.
+    /// `lock_at`: the lock host, and where its task hands over its channel.
     pub(super) async fn run(
         mut self,
         ctx: Arc<Ctx>,
-        lock_at: Option<usize>,
-        targets: Vec<(String, bool, bool)>,
+        lock_at: Option<(usize, oneshot::Receiver<Handover>)>,
+        seats: Vec<Seat>,
     ) -> Outcome {
-        let mut records = BTreeMap::new();
-        let mut probed = 0;
-        let mut generation = None;
-        for _ in 0..self.n {
-            let Some((i, a)) = self.arrive.recv().await else {
-                break;
-            };
-            // counts for --max-fail before any host changes
-            if matches!(a, Arrival::Failed) && targets[i].2 && !ctx.interrupt.is_set() {
-                ctx.failed();
-            }
-            if matches!(a, Arrival::Failed) {
-                ctx.barrier
-                    .failed
-                    .lock()
-                    .unwrap()
-                    .insert(targets[i].0.to_ascii_lowercase());
-            }
-            if let Arrival::Probed(rec, gen_) = a {
-                probed += 1;
-                if lock_at == Some(i) {
-                    generation = Some(gen_);
-                }
-                if !targets[i].1 {
-                    records.insert(targets[i].0.to_ascii_lowercase(), rec);
-                }
-            }
-        }
-        let mut internal = None;
-        let cl = &ctx.cluster;
-        let decision = match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
-            Ok(a) => {
-                for n in &a.notes {
-                    ctx.reporter.say(&format!("note: {n}"));
-                }
-                // `up` records the allocation before any host changes.
-                if ctx.mode == Mode::Up
-                    && a.state != cl.state
-                    && let Err(e) = a.state.save(&cl.state_path)
-                {
-                    internal = Some(e.to_string());
-                }
-                let nodes = alloc::nodes(&cl.inventory, &a)
-                    .into_iter()
-                    .map(|n| (n.name.to_ascii_lowercase(), n))
-                    .collect();
-                Decision {
-                    allocation: Ok(Arc::new(a)),
-                    nodes,
-                }
-            }
-            Err(e) => Decision {
-                allocation: Err(e.0),
-                nodes: BTreeMap::new(),
-            },
-        };
+        let lock_host = lock_at.as_ref().map(|(i, _)| *i);
+        let arrived = self.arrivals(&ctx, lock_host, &seats).await;
+        let (decision, internal) = decide(&ctx, arrived.records);
         let allocation = decision.allocation.as_ref().ok().cloned();
         let _ = self.decision.send(Some(Arc::new(decision)));
-
-        let mut changes = false;
-        let mut changing = BTreeSet::new();
-        for _ in 0..probed {
-            match self.ready.recv().await {
-                Some((i, c)) => {
-                    changes |= c;
-                    if c {
-                        changing.insert(targets[i].0.to_ascii_lowercase());
-                    }
-                }
-                None => break,
-            }
-        }
-        let mut locked = None;
-        let go = if let Some(e) = &internal {
-            Go::No(HostError::Local(e.clone()))
-        } else if !changes || ctx.interrupt.is_set() {
-            Go::Yes
-        } else {
-            let registry = allocation
-                .as_ref()
-                .map(|a| lines(&a.registry))
-                .unwrap_or_default();
-            match super::lease::lock(&ctx, lock_at, &targets, generation, &registry).await {
-                Ok(()) => {
-                    // renewed beside the lock host's own calls (an SSH
-                    // connection always has a side channel)
-                    let side = ctx
-                        .barrier
-                        .lock_session
-                        .lock()
-                        .await
-                        .as_ref()
-                        .and_then(|s| s.side());
-                    if let (Some(i), Some(side)) = (lock_at, side) {
-                        super::lease::start_renewing(&ctx, &targets[i].0, side);
-                    }
-                    Go::Yes
-                }
-                Err((why, held)) => {
-                    if held {
-                        locked = Some(Locked(why.clone()));
-                    }
-                    Go::No(HostError::Refused(why))
-                }
-            }
+        let changing = self.readiness(arrived.probed, &seats).await;
+        let mut channel = match lock_at {
+            Some((i, handover)) => Some(Channel::receive(&seats[i].name, handover).await),
+            None => None,
         };
-        if matches!(go, Go::Yes) {
+        let verdict = if let Some(e) = &internal {
+            Verdict::no(HostError::Local(e.clone()))
+        } else if changing.is_empty() || ctx.interrupt.is_set() {
+            Verdict::yes(false)
+        } else {
+            let registry =
+                super::ledger::registry(allocation.as_deref(), &super::ledger::Reached::default());
+            Verdict::of(match channel.as_mut() {
+                Some(c) => c.lock(&ctx, arrived.generation, &registry).await,
+                None => Err(LockRefused::no_lock_host()),
+            })
+        };
+        let lease = match channel {
+            Some(c) if verdict.taken => Some(c.keep(&ctx)),
+            Some(c) => Some(c.set_aside().await),
+            None => None,
+        };
+        if matches!(verdict.go, Go::Yes) {
             *ctx.barrier.changing.lock().unwrap() = changing.clone();
             ctx.barrier.pending.send_replace(changing);
         }
-        let _ = self.go.send(Some(go));
+        let _ = self.go.send(Some(verdict.go));
         // Turns for the second phase, in input order: a host that has gone
         // (its turn dropped) hands its permit straight to the next.
         for tx in self.turns {
@@ -378,13 +318,118 @@ impl Coordinator {
         }
         Outcome {
             allocation,
-            locked,
+            locked: verdict.locked,
             internal,
+            lease,
+        }
+    }
+
+    /// Every host's first phase: what its node records, or that it failed.
+    async fn arrivals(&mut self, ctx: &Ctx, lock_host: Option<usize>, seats: &[Seat]) -> Arrived {
+        let mut arrived = Arrived {
+            records: BTreeMap::new(),
+            probed: 0,
+            generation: None,
+        };
+        for _ in 0..self.n {
+            let Some((i, a)) = self.arrive.recv().await else {
+                break;
+            };
+            let seat = &seats[i];
+            match a {
+                Arrival::Failed => {
+                    // counts for --max-fail before any host changes
+                    if seat.selected && !ctx.interrupt.is_set() {
+                        ctx.failed();
+                    }
+                    let name = seat.name.to_ascii_lowercase();
+                    ctx.barrier.failed.lock().unwrap().insert(name);
+                }
+                Arrival::Probed(rec, generation) => {
+                    arrived.probed += 1;
+                    if lock_host == Some(i) {
+                        arrived.generation = Some(generation);
+                    }
+                    if !seat.removed {
+                        arrived.records.insert(seat.name.to_ascii_lowercase(), rec);
+                    }
+                }
+            }
+        }
+        arrived
+    }
+
+    /// Every probed host says whether it has changes: those that do (lower
+    /// case names).
+    async fn readiness(&mut self, probed: usize, seats: &[Seat]) -> BTreeSet<String> {
+        let mut changing = BTreeSet::new();
+        for _ in 0..probed {
+            match self.ready.recv().await {
+                Some((i, true)) => {
+                    changing.insert(seats[i].name.to_ascii_lowercase());
+                }
+                Some((_, false)) => {}
+                None => break,
+            }
+        }
+        changing
+    }
+}
+
+impl Verdict {
+    fn yes(taken: bool) -> Verdict {
+        Verdict {
+            go: Go::Yes,
+            locked: None,
+            taken,
+        }
+    }
+    fn no(e: HostError) -> Verdict {
+        Verdict {
+            go: Go::No(e),
+            locked: None,
+            taken: false,
+        }
+    }
+    /// What taking the cluster lock gave.
+    fn of(lock: Result<(), LockRefused>) -> Verdict {
+        match lock {
+            Ok(()) => Verdict::yes(true),
+            Err(r) => Verdict {
+                locked: r.held.then(|| Locked(r.why.clone())),
+                ..Verdict::no(HostError::Refused(r.why))
+            },
         }
     }
 }
 
-/// The registry's lines.
-pub(super) fn lines(registry: &[crate::alloc::Registered]) -> Vec<String> {
-    registry.iter().map(|e| e.line()).collect()
+/// The allocation from what the nodes record, its notes said, and (`up`)
+/// recorded in the ledger before any host changes. Also: why kwinctl could
+/// not record it.
+fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option<String>) {
+    let cl = &ctx.cluster;
+    match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
+        Ok(a) => {
+            for n in &a.notes {
+                ctx.reporter.say(&format!("note: {n}"));
+            }
+            let internal = super::ledger::record(ctx.mode, &cl.state, &cl.state_path, &a).err();
+            let nodes = alloc::nodes(&cl.inventory, &a)
+                .into_iter()
+                .map(|n| (n.name.to_ascii_lowercase(), n))
+                .collect();
+            let d = Decision {
+                allocation: Ok(Arc::new(a)),
+                nodes,
+            };
+            (d, internal)
+        }
+        Err(e) => {
+            let d = Decision {
+                allocation: Err(e.0),
+                nodes: BTreeMap::new(),
+            };
+            (d, None)
+        }
+    }
 }

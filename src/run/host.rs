@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 use ipnet::Ipv4Net;
 
 use super::coordinate::{Arrival, Go, Ticket};
+use super::lease::Handover;
 use super::{Ctx, Target, step};
 use crate::diff::{Conflict, Diff, Item};
 use crate::inventory::Connection;
@@ -19,7 +20,7 @@ pub(super) async fn run(
     ctx: &Ctx,
     t: &Target,
     i: usize,
-    lock_here: bool,
+    lease: Option<tokio::sync::oneshot::Sender<Handover>>,
     slot: tokio::sync::oneshot::Receiver<tokio::sync::OwnedSemaphorePermit>,
 ) -> Option<HostReport> {
     let ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
@@ -57,26 +58,29 @@ pub(super) async fn run(
             return t.selected.then(|| r.failed(HostError::Connect(e)));
         }
     };
+    // The lock host hands the lease a side channel of its connection, once;
+    // the lease sends its trace out when it is done with it.
+    let handed = lease.is_some();
+    if let Some(lease) = lease {
+        let side = session.side();
+        let _ = lease.send(Handover {
+            side,
+            trace: trace.clone(),
+        });
+    }
     let flow = Flow {
         ctx,
         t,
-        session: Some(session),
+        session,
         ticket,
         permit: Some(permit),
-        lock_here,
         r,
     };
     let (report, session) = t.desired.ops(&ctx.renderer, &t.host, flow).await;
-    if let Some(s) = session {
-        if lock_here {
-            // The lock is released on this connection when every host is
-            // done; its trace goes out then (coordinate::release).
-            *ctx.barrier.lock_session.lock().await = Some(s);
-            return report;
-        }
-        s.close().await;
+    session.close().await;
+    if !handed {
+        step::emit(ctx, &t.host.name, transport(t), &trace);
     }
-    step::emit(ctx, &t.host.name, transport(t), &trace);
     report
 }
 
@@ -104,14 +108,13 @@ fn guess_pod_cidr(ctx: &Ctx, t: &Target) -> Option<Ipv4Net> {
 struct Flow<'a> {
     ctx: &'a Ctx,
     t: &'a Target,
-    session: Option<Box<dyn Session>>,
+    session: Box<dyn Session>,
     ticket: Ticket<'a>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    lock_here: bool,
     r: HostReport,
 }
 
-type Done = (Option<HostReport>, Option<Box<dyn Session>>);
+type Done = (Option<HostReport>, Box<dyn Session>);
 
 impl<'a> WithOps<'a> for Flow<'a> {
     type Out = BoxFuture<'a, Done>;
@@ -137,8 +140,7 @@ impl<'a> Flow<'a> {
             Vec::new()
         };
         let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
-        let s = self.session.as_mut().expect("session");
-        let facts = match step::probe(ctx, s, &t.host.name, &ops, &reach).await {
+        let facts = match step::probe(ctx, &mut self.session, &t.host.name, &ops, &reach).await {
             Ok(f) => f,
             Err(e) => {
                 if !selected {
@@ -148,16 +150,11 @@ impl<'a> Flow<'a> {
                     ));
                 }
                 let r = self.r.clone().failed(e);
-                return (selected.then_some(r), self.session.take());
+                return (selected.then_some(r), self.session);
             }
         };
         let record = ops.record(&facts, ctx.cluster.inventory.cluster.cluster_cidr);
         self.permit = None;
-        // The lock host's connection is the coordinator's until the hosts
-        // are let go: it takes the cluster lock on it.
-        if self.lock_here {
-            *ctx.barrier.lock_session.lock().await = self.session.take();
-        }
         let generation = record.generation;
         let decision = self
             .ticket
@@ -210,13 +207,7 @@ impl<'a> Flow<'a> {
             ctx.mode.changes_hosts() && d.changes() > 0 && (selected || ctx.opts.with_peer_routes)
         });
         let go = self.ticket.ready(changes).await;
-        self.take_back().await;
-        let Some(mut session) = self.session.take() else {
-            let r = self.r.failed(HostError::Internal(
-                "the lock host's connection was not given back".into(),
-            ));
-            return (selected.then_some(r), None);
-        };
+        let mut session = self.session;
         let turn = self.ticket.turn().await;
         let refused = match go {
             // (checked once its turn came: the lease may have been lost
@@ -285,14 +276,7 @@ impl<'a> Flow<'a> {
         {
             ctx.failed();
         }
-        (report, Some(session))
-    }
-
-    /// The lock host's connection comes back from the coordinator.
-    async fn take_back(&mut self) {
-        if self.lock_here {
-            self.session = self.ctx.barrier.lock_session.lock().await.take();
-        }
+        (report, session)
     }
 
     /// End early with `r` (for a selected host): still say "no changes" at
@@ -306,8 +290,7 @@ impl<'a> Flow<'a> {
             self.ticket.failed();
         }
         let _ = self.ticket.ready(false).await;
-        self.take_back().await;
-        (self.t.selected.then_some(r), self.session.take())
+        (self.t.selected.then_some(r), self.session)
     }
 }
 

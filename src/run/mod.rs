@@ -19,6 +19,7 @@ mod converge;
 mod coordinate;
 mod host;
 mod lease;
+mod ledger;
 mod peers;
 mod plan;
 mod recheck;
@@ -52,7 +53,6 @@ use crate::transport::{self, ConnectOptions, Interpreter, Session, TransportErro
 use crate::verify::ReachMode;
 
 pub use coordinate::Locked;
-pub(crate) use lease::{Held, What, read_lock};
 
 pub struct RunOptions {
     pub parallel: usize,
@@ -69,6 +69,10 @@ pub struct RunOptions {
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,
+    /// The cluster lock's lease (`KWINCTL_LOCK_LEASE`): renewed a third of
+    /// it apart, lost when the lock host has not confirmed it for a whole
+    /// one.
+    pub lease: Duration,
 }
 
 /// Set by the signal handler: no new host starts; hosts still waiting for a
@@ -195,6 +199,9 @@ pub struct Ran {
     pub locked: Option<Locked>,
     /// kwinctl could not do its own work (the state file): why.
     pub internal: Option<String>,
+    /// The removed hosts `reset` reached, which the state file no longer
+    /// reserves a block for.
+    pub forgotten: Vec<String>,
 }
 
 /// What every host task shares.
@@ -265,12 +272,60 @@ pub async fn run_all(
     opts: RunOptions,
     io: Io,
 ) -> Ran {
-    let Io {
-        connector,
-        reporter,
-        interrupt,
-        record,
-    } = io;
+    let (ctx, coordinator) = context(mode, cluster, opts, io, targets.len());
+    let lock_at = lock_host(&targets);
+    // the lock host's task hands its side channel to the lease, once
+    let (handover, handed) = oneshot::channel();
+    let seats = targets
+        .iter()
+        .map(|t| coordinate::Seat {
+            name: t.host.name.clone(),
+            removed: t.removed,
+            selected: t.selected,
+        })
+        .collect();
+    let lease_at = lock_at.map(|i| (i, handed));
+    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lease_at, seats));
+    let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
+    let tasks = spawn_hosts(&ctx, &targets, lock_at, handover);
+    let out = gather(&ctx, &targets, tasks).await;
+    let outcome = coordination.await.unwrap_or_else(|e| coordinate::Outcome {
+        allocation: None,
+        locked: None,
+        internal: Some(format!("internal error (please report it): {e}")),
+        lease: None,
+    });
+    let reached = ledger::Reached::of(targets.iter().map(|t| t.as_ref()), &out);
+    // The cluster lock is released, leaving the registry without the
+    // removed hosts that `reset` reached.
+    if let Some(lease) = outcome.lease {
+        let registry = ledger::registry(outcome.allocation.as_deref(), &reached);
+        lease.release(&ctx, registry).await;
+    }
+    let cl = &ctx.cluster;
+    let mut internal = outcome.internal;
+    let forgotten =
+        ledger::forget(ctx.mode, &cl.state, &cl.state_path, &reached).unwrap_or_else(|e| {
+            internal.get_or_insert(e);
+            Vec::new()
+        });
+    Ran {
+        reports: in_order(&targets, out),
+        allocation: outcome.allocation,
+        locked: outcome.locked,
+        internal,
+        forgotten,
+    }
+}
+
+/// What every host task shares, and the cluster step that waits for them.
+fn context(
+    mode: Mode,
+    cluster: Cluster,
+    opts: RunOptions,
+    io: Io,
+    n: usize,
+) -> (Arc<Ctx>, coordinate::Coordinator) {
     let everyone = cluster
         .inventory
         .hosts
@@ -280,28 +335,63 @@ pub async fn run_all(
             address: h.address,
         })
         .collect();
-    let (barrier, coordinator) = coordinate::Barrier::new(targets.len());
+    let (barrier, coordinator) = coordinate::Barrier::new(n);
     let ctx = Arc::new(Ctx {
         mode,
         sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
         opts,
         cluster,
-        connector,
+        connector: io.connector,
         renderer: crate::os::renderer(),
-        reporter,
-        interrupt,
-        record,
+        reporter: io.reporter,
+        interrupt: io.interrupt,
+        record: io.record,
         barrier,
         everyone,
         failures: AtomicUsize::new(0),
     });
-    let lock_at = lock_host(&targets);
-    let coordination = tokio::spawn(coordinator.run(ctx.clone(), lock_at, {
-        targets
-            .iter()
-            .map(|t| (t.host.name.clone(), t.removed, t.selected))
-            .collect()
-    }));
+    (ctx, coordinator)
+}
+
+/// Every host's task, in input order; the lock host's gets the lease's
+/// handover.
+fn spawn_hosts(
+    ctx: &Arc<Ctx>,
+    targets: &[Arc<Target>],
+    lock_at: Option<usize>,
+    handover: oneshot::Sender<lease::Handover>,
+) -> Vec<tokio::task::JoinHandle<Option<HostReport>>> {
+    let mut handover = Some(handover);
+    let slots = connect_slots(ctx.sem.clone(), targets.len());
+    let mut tasks = Vec::new();
+    for ((i, t), slot) in targets.iter().enumerate().zip(slots) {
+        let ctx = ctx.clone();
+        let t = t.clone();
+        let lease = if lock_at == Some(i) {
+            handover.take()
+        } else {
+            None
+        };
+        tasks.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let report = host::run(&ctx, &t, i, lease, slot).await;
+            report.map(|mut r| {
+                r.seconds = start.elapsed().as_secs_f64();
+                r
+            })
+        }));
+    }
+    tasks
+}
+
+/// The hosts' reports as they end, each announced once the checks across
+/// hosts it depends on are done (a host's event never says ok while the
+/// summary says failed).
+async fn gather(
+    ctx: &Ctx,
+    targets: &[Arc<Target>],
+    tasks: Vec<tokio::task::JoinHandle<Option<HostReport>>>,
+) -> Vec<Option<HostReport>> {
     let control_planes = targets
         .iter()
         .enumerate()
@@ -309,83 +399,40 @@ pub async fn run_all(
         .map(|(i, _)| i);
     let build_label = ctx.cluster.inventory.cluster.windows_profile()
         == Some(crate::inventory::WindowsProfile::L2Bridge);
-    let mut kube = cluster::Readiness::new(mode, control_planes, build_label);
-    let mut blanks = Vec::new();
-    let mut running = FuturesUnordered::new();
-    let targets: Vec<Arc<Target>> = targets.into_iter().map(Arc::new).collect();
-    let slots = connect_slots(ctx.sem.clone(), targets.len());
-    for ((i, t), slot) in targets.iter().enumerate().zip(slots) {
-        blanks.push(t.blank(None, &ctx.cluster.inventory));
-        let ctx = ctx.clone();
-        let t = t.clone();
-        let lock_here = lock_at == Some(i);
-        let task = tokio::spawn(async move {
-            let start = Instant::now();
-            let report = host::run(&ctx, &t, i, lock_here, slot).await;
-            report.map(|mut r| {
-                r.seconds = start.elapsed().as_secs_f64();
-                r
-            })
-        });
-        running.push(async move { (i, task.await) });
-    }
-    let mut out: Vec<Option<HostReport>> = blanks.iter().map(|_| None).collect();
+    let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label);
+    let mut running: FuturesUnordered<_> = tasks
+        .into_iter()
+        .enumerate()
+        .map(|(i, task)| async move { (i, task.await) })
+        .collect();
+    let mut out: Vec<Option<HostReport>> = targets.iter().map(|_| None).collect();
+    let mut announce_all = |ready: Vec<(usize, HostReport)>| {
+        for (i, r) in ready {
+            announce(ctx, r.clone(), targets[i].selected);
+            out[i] = Some(r);
+        }
+    };
     while let Some((i, done)) = running.next().await {
         // A bug in one host's task fails that host, not the whole run.
         let report = match done {
             Ok(r) => r,
-            Err(e) => Some(blanks[i].clone().failed(HostError::Internal(e.to_string()))),
+            Err(e) => Some(
+                targets[i]
+                    .blank(None, &ctx.cluster.inventory)
+                    .failed(HostError::Internal(e.to_string())),
+            ),
         };
-        let Some(report) = report else { continue };
-        // Hosts whose results depend on checks across hosts are announced
-        // once those checks are done: a host's event never says ok while
-        // the summary says failed.
-        for ready in kube.arrived(i, report) {
-            announce(&ctx, ready.1.clone(), targets[ready.0].selected);
-            out[ready.0] = Some(ready.1);
+        if let Some(report) = report {
+            announce_all(kube.arrived(i, report));
         }
     }
-    for ready in kube.finish() {
-        announce(&ctx, ready.1.clone(), targets[ready.0].selected);
-        out[ready.0] = Some(ready.1);
-    }
-    let outcome = coordination.await.unwrap_or_else(|e| coordinate::Outcome {
-        allocation: None,
-        locked: None,
-        internal: Some(format!("internal error (please report it): {e}")),
-    });
-    // The cluster lock is released on the lock host's connection, which its
-    // task left for this.
-    if let Some(i) = lock_at {
-        // The registry as the run leaves it: removed hosts that `reset`
-        // reached are no longer there.
-        let reached: Vec<String> = out
-            .iter()
-            .zip(&targets)
-            .filter(|(r, t)| {
-                t.removed
-                    && r.as_ref().is_some_and(|r| {
-                        matches!(
-                            r.status,
-                            crate::outcome::HostStatus::Ok | crate::outcome::HostStatus::Changed
-                        )
-                    })
-            })
-            .map(|(_, t)| t.host.name.to_ascii_lowercase())
-            .collect();
-        let registry: Vec<String> = outcome
-            .allocation
-            .as_ref()
-            .map(|a| {
-                a.registry
-                    .iter()
-                    .filter(|e| !reached.contains(&e.host))
-                    .map(|e| e.line())
-                    .collect()
-            })
-            .unwrap_or_default();
-        lease::release(&ctx, &targets[i].host.name, &registry).await;
-    }
+    announce_all(kube.finish());
+    out
+}
+
+/// The selected hosts' reports in input order, then those of hosts outside
+/// `--limit` that had something to say.
+fn in_order(targets: &[Arc<Target>], out: Vec<Option<HostReport>>) -> Vec<HostReport> {
     let mut reports: Vec<HostReport> = Vec::new();
     let mut peers: Vec<HostReport> = Vec::new();
     for (t, r) in targets.iter().zip(out) {
@@ -396,12 +443,7 @@ pub async fn run_all(
         }
     }
     reports.extend(peers);
-    Ran {
-        reports,
-        allocation: outcome.allocation,
-        locked: outcome.locked,
-        internal: outcome.internal,
-    }
+    reports
 }
 
 /// A host's result, on the terminal, in the JSON events and in the run

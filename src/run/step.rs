@@ -321,16 +321,6 @@ pub(super) fn reports_of<A: Describe>(d: &Diff<A>, status: ActionStatus) -> Vec<
         .collect()
 }
 
-/// Close the lock host's connection (a Linux host, reached over SSH) and
-/// send its trace, which this connection's close ends.
-pub(super) async fn close_traced(ctx: &Ctx, host: &str, s: Box<dyn Session>) {
-    let trace = s.trace().cloned();
-    s.close().await;
-    if let Some(t) = trace {
-        emit(ctx, host, "ssh", &t);
-    }
-}
-
 /// A host's protocol steps: to `-v` and the run record.
 pub(super) fn emit(ctx: &Ctx, host: &str, transport: &str, trace: &Trace) {
     let steps = trace.steps();

@@ -128,6 +128,17 @@ impl LinuxHost {
                 }
             };
         }
+        if let Some(l) = script
+            .lines()
+            .find_map(|l| l.strip_prefix("# kwinctl: renew the lease of run "))
+        {
+            let run = l.split("'s cluster lock").next().unwrap();
+            out += if self.lock.as_deref() == Some(run) {
+                "KWL renewed\n"
+            } else {
+                "KWL lost\n"
+            };
+        }
         if script.contains("# kwinctl: release the cluster lock") {
             self.lock = None;
             self.generation += 1;
@@ -200,6 +211,12 @@ struct Fakes {
     calls: Arc<Mutex<Vec<(String, String)>>>,
     /// Hosts whose connection never completes (a SYN nobody answers).
     hanging: Arc<Mutex<Vec<String>>>,
+    /// Hosts whose apply calls take this long.
+    slow: Arc<Mutex<BTreeMap<String, Duration>>>,
+    /// What happened on each host's channels, in order: `side <first line
+    /// of the script>` for a side channel's calls, `apply begins` and
+    /// `apply ends` for a slow host's apply calls.
+    log: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl Fakes {
@@ -223,10 +240,24 @@ impl Fakes {
     }
 }
 
+#[derive(Clone)]
 struct FakeSession {
     host: String,
     answer: Answer,
     calls: Arc<Mutex<Vec<(String, String)>>>,
+    fakes: Fakes,
+    /// A side channel ([`Session::side`]).
+    side: bool,
+}
+
+impl FakeSession {
+    fn log(&self, what: String) {
+        self.fakes
+            .log
+            .lock()
+            .unwrap()
+            .push((self.host.clone(), what));
+    }
 }
 
 impl Session for FakeSession {
@@ -236,10 +267,32 @@ impl Session for FakeSession {
             .unwrap()
             .push((self.host.clone(), script.to_string()));
         let out = (self.answer.lock().unwrap())(script);
-        async move { Ok(out) }.boxed()
+        let slow = self.fakes.slow.lock().unwrap().get(&self.host).copied();
+        if self.side {
+            self.log(format!(
+                "side {}",
+                script.lines().next().unwrap_or_default()
+            ));
+        }
+        let apply = !self.side && script.contains("\nkw_action_");
+        async move {
+            if let (Some(d), true) = (slow, apply) {
+                self.log("apply begins".into());
+                tokio::time::sleep(d).await;
+                self.log("apply ends".into());
+            }
+            Ok(out)
+        }
+        .boxed()
     }
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         async {}.boxed()
+    }
+    fn side(&self) -> Option<Box<dyn Session>> {
+        Some(Box::new(FakeSession {
+            side: true,
+            ..self.clone()
+        }))
     }
 }
 
@@ -253,6 +306,7 @@ impl Connector for Fakes {
         let answer = self.hosts.lock().unwrap().get(&host.name).cloned();
         let calls = self.calls.clone();
         let hangs = self.hanging.lock().unwrap().contains(&host.name);
+        let fakes = self.clone();
         async move {
             if hangs {
                 futures::future::pending::<()>().await;
@@ -262,6 +316,8 @@ impl Connector for Fakes {
                     host: host.name.clone(),
                     answer,
                     calls,
+                    fakes,
+                    side: false,
                 }) as Box<dyn Session>),
                 None => Err(TransportError::Connect {
                     addr: host.address.to_string(),
@@ -361,6 +417,9 @@ impl Operator {
             with_peer_routes: opts.with_peer_routes,
             reboot: false,
             max_fail: opts.max_fail,
+            lease: opts
+                .lease
+                .unwrap_or(Duration::from_secs(crate::os::lock_lease())),
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -388,6 +447,8 @@ struct Opts {
     with_peer_routes: bool,
     parallel: Option<usize>,
     max_fail: Option<usize>,
+    /// The cluster lock's lease (default: `KWINCTL_LOCK_LEASE`'s).
+    lease: Option<Duration>,
 }
 
 const LINUX_ONLY: &str = "\
@@ -430,6 +491,65 @@ fn report<'r>(ran: &'r Ran, host: &str) -> &'r HostReport {
         .iter()
         .find(|r| r.host == host)
         .unwrap_or_else(|| panic!("{host} not reported"))
+}
+
+/// The lock host converges like any other host while the run holds the
+/// cluster lock: the lease is taken, renewed and released on its side
+/// channel, beside the host's own calls, and its session is never handed
+/// over.
+#[test]
+fn the_lock_host_converges_while_its_side_channel_keeps_the_lease() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    // cp's apply outlasts three renewals (a lease of 300 ms: one each 100 ms)
+    fakes
+        .slow
+        .lock()
+        .unwrap()
+        .insert("cp".into(), Duration::from_millis(450));
+    let opts = Opts {
+        lease: Some(Duration::from_millis(300)),
+        ..Opts::default()
+    };
+    let (ran, events) = op.run(Mode::Up, &[], &fakes, opts);
+    assert_eq!(status(&ran, "cp"), HostStatus::Changed, "{:?}", ran.reports);
+    assert_eq!(status(&ran, "l2"), HostStatus::Changed, "{:?}", ran.reports);
+    assert_eq!(h[0].lock().unwrap().routes.len(), 1, "cp converged");
+    assert!(h[0].lock().unwrap().lock.is_none(), "the lock is released");
+    let log: Vec<String> = fakes
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(host, _)| host == "cp")
+        .map(|(_, what)| what.clone())
+        .collect();
+    let side: Vec<&String> = log.iter().filter(|w| w.starts_with("side ")).collect();
+    assert!(
+        side.first()
+            .unwrap()
+            .starts_with("side # kwinctl: take the cluster lock"),
+        "{log:?}"
+    );
+    assert!(
+        side.last()
+            .unwrap()
+            .starts_with("side # kwinctl: release the cluster lock"),
+        "{log:?}"
+    );
+    let begins = log.iter().position(|w| w == "apply begins").unwrap();
+    let ends = log.iter().position(|w| w == "apply ends").unwrap();
+    let renewals_during_apply = log[begins..ends]
+        .iter()
+        .filter(|w| w.starts_with("side # kwinctl: renew the lease"))
+        .count();
+    assert!(renewals_during_apply >= 2, "{log:?}");
+    // the lease was never lost, and cp's own calls were its own
+    let said = serde_json::to_string(&events.lines()).unwrap();
+    assert!(!said.contains("lost the cluster lock"), "{said}");
+    let on_main = fakes.calls_to("cp") - side.len();
+    assert_eq!(on_main, 2, "probe, then apply + re-probe: {log:?}");
 }
 
 #[test]

@@ -210,9 +210,9 @@ pub struct SshSession {
     user: String,
     /// What runs the script that is written to stdin.
     command: String,
-    /// A side session ([`Session::side`]): closing it leaves the shared
-    /// connection open.
-    side: bool,
+    /// The sessions open on this connection (this one and its side
+    /// sessions, [`Session::side`]): the last one closed disconnects.
+    sessions: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The remote command that reads a script from stdin: POSIX sh (under
@@ -282,7 +282,7 @@ impl SshSession {
             host: host.name.clone(),
             user: ep.user.clone(),
             command: remote_command(interpreter, &ep.user),
-            side: false,
+            sessions: Arc::new(std::sync::atomic::AtomicUsize::new(1)),
         })
     }
 
@@ -449,7 +449,11 @@ impl Session for SshSession {
             if let Some(spare) = &self.spare {
                 spare.abort();
             }
-            if self.side {
+            if self
+                .sessions
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+                > 1
+            {
                 return;
             }
             // russh's Handle::disconnect queues the message; nothing waits
@@ -467,16 +471,23 @@ impl Session for SshSession {
         Some(&self.trace)
     }
 
+    /// The side session shares the connection's trace (its calls are the
+    /// host's: the cluster lock's), and asks for its first channel at once,
+    /// so that its first call waits no round trip for it.
     fn side(&self) -> Option<Box<dyn Session>> {
+        self.sessions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let next = self.handle.clone();
         Some(Box::new(SshSession {
             handle: self.handle.clone(),
-            spare: None,
-            // its steps are not the host's
-            trace: Trace::new(),
+            spare: Some(tokio::spawn(
+                async move { next.channel_open_session().await },
+            )),
+            trace: self.trace.clone(),
             host: self.host.clone(),
             user: self.user.clone(),
             command: self.command.clone(),
-            side: true,
+            sessions: self.sessions.clone(),
         }))
     }
 }

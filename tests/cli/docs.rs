@@ -12,7 +12,8 @@
 //! 3. no tracked file holds a path of a developer's machine (`/work/…`,
 //!    `/home/<user>`, `/root/<folder>`, `/tmp/<name>`, a relative path out
 //!    to the steering repository), except the few uses the allow-list below
-//!    names, each with its reason.
+//!    names, each with its reason;
+//! 4. every `src/**/*.rs` is named in docs/architecture.md's source tree.
 
 use regex::Regex;
 use std::collections::BTreeSet;
@@ -431,4 +432,96 @@ fn the_machine_path_check_catches_what_it_should() {
     ] {
         assert!(machine_paths("src/x.rs", ok).is_empty(), "{ok}");
     }
+}
+
+/// The `src/` files (relative to `src/`) that the source tree of
+/// architecture.md does not name. In the tree, a line whose first word ends
+/// with `/` opens a folder (closed by the next entry at its indent or
+/// less); every `name.rs` or `sub/name.rs` on a line is named inside the
+/// folder the line belongs to.
+fn unnamed_sources(page: &str, files: &[&str]) -> Vec<String> {
+    let tree = page
+        .split_once("## The source tree")
+        .and_then(|(_, rest)| rest.split("```").nth(1))
+        .unwrap_or_default();
+    let rs = Regex::new(r"[\w/]+\.rs\b").unwrap();
+    let mut named = BTreeSet::new();
+    // (indent, folder path); the first is `src/` itself
+    let mut folders: Vec<(usize, String)> = Vec::new();
+    for line in tree.lines().filter(|l| !l.trim().is_empty()) {
+        let indent = line.len() - line.trim_start().len();
+        let first = line.split_whitespace().next().unwrap_or_default();
+        if first == "src/" {
+            folders = vec![(indent, String::new())];
+            continue;
+        }
+        if folders.is_empty() {
+            continue;
+        }
+        if first.ends_with('/') || first.ends_with(".rs") {
+            while folders.len() > 1 && folders.last().is_some_and(|f| f.0 >= indent) {
+                folders.pop();
+            }
+            if indent <= folders[0].0 {
+                folders.clear();
+                continue;
+            }
+        }
+        let mut base = folders.last().map(|f| f.1.clone()).unwrap_or_default();
+        if first.ends_with('/') {
+            base += first;
+            folders.push((indent, base.clone()));
+        }
+        for m in rs.find_iter(line) {
+            named.insert(format!("{base}{}", m.as_str()));
+        }
+    }
+    files
+        .iter()
+        .filter(|f| !named.contains(**f))
+        .map(|f| f.to_string())
+        .collect()
+}
+
+#[test]
+fn architecture_names_every_source_file() {
+    let page = text("docs/architecture.md").expect("docs/architecture.md");
+    let files = tracked();
+    let sources: Vec<&str> = files
+        .iter()
+        .filter_map(|f| f.strip_prefix("src/"))
+        .filter(|f| f.ends_with(".rs"))
+        .collect();
+    assert!(sources.len() > 100, "{} source files?", sources.len());
+    let missing = unnamed_sources(&page, &sources);
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's source tree does not name: {}; add each where its folder is \
+         described, with what it holds",
+        missing.join(", ")
+    );
+}
+
+#[test]
+fn the_source_tree_check_catches_what_it_should() {
+    let page = "## The source tree\n\n```\nsrc/\n  main.rs   entry\n  run/\n    mod.rs  fan-out\n    \
+                step.rs a.rs  steps; sub/b.rs\n  alloc/    mod.rs,\n            tests.rs\n  lib.rs\n\
+                winsim/ x.rs\n```\n";
+    let files = [
+        "main.rs",
+        "run/mod.rs",
+        "run/step.rs",
+        "run/a.rs",
+        "run/sub/b.rs",
+        "alloc/mod.rs",
+        "alloc/tests.rs",
+        "lib.rs",
+        "mod.rs",
+        "run/tests.rs",
+        "x.rs",
+    ];
+    assert_eq!(
+        unnamed_sources(page, &files),
+        ["mod.rs", "run/tests.rs", "x.rs"]
+    );
 }
