@@ -258,10 +258,12 @@ mod tests {
             scripts.last().unwrap().contains("kubectl delete pods"),
             "{scripts:?}"
         );
-        // every kubectl call is bounded by --timeout, the checks run at once
+        // every kubectl call is bounded by --timeout, the checks run at once:
+        // each Linux pod's connect to the other and its two lookups
+        // (podcheck::dns_lookups)
         let exec = scripts.iter().find(|s| s.contains("kubectl exec")).unwrap();
-        assert_eq!(exec.matches("timeout 1 kubectl exec").count(), 4, "{exec}");
-        assert_eq!(exec.matches(") &\n").count(), 4, "{exec}");
+        assert_eq!(exec.matches("timeout 1 kubectl exec").count(), 6, "{exec}");
+        assert_eq!(exec.matches(") &\n").count(), 6, "{exec}");
         assert!(
             scripts
                 .iter()
