@@ -221,7 +221,7 @@ class Lab:
         t0 = time.monotonic()
         subprocess.run(args, check=True, env=dict(os.environ, KWINCTL_LAB_OWNER=str(os.getpid())))
         self.up_seconds = time.monotonic() - t0
-        self.hosts = [l.split("\t") for l in open(os.path.join(self.dir, "hosts.tsv")).read().splitlines()]
+        self.hosts = [line.split("\t") for line in open(os.path.join(self.dir, "hosts.tsv")).read().splitlines()]
         self.inv = os.path.join(self.dir, "inventory.yaml")
         self.key = os.path.join(self.dir, "id_ed25519")
         self.kh = os.path.join(self.dir, "known_hosts")
@@ -250,7 +250,8 @@ class Lab:
             if name != me:
                 lines.append("r 198.19.%d.0/24 %s" % (j, ip))
         lines += [
-            "if [ \"$(cat /proc/sys/net/ipv4/ip_forward)\" != 1 ]; then sysctl -q -w net.ipv4.ip_forward=1 || exit 1; ch=1; fi",
+            "if [ \"$(cat /proc/sys/net/ipv4/ip_forward)\" != 1 ]; then "
+            "sysctl -q -w net.ipv4.ip_forward=1 || exit 1; ch=1; fi",
             "if [ $ch = 1 ]; then echo ROUTES-CHANGED; else echo ROUTES-OK; fi",
         ]
         return "\n".join(lines) + "\n"
@@ -324,7 +325,7 @@ class Lab:
         non-kernel route, forwarding off, /etc/kwinctl empty, no kwinctl state
         file or run records beside the inventory."""
         cmds = []
-        for name, _, ns in self.hosts:
+        for _name, _, ns in self.hosts:
             cmds.append("ip -n %s -4 route flush table main proto 198" % ns)
             cmds.append("ip -n %s -4 route flush table main proto boot" % ns)
             cmds.append("ip netns exec %s sh -c 'echo 0 > /proc/sys/net/ipv4/ip_forward'" % ns)
@@ -344,11 +345,11 @@ class Lab:
     def state(self):
         """(hosts whose routes and forwarding are as kwinctl sets them, total)"""
         good = 0
-        for j, (name, ip, ns) in enumerate(self.hosts):
+        for name, _, ns in self.hosts:
             want = {("198.19.%d.0/24" % k, addr) for k, (other, addr, _) in enumerate(self.hosts) if other != name}
             out = subprocess.run(["ip", "-n", ns, "-4", "route", "show", "proto", "198"],
                                  capture_output=True, text=True).stdout
-            have = {(l.split()[0], l.split()[2]) for l in out.splitlines() if " via " in l}
+            have = {(line.split()[0], line.split()[2]) for line in out.splitlines() if " via " in line}
             fwd = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/sys/net/ipv4/ip_forward"],
                                  capture_output=True, text=True).stdout.strip()
             good += (have == want and fwd == "1")
@@ -392,14 +393,17 @@ class Lab:
     def commands(self, rss):
         d, n = self.dir, self.n
         q = shlex.quote
-        kwc = "/usr/bin/time -o %s -f %%M %s SUBCOMMAND -i %s --ssh-config /dev/null --output json" % (q(rss), q(KW), q(self.inv))
-        kw = lambda sub: kwc.replace("SUBCOMMAND", sub)
+        kwc = "/usr/bin/time -o %s -f %%M %s SUBCOMMAND -i %s --ssh-config /dev/null --output json" % (
+            q(rss), q(KW), q(self.inv))
+        def kw(sub):
+            return kwc.replace("SUBCOMMAND", sub)
         return {
             "verify": {
                 "kwinctl": kw("verify"),
                 "ansible": "ansible lab -m ansible.builtin.raw -a 'ip -4 route show' -f %d" % n,
                 "ansible-command": "ansible lab -m ansible.builtin.command -a 'ip -4 route show' -f %d" % n,
-                "pyinfra": "cd %s && pyinfra -y --parallel %d pyinfra_inventory.py exec -- ip -4 route show" % (q(d), n),
+                "pyinfra": "cd %s && pyinfra -y --parallel %d pyinfra_inventory.py exec -- ip -4 route show"
+                % (q(d), n),
                 "ssh": self.ssh_all("'ip -4 route show'"),
                 "ssh-c25519": self.ssh_all("'ip -4 route show'", kex=True),
             },
@@ -437,7 +441,8 @@ def failure_text(tool, m):
             bad = []
             for h in s.get("hosts", []):
                 if h.get("status") == "failed":
-                    checks = ["%s: %s" % (c.get("name"), c.get("detail")) for c in h.get("checks", []) if not c.get("pass")]
+                    checks = ["%s: %s" % (c.get("name"), c.get("detail"))
+                              for c in h.get("checks", []) if not c.get("pass")]
                     bad.append("%s (%s)" % (h.get("host"), "; ".join(checks) or h.get("error")))
             return "failed hosts: " + ", ".join(bad)
     return m.out[-1500:]
@@ -447,7 +452,7 @@ def ansible_recap(out):
     tot = {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0, "hosts": 0}
     for m in re.finditer(r"^\S+\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M):
         tot["hosts"] += 1
-        for k, v in zip(("ok", "changed", "unreachable", "failed"), m.groups()):
+        for k, v in zip(("ok", "changed", "unreachable", "failed"), m.groups(), strict=True):
             tot[k] += int(v)
     return tot
 
@@ -471,7 +476,8 @@ def check(lab, task, phase, tool, m):
         r = ansible_recap(m.out)
         want_changed = n if phase == "first" else 0
         if r["hosts"] != n or r["changed"] != want_changed or r["failed"] or r["unreachable"]:
-            raise RuntimeError("ansible %s: recap %s, expected %d changed\n%s" % (phase, r, want_changed, m.out[-2000:]))
+            raise RuntimeError("ansible %s: recap %s, expected %d changed\n%s"
+                               % (phase, r, want_changed, m.out[-2000:]))
     elif tool == "pyinfra" and task == "setup":
         said = {}
         for f in os.listdir(lab.pyinfra_out):
@@ -483,7 +489,8 @@ def check(lab, task, phase, tool, m):
     if task == "setup":
         good, total = lab.state()
         if good != total:
-            raise RuntimeError("%s %s: only %d of %d hosts have every route and forwarding" % (tool, phase, good, total))
+            raise RuntimeError("%s %s: only %d of %d hosts have every route and forwarding"
+                               % (tool, phase, good, total))
 
 
 # ---------------------------------------------------------------- running
@@ -507,7 +514,7 @@ def run_size(n, args, work, results, meta):
             """A timed run, checked; a failed run is recorded (and left out of
             the medians) and tried once more."""
             key = (n, task + ("-" + phase if phase != "verify" else ""), tool)
-            for attempt in (1, 2):
+            for _attempt in (1, 2):
                 if before:
                     before()
                 if os.path.exists(rssf):
@@ -574,9 +581,10 @@ def profile(lab, env, cmds, n, args, results):
     floor for the same remote work. Then per-host phase times."""
     q = shlex.quote
     base = "%s SUB -i %s --ssh-config /dev/null --output json" % (q(KW), q(lab.inv))
-    kw = lambda sub: base.replace("SUB", sub)
+    def kw(sub):
+        return base.replace("SUB", sub)
     lab.reset()
-    for attempt in (1, 2, 3):
+    for _attempt in (1, 2, 3):
         m = measure(kw("up"), env, quiet_wait=0)
         if m.rc == 0:
             break
@@ -614,7 +622,7 @@ def profile(lab, env, cmds, n, args, results):
             log("N=%-3d profile %-50s %6.2f s wall  %6.3f s CPU/host" % (n, label, m.wall, m.cpu / n))
     # phase times from kwinctl's -v JSON events, stamped as they arrive
     ph = {}
-    for r in range(args.runs):
+    for _r in range(args.runs):
         quiet(args.quiet_wait)
         t0 = time.monotonic()
         p = subprocess.Popen(kw("verify") + " -v", shell=True, env=env, stdout=subprocess.PIPE,
@@ -722,7 +730,8 @@ def environment():
         ("CPU model", sh_out("awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo")),
         ("memory", mem),
         ("kernel", sh_out("uname -srm")),
-        ("kwinctl", "%s, release build (%s)" % (rev, os.path.relpath(KW, ROOT) if KW.startswith(ROOT + os.sep) else KW)),
+        ("kwinctl", "%s, release build (%s)"
+         % (rev, os.path.relpath(KW, ROOT) if KW.startswith(ROOT + os.sep) else KW)),
         ("ansible-core", sh_out("%s/ansible --version" % VENV)),
         ("pyinfra", sh_out("%s/pyinfra --version" % VENV)),
         ("Python", sh_out("%s/python --version" % VENV)),
@@ -758,7 +767,8 @@ def report(results, args, meta, extra):
       % (statistics.median(meta["bg"]) if meta["bg"] else 0, max(meta["bg"]) if meta["bg"] else 0))
     w("")
     w("## Results (medians of %s runs, cold connections every run)\n" % meta["runs"])
-    w("| N | task | tool | wall s (min–max) | CPU s/host | of which the tool's side | machine CPU s/host | kwinctl peak RSS MiB | kwinctl/tool wall | kwinctl/tool CPU |")
+    w("| N | task | tool | wall s (min–max) | CPU s/host | of which the tool's side | machine CPU s/host "
+      "| kwinctl peak RSS MiB | kwinctl/tool wall | kwinctl/tool CPU |")
     w("|---:|---|---|---|---:|---:|---:|---:|---:|---:|")
     order = {"verify": 0, "setup-first": 1, "setup-noop": 2}
     torder = {"kwinctl": 0, "ssh": 1, "ssh-c25519": 2, "pyinfra": 3, "ansible": 4, "ansible-command": 5}
@@ -804,7 +814,8 @@ def report(results, args, meta, extra):
             rows.append((desc, "not measured", "", "—"))
             return
         r = a / b
-        rows.append((desc, fmt_ratio(r), "≤ %s" % (("1/%d" % round(1 / limit)) if limit < 1 and round(1 / limit) == 1 / limit else ("%g" % limit)),
+        bound = ("1/%d" % round(1 / limit)) if limit < 1 and round(1 / limit) == 1 / limit else ("%g" % limit)
+        rows.append((desc, fmt_ratio(r), "≤ %s" % bound,
                      "**met**" if r <= limit else "**missed**"))
 
     N = 100
@@ -813,7 +824,8 @@ def report(results, args, meta, extra):
     target("(stricter) N=100 verify: kwinctl / Ansible ad hoc with `-m raw` wall",
            wall(N, "verify", "kwinctl"), wall(N, "verify", "ansible"), 1 / 20)
     target("N=100 verify: kwinctl / pyinfra wall", wall(N, "verify", "kwinctl"), wall(N, "verify", "pyinfra"), 1 / 2)
-    target("N=100 verify: kwinctl / plain OpenSSH floor wall", wall(N, "verify", "kwinctl"), wall(N, "verify", "ssh"), 1.3)
+    target("N=100 verify: kwinctl / plain OpenSSH floor wall",
+           wall(N, "verify", "kwinctl"), wall(N, "verify", "ssh"), 1.3)
     target("(stricter, not a project target) N=100 verify: kwinctl / OpenSSH floor with kwinctl's key exchange "
            "(curve25519-sha256) wall", wall(N, "verify", "kwinctl"), wall(N, "verify", "ssh-c25519"), 1.3)
     target("N=100 up no-op rerun: kwinctl / Ansible playbook wall", wall(N, "setup-noop", "kwinctl"),
@@ -855,7 +867,8 @@ def report(results, args, meta, extra):
                   "%.2f, last host started %.2f, last host done %.2f, whole run %.2f; per host: connect "
                   "(TCP + SSH handshake + auth) median %.2f max %.2f, probe (channel, remote script, result) "
                   "median %.2f max %.2f." % (k[0], p["first_connected"], p["last_start"], p["last_done"],
-                                            p["wall"], p["connect_med"], p["connect_max"], p["probe_med"], p["probe_max"]))
+                                            p["wall"], p["connect_med"], p["connect_max"],
+                                            p["probe_med"], p["probe_max"]))
         w("")
     failed = [(k, m) for k, ms in results.items() if isinstance(ms, list) for m in ms if getattr(m, "failed", None)]
     w("## Failed runs\n")
@@ -926,7 +939,8 @@ def main():
     ap.add_argument("--sizes", default="10,50,100,200")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tools", default="kwinctl,ssh,ssh-c25519,pyinfra,ansible,ansible-command",
-                    help="of kwinctl,ssh,ssh-c25519,pyinfra,ansible,ansible-command (ssh, ssh-c25519 and ansible-command: verify only)")
+                    help="of kwinctl,ssh,ssh-c25519,pyinfra,ansible,ansible-command "
+                    "(ssh, ssh-c25519 and ansible-command: verify only)")
     ap.add_argument("--ansible-sizes", default="10,50,100",
                     help="sizes at which Ansible runs (at N=200 it alone takes ~10 minutes)")
     ap.add_argument("--profile", default="", help="sizes at which to profile kwinctl verify (e.g. 100)")

@@ -43,7 +43,7 @@ sed -e "s#known_hosts: $lab/known_hosts#known_hosts: $work/known_hosts#" \
     -e 's/port: 22,/port: 2222,/' -e 's/port: 5985,/port: 15985,/' \
     "$lab/inventory.yaml" >"$work/inventory.yaml"
 # every proxy listening before the clock starts (bounded: 20 s)
-for name in $(cut -f1 "$lab/hosts.tsv"); do
+while read -r name; do
     for _ in $(seq 200); do
         grep -q 'delayproxy: ready' "$work/proxy-$name.log" 2>/dev/null && break
         sleep 0.1
@@ -52,7 +52,7 @@ for name in $(cut -f1 "$lab/hosts.tsv"); do
         echo "the delay proxy for $name did not start: $(cat "$work/proxy-$name.log")" >&2
         exit 1
     }
-done
+done < <(cut -f1 "$lab/hosts.tsv")
 
 start=$(date +%s.%N)
 set +e

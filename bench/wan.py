@@ -75,11 +75,11 @@ class Proxy:
         self.ssh_config = os.path.join(lab.dir, "wan-%d.ssh_config" % rtt)
         with open(self.ssh_config, "w") as f:
             f.write("# every lab host through the delay proxy at %d ms RTT\n" % rtt)
-            for name, ip, _ in lab.hosts:
+            for _name, ip, _ in lab.hosts:
                 f.write("Host %s\n  HostName %s\n  Port %d\n" % (ip, self.bridge, self.ports[ip]))
         # host keys also under the name checked after HostName/Port
         with open(lab.kh) as f:
-            keys = [l.split(None, 1) for l in f.read().splitlines() if l and not l.startswith("[")]
+            keys = [line.split(None, 1) for line in f.read().splitlines() if line and not line.startswith("[")]
         with open(lab.kh, "a") as f:
             for ip, key in keys:
                 if ip in self.ports:
@@ -119,8 +119,10 @@ def pyinfra_inventory(lab, proxy):
 def commands(lab, proxy, rss):
     q = shlex.quote
     n, d, cfg = lab.n, lab.dir, proxy.ssh_config
-    kwc = "/usr/bin/time -o %s -f %%M %s SUB -i %s --ssh-config %s --output json" % (q(rss), q(B.KW), q(lab.inv), q(cfg))
-    kw = lambda sub: kwc.replace("SUB", sub)
+    kwc = "/usr/bin/time -o %s -f %%M %s SUB -i %s --ssh-config %s --output json" % (
+        q(rss), q(B.KW), q(lab.inv), q(cfg))
+    def kw(sub):
+        return kwc.replace("SUB", sub)
     pinv = pyinfra_inventory(lab, proxy)
     pyi = "cd %s && pyinfra -y --parallel %d %s " % (q(d), n, pinv)
     ssh = lab.ssh_all("'ip -4 route show'").replace("-F /dev/null", "-F " + q(cfg))
@@ -165,7 +167,8 @@ def check_reset(lab, tool, m):
             raise RuntimeError("%s reset: %d of %d hosts said RESET-DONE\n%s" % (tool, done, lab.n, m.out[-1500:]))
     left = 0
     for _, _, ns in lab.hosts:
-        out = subprocess.run(["ip", "-n", ns, "-4", "route", "show", "proto", "198"], capture_output=True, text=True).stdout
+        out = subprocess.run(["ip", "-n", ns, "-4", "route", "show", "proto", "198"],
+                             capture_output=True, text=True).stdout
         left += bool(out.strip())
     if left:
         raise RuntimeError("%s reset: %d hosts still have routes of proto 198" % (tool, left))
@@ -205,9 +208,10 @@ def run_size(n, args, work, results, meta):
             meta["commands"].setdefault(n, (lab.dir, cmds))
             runs = runs_for(args, n, rtt)
 
-            def one(task, tool, cmd, before=None, phase=None):
+            # called in this iteration only; the defaults bind its values all the same
+            def one(task, tool, cmd, before=None, phase=None, *, rtt=rtt, proxy=proxy, env=env):
                 key = (n, rtt, task, tool)
-                for attempt in (1, 2):
+                for _attempt in (1, 2):
                     if before:
                         before()
                     if os.path.exists(rssf):
@@ -264,7 +268,7 @@ def run_size(n, args, work, results, meta):
                     # reset after a converged lab; a failed reset is tried
                     # again on a lab converged anew by that tool
                     one("reset", t, cmds["reset"][t],
-                        before=lambda t=t: B.measure(cmds["setup"][t], env, quiet_wait=0)
+                        before=lambda t=t, cmds=cmds, env=env: B.measure(cmds["setup"][t], env, quiet_wait=0)
                         if lab.state()[0] != lab.n else None)
     finally:
         for p in proxies:
@@ -305,12 +309,13 @@ def winrm(work, args, results):
         env = lab.env()
         for proxy in proxies:
             text = base
-            for name, ip, _ in lab.hosts:
+            for _name, ip, _ in lab.hosts:
                 text = text.replace("address: %s\n    winrm: { port: 5985," % ip,
                                     "address: %s\n    winrm: { port: %d," % (proxy.listen[ip], proxy.ports[ip]))
             # the address is the proxy's, not on the host: name the adapter
             # that carries the node's address (winsim's "Ethernet" = eth0)
-            text = text.replace("    windows:\n      binaries:", "    windows:\n      adapter: Ethernet\n      binaries:")
+            text = text.replace("    windows:\n      binaries:",
+                                "    windows:\n      adapter: Ethernet\n      binaries:")
             inv = os.path.join(lab.dir, "inventory-wan%d.yaml" % proxy.rtt)
             with open(inv, "w") as f:
                 f.write(text)
@@ -319,7 +324,7 @@ def winrm(work, args, results):
             m = B.measure(kw % "up", env, quiet_wait=0)
             if m.rc != 0:
                 B.log("WinRM %d ms: up failed: %s" % (proxy.rtt, m.out[-800:]))
-            for r in range(max(args.runs, 3)):
+            for _r in range(max(args.runs, 3)):
                 c0 = proxy.count()
                 m = B.measure(kw % "verify --limit 'win*'", env, quiet_wait=args.quiet_wait)
                 m.conns = proxy.count() - c0
@@ -349,7 +354,6 @@ TASKS = {"verify": 0, "setup-first": 1, "setup-noop": 2, "reset": 3, "winrm-veri
 
 
 def report(results, meta, w):
-    rtts = sorted({k[1] for k in results})
     w("## WAN: every tool through the delay proxy (wall time, medians)\n")
     w("Each cell: median wall s (min–max over runs) and wall/RTT. Runs per cell: %s. `kwinctl/pyinfra`: "
       "ratio of the medians. `conns`: connections the proxy accepted per run (median), at least N in every "
@@ -358,7 +362,8 @@ def report(results, meta, w):
       "round trips one host waits for in sequence (wall/RTT also counts the local CPU time at 0 ms). With "
       "1 run per cell and a run-to-run noise of ±10–20 %% on 2 shared cores it can even be negative, above "
       "all at N = 200 where CPU, not the network, bounds every tool: read it at the target cell (3 runs).\n")
-    w("| N | RTT ms | task | tool | runs | wall s (min–max) | wall/RTT | (wall − wall₀)/RTT | kwinctl/pyinfra | kwinctl/ansible | conns | CPU s/host |")
+    w("| N | RTT ms | task | tool | runs | wall s (min–max) | wall/RTT | (wall − wall₀)/RTT "
+      "| kwinctl/pyinfra | kwinctl/ansible | conns | CPU s/host |")
     w("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     keys = sorted(results, key=lambda k: (TASKS.get(k[2], 9) == 4, k[0], k[1], TASKS.get(k[2], 9), TORDER.get(k[3], 9)))
     for k in keys:
@@ -391,21 +396,26 @@ def report(results, meta, w):
     for task in ("verify", "setup-noop"):
         a, p = wall(20, R, task), wall(20, R, task, "pyinfra")
         if a:
-            rows.append(("N=20, %d ms: kwinctl %s wall/RTT" % (R, task), "%.1f" % (a / (R / 1000)), "≤ 6.5", a / (R / 1000) <= 6.5))
+            rows.append(("N=20, %d ms: kwinctl %s wall/RTT" % (R, task), "%.1f" % (a / (R / 1000)), "≤ 6.5",
+                         a / (R / 1000) <= 6.5))
             z = wall(20, 0, task)
             if z:
-                rows.append(("(for reading, not a target) N=20, %d ms: kwinctl %s (wall − wall at 0 ms)/RTT" % (R, task),
+                rows.append(("(for reading, not a target) N=20, %d ms: kwinctl %s (wall − wall at 0 ms)/RTT"
+                             % (R, task),
                              "%.1f" % ((a - z) / (R / 1000)), "", None))
         if a and p:
-            rows.append(("N=20, %d ms: kwinctl %s / pyinfra wall" % (R, task), B.fmt_ratio(a / p), "≤ 0.5", a / p <= 0.5))
+            rows.append(("N=20, %d ms: kwinctl %s / pyinfra wall" % (R, task), B.fmt_ratio(a / p), "≤ 0.5",
+                         a / p <= 0.5))
     a, v = wall(20, R, "setup-first"), wall(20, R, "verify")
     if a and v:
-        rows.append(("N=20, %d ms: kwinctl first up − verify, in RTT" % R, "%.1f" % ((a - v) / (R / 1000)), "≤ 2", (a - v) / (R / 1000) <= 2))
+        rows.append(("N=20, %d ms: kwinctl first up − verify, in RTT" % R, "%.1f" % ((a - v) / (R / 1000)), "≤ 2",
+                     (a - v) / (R / 1000) <= 2))
     wk = [k for k in results if k[2] == "winrm-verify" and k[1] == R]
     if wk:
         x = wall(wk[0][0], R, "winrm-verify")
         if x:
-            rows.append(("%d Windows hosts, %d ms: kwinctl WinRM verify wall/RTT" % (wk[0][0], R), "%.1f" % (x / (R / 1000)), "≤ 6", x / (R / 1000) <= 6))
+            rows.append(("%d Windows hosts, %d ms: kwinctl WinRM verify wall/RTT" % (wk[0][0], R),
+                         "%.1f" % (x / (R / 1000)), "≤ 6", x / (R / 1000) <= 6))
     for task in ("verify", "setup-noop", "setup-first"):
         a, b = wall(200, R, task), wall(20, R, task)
         if a and b:

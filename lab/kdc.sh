@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The lab's Kerberos realm (sourced by lab.sh; needs its helpers and a
 # loaded lab.env). An MIT KDC (Debian's krb5-kdc, krb5-admin-server for
 # kadmin.local) in a network namespace of its own, kwl<id>k0 at
@@ -108,7 +109,7 @@ cmd_kdc() { # DIR [--clock OFFSET | --stop]
   command -v krb5kdc >/dev/null || [ -x /usr/sbin/krb5kdc ] || die "krb5kdc is not installed (scripts/setup.sh)"
   export PATH="$PATH:/usr/sbin"
   if [ ! -f "$dir/kdc/kdc.conf" ]; then
-    trap 'rc=$?; if [ "$rc" -ne 0 ]; then kdc_stop "$dir"; ip netns del "$(kdc_ns)" 2>/dev/null || true; rm -rf "$dir/kdc"; fi' EXIT
+    trap 'if [ "$?" -ne 0 ]; then kdc_stop "$dir"; ip netns del "$(kdc_ns)" 2>/dev/null || true; rm -rf "$dir/kdc"; fi' EXIT
     add_host_ns "$(kdc_ns)" "kwl${LAB_ID}k" "$(kdc_ip)"
     kdc_files "$dir"
   else

@@ -282,6 +282,7 @@ start_sshd() { # DIR j
 start_sshd_in() { # hostdir netns name: a lab host's sshd (hidden hosts too)
   # Own mount and UTS namespace: own hostname, own /root, own /etc/kwinctl,
   # own (empty) /usr/local/bin where a test can place tools such as kubectl.
+  # shellcheck disable=SC2016 # $1 and $2 are the inner sh's arguments
   ip netns exec "$2" unshare --mount --uts --propagation private sh -c '
     set -e
     hostname "$1"
@@ -1451,7 +1452,7 @@ case "${1:-}" in
     done
     [ -n "$up_n" ] || die "$up_usage"
     cmd_up "$up_dir" "$up_n" "$up_m" "$up_s" "$up_p" ;;
-  build-root) sd_build_root; echo "$(sd_root)" ;;
+  build-root) sd_build_root; sd_root ;;
   kdc) [ $# -ge 2 ] && [ $# -le 4 ] || die "usage: lab.sh kdc DIR [--clock OFFSET | --stop]"; cmd_kdc "${@:2}" ;;
   kadmin) [ $# -eq 3 ] || die "usage: lab.sh kadmin DIR QUERY"; load "$2"; kdc_admin "$2" "$3" ;;
   _sd-supervise) sd_supervise "$2" "$3" "$4" ;;

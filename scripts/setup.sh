@@ -29,6 +29,8 @@ command -v kinit >/dev/null 2>&1 || need+=(krb5-user)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
 # pgrep (procps): lab.sh finds the systemd hosts' processes with it
 command -v pgrep >/dev/null 2>&1 || need+=(procps)
+# CI lints the shell scripts with shellcheck (.ci/run, .shellcheckrc)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 # winsim's and the Ansible oracle's venvs: a Python whose venv can install
 # pip (Debian ships ensurepip in python3-venv, not python3) and its headers
 # (python3-dev), which winsim's gssapi and krb5 packages compile against
