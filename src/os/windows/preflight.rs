@@ -79,7 +79,7 @@ pub fn preflight(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> Result<Ni
             f,
             r,
             node.address,
-            d.transparent_adapter.as_deref(),
+            (d.profile.transparent()).and_then(|t| t.transparent_adapter.as_deref()),
             &mut problems,
         );
         let container = build.and_then(|b| {

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 
+pub mod desired;
+
 use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::facts::{WindowsFacts, normalise_image};
