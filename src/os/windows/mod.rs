@@ -18,7 +18,6 @@ pub mod hns;
 mod items;
 pub mod k8s;
 pub mod l2bridge;
-pub mod nic;
 pub mod preflight;
 pub mod script;
 pub mod service;
