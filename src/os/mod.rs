@@ -91,6 +91,15 @@ pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
     }
 }
 
+/// Whether the cluster step's node check requires a node's OS build label
+/// (`node.kubernetes.io/windows-build`): when the inventory declares the
+/// l2bridge Windows profile, whose kubelets set it themselves
+/// (docs/research/kubernetes.md#k7). The runner asks this without naming
+/// an OS or a profile.
+pub fn build_label_required(inv: &Inventory) -> bool {
+    inv.cluster.windows_profile() == Some(windows::k8s::Profile::L2Bridge)
+}
+
 /// How a host of this OS runs the scripts it is sent.
 pub fn interpreter(os: Os) -> Interpreter {
     match os {

@@ -397,8 +397,7 @@ async fn gather(
         .enumerate()
         .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
         .map(|(i, _)| i);
-    let build_label = ctx.cluster.inventory.cluster.windows_profile()
-        == Some(crate::inventory::WindowsProfile::L2Bridge);
+    let build_label = crate::os::build_label_required(&ctx.cluster.inventory);
     let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label);
     let mut running: FuturesUnordered<_> = tasks
         .into_iter()

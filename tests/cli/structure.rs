@@ -1,6 +1,7 @@
 //! The shape of the source tree, checked: the modules import each other
 //! without cycles, the operating systems' folders do not depend on each
-//! other, and no file is over 500 lines of code without a reason at its top.
+//! other, the shared Windows layer names no Windows profile's folder, and
+//! no file is over 500 lines of code without a reason at its top.
 //!
 //! Units are the top-level modules of `src/` (a folder counts as one), except
 //! under `src/os/`, where each file and each OS folder is its own unit. An
@@ -274,6 +275,34 @@ fn windows_profiles_live_in_their_own_folders() {
         let text = std::fs::read_to_string(&f).unwrap();
         assert!(!text.contains("#[path"), "{} uses #[path]", f.display());
     }
+}
+
+/// The Windows profiles build on the shared layer, never the other way:
+/// no file or folder of `src/os/windows/` besides the profile folders names
+/// one (its `mod.rs`, the folder's parent, is where a profile is chosen).
+#[test]
+fn the_shared_windows_layer_imports_no_profile() {
+    let folders = folder_graphs();
+    let windows = &folders[&vec!["os".to_string(), "windows".to_string()]];
+    const PROFILES: [&str; 2] = ["transparent", "l2bridge"];
+    // the check sees edges: both profiles use the shared layer
+    for p in PROFILES {
+        assert!(windows[p].contains("items"), "{p}: {windows:?}");
+    }
+    let mut wrong = Vec::new();
+    for (sibling, to) in windows {
+        if PROFILES.contains(&sibling.as_str()) {
+            continue;
+        }
+        for p in PROFILES.iter().filter(|p| to.contains(**p)) {
+            wrong.push(format!("{sibling} -> {p}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the shared Windows layer imports a profile folder: {wrong:?}; move the profile's part \
+         into its folder, or reach it through the parent (os/windows/mod.rs, ProfileDesired)"
+    );
 }
 
 #[test]

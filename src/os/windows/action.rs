@@ -228,7 +228,7 @@ impl Describe for WinAction {
                 service.name
             ),
             WinAction::StartTask { name } => format!("start scheduled task {name}"),
-            WinAction::InstallBootTask { boot } if boot.l2bridge.is_some() => format!(
+            WinAction::InstallBootTask { boot } if boot.profile.l2().is_some() => format!(
                 "install the startup task {BOOT_TASK} (puts the HNS network, host endpoint, forwarding and routes back, starts kubelet and kube-proxy, keeps them in place)"
             ),
             WinAction::InstallBootTask { .. } => format!(

@@ -48,12 +48,9 @@ pub struct BootSpec {
     pub services: Vec<String>,
     /// kwinctl's wrapper tasks to start, in order.
     pub tasks: Vec<String>,
-    /// `l2bridge` for that profile (absent: transparent, so that the
-    /// transparent profile's fingerprints stay what they were).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub l2bridge: Option<Box<L2Boot>>,
+    /// The profile's own part (its JSON is flattened into this one's).
+    #[serde(flatten)]
+    pub profile: BootProfile,
     /// A digest of everything above (and of the script's version): the
     /// task's description carries it, so a change reinstalls the task.
     pub fingerprint: String,
@@ -83,8 +80,7 @@ impl BootSpec {
             routable_adapter: routable_adapter.map(str::to_string),
             services,
             tasks,
-            profile: None,
-            l2bridge: None,
+            profile: BootProfile::Transparent,
             fingerprint: String::new(),
         };
         b.fingerprint = b.digest();
@@ -106,8 +102,7 @@ impl BootSpec {
             services,
             vec![],
         );
-        b.profile = Some("l2bridge".into());
-        b.l2bridge = Some(Box::new(l2));
+        b.profile = BootProfile::L2Bridge(Box::new(l2));
         b.fingerprint = b.digest();
         b
     }
@@ -115,10 +110,9 @@ impl BootSpec {
     fn digest(&self) -> String {
         let mut b = self.clone();
         b.fingerprint = String::new();
-        let version = if self.l2bridge.is_some() {
-            L2BRIDGE_BOOT_VERSION
-        } else {
-            BOOT_VERSION
+        let version = match self.profile {
+            BootProfile::L2Bridge(_) => L2BRIDGE_BOOT_VERSION,
+            BootProfile::Transparent => BOOT_VERSION,
         };
         let digest = serde_json::to_vec(&(&b, version)).expect("boot JSON");
         sha256_bytes(&digest)[..16].to_string()
@@ -144,6 +138,43 @@ impl BootSpec {
             "kwinctl: the pods' network, gateway and forwarding, then kubelet and kube-proxy [kwinctl {}]",
             self.fingerprint
         )
+    }
+}
+
+/// A boot task's profile, with that profile's own part.
+///
+/// Its JSON is what the two optional fields it replaced wrote, so that no
+/// node's fingerprint moves: nothing for the transparent profile (its
+/// fingerprints predate the l2bridge profile), and `"profile": "l2bridge",
+/// "l2bridge": {...}` for that one (`boot_fingerprints_keep_todays_json`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootProfile {
+    Transparent,
+    L2Bridge(Box<L2Boot>),
+}
+
+impl BootProfile {
+    /// The l2bridge profile's own part, on that profile.
+    pub fn l2(&self) -> Option<&L2Boot> {
+        match self {
+            BootProfile::L2Bridge(l2) => Some(l2),
+            BootProfile::Transparent => None,
+        }
+    }
+}
+
+impl Serialize for BootProfile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            BootProfile::Transparent => s.serialize_map(Some(0))?.end(),
+            BootProfile::L2Bridge(l2) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("profile", "l2bridge")?;
+                m.serialize_entry("l2bridge", l2)?;
+                m.end()
+            }
+        }
     }
 }
 
@@ -201,4 +232,20 @@ pub fn example_l2bridge() -> BootSpec {
         node.address,
         vec!["kubelet".into(), "kube-proxy".into()],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A boot task's fingerprint is a digest of its spec's JSON: a change
+    /// to that JSON (a renamed field, a reordered optional one) reinstalls
+    /// the task on every node of the profile at the next `up`. These are
+    /// today's digests of the two examples; the transparent one is also in
+    /// tests/fixtures/windows/transparent-converged.json.
+    #[test]
+    fn boot_fingerprints_keep_todays_json() {
+        assert_eq!(example().fingerprint, "7c2833319f67f983");
+        assert_eq!(example_l2bridge().fingerprint, "ceff78030c2e37de");
+    }
 }

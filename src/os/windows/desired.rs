@@ -6,20 +6,16 @@
 //! start script a scheduled task runs (kwinctl's boot task starts both at boot).
 
 use super::k8s::{self, Component, Hosting, Profile, Values};
-use super::l2bridge;
-use super::{
-    DEFAULT_NETWORK, KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, ProfileDesired, WIN_DIR,
-    WindowsDesired,
-};
+use super::{KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, ProfileDesired, WIN_DIR, WindowsDesired};
 use crate::hash::sha256_bytes;
-use crate::inventory::{Host, Inventory};
+use crate::inventory::{Host, Inventory, KubeVersion};
 use crate::os::ops::DesiredError;
 
 pub use super::files::{FileSource, MAX_INLINE, Uploads, WinFile};
 pub use super::service::WinService;
 
 /// Where a binary of `windows.binaries` comes from, and its SHA-256.
-fn source_of(
+pub(super) fn source_of(
     host: &Host,
     name: &str,
     b: &crate::inventory::Binary,
@@ -64,6 +60,24 @@ fn source_of(
     Ok((source, sha256.to_ascii_lowercase()))
 }
 
+/// What the shared desired state takes from a node's profile: the
+/// network's default name, the runtime kubelet waits for, and the
+/// services that run it (kwinctl's to install, first).
+pub struct Shape {
+    pub network: &'static str,
+    pub runtime: &'static str,
+    pub runtime_services: Vec<WinService>,
+}
+
+/// What every part of the desired state is built from.
+struct Common<'a> {
+    inv: &'a Inventory,
+    host: &'a Host,
+    uploads: &'a Uploads,
+    version: KubeVersion,
+    profile: Profile,
+}
+
 impl WindowsDesired {
     /// The desired state of a Windows node: files, services and their flags.
     pub fn of(
@@ -72,38 +86,78 @@ impl WindowsDesired {
         uploads: &Uploads,
     ) -> Result<WindowsDesired, DesiredError> {
         let w = &host.windows;
-        let version = inv.cluster.kubernetes_version.ok_or_else(|| {
+        let required = |key: &str| {
             DesiredError(format!(
-                "{}: cluster.kubernetes_version is required for Windows hosts",
+                "{}: cluster.{key} is required for Windows hosts",
                 host.name
             ))
-        })?;
-        let api_server = inv.cluster.api_server.as_deref().ok_or_else(|| {
-            DesiredError(format!(
-                "{}: cluster.api_server is required for Windows hosts",
-                host.name
-            ))
-        })?;
-        let m = version.minor;
-        let profile = inv
+        };
+        let version =
+            (inv.cluster.kubernetes_version).ok_or_else(|| required("kubernetes_version"))?;
+        let api_server = inv
             .cluster
-            .windows_profile()
-            .unwrap_or(Profile::default_for(m));
-        let l2 = profile == Profile::L2Bridge;
-        let network = w.network_name.clone().unwrap_or_else(|| {
-            if l2 {
-                l2bridge::NETWORK.to_string()
-            } else {
-                DEFAULT_NETWORK.to_string()
-            }
-        });
+            .api_server
+            .as_deref()
+            .ok_or_else(|| required("api_server"))?;
+        let profile =
+            (inv.cluster.windows_profile()).unwrap_or(Profile::default_for(version.minor));
+        let c = Common {
+            inv,
+            host,
+            uploads,
+            version,
+            profile,
+        };
+        let shape = ProfileDesired::shape(profile);
+        let network = w
+            .network_name
+            .clone()
+            .unwrap_or_else(|| shape.network.to_string());
+        let mut files = c.binaries()?;
+        let (pause_image, pause_image_given) = c.pause_image()?;
+        let (services, wrapped) = c.services(shape, api_server, &network, &pause_image)?;
+        let mut notes: Vec<String> =
+            k8s::identity_note(&version, api_server.starts_with("https://"))
+                .into_iter()
+                .collect();
+        let mut required_files = vec![
+            format!(r"{WIN_DIR}\kubelet.exe"),
+            format!(r"{WIN_DIR}\kube-proxy.exe"),
+        ];
+        if wrapped {
+            c.log_runner(&mut files, &mut required_files, &mut notes)?;
+        }
+        let profile = ProfileDesired::of(profile, inv, host, uploads, &pause_image)?;
+        required_files.extend(profile.required().iter().cloned());
+        Ok(WindowsDesired {
+            network,
+            adapter: w.adapter.clone(),
+            nodeport_sources: w.nodeport_sources.clone(),
+            api_server_sources: inv.cluster.api_server_sources.clone(),
+            kubernetes_version: version,
+            pause_image,
+            pause_image_given,
+            files,
+            required_files,
+            services,
+            notes,
+            profile,
+        })
+    }
+}
+
+impl Common<'_> {
+    /// kubelet's and kube-proxy's binaries (those the inventory gives),
+    /// then the kubeconfig.
+    fn binaries(&self) -> Result<Vec<WinFile>, DesiredError> {
+        let (host, version) = (self.host, self.version);
         let mut files = Vec::new();
         for (name, exe) in [("kubelet", "kubelet.exe"), ("kube-proxy", "kube-proxy.exe")] {
-            let Some(b) = w.binaries.get(name) else {
+            let Some(b) = host.windows.binaries.get(name) else {
                 continue;
             };
             let path = format!(r"{WIN_DIR}\{exe}");
-            let (source, sha256) = source_of(host, name, b, uploads)?;
+            let (source, sha256) = source_of(host, name, b, self.uploads)?;
             files.push(WinFile {
                 path,
                 sha256: sha256.to_ascii_lowercase(),
@@ -112,80 +166,70 @@ impl WindowsDesired {
                 version_regex: Some(version.version_line_regex()),
             });
         }
-        let kubeconfig_path = super::KUBECONFIG.to_string();
-        if let Some(kc) = &inv.cluster.kubeconfig {
+        if let Some(kc) = &self.inv.cluster.kubeconfig {
             let bytes = crate::inventory::kubeconfig::read(kc).map_err(|e| {
                 DesiredError(format!("cannot read kubeconfig {}: {e}", kc.display()))
             })?;
             files.push(WinFile {
-                path: kubeconfig_path.clone(),
+                path: super::KUBECONFIG.to_string(),
                 sha256: sha256_bytes(&bytes),
                 source: FileSource::Inline(bytes.into()),
                 version: None,
                 version_regex: None,
             });
         }
-        let ip = host.address.to_string();
-        let (pause_image, pause_image_given) = match &inv.cluster.pause_image {
-            Some(p) => (p.clone(), true),
-            None => {
-                let build = k8s::fresh_build(m, profile);
-                let p = k8s::default_pause(m, build).ok_or_else(|| {
-                    DesiredError(format!(
-                        "{}: kwinctl has no default pause image for Kubernetes {version} on Windows build {build}: set cluster.pause_image",
-                        host.name
-                    ))
-                })?;
-                (p.to_string(), false)
-            }
-        };
+        Ok(files)
+    }
+
+    /// The pause image, and whether the inventory named it (else it is the
+    /// table's default for the release).
+    fn pause_image(&self) -> Result<(String, bool), DesiredError> {
+        if let Some(p) = &self.inv.cluster.pause_image {
+            return Ok((p.clone(), true));
+        }
+        let (m, version) = (self.version.minor, self.version);
+        let build = k8s::fresh_build(m, self.profile);
+        let p = k8s::default_pause(m, build).ok_or_else(|| {
+            DesiredError(format!(
+                "{}: kwinctl has no default pause image for Kubernetes {version} on Windows build {build}: set cluster.pause_image",
+                self.host.name
+            ))
+        })?;
+        Ok((p.to_string(), false))
+    }
+
+    /// The profile's runtime services, then kubelet and kube-proxy; and
+    /// whether kube-log-runner wraps them.
+    fn services(
+        &self,
+        shape: Shape,
+        api_server: &str,
+        network: &str,
+        pause_image: &str,
+    ) -> Result<(Vec<WinService>, bool), DesiredError> {
+        let (inv, m, profile) = (self.inv, self.version.minor, self.profile);
+        let ip = self.host.address.to_string();
         let proxy_adapter = format!("vEthernet ({KUBE_PROXY_SWITCH})");
-        let taints = w.taints.join(",");
+        let taints = self.host.windows.taints.join(",");
         let values = Values {
             ip: &ip,
-            pause_image: &pause_image,
-            kubeconfig: inv
-                .cluster
-                .kubeconfig
-                .as_ref()
-                .map(|_| kubeconfig_path.as_str()),
+            pause_image,
+            kubeconfig: inv.cluster.kubeconfig.as_ref().map(|_| super::KUBECONFIG),
             api_server,
             log_dir: LOG_DIR,
             log_file: "",
-            network: &network,
+            network,
             proxy_adapter: &proxy_adapter,
-            host_endpoint: &super::hns::endpoint_name(&network),
+            host_endpoint: &super::hns::endpoint_name(network),
             cluster_dns: &inv.cluster.dns_service_ip.to_string(),
             cluster_domain: &inv.cluster.dns_domain,
             taints: &taints,
         };
-        let mut services = Vec::new();
+        let mut services = shape.runtime_services;
         let mut wrapped = false;
         // the release kube-log-runner.exe comes from (it has no --version)
-        let runner_v = inv.cluster.log_runner_version.unwrap_or(version);
-        let runner_m = runner_v.minor;
-        let runtime = if l2 { "containerd" } else { "docker" };
-        if l2 {
-            // As `containerd --register-service` registers it: the service
-            // runs `containerd.exe --run-service` with the other arguments
-            // (docs/research/containerd.md#d6), starting automatically.
-            services.push(
-                WinService::new(
-                    "containerd",
-                    "containerd container runtime (kwinctl)",
-                    l2bridge::CONTAINERD_EXE.into(),
-                    &[
-                        "--run-service".into(),
-                        format!("--config={}", l2bridge::CONTAINERD_CONFIG),
-                        format!(r"--log-file={LOG_DIR}\containerd.log"),
-                    ],
-                    vec![],
-                    vec![],
-                    Hosting::Service,
-                )
-                .automatic(),
-            );
-        }
+        let runner_m = inv.cluster.log_runner_version.unwrap_or(self.version).minor;
+        let runtime = shape.runtime;
         for (c, display, depends) in [
             (Component::Kubelet, "Kubernetes kubelet (kwinctl)", runtime),
             (
@@ -195,7 +239,7 @@ impl WindowsDesired {
             ),
         ] {
             let call = k8s::invocation(c, m, profile, &values)
-                .map_err(|e| DesiredError(format!("{}: {e}", host.name)))?;
+                .map_err(|e| DesiredError(format!("{}: {e}", self.host.name)))?;
             // A start script only waits for real services (docker), not for
             // kwinctl's other task.
             let depends = match call.hosting {
@@ -220,114 +264,37 @@ impl WindowsDesired {
                 None => service,
             });
         }
-        let mut notes: Vec<String> =
-            k8s::identity_note(&version, api_server.starts_with("https://"))
-                .into_iter()
-                .collect();
-        let mut required_files = vec![
-            format!(r"{WIN_DIR}\kubelet.exe"),
-            format!(r"{WIN_DIR}\kube-proxy.exe"),
-        ];
-        if wrapped {
-            required_files.push(LOG_RUNNER_EXE.into());
-            if let Some(b) = w.binaries.get("kube-log-runner") {
-                let (source, sha256) = source_of(host, "kube-log-runner", b, uploads)?;
-                // kube-log-runner has no --version: its release is
-                // log_runner_version, else the cluster's
-                files.push(WinFile {
-                    path: LOG_RUNNER_EXE.into(),
-                    sha256,
-                    source,
-                    version: None,
-                    version_regex: None,
-                });
-            }
-            if !k8s::log_runner_rotates(runner_m, profile) {
-                notes.push(format!(
-                    r"kubelet and kube-proxy log to {LOG_DIR}\kubelet.log and {LOG_DIR}\kube-proxy.log through kube-log-runner {runner_v}, which cannot rotate them (rotation arrived in 1.34, PR #127667): they grow without bound; take windows.binaries.kube-log-runner from a 1.34+ release and set cluster.log_runner_version to it (the runner works with any kubelet), or prune the files on the node"
-                ));
-            }
+        Ok((services, wrapped))
+    }
+
+    /// kube-log-runner wraps kubelet and kube-proxy: it is required, placed
+    /// when the inventory gives it, and a note says when it cannot rotate.
+    fn log_runner(
+        &self,
+        files: &mut Vec<WinFile>,
+        required_files: &mut Vec<String>,
+        notes: &mut Vec<String>,
+    ) -> Result<(), DesiredError> {
+        let runner_v = self.inv.cluster.log_runner_version.unwrap_or(self.version);
+        required_files.push(LOG_RUNNER_EXE.into());
+        if let Some(b) = self.host.windows.binaries.get("kube-log-runner") {
+            let (source, sha256) = source_of(self.host, "kube-log-runner", b, self.uploads)?;
+            // kube-log-runner has no --version: its release is
+            // log_runner_version, else the cluster's
+            files.push(WinFile {
+                path: LOG_RUNNER_EXE.into(),
+                sha256,
+                source,
+                version: None,
+                version_regex: None,
+            });
         }
-        let l2 = if l2 {
-            let cv = inv.cluster.containerd_version.ok_or_else(|| {
-                DesiredError(format!(
-                    "{}: cluster.containerd_version is required for the l2bridge Windows profile",
-                    host.name
-                ))
-            })?;
-            let archive = |name: &str,
-                           file: &str,
-                           members: Vec<String>,
-                           version_binary: Option<&str>|
-             -> Result<Option<super::files::Archive>, DesiredError> {
-                let Some(b) = w.binaries.get(name) else {
-                    return Ok(None);
-                };
-                let (source, sha256) = source_of(host, name, b, uploads)?;
-                let (version, version_regex) = match version_binary {
-                    Some(_) => (Some(cv.to_string()), Some(cv.version_line_regex())),
-                    None => (None, None),
-                };
-                Ok(Some(super::files::Archive {
-                    name: name.into(),
-                    archive: WinFile {
-                        path: format!(r"{}\{file}", super::KWINCTL_DIR),
-                        sha256,
-                        source,
-                        version,
-                        version_regex,
-                    },
-                    members,
-                    version_binary: version_binary.map(str::to_string),
-                    marker: format!(r"{}\{name}.archive", super::KWINCTL_DIR),
-                }))
-            };
-            let containerd = archive(
-                "containerd",
-                "containerd.tar.gz",
-                l2bridge::containerd_members(),
-                Some(l2bridge::CONTAINERD_EXE),
-            )?;
-            let cni = archive(
-                "cni-plugins",
-                "cni-plugins.tgz",
-                l2bridge::cni_members(),
-                None,
-            )?;
-            let d = l2bridge::L2Desired::new(
-                cv,
-                containerd,
-                cni,
-                &pause_image,
-                l2bridge::CniCluster {
-                    service_cidr: inv.cluster.service_cidr,
-                    dns_service_ip: inv.cluster.dns_service_ip,
-                    dns_domain: inv.cluster.dns_domain.clone(),
-                },
-            );
-            required_files.extend(d.required.iter().cloned());
-            Some(d)
-        } else {
-            None
-        };
-        Ok(WindowsDesired {
-            network,
-            adapter: w.adapter.clone(),
-            transparent_adapter: w.transparent_adapter.clone(),
-            nodeport_sources: w.nodeport_sources.clone(),
-            api_server_sources: inv.cluster.api_server_sources.clone(),
-            kubernetes_version: version,
-            pause_image,
-            pause_image_given,
-            files,
-            required_files,
-            services,
-            notes,
-            profile: match l2 {
-                Some(l2) => ProfileDesired::L2Bridge(Box::new(l2)),
-                None => ProfileDesired::Transparent,
-            },
-        })
+        if !k8s::log_runner_rotates(runner_v.minor, self.profile) {
+            notes.push(format!(
+                r"kubelet and kube-proxy log to {LOG_DIR}\kubelet.log and {LOG_DIR}\kube-proxy.log through kube-log-runner {runner_v}, which cannot rotate them (rotation arrived in 1.34, PR #127667): they grow without bound; take windows.binaries.kube-log-runner from a 1.34+ release and set cluster.log_runner_version to it (the runner works with any kubelet), or prune the files on the node"
+            ));
+        }
+        Ok(())
     }
 }
 

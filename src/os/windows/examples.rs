@@ -4,9 +4,7 @@
 
 use super::POD_CIDR_FILE;
 use super::action::WinAction;
-use super::files::{Archive, FileSource, WinFile};
-use super::hns::{HnsNet, HostEp, nth};
-use super::l2bridge;
+use super::files::{FileSource, WinFile};
 
 /// One of every action, for the contract and grammar tests (and a compile
 /// error in `every_kind_has_an_example` when a variant is added without one).
@@ -109,60 +107,8 @@ pub fn examples() -> Vec<WinAction> {
         },
     ]
     .into_iter()
-    .chain(l2bridge())
+    .chain(super::profile_examples())
     .collect()
-}
-
-/// One of each l2bridge action, for the contract and grammar tests.
-fn l2bridge() -> Vec<WinAction> {
-    let node = crate::os::windows::example_node();
-    let archive = Archive {
-        name: "containerd".into(),
-        archive: WinFile {
-            path: r"C:\k\kwinctl\containerd.tar.gz".into(),
-            sha256: "ef".repeat(32),
-            source: crate::os::windows::FileSource::Url(
-                "https://dl.example.invalid/containerd-1.7.20-windows-amd64.tar.gz".into(),
-            ),
-            version: Some("1.7.20".into()),
-            version_regex: Some(r"^containerd \S+ v1\.7\.20(?:[-+ ]|$)".into()),
-        },
-        members: l2bridge::containerd_members(),
-        version_binary: Some(l2bridge::CONTAINERD_EXE.into()),
-        marker: r"C:\k\kwinctl\containerd.archive".into(),
-    };
-    vec![
-        WinAction::InstallFeature {
-            name: "Containers".into(),
-        },
-        WinAction::InstallArchive {
-            archive: Box::new(archive),
-        },
-        WinAction::EnsureHnsNetwork {
-            net: HnsNet::of(&node, "cbr0", "Ethernet"),
-            replace: true,
-        },
-        WinAction::EnsureHostEndpoint {
-            ep: HostEp::of(&node, "cbr0"),
-        },
-        WinAction::SetForwarding {
-            addresses: vec![node.address, nth(node.pod_cidr, 2)],
-        },
-        WinAction::PullSandbox {
-            image: "registry.k8s.io/pause:3.10.2".into(),
-        },
-        WinAction::RemoveHnsNetwork {
-            name: "cbr0".into(),
-        },
-        WinAction::RestartService {
-            name: "kube-proxy".into(),
-            port: l2bridge::KUBE_PROXY_HEALTHZ,
-        },
-        WinAction::SetDynamicPorts {
-            start: 34000,
-            count: 31536,
-        },
-    ]
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@ pub mod hns;
 mod items;
 pub mod k8s;
 pub mod l2bridge;
-pub mod nic;
 pub mod preflight;
 pub mod script;
 pub mod service;
@@ -88,12 +87,8 @@ pub struct WindowsDesired {
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
     pub adapter: Option<String>,
-    /// The card the transparent network takes, when the inventory names it
-    /// (`windows.transparent_adapter`); otherwise preflight picks the only
-    /// fit one.
-    pub transparent_adapter: Option<String>,
     /// Sources allowed to reach kube-proxy.exe besides the cluster
-    /// (`windows.nodeport_sources`: the transparent profile's NodePorts).
+    /// (`windows.nodeport_sources`; both profiles' firewall rules take it).
     pub nodeport_sources: Vec<ipnet::Ipv4Net>,
     /// Where the API server reaches the kubelet from besides the nodes
     /// (`cluster.api_server_sources`).
@@ -132,16 +127,63 @@ impl WindowsDesired {
 #[derive(Debug, Clone, Serialize)]
 pub enum ProfileDesired {
     /// The seeds' transparent Docker network (Docker era).
-    Transparent,
+    Transparent(transparent::desired::TransparentDesired),
     /// containerd, HNS and win-bridge (Kubernetes 1.24+).
     L2Bridge(Box<l2bridge::L2Desired>),
 }
 
 impl ProfileDesired {
+    /// What the shared desired state takes from the profile.
+    pub fn shape(kind: k8s::Profile) -> desired::Shape {
+        match kind {
+            k8s::Profile::Transparent => transparent::desired::shape(),
+            k8s::Profile::L2Bridge => l2bridge::desired::shape(),
+        }
+    }
+
+    /// The profile's own part of a node's desired state.
+    pub fn of(
+        kind: k8s::Profile,
+        inv: &crate::inventory::Inventory,
+        host: &crate::inventory::Host,
+        uploads: &Uploads,
+        pause_image: &str,
+    ) -> Result<ProfileDesired, super::ops::DesiredError> {
+        Ok(match kind {
+            k8s::Profile::Transparent => {
+                ProfileDesired::Transparent(transparent::desired::of(host))
+            }
+            k8s::Profile::L2Bridge => ProfileDesired::L2Bridge(Box::new(l2bridge::desired::of(
+                inv,
+                host,
+                uploads,
+                pause_image,
+            )?)),
+        })
+    }
+
+    /// The files the profile needs, placed by kwinctl or not.
+    pub fn required(&self) -> &[String] {
+        match self {
+            ProfileDesired::Transparent(_) => &[],
+            ProfileDesired::L2Bridge(l2) => &l2.required,
+        }
+    }
+
+    /// The health endpoints the probe of a profile's node reads (verify).
+    pub fn health(kind: k8s::Profile) -> Vec<u16> {
+        match kind {
+            k8s::Profile::Transparent => vec![],
+            k8s::Profile::L2Bridge => {
+                vec![l2bridge::KUBELET_HEALTHZ, l2bridge::KUBE_PROXY_HEALTHZ]
+            }
+        }
+    }
+
     /// The inventory's word for this profile.
     pub fn kind(&self) -> k8s::Profile {
         match self {
-            ProfileDesired::Transparent => k8s::Profile::Transparent,
+            ProfileDesired::Transparent(_) => k8s::Profile::Transparent,
             ProfileDesired::L2Bridge(_) => k8s::Profile::L2Bridge,
         }
     }
@@ -150,9 +192,23 @@ impl ProfileDesired {
     pub fn l2(&self) -> Option<&l2bridge::L2Desired> {
         match self {
             ProfileDesired::L2Bridge(l2) => Some(l2),
-            ProfileDesired::Transparent => None,
+            ProfileDesired::Transparent(_) => None,
         }
     }
+
+    /// The transparent profile's own part, on that profile.
+    pub fn transparent(&self) -> Option<&transparent::desired::TransparentDesired> {
+        match self {
+            ProfileDesired::Transparent(t) => Some(t),
+            ProfileDesired::L2Bridge(_) => None,
+        }
+    }
+}
+
+/// One of each profile-only action (after the shared ones in
+/// `examples.rs`), for the contract, grammar and snapshot tests.
+fn profile_examples() -> Vec<WinAction> {
+    l2bridge::examples()
 }
 
 /// The Windows node of the examples the grammar and contract tests render
@@ -262,13 +318,15 @@ impl NodeOps for WindowsOps<'_> {
     }
     fn diff(&self, node: &Node, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
         match &self.desired.profile {
-            ProfileDesired::Transparent => transparent::diff_windows(node, self.desired, f),
+            ProfileDesired::Transparent(_) => transparent::diff_windows(node, self.desired, f),
             ProfileDesired::L2Bridge(l2) => l2bridge::diff::diff(node, self.desired, l2, f),
         }
     }
     fn reset(&self, node: &Node, f: &WindowsFacts) -> Diff<WinAction> {
         match &self.desired.profile {
-            ProfileDesired::Transparent => transparent::diff_reset_windows(node, self.desired, f),
+            ProfileDesired::Transparent(_) => {
+                transparent::diff_reset_windows(node, self.desired, f)
+            }
             ProfileDesired::L2Bridge(_) => l2bridge::diff::reset(node, self.desired, f),
         }
     }
@@ -307,7 +365,8 @@ impl NodeOps for WindowsOps<'_> {
         let mut facts = WindowsFacts::fresh(
             node.address,
             self.desired.adapter.as_deref(),
-            self.desired.transparent_adapter.as_deref(),
+            // (the card a transparent network takes: none on l2bridge)
+            (self.desired.profile.transparent()).and_then(|t| t.transparent_adapter.as_deref()),
             k8s::fresh_build(v.minor, self.desired.profile.kind()),
         );
         // Binaries kwinctl does not place are assumed to be there already,

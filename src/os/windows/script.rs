@@ -35,11 +35,12 @@ pub struct WinProbe<'a> {
 pub fn probe(r: &Renderer, p: &WinProbe) -> String {
     let l2bridge = p.profile == Profile::L2Bridge;
     let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
+    let health = super::ProfileDesired::health(p.profile);
     let header = sim_header(&serde_json::json!({
         "kind": "probe", "files": p.files, "services": p.services, "tasks": p.tasks,
         "binaries": p.binaries, "images": p.images, "reach": reach,
         "profile": if l2bridge { "l2bridge" } else { "transparent" },
-        "health": if l2bridge { vec![super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ] } else { vec![] },
+        "health": health,
     }));
     header
         + &r.render(
@@ -50,11 +51,7 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
                 binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),
                 l2bridge => l2bridge,
-                health => if l2bridge {
-                    format!("{}, {}", super::l2bridge::KUBELET_HEALTHZ, super::l2bridge::KUBE_PROXY_HEALTHZ)
-                } else {
-                    String::new()
-                },
+                health => health.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
             },
         )
 }

@@ -12,11 +12,13 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
+use super::action::WinAction;
 use super::files::{Archive, WinFile, inline};
-use super::hns::nth;
+use super::hns::{HnsNet, HostEp, nth};
 use crate::alloc::Node;
 use crate::inventory::ContainerdVersion;
 
+pub mod desired;
 pub mod diff;
 
 /// The network's name when the inventory names none: flannel's (docs/research/flannel.md#f1), so
@@ -205,6 +207,59 @@ pub fn cni_config(node: &Node, network: &str, cluster: &CniCluster) -> String {
 /// The CNI config as a file to place.
 pub fn cni_file(node: &Node, network: &str, cluster: &CniCluster) -> WinFile {
     inline(CNI_CONF, cni_config(node, network, cluster))
+}
+
+/// One of each l2bridge action, for the contract and grammar tests.
+#[doc(hidden)]
+pub fn examples() -> Vec<WinAction> {
+    let node = crate::os::windows::example_node();
+    let archive = Archive {
+        name: "containerd".into(),
+        archive: WinFile {
+            path: r"C:\k\kwinctl\containerd.tar.gz".into(),
+            sha256: "ef".repeat(32),
+            source: crate::os::windows::FileSource::Url(
+                "https://dl.example.invalid/containerd-1.7.20-windows-amd64.tar.gz".into(),
+            ),
+            version: Some("1.7.20".into()),
+            version_regex: Some(r"^containerd \S+ v1\.7\.20(?:[-+ ]|$)".into()),
+        },
+        members: containerd_members(),
+        version_binary: Some(CONTAINERD_EXE.into()),
+        marker: r"C:\k\kwinctl\containerd.archive".into(),
+    };
+    vec![
+        WinAction::InstallFeature {
+            name: "Containers".into(),
+        },
+        WinAction::InstallArchive {
+            archive: Box::new(archive),
+        },
+        WinAction::EnsureHnsNetwork {
+            net: HnsNet::of(&node, "cbr0", "Ethernet"),
+            replace: true,
+        },
+        WinAction::EnsureHostEndpoint {
+            ep: HostEp::of(&node, "cbr0"),
+        },
+        WinAction::SetForwarding {
+            addresses: vec![node.address, nth(node.pod_cidr, 2)],
+        },
+        WinAction::PullSandbox {
+            image: "registry.k8s.io/pause:3.10.2".into(),
+        },
+        WinAction::RemoveHnsNetwork {
+            name: "cbr0".into(),
+        },
+        WinAction::RestartService {
+            name: "kube-proxy".into(),
+            port: KUBE_PROXY_HEALTHZ,
+        },
+        WinAction::SetDynamicPorts {
+            start: 34000,
+            count: 31536,
+        },
+    ]
 }
 
 #[cfg(test)]

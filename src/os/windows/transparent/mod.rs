@@ -3,16 +3,20 @@
 
 use std::collections::BTreeSet;
 
+pub mod desired;
+pub mod nic;
+pub mod preflight;
+
 use super::action::WinAction;
 use super::boot::{BOOT_TASK, BootSpec};
 use super::facts::{WindowsFacts, normalise_image};
 use super::items::{WinDiff, common_items, file_items, route_items, service_items};
 use super::k8s::Hosting;
-use super::nic::Nics;
-use super::preflight::{preflight, routable_adapter};
 use super::{CLUSTER_FILE, KUBE_PROXY_SWITCH, POD_CIDR_FILE, WindowsDesired};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff, Item};
+use nic::Nics;
+use preflight::{preflight, routable_adapter};
 
 fn hosting_word(d: &WindowsDesired, name: &str) -> &'static str {
     match d

@@ -16,7 +16,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::facts::{Adapter, WindowsFacts};
+use crate::os::windows::facts::{Adapter, WindowsFacts};
 
 /// The adapter HNS makes for a transparent network on `nic`: Windows Server
 /// 2016 calls it `vEthernet (HNSTransparent)`, 2019 `vEthernet (<card>)`
