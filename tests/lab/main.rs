@@ -29,6 +29,7 @@ mod lab_state;
 mod lab_stdout;
 mod lab_systemd;
 mod lab_trace;
+mod lab_upgrade;
 mod lab_windows;
 mod lab_windows_fidelity;
 mod lab_windows_k8sfix;
