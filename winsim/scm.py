@@ -5,6 +5,7 @@ running programs give (winsim/README.md, "Services", "kube-log-runner")."""
 
 import os
 import re
+import time
 
 from . import k8sbin
 from .files import file_of, file_version
@@ -117,6 +118,9 @@ def scm_start(d, name):
     d["logs"]["scm:" + name] = why or ""
     if why is None:
         s["status"] = "Running"
+        # when it started (wall clock): the kubectl stand-in's NodeReady
+        # delay counts from it (docs/research/kubernetes.md#k9)
+        s["started_at"] = time.time()
         return
     s["status"] = "Stopped"
     raise ActionError("Service '%s (%s)' cannot be started due to the following error: Cannot start service %s "
@@ -167,6 +171,7 @@ def task_start(d, name):
     d["logs"][err_log] = why or ""
     t["state"] = "Running"
     t["running"] = why is None
+    t["started_at"] = time.time()
     if why is not None:
         tail = " | ".join([x for x in why.splitlines() if x.strip()][-5:])
         raise ActionError("%s exited right after it started: %s" % (name, tail))

@@ -252,18 +252,17 @@ impl<'a> Flow<'a> {
                 }
                 drop(turn);
                 self.ticket.done();
-                Some(
-                    super::recheck::recheck(
-                        ctx,
-                        &mut session,
-                        &node,
-                        &ops,
-                        &probed,
-                        &self.ticket,
-                        r,
-                    )
-                    .await,
+                let r = super::recheck::recheck(
+                    ctx,
+                    &mut session,
+                    &node,
+                    &ops,
+                    &probed,
+                    &self.ticket,
+                    r,
                 )
+                .await;
+                Some(super::settle::settle(ctx, &mut session, &node, &ops, &self.ticket, r).await)
             }
             (Mode::Reset, true) => {
                 Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)

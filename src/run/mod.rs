@@ -24,6 +24,7 @@ mod peers;
 mod plan;
 mod recheck;
 mod reset;
+mod settle;
 mod step;
 mod verify;
 
@@ -399,7 +400,13 @@ async fn gather(
         .map(|(i, _)| i);
     let build_label = ctx.cluster.inventory.cluster.windows_profile()
         == Some(crate::inventory::WindowsProfile::L2Bridge);
-    let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label);
+    let version = ctx
+        .cluster
+        .inventory
+        .cluster
+        .kubernetes_version
+        .map(|v| v.to_string());
+    let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label, version);
     let mut running: FuturesUnordered<_> = tasks
         .into_iter()
         .enumerate()
