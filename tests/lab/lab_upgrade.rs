@@ -59,6 +59,13 @@ fn a_containerd_bump_restarts_kubelet_and_kube_proxy() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
     write(lab.inventory(), &bumped(&lab, None));
+    // the plan says what the swap restarts
+    let o = kwinctl(&["plan", "-i", &i]);
+    assert!(
+        text(&o).contains("(a running containerd restarts, and kubelet and kube-proxy with it)"),
+        "{}",
+        text(&o)
+    );
     let o = kwinctl(&["up", "-i", &i, "--parallel", "1", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
