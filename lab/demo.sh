@@ -85,21 +85,21 @@ INV=$DIR/inventory.yaml
 trap 'echo "lab/demo.sh: a step failed; the lab is still up in $DIR: look at it (lab/lab.sh exec $DIR h1 ip route), then lab/lab.sh down $DIR" >&2' ERR
 
 step() { echo; echo "== kwinctl $*"; "$K" "$@"; }
+# The control plane's kubectl: the lab's stand-in, which answers `get
+# nodes` (up and verify check that the Windows nodes are Ready at the
+# declared release) and starts the test pods of `verify --pods` on the nodes
+# as their kubelets would, with the cluster DNS at the 10th address of the
+# lab's service CIDR 198.18.240.0/20 (as kubeadm). A Windows node turns
+# Ready 5 s after its kubelet starts, as a real one takes a while
+# (docs/research/kubernetes.md#k9): `up` waits for the nodes it changed.
+echo
+echo "== the control plane's kubectl: the lab's stand-in (lab/kubectl-standin)"
+lab/lab.sh kubectl "$DIR" h1 --dns-ip 198.18.240.10 --domain cluster.local --ready-after 5
 step check -i "$INV"
 step plan -i "$INV"
 # --reboot: a fresh Windows host needs one restart after the Containers
 # feature is installed (l2bridge); up restarts it, waits and goes on
 step up -i "$INV" --reboot
-# The control plane's kubectl, once the nodes run their kubelets: the lab's
-# stand-in, which answers `get nodes` (up and verify check that the Windows
-# nodes are Ready) and starts the test pods of `verify --pods` on the nodes
-# as their kubelets would, with the cluster DNS at the 10th address of the
-# lab's service CIDR 198.18.240.0/20 (as kubeadm). (Before the first `up`,
-# its Ready check would fail: it asks at once, before the new kubelets
-# report Ready.)
-echo
-echo "== the control plane's kubectl: the lab's stand-in (lab/kubectl-standin)"
-lab/lab.sh kubectl "$DIR" h1 --dns-ip 198.18.240.10 --domain cluster.local
 echo "(again: nothing to change)"
 step up -i "$INV"
 step verify -i "$INV"

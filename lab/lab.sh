@@ -36,8 +36,9 @@
 #   lab.sh kpod DIR HOST NS NAME [--dns-policy P] [--image I]
 #                                a pod as HOST's kubelet would start it (see
 #                                "kubelet's pods" below); kpod-del DIR HOST NS NAME
-#   lab.sh kubectl DIR HOST --dns-ip IP --domain D
-#                                lab/kubectl-standin as HOST's kubectl
+#   lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S]
+#                                lab/kubectl-standin as HOST's kubectl (a
+#                                Windows node Ready S s after its kubelet starts)
 #   lab.sh gc                    remove labs whose owner process is gone: its
 #                                pid is dead, or now another process (its
 #                                start time, recorded beside it, differs);
@@ -1394,17 +1395,19 @@ anchor_pid() { # DIR: the lab's anchor process, if it runs
   [ -n "$pid" ] && [ "$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -1)" = "$ANCHOR" ] \
     && echo "$pid"
 }
-cmd_kubectl() { # DIR HOST --dns-ip IP --domain D
-  local dir=$1 host=$2 dns="" domain="" bin anchor
+cmd_kubectl() { # DIR HOST --dns-ip IP --domain D [--ready-after S]
+  local dir=$1 host=$2 dns="" domain="" ready=0 bin anchor
   shift 2
   while [ $# -gt 0 ]; do
     case "$1" in
       --dns-ip) dns=$2; shift 2 ;;
       --domain) domain=$2; shift 2 ;;
-      *) die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D" ;;
+      --ready-after) ready=$2; shift 2 ;;
+      *) die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S]" ;;
     esac
   done
-  [ -n "$dns" ] && [ -n "$domain" ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D"
+  [[ "$ready" =~ ^[0-9]+$ ]] || die "--ready-after: a number of seconds"
+  [ -n "$dns" ] && [ -n "$domain" ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S]"
   load "$dir"
   dir=$(cd "$dir" && pwd)
   bin="$dir/hosts/$host/usr-local-bin"
@@ -1418,10 +1421,10 @@ cmd_kubectl() { # DIR HOST --dns-ip IP --domain D
   install -m 0755 "$(dirname "$WINSIM")/lab/kubectl-standin" "$bin/kubectl"
   python3 -c 'import json, sys
 json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3], "dns_ip": sys.argv[4],
-           "domain": sys.argv[5], "self": sys.argv[6], "anchor_pid": int(sys.argv[7])}, open(sys.argv[8], "w"),
-          indent=1)' \
+           "domain": sys.argv[5], "self": sys.argv[6], "anchor_pid": int(sys.argv[7]),
+           "ready_after": int(sys.argv[9])}, open(sys.argv[8], "w"), indent=1)' \
     "$dir" "$(dirname "$WINSIM")/lab/lab.sh" "$WINSIM" "$dns" "$domain" "$bin/kubectl" "$anchor" \
-    "$bin/.kubectl-standin.json"
+    "$bin/.kubectl-standin.json" "$ready"
 }
 
 # A lab folder given as a relative path is made absolute once, here: sshd

@@ -291,6 +291,11 @@ pub struct HostReport {
     /// The control plane's view of the nodes (kubectl), when asked.
     #[serde(skip)]
     pub k8s: K8sView,
+    /// `up`, a control plane: how long it waited (seconds) for the Windows
+    /// nodes that changed in this run to report Ready (`None`: it did not
+    /// wait).
+    #[serde(skip)]
+    pub k8s_waited: Option<u64>,
 }
 
 impl HostReport {
@@ -310,6 +315,7 @@ impl HostReport {
             error: None,
             seconds: 0.0,
             k8s: K8sView::NotAsked,
+            k8s_waited: None,
         }
     }
     /// This report, failed for `e`.

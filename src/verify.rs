@@ -23,6 +23,23 @@ pub struct K8sNode {
     pub windows_build: Option<String>,
     /// `.spec.podCIDR` (`None`: not read).
     pub pod_cidr: Option<String>,
+    /// `.status.nodeInfo.kubeletVersion`, e.g. `v1.30.4` (`None`: not read).
+    pub kubelet_version: Option<String>,
+}
+
+impl K8sNode {
+    /// Whether the node's kubelet is release `want` (`1.30.4`); a node whose
+    /// version was not read, or is empty, passes.
+    pub fn at_version(&self, want: &str) -> bool {
+        match self.kubelet_version.as_deref() {
+            None | Some("") => true,
+            Some(v) => v
+                .strip_prefix('v')
+                .unwrap_or(v)
+                .strip_prefix(want)
+                .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit())),
+        }
+    }
 }
 
 /// What the control plane's kubectl said about the nodes.

@@ -109,6 +109,9 @@ class Kubelet:
         self.argv = argv
         self.env = env
         self.running = running
+        # when its service or task last started (time.time(); None: unknown)
+        self.started_at = None
+        self.version = None
         self.flags = {}
         args = argv[1:]
         i = 0
@@ -141,14 +144,20 @@ def kubelet_of(d):
         line = d.get("file_versions", {}).get(file_key(d, argv[0]) or "", None) if argv else None
         prog = k8sbin.unwrap(argv, line)[1]
         k = Kubelet(prog, s.get("env"), s.get("status") == "Running")
+        k.started_at = s.get("started_at")
     else:
         t = (d.get("tasks", {}).get("kubelet") or {})
         svc = t.get("service")
         if not svc:
             return None
         k = Kubelet([svc["exe"]] + k8sbin.split_command_line(svc["args"]), svc.get("env"), bool(t.get("running")))
+        k.started_at = t.get("started_at")
     if k.argv:
-        k.release = k8sbin.minor_of(d.get("file_versions", {}).get(file_key(d, k.argv[0]) or "", None))
+        line = d.get("file_versions", {}).get(file_key(d, k.argv[0]) or "", None)
+        k.release = k8sbin.minor_of(line)
+        # the whole release, as the kubelet reports it in nodeInfo.kubeletVersion
+        m = k8sbin.VERSION_LINE.match(line or "")
+        k.version = "v%s.%s.%s" % m.groups() if m else None
     return k
 
 

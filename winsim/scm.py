@@ -5,6 +5,7 @@ running programs give (winsim/README.md, "Services", "kube-log-runner")."""
 
 import os
 import re
+import time
 
 from . import k8sbin
 from .files import file_of, file_version
@@ -117,6 +118,9 @@ def scm_start(d, name):
     d["logs"]["scm:" + name] = why or ""
     if why is None:
         s["status"] = "Running"
+        # when it started (wall clock): the kubectl stand-in's NodeReady
+        # delay counts from it (docs/research/kubernetes.md#k9)
+        s["started_at"] = time.time()
         return
     s["status"] = "Stopped"
     raise ActionError("Service '%s (%s)' cannot be started due to the following error: Cannot start service %s "
@@ -137,6 +141,23 @@ def running_dependents(d, name):
     return [o for o, x in d["services"].items() if name in x["depends"] and x["status"] == "Running"]
 
 
+def running_dependents_closure(d, names):
+    """The running services that depend on `names`, directly or through
+    another, in start order (what depends on another comes after it): what
+    a script walking `(Get-Service X).DependentServices` level by level
+    collects before `Stop-Service -Force` stops them all (docs/research/windows-transparent.md#defect-11)."""
+    out, level = [], list(names)
+    while level:
+        nxt = []
+        for n in level:
+            for o in running_dependents(d, n):
+                if o not in out and o not in names and o not in nxt:
+                    nxt.append(o)
+        out += nxt
+        level = nxt
+    return out
+
+
 def task_start(d, name):
     """The start script of a wrapper task (install_task): Start-Process with
     the arguments, stderr to the error log; Confirm-KwRunning's message when
@@ -150,6 +171,7 @@ def task_start(d, name):
     d["logs"][err_log] = why or ""
     t["state"] = "Running"
     t["running"] = why is None
+    t["started_at"] = time.time()
     if why is not None:
         tail = " | ".join([x for x in why.splitlines() if x.strip()][-5:])
         raise ActionError("%s exited right after it started: %s" % (name, tail))
@@ -161,7 +183,7 @@ def swap_restart(d, h, paths):
     low = [p.lower() for p in paths]
     holding = [n for n, x in d["services"].items()
                if x["status"] == "Running" and any(p in x["binpath"].lower() for p in low)]
-    dependents = [o for n in holding for o in running_dependents(d, n)]
+    dependents = running_dependents_closure(d, holding)
     for name in holding:
         scm_stop(d, name)
     for name in holding:

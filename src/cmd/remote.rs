@@ -117,7 +117,12 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         retries: c.retries,
         with_peer_routes: c.with_peer_routes,
         reboot: c.reboot,
-        max_fail: c.max_fail.map(|m| m.threshold(names.len())),
+        // a rolling change (--parallel 1) stops at its first failed host
+        // unless --max-fail says otherwise
+        max_fail: c
+            .max_fail
+            .map(|m| m.threshold(names.len()))
+            .or((c.parallel == 1 && mode.changes_hosts()).then_some(1)),
         lease: Duration::from_secs(crate::os::lock_lease()),
     };
     let cluster = cluster_of(&l, mode, record.as_deref());
@@ -378,13 +383,18 @@ fn tell_max_fail(c: &Common, mode: Mode, reports: &[HostReport]) {
         .filter(|r| matches!(r.error, Some(HostError::NotStarted { .. })))
         .map(|r| r.host.as_str())
         .collect();
-    if let (Some(m), false) = (c.max_fail, stopped.is_empty()) {
-        err_line(&format!(
-            "--max-fail {m} reached: not started: {}; once the failed hosts are fixed, \
-             `kwinctl {mode} --only-failed` continues with the hosts left",
-            stopped.join(", ")
-        ));
+    if stopped.is_empty() {
+        return;
     }
+    let why = match c.max_fail {
+        Some(m) => format!("--max-fail {m} reached"),
+        None => "--parallel 1 stops at the first failed host (--max-fail N lets it go on)".into(),
+    };
+    err_line(&format!(
+        "{why}: not started: {}; once the failed hosts are fixed, \
+         `kwinctl {mode} --only-failed` continues with the hosts left",
+        stopped.join(", ")
+    ));
 }
 
 /// `verify --pods`: the selected nodes' test pods, through the first Linux

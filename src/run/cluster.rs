@@ -27,6 +27,12 @@ pub(super) struct Readiness {
     /// The Windows nodes' kubelets set `node.kubernetes.io/windows-build`
     /// (the l2bridge profile's releases: the kubelet sets it itself, docs/research/kubernetes.md#k7).
     build_label: bool,
+    /// The declared release (`cluster.kubernetes_version`): a node's kubelet
+    /// must report it.
+    version: Option<String>,
+    /// `up`: how long a control plane waited for the changed nodes to report
+    /// Ready (settle.rs); `None`: it did not.
+    waited: Option<u64>,
 }
 
 impl Readiness {
@@ -34,6 +40,7 @@ impl Readiness {
         mode: Mode,
         control_planes: impl Iterator<Item = usize>,
         build_label: bool,
+        version: Option<String>,
     ) -> Readiness {
         Readiness {
             active: mode.checks(),
@@ -41,6 +48,8 @@ impl Readiness {
             view: None,
             held: Vec::new(),
             build_label,
+            version,
+            waited: None,
         }
     }
 
@@ -52,6 +61,7 @@ impl Readiness {
         }
         if let Some(v) = self.control_planes.get_mut(&i) {
             *v = Some(r.k8s.clone());
+            self.waited = self.waited.max(r.k8s_waited);
         }
         let mut ready = Vec::new();
         if needs_view(&r) {
@@ -69,8 +79,9 @@ impl Readiness {
             );
         }
         if let Some(view) = &self.view {
+            let judge = self.judge();
             for (j, mut r) in self.held.drain(..) {
-                check(view.as_ref(), self.build_label, &mut r);
+                check(view.as_ref(), &judge, &mut r);
                 ready.push((j, r));
             }
         }
@@ -87,14 +98,30 @@ impl Readiness {
                 .find(|v| !matches!(v, K8sView::NotAsked))
                 .cloned()
         });
+        let judge = self.judge();
         self.held
             .drain(..)
             .map(|(j, mut r)| {
-                check(view.as_ref(), self.build_label, &mut r);
+                check(view.as_ref(), &judge, &mut r);
                 (j, r)
             })
             .collect()
     }
+
+    fn judge(&self) -> Judge {
+        Judge {
+            build_label: self.build_label,
+            version: self.version.clone(),
+            waited: self.waited,
+        }
+    }
+}
+
+/// What a node is judged against.
+struct Judge {
+    build_label: bool,
+    version: Option<String>,
+    waited: Option<u64>,
 }
 
 /// Whether a host's result waits for the control plane's view.
@@ -103,7 +130,11 @@ fn needs_view(r: &HostReport) -> bool {
 }
 
 /// The "kubernetes node Ready" check (or a note saying why it was not made).
-fn check(view: Option<&K8sView>, build_label: bool, r: &mut HostReport) {
+fn check(view: Option<&K8sView>, judge: &Judge, r: &mut HostReport) {
+    let build_label = judge.build_label;
+    // the host changed in this run (and did not fail): its kubelet may have
+    // just (re)started
+    let changed = r.status == HostStatus::Changed;
     let address = r.address.to_string();
     match view {
         None => r.notes.push(
@@ -125,7 +156,22 @@ fn check(view: Option<&K8sView>, build_label: bool, r: &mut HostReport) {
                     false,
                     format!("kubectl on the control plane does not list {address}"),
                 ),
-                Some(n) if !n.ready => (false, format!("node {} is not Ready", n.name)),
+                Some(n) if !n.ready => (false, not_ready(n, changed, judge.waited)),
+                Some(n) if judge.version.as_deref().is_some_and(|v| !n.at_version(v)) => (
+                    false,
+                    format!(
+                        "node {} reports kubelet {}, but the inventory declares kubernetes_version {}{}",
+                        n.name,
+                        n.kubelet_version.as_deref().unwrap_or_default(),
+                        judge.version.as_deref().unwrap_or_default(),
+                        match (changed, judge.waited) {
+                            (true, Some(s)) => format!(
+                                " (still so {s}s after this run changed the node: is the old kubelet still running?)"
+                            ),
+                            _ => " (the kubelet running is not the declared release: `kwinctl up` replaces it)".into(),
+                        }
+                    ),
+                ),
                 Some(n) if n.os != "windows" => (
                     false,
                     format!(
@@ -171,6 +217,20 @@ fn check(view: Option<&K8sView>, build_label: bool, r: &mut HostReport) {
     }
 }
 
+/// Why a node listed not Ready fails: one this run changed and waited for
+/// is still starting; otherwise not Ready.
+fn not_ready(n: &crate::verify::K8sNode, changed: bool, waited: Option<u64>) -> String {
+    match (changed, waited) {
+        (true, Some(s)) => format!(
+            "node {} is still starting: not Ready {s}s after this run changed it (kwinctl waits up to KWINCTL_READY_WAIT, default {}s; a kubelet reports Ready once its runtime and network are up): `kubectl describe node {}` says why; `kwinctl verify` once it is Ready",
+            n.name,
+            super::settle::READY_WAIT,
+            n.name
+        ),
+        _ => format!("node {} is not Ready", n.name),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,12 +252,18 @@ mod tests {
             os: "windows".into(),
             windows_build: Some(build.into()),
             pod_cidr: Some(pod_cidr.into()),
+            kubelet_version: Some("v1.30.4".into()),
         }])
     }
 
     fn node_check(view: K8sView, build_label: bool) -> (bool, String, Vec<String>) {
         let mut r = report();
-        check(Some(&view), build_label, &mut r);
+        let judge = Judge {
+            build_label,
+            version: Some("1.30.4".into()),
+            waited: None,
+        };
+        check(Some(&view), &judge, &mut r);
         let c = r
             .checks
             .iter()

@@ -216,6 +216,7 @@ impl<'a> Flow<'a> {
             Go::No(e) => Some(e),
         };
         let r = self.r;
+        let mut counted = false;
         let report = match (ctx.mode, selected) {
             (Mode::Plan, true) => {
                 let files =
@@ -244,21 +245,24 @@ impl<'a> Flow<'a> {
                 .await;
                 if failed_itself(&r) {
                     self.ticket.failed();
+                    // counted before the turn passes on: with --parallel 1
+                    // the next host checks --max-fail as soon as it has it
+                    ctx.failed();
+                    counted = true;
                 }
                 drop(turn);
                 self.ticket.done();
-                Some(
-                    super::recheck::recheck(
-                        ctx,
-                        &mut session,
-                        &node,
-                        &ops,
-                        &probed,
-                        &self.ticket,
-                        r,
-                    )
-                    .await,
+                let r = super::recheck::recheck(
+                    ctx,
+                    &mut session,
+                    &node,
+                    &ops,
+                    &probed,
+                    &self.ticket,
+                    r,
                 )
+                .await;
+                Some(super::settle::settle(ctx, &mut session, &node, &ops, &self.ticket, r).await)
             }
             (Mode::Reset, true) => {
                 Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
@@ -270,6 +274,7 @@ impl<'a> Flow<'a> {
         };
         // counted while this host still holds its turn: the next host sees it
         if selected
+            && !counted
             && report
                 .as_ref()
                 .is_some_and(|r| r.status == HostStatus::Failed)

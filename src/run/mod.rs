@@ -24,6 +24,7 @@ mod peers;
 mod plan;
 mod recheck;
 mod reset;
+mod settle;
 mod step;
 mod verify;
 
@@ -398,7 +399,13 @@ async fn gather(
         .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
         .map(|(i, _)| i);
     let build_label = crate::os::build_label_required(&ctx.cluster.inventory);
-    let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label);
+    let version = ctx
+        .cluster
+        .inventory
+        .cluster
+        .kubernetes_version
+        .map(|v| v.to_string());
+    let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label, version);
     let mut running: FuturesUnordered<_> = tasks
         .into_iter()
         .enumerate()

@@ -536,6 +536,12 @@ impl Lab {
     /// lab/kubectl-standin as `host`'s kubectl, modelling CoreDNS at
     /// `dns_ip` for `domain` (`lab.sh kubectl`).
     pub fn install_kubectl(&self, host: &str, dns_ip: &str, domain: &str) {
+        self.install_kubectl_ready_after(host, dns_ip, domain, 0);
+    }
+    /// The stand-in, whose Windows nodes turn Ready `secs` seconds after
+    /// their kubelet's service started (`lab.sh kubectl … --ready-after`).
+    pub fn install_kubectl_ready_after(&self, host: &str, dns_ip: &str, domain: &str, secs: u32) {
+        let secs = secs.to_string();
         check(
             &lab_sh(&[
                 "kubectl",
@@ -545,6 +551,8 @@ impl Lab {
                 dns_ip,
                 "--domain",
                 domain,
+                "--ready-after",
+                &secs,
             ]),
             "kubectl",
         );

@@ -156,9 +156,11 @@ fn the_demo_brings_up_the_modern_profile_and_its_pods_pass() {
     let verify = sections(&out, &format!("verify -i {i}"));
     assert_eq!(verify.len(), 2, "{out}");
     assert!(verify[0].contains(" 0 failed"), "{}", verify[0]);
-    // from the second `up` on, the control plane has its kubectl (the
-    // stand-in): the Windows nodes' Ready is checked, not skipped
-    for s in [ups[1], verify[0]] {
+    // the control plane has its kubectl (the stand-in, whose Windows nodes
+    // turn Ready a few seconds after their kubelets start) from the first
+    // `up` on: the Windows nodes' Ready is checked, not skipped, and the
+    // first `up` waited for the kubelets it started
+    for s in [ups[0], ups[1], verify[0]] {
         assert!(!s.contains("Ready not checked"), "{s}");
     }
     // verify --pods passed on both Windows nodes (and the Linux ones)

@@ -138,3 +138,24 @@ def test_two_host_endpoints_of_one_name_need_a_script_that_keeps_one():
     d = state()
     act_ensure_host_endpoint(d, dict(h, _block=template.read_text()))
     assert [e["id"] for e in d["hns_endpoints"]] == ["E1"], d["hns_endpoints"]
+
+
+def test_a_swap_restarts_indirect_dependents_in_start_order():
+    """Stop-Service -Force on containerd stops kubelet and kube-proxy (which
+    depends on kubelet); a block walking DependentServices starts all three
+    again, each after what it depends on; one without leaves them stopped."""
+    from winsim import scm
+
+    def state():
+        svc = {"containerd": [], "kubelet": ["containerd"], "kube-proxy": ["kubelet"]}
+        return {"services": {n: {"status": "Running", "depends": deps, "binpath": "C:\\k\\%s.exe" % n}
+                             for n, deps in svc.items()}}
+
+    d = state()
+    assert scm.running_dependents_closure(d, ["containerd"]) == ["kubelet", "kube-proxy"]
+    scm.scm_stop(d, "containerd")
+    assert {n: s["status"] for n, s in d["services"].items()} == {
+        "containerd": "Stopped", "kubelet": "Stopped", "kube-proxy": "Stopped"}
+    d = state()
+    assert scm.running_dependents_closure(d, ["kubelet"]) == ["kube-proxy"]
+    assert scm.running_dependents_closure(d, ["kube-proxy"]) == []

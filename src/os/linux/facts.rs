@@ -346,9 +346,9 @@ impl LinuxFacts {
                 .filter_map(|line| {
                     let line: String = line
                         .chars()
-                        .filter(|c| c.is_ascii_alphanumeric() || "._ -|/".contains(*c))
+                        .filter(|c| c.is_ascii_alphanumeric() || "._ -|/+".contains(*c))
                         .collect();
-                    // `name|ready|os|build|podCIDR`; an older kwinctl's
+                    // `name|ready|os|build|podCIDR|kubeletVersion`; an older kwinctl's
                     // (and a test's) `name ready os` too
                     if line.contains('|') {
                         let f: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -359,6 +359,7 @@ impl LinuxFacts {
                             os: at(2),
                             windows_build: Some(at(3)),
                             pod_cidr: Some(at(4)),
+                            kubelet_version: f.get(5).map(|v| v.to_string()),
                         });
                     }
                     let mut it = line.split_whitespace();
@@ -368,6 +369,7 @@ impl LinuxFacts {
                         os: it.next().unwrap_or_default().to_string(),
                         windows_build: None,
                         pod_cidr: None,
+                        kubelet_version: None,
                     })
                 })
                 .collect())),
@@ -518,7 +520,7 @@ mod tests {
         // kwinctl's own format, with the build label and the pod CIDR
         let out = sample().replace(
             "KWF end",
-            "KWF nodes listed\nKWF node 10.0.0.11|True|windows|10.0.20348|10.244.1.0/24\nKWF node 10.0.0.12|False|windows||\nKWF end",
+            "KWF nodes listed\nKWF node 10.0.0.11|True|windows|10.0.20348|10.244.1.0/24|v1.30.4+k1\nKWF node 10.0.0.12|False|windows||\nKWF end",
         );
         let nodes = LinuxFacts::parse(&out, "")
             .unwrap()
@@ -529,6 +531,8 @@ mod tests {
         assert_eq!(nodes[0].pod_cidr.as_deref(), Some("10.244.1.0/24"));
         assert!(nodes[0].ready && !nodes[1].ready);
         assert_eq!(nodes[1].windows_build.as_deref(), Some(""));
+        assert_eq!(nodes[0].kubelet_version.as_deref(), Some("v1.30.4+k1"));
+        assert_eq!(nodes[1].kubelet_version, None);
         let failed = sample().replace("KWF end", "KWF nodes failed\nKWF end");
         assert!(
             LinuxFacts::parse(&failed, "")

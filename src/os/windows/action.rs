@@ -264,7 +264,7 @@ impl Describe for WinAction {
                 format!("install the Windows feature {name} (takes effect after a restart)")
             }
             WinAction::InstallArchive { archive } => format!(
-                "{} {} and unpack {}",
+                "{} {} and unpack {}{}",
                 match &archive.archive.source {
                     FileSource::Url(_) => "download",
                     FileSource::Inline(_) => "upload",
@@ -275,7 +275,17 @@ impl Describe for WinAction {
                     .iter()
                     .map(|m| m.rsplit('\\').next().unwrap_or(m))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                // the service the swap stops, and its dependents with it
+                if archive
+                    .members
+                    .iter()
+                    .any(|m| m.to_ascii_lowercase().ends_with("\\containerd.exe"))
+                {
+                    " (a running containerd restarts, and kubelet and kube-proxy with it)"
+                } else {
+                    ""
+                }
             ),
             WinAction::EnsureHnsNetwork { net, replace } => format!(
                 "{} HNS L2Bridge network {} on {} (gateway {}) on network card {}",
