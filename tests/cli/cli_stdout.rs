@@ -3,9 +3,8 @@
 //! full disk (`>/dev/full`), to a pipe whose reader went away — and a
 //! command started with stdout closed (`>&-`) does nothing and exits 4.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use crate::common;
 
@@ -30,29 +29,8 @@ fn seed_copy() -> (tempfile::TempDir, String) {
 /// Run `cmd` (stderr captured) to its end within a minute: exit code and
 /// stderr.
 fn finish(mut cmd: Command) -> (Option<i32>, String) {
-    let mut child = cmd
-        .env("KWINCTL_SSH_CONFIG", "none")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return (st.code(), err);
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("{cmd:?} did not end: {err}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    cmd.env("KWINCTL_SSH_CONFIG", "none");
+    common::run_bounded_stderr(cmd, Duration::from_secs(60))
 }
 
 /// Every command with results on stdout, and what its output is.

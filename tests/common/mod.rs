@@ -56,6 +56,36 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
+/// Run `cmd` with the stdout its caller set (a full disk, a closed pipe),
+/// its stderr captured, to its end within `limit`: exit code and stderr.
+/// stderr is read on a thread of its own, so a child that hangs with it
+/// open is still killed at the bound.
+pub fn run_bounded_stderr(mut cmd: Command, limit: Duration) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd.stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut pipe = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = pipe.read_to_string(&mut err);
+        err
+    });
+    let start = std::time::Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st.code();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = reader.join().unwrap_or_default();
+            panic!("command did not finish within {limit:?}: {cmd:?}\nstderr:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (code, reader.join().unwrap_or_default())
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",

@@ -3,9 +3,8 @@
 //! hosts (a later `verify` passes) and says the output was lost; `plan`
 //! and `verify` to a pipe whose reader went away exit 4 too.
 
-use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common;
 
@@ -14,32 +13,12 @@ use common::{kwinctl, text};
 
 /// `kwinctl ARGS` with stdout `out`: exit code and stderr.
 fn run(args: &[&str], out: Stdio) -> (Option<i32>, String) {
-    let mut child = Command::new(common::bin())
-        .args(args)
+    let mut cmd = Command::new(common::bin());
+    cmd.args(args)
         .env("KWINCTL_SSH_CONFIG", "none")
         .env_remove("SSH_AUTH_SOCK")
-        .stdout(out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return (st.code(), err);
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("{args:?} did not end: {err}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .stdout(out);
+    common::run_bounded_stderr(cmd, Duration::from_secs(120))
 }
 
 #[test]
