@@ -399,12 +399,7 @@ async fn gather(
         .filter(|(_, t)| t.selected && t.host.role == Role::ControlPlane)
         .map(|(i, _)| i);
     let build_label = crate::os::build_label_required(&ctx.cluster.inventory);
-    let version = ctx
-        .cluster
-        .inventory
-        .cluster
-        .kubernetes_version
-        .map(|v| v.to_string());
+    let version = settle::declared_release(ctx);
     let mut kube = cluster::Readiness::new(ctx.mode, control_planes, build_label, version);
     let mut running: FuturesUnordered<_> = tasks
         .into_iter()

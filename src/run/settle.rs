@@ -41,6 +41,16 @@ pub fn ready_wait() -> Duration {
     )
 }
 
+/// The release the inventory declares for the Windows nodes' kubelet, as
+/// the control plane's kubectl reports a node's (`1.34.2`).
+pub(super) fn declared_release(ctx: &Ctx) -> Option<String> {
+    ctx.cluster
+        .inventory
+        .cluster
+        .kubernetes_version
+        .map(|v| v.to_string())
+}
+
 /// Whether kubectl lists the node `name` (or at `address`) Ready at
 /// `version`.
 pub(super) fn settled(
@@ -104,12 +114,7 @@ pub(super) async fn settle<O: NodeOps>(
     if want.is_empty() {
         return r;
     }
-    let version = ctx
-        .cluster
-        .inventory
-        .cluster
-        .kubernetes_version
-        .map(|v| v.to_string());
+    let version = declared_release(ctx);
     let bound = ready_wait();
     let start = Instant::now();
     // (the probe lists the nodes only along with pings: it pings these)
