@@ -1,29 +1,11 @@
-use std::path::Path;
-
 use super::*;
-
-fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
-    let mut s = String::from(
-        "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\nhosts:\n",
-    );
-    for (n, a, pin) in hosts {
-        s += &format!("  - name: {n}\n    os: linux\n    address: {a}\n");
-        if let Some(p) = pin {
-            s += &format!("    pod_cidr: {p}\n");
-        }
-    }
-    Inventory::parse(Path::new("i.yaml"), &s).unwrap()
-}
+use crate::alloc::allocate::fixture::{inv, net};
 
 fn cidrs(a: &Allocation) -> Vec<String> {
     a.assignments
         .iter()
         .map(|x| x.pod_cidr.to_string())
         .collect()
-}
-
-fn net(s: &str) -> Ipv4Net {
-    s.parse().unwrap()
 }
 
 /// What nodes record: (host, pod CIDR).

@@ -1,4 +1,4 @@
-//! Inputs for the stages' tests: inventories of Linux hosts in
+//! Inputs for the stages' tests and alloc's own: inventories of Linux hosts in
 //! 198.19.0.0/16 (/24 blocks), state files and node records.
 
 use std::path::Path;
@@ -10,7 +10,7 @@ use crate::inventory::{Inventory, Os};
 use crate::state::{Known, State};
 
 /// An inventory of `(name, address, pin)`.
-pub(super) fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
+pub(in crate::alloc) fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
     let mut s = String::from(
         "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  service_cidr: 198.18.240.0/20\n  api_server: https://198.18.1.2:6443\nhosts:\n",
     );
@@ -23,7 +23,7 @@ pub(super) fn inv(hosts: &[(&str, &str, Option<&str>)]) -> Inventory {
     Inventory::parse(Path::new("i.yaml"), &s).unwrap()
 }
 
-pub(super) fn net(s: &str) -> Ipv4Net {
+pub(in crate::alloc) fn net(s: &str) -> Ipv4Net {
     s.parse().unwrap()
 }
 

@@ -15,7 +15,7 @@ mod blocks;
 mod claims;
 mod collisions;
 #[cfg(test)]
-mod fixture;
+pub(super) mod fixture;
 mod frozen;
 mod moved;
 mod removed;
