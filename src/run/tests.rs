@@ -420,6 +420,7 @@ impl Operator {
             lease: opts
                 .lease
                 .unwrap_or(Duration::from_secs(crate::os::lock_lease())),
+            detach_wait: Duration::from_secs(30),
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
