@@ -65,7 +65,17 @@ pub(super) async fn run(
         .expect("a run's node is in its inventory");
     let mut last = String::from("no answer yet");
     loop {
-        tokio::time::sleep(POLL).await;
+        tokio::select! {
+            biased;
+            _ = ctx.interrupt.wait() => {
+                return Err(HostError::Detached(format!(
+                    "{what}: interrupted while waiting for its result; it runs on, detached, on {}. \
+                     Check on the host {}; then run `kwinctl up` again: it resumes from what the host has",
+                    node.name, d.check
+                )));
+            }
+            _ = tokio::time::sleep(POLL) => {}
+        }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             return Err(HostError::Detached(never_came(
