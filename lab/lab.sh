@@ -238,7 +238,13 @@ win_state_json() { # DIR j: the host's first state file
   # host without Docker, so without Docker's NAT adapter
   case "${KWINCTL_LAB_K8S:-1.10.13}" in
     1.[0-9].*|1.1[0-9].*|1.2[0-3].*) ;;
-    *) extra="$extra, \"docker_version\": null" ;;
+    *) extra="$extra, \"docker_version\": null"
+       # ... whose first vSwitch drops its connections for a few seconds, as
+       # Windows' does (docs/research/vswitch-blip.md#vb1; winsim/blip.py):
+       # KWINCTL_LAB_VSWITCH_BLACKOUT seconds, 0 for none
+       b=${KWINCTL_LAB_VSWITCH_BLACKOUT:-3}
+       [[ "$b" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "KWINCTL_LAB_VSWITCH_BLACKOUT: seconds, not $b"
+       extra="$extra, \"vswitch_blackout\": $b" ;;
   esac
   echo "{\"hostname\": \"WIN$2\", \"downloads\": \"$1/dl\"$extra}"
 }

@@ -164,6 +164,10 @@ pub enum HostError {
     /// `up --reboot`: the host could not be restarted, or did not come
     /// back in time (the host's matter, not kwinctl's bug).
     Restart(String),
+    /// `up`: an action run detached from the connection (it drops the
+    /// host's network) left no result kwinctl could read in time: whether
+    /// it was done is not known.
+    Detached(String),
     /// kwinctl could not do its own work on this machine (the state file
     /// could not be written): nothing was changed on the host.
     Local(String),
@@ -228,6 +232,7 @@ impl fmt::Display for HostError {
                 missing.join("; ")
             ),
             HostError::Restart(why) => write!(f, "{why}"),
+            HostError::Detached(why) => write!(f, "{why}"),
             HostError::Local(why) => write!(
                 f,
                 "{why}: kwinctl could not do its own work on this machine; nothing was changed on the host"

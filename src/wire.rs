@@ -102,6 +102,45 @@ pub fn action_results(stdout: &str, n: usize) -> (Vec<(ActionStatus, String)>, O
     (res, failed)
 }
 
+/// What a detached action's scripts printed (their `KWD` lines, see
+/// `os::ops::Detached`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetachState {
+    /// The start script started it.
+    Started,
+    /// Its result is there (`KWD end` after its `KWX`/`KWE` lines).
+    Done,
+    /// Not yet: its task is still there.
+    Pending,
+    /// Neither a result nor its task: it never started.
+    Missing,
+    /// None of these lines.
+    Unknown,
+}
+
+/// The state a detached action's script reports for `token`.
+pub fn detach_state(stdout: &str, token: &str) -> DetachState {
+    let mut state = DetachState::Unknown;
+    for line in stdout.lines().map(str::trim_end) {
+        if line == "KWD end" {
+            return DetachState::Done;
+        }
+        let Some(rest) = line
+            .strip_prefix("KWD ")
+            .and_then(|r| r.strip_prefix(token))
+        else {
+            continue;
+        };
+        state = match rest {
+            " started" => DetachState::Started,
+            " pending" => DetachState::Pending,
+            " missing" => DetachState::Missing,
+            _ => state,
+        };
+    }
+    state
+}
+
 /// What the lock script said (its lines come from the lock host: printed
 /// only through `printable`).
 #[derive(Debug, Default)]
@@ -183,6 +222,27 @@ pub fn read_lock(stdout: &str) -> LockAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_detached_action_s_lines() {
+        let t = "r1-0";
+        assert_eq!(detach_state("KWD r1-0 started\n", t), DetachState::Started);
+        assert_eq!(
+            detach_state("KWD r1-0 pending\r\n", t),
+            DetachState::Pending
+        );
+        assert_eq!(detach_state("KWD r1-0 missing\n", t), DetachState::Missing);
+        assert_eq!(
+            detach_state("KWX 0 ok\r\nKWD end\r\n", t),
+            DetachState::Done
+        );
+        // another run's token, or nothing of it
+        assert_eq!(detach_state("KWD r2-0 pending\n", t), DetachState::Unknown);
+        assert_eq!(
+            detach_state("KWX 0 failed 1\nKWE x\n", t),
+            DetachState::Unknown
+        );
+    }
 
     #[test]
     fn reads_action_markers() {

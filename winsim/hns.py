@@ -5,6 +5,7 @@ host endpoints, the sandbox images' Windows builds (winsim/README.md,
 import json
 import uuid
 
+from . import blip
 from .net import (
     HNS_DEV,
     VSW_DEV,
@@ -139,7 +140,9 @@ def vswitch_create(d, nic):
     # address, not the card); the call in flight survives the blip unless
     # the knob says the connection dies (spec §8.2 "multi-second
     # connectivity loss"; whether a WinRM call survives it: B)
-    if not d.get("vswitch_drops_connection"):
+    # With `vswitch_blackout` every connection drops for a while (blip.py);
+    # the call in flight with them.
+    if not blip.start(d) and not d.get("vswitch_drops_connection"):
         d["_address_move_ok"] = True
 
 

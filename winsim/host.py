@@ -4,6 +4,9 @@
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -38,8 +41,10 @@ def act(d, h):
     handler(d, h)
 
 
-def execute(script, state_path):
-    """Run a script by its headers. Returns (stdout, stderr, exit code)."""
+def execute(script, state_path, connection=True):
+    """Run a script by its headers. Returns (stdout, stderr, exit code).
+    `connection`: it came over a connection (an action that moves the node's
+    address drops it); not for a detached task's script."""
     out, err = [], []
     headers = []
     block = []
@@ -58,9 +63,11 @@ def execute(script, state_path):
         headers[-1]["_block"] = "\n".join(block)
     if not headers:
         return "", "winsim: unknown action header: the script has none\n", 1
-    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files", "restart_computer"}
+    known = {"prelude", "probe", "echo", "fail", "sleep", "read_files", "restart_computer",
+             "detach_start", "detach_result"}
     host = {}
     restart = False
+    detach = None
     with State(state_path) as d:
         ensure_nics(d)
         apply_firewall(d)
@@ -93,6 +100,12 @@ def execute(script, state_path):
             if kind == "probe":
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
+            if kind == "detach_start":
+                detach = detach_start(d, h, host, out)
+                continue
+            if kind == "detach_result":
+                detach_result(d, h, out)
+                continue
             if kind == "restart_computer":
                 # `shutdown.exe /r /t 5`: the call returns, the host restarts
                 # a moment later (here: `reboot`, with a new boot time)
@@ -103,7 +116,7 @@ def execute(script, state_path):
             # WinRM's connection lives on the node's address: when an action
             # moves it to another adapter, or removes it, the connection
             # drops mid-call and the client gets no answer.
-            where = dev_holding(host.get("address"))
+            where = dev_holding(host.get("address")) if connection else None
             d.pop("_address_move_ok", None)
             try:
                 act(d, h)
@@ -130,7 +143,68 @@ def execute(script, state_path):
                 return "".join(out), "".join(err), 0
     if restart:
         threading.Timer(1.0, reboot, (state_path, False)).start()
+    if detach:
+        # the scheduled task: a process of its own that outlives this
+        # connection (and this SSH session's process group)
+        subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "winsim.py"),
+                          "detached-run", "--state", state_path, "--token", detach],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
     return "".join(out), "".join(err), 0
+
+
+# How long after Start-ScheduledTask returns the task's action begins its
+# work (the start call's answer goes out first; B).
+DETACH_DELAY = 1.0
+
+
+def detach_start(d, h, host, out):
+    """`detach_start`: register and start the task that runs the action
+    (kwinctl's `detach_start.ps1`); one at a time. Returns the token when
+    it starts."""
+    token = h["token"]
+    runs = d.setdefault("detached", {})
+    if any(r.get("state") == "running" for r in runs.values()):
+        out.append("KWX 0 failed 1\nKWE the detached step of an earlier run (\\kwinctl\\kwinctl-detached) "
+                   "is still running: wait for it to end, then run kwinctl up again\n")
+        return None
+    d["detached"] = {token: {"state": "running", "host": host, "action": h["action"]}}
+    out.append("KWD %s started\n" % token)
+    return token
+
+
+def detach_result(d, h, out):
+    """`detach_result`: the result lines once the task wrote them."""
+    token = h["token"]
+    r = d.get("detached", {}).get(token)
+    if r is None:
+        out.append("KWD %s missing\n" % token)
+    elif r.get("state") == "done":
+        out.append(r["result"])
+    else:
+        out.append("KWD %s pending\n" % token)
+
+
+def run_detached(state_path, token):
+    """`winsim.py detached-run`: the task's process. It carries out the
+    action by its header, then records its lines and `KWD end`; with the
+    knob `detach_loses_result` it records nothing (a task that hangs, or
+    whose result is lost: kwinctl's wait runs out)."""
+    time.sleep(DETACH_DELAY)
+    with State(state_path) as d:
+        r = d.get("detached", {}).get(token)
+        if r is None:
+            return 1
+        script = "%s%s\n%s%s\n" % (HEADER, json.dumps(r["host"]), HEADER, json.dumps(r["action"]))
+    out, err, code = execute(script, state_path, connection=False)
+    with State(state_path) as d:
+        r = d.get("detached", {}).get(token)
+        if r is None or d.get("detach_loses_result"):
+            log("detached %s: the result is not recorded (detach_loses_result)" % token)
+            return 0
+        r["state"] = "done"
+        r["result"] = out + ("KWE %s\n" % err.strip() if err.strip() else "") + "KWD end\n"
+    return 0
 
 
 def reboot(state_path, drop_hns):

@@ -14,9 +14,10 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 import uuid
 
-from . import util
+from . import blip, util
 from .auth import REFUSE_NTLM_HEADERS, accept_kerberos, knob, token_kind
 from .boot import BootClock
 from .host import execute
@@ -215,7 +216,17 @@ def make_handler(cfg, shells, tls):
             if body:
                 self.wfile.write(body)
 
+        def setup(self):
+            super().setup()
+            self.opened = time.time()
+
         def do_POST(self):
+            if blip.cut(cfg.state, self.opened):
+                # the vSwitch blip (blip.py): this connection is gone
+                log("vSwitch blip: resetting a connection from %s" % self.client_address[0])
+                blip.reset(self.connection)
+                self.close_connection = True
+                return None
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length) if length else b""
             auth = self.headers.get("Authorization", "")
@@ -340,6 +351,15 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+    state_path = None
+
+    def verify_request(self, request, client_address):
+        # during the vSwitch blip a new connection is reset at once (blip.py)
+        if self.state_path and blip.cut(self.state_path, None):
+            log("vSwitch blip: resetting a new connection from %s" % client_address[0])
+            blip.reset(request)
+            return False
+        return True
 
 
 class TlsServer(Server):
@@ -397,6 +417,8 @@ def serve(cfg):
         s = TlsServer((cfg.listen, cfg.https_port), make_handler(cfg, shells, True), cfg.cert, cfg.key)
         s.context()  # a bad certificate fails the start, as before
         servers.append(s)
+    for s in servers:
+        s.state_path = cfg.state
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()
     # the running boot-task instances' loops (boot.py)

@@ -278,6 +278,7 @@ def _log(path, entry):
 def main(a):
     """`winsim.py ssh-session --state FILE [--shell cmd|powershell|pwsh] [--log FILE]`:
     sshd's ForceCommand. Exits with the script's exit code."""
+    from . import blip
     from .host import execute
     from .state import ConnectionDropped
 
@@ -295,6 +296,15 @@ def main(a):
         sys.stderr.flush()
         return 1
     entry.update(seen, shell_line_length=len(seen["shell_line"]))
+    try:
+        opened = blip.process_start(os.getppid())
+    except (OSError, ValueError, IndexError, StopIteration):
+        opened = None
+    if blip.cut(a.state, opened):
+        # the vSwitch blip (blip.py): the session's connection is gone
+        _log(a.log, dict(entry, outcome="connection dropped (vSwitch blip)"))
+        os.kill(os.getppid(), 9)
+        return 255
     try:
         out, err, code = execute(script, a.state)
     except ConnectionDropped:

@@ -26,6 +26,7 @@ Usage:
                   --user NAME --password-env VAR --state FILE [--allow-basic]
                   [--allow-unencrypted] [--log FILE]
   winsim.py reboot --state FILE [--drop-hns]
+  winsim.py detached-run --state FILE --token T          (a detached action's task: host.py)
   winsim.py ssh-session --state FILE [--shell cmd|powershell|pwsh] [--log FILE]
                                        (sshd's ForceCommand: runs SSH_ORIGINAL_COMMAND as Windows would)
   winsim.py gencert --cert C --key K --ca CA --cn NAME   (prints the server cert's SHA-256)
@@ -69,6 +70,12 @@ def _reboot(p):
     return lambda a: host.reboot(a.state, a.drop_hns)
 
 
+def _detached_run(p):
+    p.add_argument("--state", required=True)
+    p.add_argument("--token", required=True)
+    return lambda a: host.run_detached(a.state, a.token)
+
+
 def _gencert(p):
     p.add_argument("--cert", required=True)
     p.add_argument("--key", required=True)
@@ -101,6 +108,8 @@ def _pod(name):
 COMMANDS = {
     "serve": _serve,
     "reboot": _reboot,
+    # the scheduled task a detached action runs in (host.py detach_start)
+    "detached-run": _detached_run,
     "gencert": _gencert,
     "kinds": _kinds,
     # sshd's ForceCommand on a Windows host reached over SSH (sshsession.py)

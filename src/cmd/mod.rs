@@ -90,6 +90,12 @@ pub struct Common {
     /// with it once it is back (bounded: 15 minutes).
     #[arg(long, help_heading = CHANGES)]
     pub reboot: bool,
+    /// `up`: how long, in seconds, kwinctl waits for the result of a step
+    /// that drops the host's network (creating a Windows node's first HNS
+    /// network moves its address onto the new vSwitch), reconnecting to
+    /// read it; that step runs detached from the connection.
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400), help_heading = CHANGES)]
+    pub detach_wait: u64,
     /// More progress detail.
     #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,

@@ -124,6 +124,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
             .map(|m| m.threshold(names.len()))
             .or((c.parallel == 1 && mode.changes_hosts()).then_some(1)),
         lease: Duration::from_secs(crate::os::lock_lease()),
+        detach_wait: Duration::from_secs(c.detach_wait),
     };
     let cluster = cluster_of(&l, mode, record.as_deref());
     let ran = rt.block_on(async {

@@ -31,6 +31,9 @@ const NOT_ACTIONS: &[&str] = &[
     "windows/read_files.ps1",
     "windows/hns.ps1",
     "windows/restart_computer.ps1",
+    "windows/detach_start.ps1",
+    "windows/detach_task.ps1",
+    "windows/detach_result.ps1",
 ];
 
 fn kinds<A: serde::Serialize>(examples: &[A]) -> BTreeSet<String> {

@@ -14,7 +14,7 @@ pub mod linux;
 mod ops;
 pub mod windows;
 
-pub use ops::{DesiredError, NodeOps, WithOps};
+pub use ops::{DesiredError, Detached, NodeOps, WithOps};
 
 #[cfg(test)]
 mod contract;

@@ -65,6 +65,14 @@ pub trait NodeOps: Send + Sync {
     fn budget(&self, _a: &Self::Action) -> Option<std::time::Duration> {
         None
     }
+    /// An action that cuts the host's network while it runs (on Windows,
+    /// the first HNS network, which moves the node's address onto the new
+    /// external vSwitch): it runs detached from the connection, its result
+    /// recorded on the host under `token`, and kwinctl reads that result
+    /// after reconnecting (`run/detach.rs`). `None`: it runs in the script.
+    fn detached(&self, _node: &Node, _a: &Self::Action, _token: &str) -> Option<Detached> {
+        None
+    }
     /// A file an action writes whole: its path on the host and the content
     /// kwinctl would write (`plan` shows the difference from the host's).
     fn rewrites(&self, _a: &Self::Action) -> Option<(String, String)> {
@@ -73,6 +81,20 @@ pub trait NodeOps: Send + Sync {
     /// A read-only script printing each file's content as a `KWC` line
     /// (see `wire::file_contents`).
     fn read_files(&self, paths: &[String]) -> String;
+}
+
+/// The scripts of an action run detached from the connection
+/// ([`NodeOps::detached`]).
+pub struct Detached {
+    /// Starts the action on the host and returns at once: prints
+    /// `KWD <token> started`, or the action's failure (`KWX`/`KWE`).
+    pub start: String,
+    /// Prints the action's result (`KWX`/`KWE` lines, then `KWD end`) once
+    /// it is recorded, else `KWD <token> pending` (still running) or
+    /// `KWD <token> missing` (never started).
+    pub result: String,
+    /// What the operator checks on the host when no result comes.
+    pub check: String,
 }
 
 /// The desired state cannot be computed from the inventory.

@@ -17,6 +17,7 @@
 mod cluster;
 mod converge;
 mod coordinate;
+mod detach;
 mod host;
 mod lease;
 mod ledger;
@@ -70,6 +71,9 @@ pub struct RunOptions {
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,
+    /// `up`: how long kwinctl waits, reconnecting, for the result of an
+    /// action run detached from the connection (`--detach-wait`).
+    pub detach_wait: Duration,
     /// The cluster lock's lease (`KWINCTL_LOCK_LEASE`): renewed a third of
     /// it apart, lost when the lock host has not confirmed it for a whole
     /// one.

@@ -175,10 +175,10 @@ pub(super) async fn apply<O: NodeOps>(
     r: &mut HostReport,
 ) -> Result<O::Facts, HostError> {
     let actions: Vec<&O::Action> = d.actions().collect();
-    let parts = segments(ops, &actions);
+    let parts = segments(ops, node, &actions);
     let mut results: Vec<(ActionStatus, String)> = Vec::new();
     let mut out = None;
-    for (k, (range, budget)) in parts.iter().enumerate() {
+    for (k, (range, budget, detached)) in parts.iter().enumerate() {
         let part = &actions[range.clone()];
         let last = k + 1 == parts.len();
         let (what, phase) = match (budget, parts.len()) {
@@ -200,17 +200,33 @@ pub(super) async fn apply<O: NodeOps>(
                 format!("applying {} actions ({}/{n})", part.len(), k + 1),
             ),
         };
-        ctx.reporter.phase(&node.name, &phase);
-        let script = ops.script(node, part, last.then_some(reach));
-        let budget = budget.map(|b| (part[0].describe(), b));
-        let o = match call_within(ctx, s, &node.name, &what, script, budget).await {
-            Ok(o) => o,
-            Err(call) => {
-                fill(r, d, results, ActionStatus::Skipped);
-                return Err(HostError::Apply {
-                    call,
-                    mode: ctx.mode,
-                });
+        let o = if *detached {
+            // (it drops the host's network: see run/detach.rs)
+            let token = super::detach::token(&ctx.cluster.run_id, range.start);
+            let scripts = ops
+                .detached(node, part[0], &token)
+                .expect("a detached action's scripts");
+            let desc = part[0].describe();
+            match super::detach::run(ctx, s, node, scripts, &token, &desc).await {
+                Ok(o) => o,
+                Err(e) => {
+                    fill(r, d, results, ActionStatus::Skipped);
+                    return Err(e);
+                }
+            }
+        } else {
+            ctx.reporter.phase(&node.name, &phase);
+            let script = ops.script(node, part, last.then_some(reach));
+            let budget = budget.map(|b| (part[0].describe(), b));
+            match call_within(ctx, s, &node.name, &what, script, budget).await {
+                Ok(o) => o,
+                Err(call) => {
+                    fill(r, d, results, ActionStatus::Skipped);
+                    return Err(HostError::Apply {
+                        call,
+                        mode: ctx.mode,
+                    });
+                }
             }
         };
         let (res, failed_at) = action_results(&o.stdout, part.len());
@@ -243,21 +259,36 @@ pub(super) async fn apply<O: NodeOps>(
         out = Some(o);
     }
     fill(r, d, results, ActionStatus::Skipped);
-    let out = out.expect("a diff with changes has an action");
+    let mut out = out.expect("a diff with changes has an action");
+    if parts.last().is_some_and(|p| p.2) {
+        // the last action ran detached: the probe goes alone
+        out = call(
+            ctx,
+            s,
+            &node.name,
+            "probe",
+            ops.script(node, &[], Some(reach)),
+        )
+        .await
+        .map_err(HostError::Probe)?;
+    }
     parse(ops, &out).map_err(HostError::Reprobe)
 }
 
 /// The calls an apply is made of: runs of actions without a budget of
-/// their own go together; an action with one goes alone, with it.
+/// their own go together; an action with one goes alone, with it; so does
+/// an action run detached from the connection (the `bool`).
 fn segments<O: NodeOps>(
     ops: &O,
+    node: &Node,
     actions: &[&O::Action],
-) -> Vec<(std::ops::Range<usize>, Option<Duration>)> {
-    let mut out: Vec<(std::ops::Range<usize>, Option<Duration>)> = Vec::new();
+) -> Vec<(std::ops::Range<usize>, Option<Duration>, bool)> {
+    let mut out: Vec<(std::ops::Range<usize>, Option<Duration>, bool)> = Vec::new();
     for (i, a) in actions.iter().enumerate() {
-        match (ops.budget(a), out.last_mut()) {
-            (None, Some((range, None))) => range.end = i + 1,
-            (b, _) => out.push((i..i + 1, b)),
+        let detached = ops.detached(node, a, "").is_some();
+        match (ops.budget(a), detached, out.last_mut()) {
+            (None, false, Some((range, None, false))) => range.end = i + 1,
+            (b, detached, _) => out.push((i..i + 1, b, detached)),
         }
     }
     out

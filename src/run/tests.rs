@@ -20,6 +20,8 @@ use crate::report::Format;
 use crate::state::State;
 use crate::transport::Output;
 
+mod detach;
+
 /// A Linux host as far as kwinctl's scripts can tell.
 #[derive(Default)]
 struct LinuxHost {
@@ -420,6 +422,7 @@ impl Operator {
             lease: opts
                 .lease
                 .unwrap_or(Duration::from_secs(crate::os::lock_lease())),
+            detach_wait: opts.detach_wait.unwrap_or(Duration::from_secs(30)),
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -449,6 +452,8 @@ struct Opts {
     max_fail: Option<usize>,
     /// The cluster lock's lease (default: `KWINCTL_LOCK_LEASE`'s).
     lease: Option<Duration>,
+    /// `--detach-wait` (default 30 s).
+    detach_wait: Option<Duration>,
 }
 
 const LINUX_ONLY: &str = "\

@@ -316,6 +316,64 @@ fn every_action_and_the_probe_parse() {
     assert!(s.contains("'C:\\it''s.ps1'"), "{s}");
 }
 
+/// The scripts of the action that runs detached from the connection (the
+/// first HNS network drops the host's network): the start script (with the
+/// task's script inside it as a string), the task's script itself and the
+/// result reader parse, use only kwinctl's commands, and the task's script
+/// writes the action's lines to the result file the reader reads.
+#[test]
+fn the_detached_action_s_scripts_parse() {
+    use kwinctl::os::windows::detach;
+    let r = kwinctl::os::renderer();
+    let host = ScriptHost {
+        name: "w",
+        cluster: "c",
+        address: "10.0.0.11".parse().unwrap(),
+        adapter: None,
+    };
+    let actions = examples();
+    let a = actions
+        .iter()
+        .find(|a| detach::cuts_connection(a))
+        .expect("an example of the detached action");
+    let d = detach::scripts(&r, &host, a, "run1-7");
+    let task = detach::task_script(&r, &host, a, "run1-7");
+    for (label, s) in [
+        ("detach start", &d.start),
+        ("detach task", &task),
+        ("detach result", &d.result),
+    ] {
+        only_ours(label, &parse(label, s));
+    }
+    // the start script writes the task's script (quoted) and starts it;
+    // the task writes the action's lines where the reader looks
+    assert!(d.start.contains("Start-ScheduledTask"), "{}", d.start);
+    assert!(task.contains("$kwLines = @(Invoke-KwAction 0 {"), "{task}");
+    assert!(
+        task.contains(r"$kwResult = 'C:\k\kwinctl\detached\run1-7.result'"),
+        "{task}"
+    );
+    assert!(d.result.contains("$token = 'run1-7'"), "{}", d.result);
+    // the simulator's headers: the prelude and detach_start; detach_result
+    let kinds: Vec<String> = d
+        .start
+        .lines()
+        .chain(d.result.lines())
+        .filter_map(|l| l.strip_prefix("# kwinctl-sim: "))
+        .filter_map(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+        .map(|v| v["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(kinds, ["prelude", "detach_start", "detach_result"]);
+    assert!(
+        d.check.contains(r"\kwinctl\kwinctl-detached"),
+        "{}",
+        d.check
+    );
+    insta::assert_snapshot!("detached_start", d.start);
+    insta::assert_snapshot!("detached_task", task);
+    insta::assert_snapshot!("detached_result", d.result);
+}
+
 /// The example with `value` in the adapter's name, (without `"`, refused
 /// there) in the transparent network's card and (without its white space)
 /// in a binary's URL: the values that reach scripts as free text (the

@@ -342,6 +342,18 @@ fn every_script() -> Vec<(String, String)> {
             script::start_script(&r, &task),
         ));
     }
+    // the action run detached from the connection: its three scripts
+    let a = examples()
+        .into_iter()
+        .find(kwinctl::os::windows::detach::cuts_connection)
+        .unwrap();
+    let d = kwinctl::os::windows::detach::scripts(&r, &host, &a, "run1-7");
+    out.push(("detach start".into(), d.start));
+    out.push(("detach result".into(), d.result));
+    out.push((
+        "detach task".into(),
+        kwinctl::os::windows::detach::task_script(&r, &host, &a, "run1-7"),
+    ));
     out.push((
         "bootstrap".into(),
         kwinctl::transport::BOOTSTRAP.to_string(),

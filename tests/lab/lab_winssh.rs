@@ -311,8 +311,9 @@ fn the_l2bridge_profile_comes_up_over_ssh_with_up_reboot() {
 }
 
 /// When the vSwitch's address move does cut the connection (winsim's knob
-/// `vswitch_drops_connection`), the SSH session ends unanswered, as a TCP
-/// connection to an address that moved does.
+/// `vswitch_drops_connection`: the call in flight dies), the step that
+/// creates it runs detached from the SSH session (docs/windows.md, "The
+/// vSwitch blip"): no session is cut, and one `up` converges.
 #[test]
 fn an_address_move_that_cuts_the_connection_over_ssh() {
     if !require_root() {
@@ -325,23 +326,14 @@ fn an_address_move_that_cuts_the_connection_over_ssh() {
     });
     let i = lab.inv();
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let s = summary(&o);
-    let e = host(&s, "win1")["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        e.contains("connection to win1 lost") && e.contains("rerun `kwinctl up`"),
-        "{s}"
-    );
-    let last = lab.win_ssh_sessions("win1").pop().unwrap();
-    assert_eq!(last["outcome"], "connection dropped", "{last}");
-    // the address is on the vSwitch now: a rerun reaches the host there
-    // and finishes, and the one after changes nothing
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(lab.win_state_json("win1")["vswitch"].is_object());
+    assert!(
+        lab.win_ssh_sessions("win1")
+            .iter()
+            .all(|e| e["outcome"] != "connection dropped"),
+        "a session was cut"
+    );
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }

@@ -31,6 +31,7 @@ mod lab_stdout;
 mod lab_systemd;
 mod lab_trace;
 mod lab_upgrade;
+mod lab_vswitch;
 mod lab_windows;
 mod lab_windows_fidelity;
 mod lab_windows_k8sfix;

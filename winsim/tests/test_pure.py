@@ -159,3 +159,48 @@ def test_a_swap_restarts_indirect_dependents_in_start_order():
     d = state()
     assert scm.running_dependents_closure(d, ["kubelet"]) == ["kube-proxy"]
     assert scm.running_dependents_closure(d, ["kube-proxy"]) == []
+
+
+def test_the_vswitch_blip_cuts_old_connections_and_new_ones_for_its_window(tmp_path):
+    from winsim import blip
+
+    state = tmp_path / "state.json"
+    d = {"vswitch_blackout": 5}
+    assert blip.start(d)
+    state.write_text(json.dumps(d))
+    since = d["blackout_from"]
+    # during the window: a new connection, and one opened before it
+    assert blip.cut(str(state), None)
+    assert blip.cut(str(state), since - 10)
+    # after it: only a connection opened before the blip
+    d["blackout_until"] = since + 0.001
+    state.write_text(json.dumps(d))
+    assert not blip.cut(str(state), None)
+    assert not blip.cut(str(state), since + 1)
+    assert blip.cut(str(state), since - 10)
+    # without the knob nothing is cut
+    assert not blip.start({})
+    state.write_text("{}")
+    assert not blip.cut(str(state), None)
+
+
+def test_a_detached_action_is_started_once_and_its_result_read():
+    d = {}
+    out = []
+    host_h = {"kind": "prelude", "address": "198.18.0.3"}
+    token = host.detach_start(d, {"token": "r1-0", "action": {"kind": "ensure_hns_network", "id": 0}}, host_h, out)
+    assert token == "r1-0" and out == ["KWD r1-0 started\n"]
+    out = []
+    host.detach_result(d, {"token": "r1-0"}, out)
+    assert out == ["KWD r1-0 pending\n"]
+    # a second start while the first runs is refused
+    out = []
+    assert host.detach_start(d, {"token": "r2-0", "action": {}}, host_h, out) is None
+    assert out[0].startswith("KWX 0 failed 1\nKWE the detached step of an earlier run")
+    d["detached"]["r1-0"].update(state="done", result="KWX 0 ok\nKWD end\n")
+    out = []
+    host.detach_result(d, {"token": "r1-0"}, out)
+    assert out == ["KWX 0 ok\nKWD end\n"]
+    out = []
+    host.detach_result(d, {"token": "other"}, out)
+    assert out == ["KWD other missing\n"]

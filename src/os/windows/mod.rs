@@ -8,6 +8,7 @@ pub mod action;
 pub mod boot;
 pub mod cmdline;
 pub mod desired;
+pub mod detach;
 pub mod examples;
 pub mod facts;
 pub mod files;
@@ -278,6 +279,22 @@ impl<'a> WindowsOps<'a> {
         }
     }
 
+    /// The host a script is for.
+    fn script_host<'n>(&'n self, node: &'n Node) -> ScriptHost<'n> {
+        ScriptHost {
+            name: &node.name,
+            cluster: &node.cluster.name,
+            address: node.address,
+            // l2bridge: windows.adapter names the card under the vSwitch;
+            // routes go on the adapter holding the address (its host vNIC)
+            adapter: self
+                .desired
+                .adapter
+                .as_deref()
+                .filter(|_| self.desired.profile.l2().is_none()),
+        }
+    }
+
     fn probe_of<'p>(&'p self, reach: &'p [Ipv4Addr]) -> WinProbe<'p> {
         WinProbe {
             files: &self.files,
@@ -336,20 +353,16 @@ impl NodeOps for WindowsOps<'_> {
         actions: &[&WinAction],
         then_probe: Option<&[Ipv4Addr]>,
     ) -> String {
-        let host = ScriptHost {
-            name: &node.name,
-            cluster: &node.cluster.name,
-            address: node.address,
-            // l2bridge: windows.adapter names the card under the vSwitch;
-            // routes go on the adapter holding the address (its host vNIC)
-            adapter: self
-                .desired
-                .adapter
-                .as_deref()
-                .filter(|_| self.desired.profile.l2().is_none()),
-        };
+        let host = self.script_host(node);
         let probe = then_probe.map(|reach| self.probe_of(reach));
         script::script(self.r, &host, actions, probe.as_ref())
+    }
+    fn detached(&self, node: &Node, a: &WinAction, token: &str) -> Option<crate::os::Detached> {
+        if !detach::cuts_connection(a) {
+            return None;
+        }
+        let host = self.script_host(node);
+        Some(detach::scripts(self.r, &host, a, token))
     }
     fn reach<'f>(&self, f: &'f WindowsFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
         &f.reach

@@ -133,6 +133,17 @@ pub struct ScriptHost<'a> {
     pub adapter: Option<&'a str>,
 }
 
+/// The prelude's PowerShell (its functions), without the simulator's header.
+pub fn prelude(r: &Renderer, h: &ScriptHost) -> String {
+    r.render(
+        "windows/prelude.ps1",
+        context! {
+            host => h.name, cluster => h.cluster, address => h.address.to_string(),
+            adapter => h.adapter,
+        },
+    )
+}
+
 /// One PowerShell script for a Windows host: prelude, each action as a
 /// block led by its simulator header, then (optionally) the probe.
 pub fn script(
@@ -144,13 +155,7 @@ pub fn script(
     let mut s = sim_header(
         &serde_json::json!({"kind": "prelude", "address": h.address.to_string(), "adapter": h.adapter}),
     );
-    s += &r.render(
-        "windows/prelude.ps1",
-        context! {
-            host => h.name, cluster => h.cluster, address => h.address.to_string(),
-            adapter => h.adapter,
-        },
-    );
+    s += &prelude(r, h);
     for (i, a) in actions.iter().enumerate() {
         let mut v = serde_json::to_value(a).expect("action JSON");
         v["id"] = i.into();
