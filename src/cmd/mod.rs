@@ -90,6 +90,11 @@ pub struct Common {
     /// with it once it is back (bounded: 15 minutes).
     #[arg(long, help_heading = CHANGES)]
     pub reboot: bool,
+    /// `up`: let a Windows node get an older Kubernetes release than its
+    /// kubelet runs (a downgrade, refused without it); the version skew
+    /// policy against kube-apiserver still holds.
+    #[arg(long, help_heading = CHANGES)]
+    pub allow_downgrade: bool,
     /// More progress detail.
     #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,

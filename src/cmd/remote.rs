@@ -117,6 +117,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         retries: c.retries,
         with_peer_routes: c.with_peer_routes,
         reboot: c.reboot,
+        allow_downgrade: c.allow_downgrade,
         // a rolling change (--parallel 1) stops at its first failed host
         // unless --max-fail says otherwise
         max_fail: c

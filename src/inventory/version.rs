@@ -92,6 +92,18 @@ impl KubeVersion {
         k.patch.map(|_| k)
     }
 
+    /// A `gitVersion` as the API reports one (`v1.30.4`, maybe with a
+    /// suffix such as `+k3s1` or `-eks-…`: kube-apiserver's `/version`, a
+    /// node's `kubeletVersion`) as a release; `None` when it is not one.
+    pub fn of_git_version(v: &str) -> Option<KubeVersion> {
+        let v = v.trim().strip_prefix('v')?;
+        let core: String = v
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        KubeVersion::parse(core.trim_end_matches('.')).filter(|k| k.patch.is_some())
+    }
+
     /// Whether a binary of version `other` is this declared version (a
     /// declared `1.16` accepts every 1.16.x).
     pub fn accepts(&self, other: &KubeVersion) -> bool {

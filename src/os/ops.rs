@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Describe, Diff};
+use crate::inventory::KubeVersion;
 use crate::probe::{FactsError, Reach};
 use crate::transport::Output;
 use crate::verify::K8sView;
@@ -51,6 +52,11 @@ pub trait NodeOps: Send + Sync {
     /// The control plane's kubectl view, when this node was asked for it.
     fn k8s(&self, _f: &Self::Facts) -> K8sView {
         K8sView::NotAsked
+    }
+    /// With that view: kube-apiserver's release as the control plane's
+    /// kubectl reports it.
+    fn api_server(&self, _f: &Self::Facts) -> Option<KubeVersion> {
+        None
     }
     /// Whether an action only keeps routes to other nodes right (what
     /// `up --limit … --with-peer-routes` may do on the hosts outside the

@@ -13,6 +13,7 @@ use crate::mode::Mode;
 use crate::os::{NodeOps, WithOps, interpreter};
 use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::{Session, Trace};
+use crate::upgrade::skew::ControlView;
 use crate::verify::{Pinged, reach_peers};
 
 /// A host's run; `None` when a host outside `--limit` has nothing to say.
@@ -156,9 +157,17 @@ impl<'a> Flow<'a> {
         let record = ops.record(&facts, ctx.cluster.inventory.cluster.cluster_cidr);
         self.permit = None;
         let generation = record.generation;
+        // the control plane: what the version skew policy is judged by
+        let control = match ops.k8s(&facts) {
+            crate::verify::K8sView::Nodes(nodes) => Some(ControlView {
+                api_server: ops.api_server(&facts),
+                nodes,
+            }),
+            _ => None,
+        };
         let decision = self
             .ticket
-            .arrive(Arrival::Probed(record.clone(), generation))
+            .arrive(Arrival::Probed(record.clone(), generation, control))
             .await;
 
         // This host's node in the cluster the records gave.

@@ -67,6 +67,9 @@ pub struct RunOptions {
     pub with_peer_routes: bool,
     /// `up --reboot`: restart a host that needs it and go on.
     pub reboot: bool,
+    /// `up --allow-downgrade`: a Windows node may get an older kubelet than
+    /// it runs.
+    pub allow_downgrade: bool,
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,

@@ -416,6 +416,7 @@ impl Operator {
             retries: 0,
             with_peer_routes: opts.with_peer_routes,
             reboot: false,
+            allow_downgrade: false,
             max_fail: opts.max_fail,
             lease: opts
                 .lease

@@ -25,6 +25,7 @@ mod lab_ready;
 mod lab_reset;
 mod lab_schema;
 mod lab_script;
+mod lab_skew;
 mod lab_ssh;
 mod lab_state;
 mod lab_stdout;
