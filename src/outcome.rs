@@ -164,6 +164,10 @@ pub enum HostError {
     /// `up --reboot`: the host could not be restarted, or did not come
     /// back in time (the host's matter, not kwinctl's bug).
     Restart(String),
+    /// An upgrade of the node's kubelet stopped (the drain did not finish,
+    /// the new kubelet did not report Ready): why, and in what state the
+    /// node was left.
+    Upgrade(String),
     /// kwinctl could not do its own work on this machine (the state file
     /// could not be written): nothing was changed on the host.
     Local(String),
@@ -228,6 +232,7 @@ impl fmt::Display for HostError {
                 missing.join("; ")
             ),
             HostError::Restart(why) => write!(f, "{why}"),
+            HostError::Upgrade(why) => write!(f, "{why}"),
             HostError::Local(why) => write!(
                 f,
                 "{why}: kwinctl could not do its own work on this machine; nothing was changed on the host"

@@ -53,6 +53,12 @@ pub trait NodeOps: Send + Sync {
     fn k8s(&self, _f: &Self::Facts) -> K8sView {
         K8sView::NotAsked
     }
+    /// The release of the kubelet this node runs (its binary's
+    /// `--version`), when one is installed and running: what an upgrade
+    /// starts from.
+    fn kubelet_release(&self, _f: &Self::Facts) -> Option<KubeVersion> {
+        None
+    }
     /// With that view: kube-apiserver's release as the control plane's
     /// kubectl reports it.
     fn api_server(&self, _f: &Self::Facts) -> Option<KubeVersion> {

@@ -239,7 +239,16 @@ impl<'a> Flow<'a> {
                 Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
             }
             (Mode::Up, true) => {
-                let r = super::converge::converge(
+                // a kubelet upgrade: cordon and drain first (upgrade.rs)
+                let mut notes = Vec::new();
+                let refusal = refused.is_some();
+                let up =
+                    super::upgrade::before(ctx, &t.host, &ops, &facts, &work, refusal, &mut notes);
+                let (upgrading, refused) = match up.await {
+                    Ok(u) => (u, refused),
+                    Err(e) => (None, Some(e)),
+                };
+                let mut r = super::converge::converge(
                     ctx,
                     &t.host,
                     &mut session,
@@ -252,6 +261,10 @@ impl<'a> Flow<'a> {
                     r,
                 )
                 .await;
+                r.notes.extend(notes);
+                if let Some(u) = upgrading {
+                    r = super::upgrade::after(ctx, &t.host, u, r).await;
+                }
                 if failed_itself(&r) {
                     self.ticket.failed();
                     // counted before the turn passes on: with --parallel 1

@@ -23,6 +23,7 @@ mod lab_pods;
 mod lab_pods_bounds;
 mod lab_ready;
 mod lab_reset;
+mod lab_rolling;
 mod lab_schema;
 mod lab_script;
 mod lab_skew;

@@ -406,6 +406,21 @@ impl NodeOps for WindowsOps<'_> {
             _ => None,
         }
     }
+    fn kubelet_release(&self, f: &WindowsFacts) -> Option<KubeVersion> {
+        let named = |n: &str| n.eq_ignore_ascii_case("kubelet");
+        let running = f
+            .services
+            .iter()
+            .any(|s| named(&s.name) && s.status == "Running")
+            || f.tasks.iter().any(|t| named(&t.name) && t.running);
+        let exe = f
+            .versions
+            .iter()
+            .find(|v| v.path.to_ascii_lowercase().ends_with(r"\kubelet.exe"))?;
+        running
+            .then(|| KubeVersion::of_binary(&exe.output))
+            .flatten()
+    }
     fn boot_id(&self, f: &WindowsFacts) -> Option<String> {
         (!f.boot_time.is_empty()).then(|| f.boot_time.clone())
     }
