@@ -214,6 +214,18 @@ impl ContainerdVersion {
         it.next().is_none().then_some(v)
     }
 
+    /// What `containerd.exe --version` printed, as a release (its third
+    /// word, `v1.7.20`; a suffix such as `-rc.1` or `+unknown` dropped).
+    pub fn of_binary(output: &str) -> Option<ContainerdVersion> {
+        let word = output.split_whitespace().nth(2)?;
+        let core: String = word
+            .trim_start_matches('v')
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        ContainerdVersion::parse(&core)
+    }
+
     /// The release line, `1.7`.
     pub fn line(&self) -> Minor {
         Minor::new(self.major, self.minor)
@@ -271,6 +283,23 @@ mod tests {
         assert_eq!(beta.to_string(), "1.10.0");
         assert!(KubeVersion::of_binary("kubelet 1.16").is_none());
         assert!(KubeVersion::of_binary("Kubernetes v1.16").is_none());
+        // what the API reports: kube-apiserver's /version, a node's kubeletVersion
+        let g = |s| KubeVersion::of_git_version(s).map(|v| v.to_string());
+        assert_eq!(g("v1.30.4+k3s1").as_deref(), Some("1.30.4"));
+        assert_eq!(g("v1.31.2-eks-1234").as_deref(), Some("1.31.2"));
+        assert_eq!(g("v1.31"), None);
+        assert_eq!(g("1.31.2"), None);
+        // containerd.exe --version, 1.x and 2.x
+        let c = |s| ContainerdVersion::of_binary(s).map(|v| v.to_string());
+        assert_eq!(
+            c("containerd github.com/containerd/containerd v1.7.20 8fc6bcff").as_deref(),
+            Some("1.7.20")
+        );
+        assert_eq!(
+            c("containerd github.com/containerd/containerd/v2 v2.0.0-rc.1 x").as_deref(),
+            Some("2.0.0")
+        );
+        assert_eq!(c("containerd"), None);
         assert!(v.accepts(&b));
         assert!(!v.accepts(&KubeVersion::parse("1.16.14").unwrap()));
         assert!(KubeVersion::parse("1.16").unwrap().accepts(&b));

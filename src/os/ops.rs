@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Describe, Diff};
-use crate::inventory::KubeVersion;
+use crate::inventory::{ContainerdVersion, KubeVersion};
 use crate::probe::{FactsError, Reach};
 use crate::transport::Output;
 use crate::verify::K8sView;
@@ -57,6 +57,11 @@ pub trait NodeOps: Send + Sync {
     /// `--version`), when one is installed and running: what an upgrade
     /// starts from.
     fn kubelet_release(&self, _f: &Self::Facts) -> Option<KubeVersion> {
+        None
+    }
+    /// The release of the container runtime this node runs (containerd's
+    /// `--version`), when kwinctl installs it and it is running.
+    fn runtime_release(&self, _f: &Self::Facts) -> Option<ContainerdVersion> {
         None
     }
     /// With that view: kube-apiserver's release as the control plane's

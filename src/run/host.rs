@@ -232,6 +232,8 @@ impl<'a> Flow<'a> {
                     super::plan::file_diffs(ctx, &mut session, &t.host.name, &ops, &work).await;
                 let mut r = super::plan::plan(&node, work, r);
                 r.files = files;
+                let lines = super::upgrade::plan_lines(ctx, &t.host, &ops, &facts, &r);
+                r.notes.extend(lines);
                 Some(r)
             }
             (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),

@@ -1,7 +1,8 @@
-//! `up`: the runner's side of a kubelet upgrade on a Windows node (the
-//! upgrade's steps are `upgrade/drain.rs`'s). A Windows host whose running
-//! kubelet is of another release than the declared one, with changes to
-//! make, is upgraded one node at a time (`--parallel` given raises it):
+//! `up`: the runner's side of an upgrade of a Windows node (the upgrade's
+//! steps are `upgrade/drain.rs`'s; `plan`'s words `upgrade/plan.rs`'s). A
+//! Windows host whose running kubelet or containerd is of another release
+//! than the declared one, with changes to make, is upgraded one node at a
+//! time (`--parallel` given raises it):
 //! cordon and drain through the control plane's kubectl before anything
 //! changes (a drain that cannot finish stops the node, uncordoned, before
 //! anything is replaced, naming the pods that blocked it), the change, then
@@ -26,17 +27,74 @@ use crate::upgrade::drain;
 const POLL: Duration = Duration::from_secs(2);
 
 /// A node being upgraded: the control plane's session, the node's name
-/// there, the releases, its upgrade slot.
+/// there, what changes, the kubelet release it must report, its slot.
 pub(super) struct Upgrading {
     cp: Box<dyn Session>,
     node: String,
-    from: KubeVersion,
-    to: KubeVersion,
+    what: String,
+    to: Option<KubeVersion>,
     _slot: OwnedSemaphorePermit,
 }
 
-/// Before `up` changes `host`: whether it is a kubelet upgrade, and if so
-/// its slot, cordon and drain. `Err`: the host stops, nothing replaced.
+/// A component whose running release is not the declared one.
+struct Change {
+    component: &'static str,
+    from: String,
+    to: String,
+    older: bool,
+}
+
+/// What the upgrade of `host` changes: the kubelet (with kube-proxy) and
+/// containerd, where the running release differs from the declared one.
+fn changes<O: NodeOps>(ctx: &Ctx, host: &Host, ops: &O, facts: &O::Facts) -> Vec<Change> {
+    let mut out = Vec::new();
+    if host.os != Os::Windows {
+        return out;
+    }
+    let cl = &ctx.cluster.inventory.cluster;
+    if let (Some(to), Some(from)) = (cl.kubernetes_version, ops.kubelet_release(facts))
+        && !to.accepts(&from)
+    {
+        out.push(Change {
+            component: "kubelet",
+            from: from.to_string(),
+            to: to.to_string(),
+            older: crate::upgrade::skew::downgrade(from, to),
+        });
+    }
+    if let (Some(to), Some(from)) = (cl.containerd_version, ops.runtime_release(facts))
+        && to != from
+    {
+        out.push(Change {
+            component: "containerd",
+            from: from.to_string(),
+            to: to.to_string(),
+            older: from > to,
+        });
+    }
+    out
+}
+
+/// `plan`: a node with changes that is an upgrade says so, per component.
+pub(super) fn plan_lines<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    ops: &O,
+    facts: &O::Facts,
+    r: &HostReport,
+) -> Vec<String> {
+    if r.status != HostStatus::Pending {
+        return Vec::new();
+    }
+    changes(ctx, host, ops, facts)
+        .iter()
+        .map(|c| crate::upgrade::plan::line(c.component, &c.from, &c.to, c.older))
+        .collect()
+}
+
+/// Before `up` changes `host`: whether it is an upgrade (its kubelet or
+/// containerd), and if so its slot, cordon and drain. `Err`: the host
+/// stops, nothing replaced.
 pub(super) async fn before<O: NodeOps>(
     ctx: &Ctx,
     host: &Host,
@@ -46,20 +104,20 @@ pub(super) async fn before<O: NodeOps>(
     refused: bool,
     notes: &mut Vec<String>,
 ) -> Result<Option<Upgrading>, HostError> {
-    let changes = work.as_ref().is_ok_and(|d| d.changes() > 0);
-    if host.os != Os::Windows || refused || !changes || ctx.interrupt.is_set() {
+    let pending = work.as_ref().is_ok_and(|d| d.changes() > 0);
+    if refused || !pending || ctx.interrupt.is_set() {
         return Ok(None);
     }
-    let (Some(to), Some(from)) = (
-        ctx.cluster.inventory.cluster.kubernetes_version,
-        ops.kubelet_release(facts),
-    ) else {
-        return Ok(None);
-    };
-    if to.accepts(&from) {
+    let comps = changes(ctx, host, ops, facts);
+    if comps.is_empty() {
         return Ok(None);
     }
-    let what = format!("kubelet {from} → {to}");
+    let to = ctx.cluster.inventory.cluster.kubernetes_version;
+    let what = comps
+        .iter()
+        .map(|c| format!("{} {} → {}", c.component, c.from, c.to))
+        .collect::<Vec<_>>()
+        .join(", ");
     ctx.reporter
         .phase(&host.name, &format!("upgrade {what}: waiting for its turn"));
     let slot = tokio::select! {
@@ -146,7 +204,7 @@ pub(super) async fn before<O: NodeOps>(
     Ok(Some(Upgrading {
         cp,
         node,
-        from,
+        what,
         to,
         _slot: slot,
     }))
@@ -158,11 +216,10 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
     let Upgrading {
         mut cp,
         node,
-        from,
+        what,
         to,
         ..
     } = up;
-    let what = format!("kubelet {from} → {to}");
     if r.status == HostStatus::Failed || r.status == HostStatus::Interrupted {
         ctx.upgrade_failed();
         cp.close().await;
@@ -173,16 +230,16 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
     }
     let bound = super::settle::ready_wait();
     let start = Instant::now();
-    let want = to.to_string();
+    // (a declared minor, `1.31`, takes any of its patches)
+    let at = |v: &str| {
+        KubeVersion::of_git_version(v).is_some_and(|v| to.is_none_or(|to| to.accepts(&v)))
+    };
+    let at_text = to.map(|t| format!(" at {t}")).unwrap_or_default();
     let ready = loop {
         if let Ok(list) = drain::nodes(&mut *cp, ctx.opts.timeout).await
-            && list.iter().any(|(n, ready, v)| {
-                n == &node
-                    && *ready
-                    && v.strip_prefix('v')
-                        .and_then(|v| v.strip_prefix(want.as_str()))
-                        .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
-            })
+            && list
+                .iter()
+                .any(|(n, ready, v)| n == &node && *ready && at(v))
         {
             break true;
         }
@@ -192,7 +249,7 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
         ctx.reporter.phase(
             &host.name,
             &format!(
-                "upgrade {what}: waiting for node {node} to report Ready at {to} ({}s of at most {}s)",
+                "upgrade {what}: waiting for node {node} to report Ready{at_text} ({}s of at most {}s)",
                 start.elapsed().as_secs(),
                 bound.as_secs()
             ),
@@ -206,7 +263,7 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
         ctx.upgrade_failed();
         cp.close().await;
         let mut r = r.failed(HostError::Upgrade(format!(
-            "upgrade {what}: node {node} did not report Ready at {to} within {}s; it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is",
+            "upgrade {what}: node {node} did not report Ready{at_text} within {}s; it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is",
             bound.as_secs()
         )));
         r.status = HostStatus::Failed;
@@ -216,7 +273,7 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
         .phase(&host.name, &format!("upgrade {what}: uncordon node {node}"));
     if let Err(e) = drain::uncordon(&mut *cp, &node, ctx.opts.timeout).await {
         r.notes.push(format!(
-            "upgrade {what}: node {node} is Ready at {to} but still cordoned ({e}): `kubectl uncordon {node}`"
+            "upgrade {what}: node {node} is Ready{at_text} but still cordoned ({e}): `kubectl uncordon {node}`"
         ));
     }
     cp.close().await;

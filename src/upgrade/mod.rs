@@ -7,4 +7,5 @@
 //! `run/upgrade.rs`).
 
 pub mod drain;
+pub mod plan;
 pub mod skew;

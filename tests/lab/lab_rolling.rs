@@ -121,6 +121,13 @@ fn windows_nodes_are_upgraded_one_at_a_time_as_operations_md_says() {
             _ => panic!("a command the walk does not know: {c}"),
         };
         assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
+        if c.starts_with("kwinctl plan") {
+            assert!(
+                text(&o).contains("upgrade kubelet 1.30.4 → 1.31.2 (cordon, drain, restart)"),
+                "{}",
+                text(&o)
+            );
+        }
         if c.starts_with("kubectl version") {
             assert!(String::from_utf8_lossy(&o.stdout).contains("Server Version: v1.31.2"));
         }
