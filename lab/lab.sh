@@ -36,9 +36,11 @@
 #   lab.sh kpod DIR HOST NS NAME [--dns-policy P] [--image I]
 #                                a pod as HOST's kubelet would start it (see
 #                                "kubelet's pods" below); kpod-del DIR HOST NS NAME
-#   lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S]
+#   lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S] [--server-version V]
 #                                lab/kubectl-standin as HOST's kubectl (a
-#                                Windows node Ready S s after its kubelet starts)
+#                                Windows node Ready S s after its kubelet starts;
+#                                its API server at release V, default the
+#                                inventory's kubernetes_version)
 #   lab.sh gc                    remove labs whose owner process is gone: its
 #                                pid is dead, or now another process (its
 #                                start time, recorded beside it, differs);
@@ -90,6 +92,8 @@
 #   KWINCTL_LAB_LOG_RUNNER=X.Y.Z  l2bridge from 1.26: kube-log-runner.exe
 #       from that release, named in cluster.log_runner_version (default:
 #       the cluster's release, no log_runner_version)
+#   KWINCTL_LAB_K8S_ALSO="X.Y.Z ..."  more releases' fake binaries in DIR/dl
+#       (to upgrade to: the inventory keeps naming $KWINCTL_LAB_K8S)
 #   KWINCTL_LAB_WIN_BUILDS=2019,2022,...  win1's build, win2's, ... (2016,
 #       2019, 2022, 2025 or 10.0.NNNNN; the last one given goes on for the
 #       hosts after it); unset: winsim's default (10.0.14393, 2016), on
@@ -714,7 +718,7 @@ dl_line() { # DIR name file
 
 # ------------------------------------------------------------------ up
 cmd_up() {
-  local dir=$1 n=$2 m=${3:-0} s=${4:-0} id="" i j
+  local dir=$1 n=$2 m=${3:-0} s=${4:-0} id="" i j v
   lab_release "${5:-}"
   [ "$n" -ge 0 ] && [ "$m" -ge 0 ] && [ "$s" -ge 0 ] && [ $((n + m + s)) -ge 1 ] && [ $((n + m + s)) -le 200 ] \
     || die "--linux N --windows M --systemd S: 1 to 200 hosts in all"
@@ -820,6 +824,11 @@ cmd_up() {
     ( umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$dir/winrm-password" )
     local k8s=$KWINCTL_LAB_K8S
     fake_binaries "$dir" "$k8s"
+    # other releases to upgrade or downgrade to (served beside it)
+    for v in ${KWINCTL_LAB_K8S_ALSO:-}; do
+      [[ "$v" =~ ^1\.[0-9]+\.[0-9]+$ ]] || die "KWINCTL_LAB_K8S_ALSO: releases X.Y.Z, not $v"
+      fake_binaries "$dir" "$v"
+    done
     [ -z "$LAB_RUNNER" ] || [ "$LAB_RUNNER" = "$k8s" ] || fake_binaries "$dir" "$LAB_RUNNER"
     for j in $(seq 1 "$m"); do
       hd="$dir/hosts/win$j"
@@ -1401,21 +1410,26 @@ anchor_pid() { # DIR: the lab's anchor process, if it runs
   [ -n "$pid" ] && [ "$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | head -1)" = "$ANCHOR" ] \
     && echo "$pid"
 }
-cmd_kubectl() { # DIR HOST --dns-ip IP --domain D [--ready-after S]
-  local dir=$1 host=$2 dns="" domain="" ready=0 bin anchor
+cmd_kubectl() { # DIR HOST --dns-ip IP --domain D [--ready-after S] [--server-version V]
+  local dir=$1 host=$2 dns="" domain="" ready=0 server="" bin anchor
+  local usage="usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S] [--server-version V]"
   shift 2
   while [ $# -gt 0 ]; do
     case "$1" in
       --dns-ip) dns=$2; shift 2 ;;
       --domain) domain=$2; shift 2 ;;
       --ready-after) ready=$2; shift 2 ;;
-      *) die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S]" ;;
+      --server-version) server=$2; shift 2 ;;
+      *) die "$usage" ;;
     esac
   done
   [[ "$ready" =~ ^[0-9]+$ ]] || die "--ready-after: a number of seconds"
-  [ -n "$dns" ] && [ -n "$domain" ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D [--ready-after S]"
+  [ -n "$dns" ] && [ -n "$domain" ] || die "$usage"
   load "$dir"
   dir=$(cd "$dir" && pwd)
+  # the API server's release: the lab's kubernetes_version, unless given
+  [ -n "$server" ] || server=$(sed -n 's/^  kubernetes_version: "\(.*\)"$/\1/p' "$dir/inventory.yaml" | head -1)
+  [[ "$server" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--server-version: a release X.Y.Z, not '$server'"
   bin="$dir/hosts/$host/usr-local-bin"
   [ -d "$dir/hosts/$host" ] || die "no lab host $host"
   mkdir -p "$bin" "$dir/kubectl"
@@ -1428,9 +1442,9 @@ cmd_kubectl() { # DIR HOST --dns-ip IP --domain D [--ready-after S]
   python3 -c 'import json, sys
 json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3], "dns_ip": sys.argv[4],
            "domain": sys.argv[5], "self": sys.argv[6], "anchor_pid": int(sys.argv[7]),
-           "ready_after": int(sys.argv[9])}, open(sys.argv[8], "w"), indent=1)' \
+           "ready_after": int(sys.argv[9]), "server_version": sys.argv[10]}, open(sys.argv[8], "w"), indent=1)' \
     "$dir" "$(dirname "$WINSIM")/lab/lab.sh" "$WINSIM" "$dns" "$domain" "$bin/kubectl" "$anchor" \
-    "$bin/.kubectl-standin.json" "$ready"
+    "$bin/.kubectl-standin.json" "$ready" "$server"
 }
 
 # A lab folder given as a relative path is made absolute once, here: sshd
@@ -1473,7 +1487,7 @@ case "${1:-}" in
   pod) [ $# -eq 5 ] || die "usage: lab.sh pod DIR winJ ADDR/PREFIX GATEWAY"; cmd_pod "$2" "$3" "$4" "$5" ;;
   kpod) [ $# -ge 5 ] || die "usage: lab.sh kpod DIR HOST NS NAME [--dns-policy P] [--image I]"; cmd_kpod "${@:2}" ;;
   kpod-del) [ $# -eq 5 ] || die "usage: lab.sh kpod-del DIR HOST NS NAME"; cmd_kpod_del "$2" "$3" "$4" "$5" ;;
-  kubectl) [ $# -ge 3 ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D"; cmd_kubectl "${@:2}" ;;
+  kubectl) [ $# -ge 3 ] || die "usage: lab.sh kubectl DIR HOST --dns-ip IP --domain D [--server-version V]"; cmd_kubectl "${@:2}" ;;
   user) [ $# -eq 5 ] || die "usage: lab.sh user DIR HOST USER nopasswd|password"; cmd_user "$2" "$3" "$4" "$5" ;;
   stop-sshd) [ $# -eq 3 ] || die "usage: lab.sh stop-sshd DIR HOST"; load "$2"; stop_sshd "$2" "$(num_of "$3")" ;;
   start-sshd)

@@ -33,5 +33,6 @@ pub mod stdout;
 pub mod term;
 pub mod text;
 pub mod transport;
+pub mod upgrade;
 pub mod verify;
 pub mod wire;

@@ -168,6 +168,10 @@ pub enum HostError {
     /// host's network) left no result kwinctl could read in time: whether
     /// it was done is not known.
     Detached(String),
+    /// An upgrade of the node's kubelet stopped (the drain did not finish,
+    /// the new kubelet did not report Ready): why, and in what state the
+    /// node was left.
+    Upgrade(String),
     /// kwinctl could not do its own work on this machine (the state file
     /// could not be written): nothing was changed on the host.
     Local(String),
@@ -233,6 +237,7 @@ impl fmt::Display for HostError {
             ),
             HostError::Restart(why) => write!(f, "{why}"),
             HostError::Detached(why) => write!(f, "{why}"),
+            HostError::Upgrade(why) => write!(f, "{why}"),
             HostError::Local(why) => write!(
                 f,
                 "{why}: kwinctl could not do its own work on this machine; nothing was changed on the host"

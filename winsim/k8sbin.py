@@ -357,6 +357,21 @@ def cgroups_problems(seen):
     return bad
 
 
+def start_fault(d, component, line):
+    """The lab's knob `kubelet_start_fails` (a list of releases, "1.31.2"):
+    a kubelet of one of them exits as soon as it starts, as a kubelet that
+    cannot run does (klog's "command failed" line, run.go); an upgrade's
+    new kubelet that never comes up. Returns what it printed, or None."""
+    if component != "kubelet":
+        return None
+    m = VERSION_LINE.match(line or "")
+    release = "%s.%s.%s" % m.groups() if m else None
+    if release is None or release not in (d.get("kubelet_start_fails") or []):
+        return None
+    return ('E0101 00:00:00.000000    4242 run.go:74] "command failed" err="failed to run Kubelet: '
+            'the lab\'s knob kubelet_start_fails names v%s"' % release)
+
+
 def warnings(component, line, args):
     """What a release that starts prints as warnings (kept in the logs):
     from 1.30 the cgroups settings are "ignored configuration option"

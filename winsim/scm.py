@@ -29,7 +29,7 @@ def start_binary(d, exe, args, env=None):
         return containerd_start(d, line, args)
     why = k8sbin.check_args(component, line, args, env, host={"build": d["build"], "ubr": d["ubr"]})
     if why is None and component == "kubelet":
-        why = kubelet_needs_runtime(d, line, args)
+        why = kubelet_needs_runtime(d, line, args) or k8sbin.start_fault(d, component, line)
     if why is None:
         notes = k8sbin.warnings(component, line, args)
         if notes:

@@ -35,6 +35,9 @@ const CONNECTION: &str = "Connecting";
 const CHANGES: &str = "Changing hosts (up, reset)";
 const OUTPUT: &str = "Output";
 
+/// `--parallel`'s default.
+pub const DEFAULT_PARALLEL: u32 = 256;
+
 #[derive(Args, Clone)]
 pub struct Common {
     /// The inventory file.
@@ -46,8 +49,9 @@ pub struct Common {
     /// --limit 'web*:!web3'. A pattern that matches nothing is an error.
     #[arg(long, value_name = "PATTERN,..", help_heading = SELECTION)]
     pub limit: Vec<String>,
-    /// How many hosts at once.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = CONNECTION)]
+    /// How many hosts at once (`up` upgrades the kubelet of one Windows
+    /// node at a time unless this is given).
+    #[arg(long, default_value_t = DEFAULT_PARALLEL, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = CONNECTION)]
     pub parallel: u32,
     /// Bound, in seconds, on connecting to a host and on each remote call.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400), help_heading = CONNECTION)]
@@ -96,6 +100,11 @@ pub struct Common {
     /// read it; that step runs detached from the connection.
     #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400), help_heading = CHANGES)]
     pub detach_wait: u64,
+    /// `up`: let a Windows node get an older Kubernetes release than its
+    /// kubelet runs (a downgrade, refused without it); the version skew
+    /// policy against kube-apiserver still holds.
+    #[arg(long, help_heading = CHANGES)]
+    pub allow_downgrade: bool,
     /// More progress detail.
     #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,

@@ -117,6 +117,13 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         retries: c.retries,
         with_peer_routes: c.with_peer_routes,
         reboot: c.reboot,
+        allow_downgrade: c.allow_downgrade,
+        // kubelet upgrades go one node at a time unless --parallel says
+        upgrade_parallel: if c.parallel == super::DEFAULT_PARALLEL {
+            1
+        } else {
+            c.parallel as usize
+        },
         // a rolling change (--parallel 1) stops at its first failed host
         // unless --max-fail says otherwise
         max_fail: c

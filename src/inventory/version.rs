@@ -92,6 +92,18 @@ impl KubeVersion {
         k.patch.map(|_| k)
     }
 
+    /// A `gitVersion` as the API reports one (`v1.30.4`, maybe with a
+    /// suffix such as `+k3s1` or `-eks-…`: kube-apiserver's `/version`, a
+    /// node's `kubeletVersion`) as a release; `None` when it is not one.
+    pub fn of_git_version(v: &str) -> Option<KubeVersion> {
+        let v = v.trim().strip_prefix('v')?;
+        let core: String = v
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        KubeVersion::parse(core.trim_end_matches('.')).filter(|k| k.patch.is_some())
+    }
+
     /// Whether a binary of version `other` is this declared version (a
     /// declared `1.16` accepts every 1.16.x).
     pub fn accepts(&self, other: &KubeVersion) -> bool {
@@ -202,6 +214,18 @@ impl ContainerdVersion {
         it.next().is_none().then_some(v)
     }
 
+    /// What `containerd.exe --version` printed, as a release (its third
+    /// word, `v1.7.20`; a suffix such as `-rc.1` or `+unknown` dropped).
+    pub fn of_binary(output: &str) -> Option<ContainerdVersion> {
+        let word = output.split_whitespace().nth(2)?;
+        let core: String = word
+            .trim_start_matches('v')
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        ContainerdVersion::parse(&core)
+    }
+
     /// The release line, `1.7`.
     pub fn line(&self) -> Minor {
         Minor::new(self.major, self.minor)
@@ -259,6 +283,23 @@ mod tests {
         assert_eq!(beta.to_string(), "1.10.0");
         assert!(KubeVersion::of_binary("kubelet 1.16").is_none());
         assert!(KubeVersion::of_binary("Kubernetes v1.16").is_none());
+        // what the API reports: kube-apiserver's /version, a node's kubeletVersion
+        let g = |s| KubeVersion::of_git_version(s).map(|v| v.to_string());
+        assert_eq!(g("v1.30.4+k3s1").as_deref(), Some("1.30.4"));
+        assert_eq!(g("v1.31.2-eks-1234").as_deref(), Some("1.31.2"));
+        assert_eq!(g("v1.31"), None);
+        assert_eq!(g("1.31.2"), None);
+        // containerd.exe --version, 1.x and 2.x
+        let c = |s| ContainerdVersion::of_binary(s).map(|v| v.to_string());
+        assert_eq!(
+            c("containerd github.com/containerd/containerd v1.7.20 8fc6bcff").as_deref(),
+            Some("1.7.20")
+        );
+        assert_eq!(
+            c("containerd github.com/containerd/containerd/v2 v2.0.0-rc.1 x").as_deref(),
+            Some("2.0.0")
+        );
+        assert_eq!(c("containerd"), None);
         assert!(v.accepts(&b));
         assert!(!v.accepts(&KubeVersion::parse("1.16.14").unwrap()));
         assert!(KubeVersion::parse("1.16").unwrap().accepts(&b));

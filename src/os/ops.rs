@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Describe, Diff};
+use crate::inventory::{ContainerdVersion, KubeVersion};
 use crate::probe::{FactsError, Reach};
 use crate::transport::Output;
 use crate::verify::K8sView;
@@ -51,6 +52,22 @@ pub trait NodeOps: Send + Sync {
     /// The control plane's kubectl view, when this node was asked for it.
     fn k8s(&self, _f: &Self::Facts) -> K8sView {
         K8sView::NotAsked
+    }
+    /// The release of the kubelet this node runs (its binary's
+    /// `--version`), when one is installed and running: what an upgrade
+    /// starts from.
+    fn kubelet_release(&self, _f: &Self::Facts) -> Option<KubeVersion> {
+        None
+    }
+    /// The release of the container runtime this node runs (containerd's
+    /// `--version`), when kwinctl installs it and it is running.
+    fn runtime_release(&self, _f: &Self::Facts) -> Option<ContainerdVersion> {
+        None
+    }
+    /// With that view: kube-apiserver's release as the control plane's
+    /// kubectl reports it.
+    fn api_server(&self, _f: &Self::Facts) -> Option<KubeVersion> {
+        None
     }
     /// Whether an action only keeps routes to other nodes right (what
     /// `up --limit … --with-peer-routes` may do on the hosts outside the

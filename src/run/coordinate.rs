@@ -21,11 +21,13 @@ use super::Ctx;
 use super::lease::{Channel, Handover, Lease, LockRefused};
 use crate::alloc::{self, Allocation, Node, NodeRecord};
 use crate::outcome::HostError;
+use crate::upgrade::skew::{ControlView, Judged};
 
 /// What a host's first phase gave.
 pub(super) enum Arrival {
-    /// What the node records, and the cluster lock's generation on it.
-    Probed(NodeRecord, u64),
+    /// What the node records, and the cluster lock's generation on it;
+    /// on the control plane, what its kubectl said.
+    Probed(NodeRecord, u64, Option<ControlView>),
     /// The host could not be asked.
     Failed,
 }
@@ -259,6 +261,8 @@ struct Arrived {
     probed: usize,
     /// The cluster lock's generation on the lock host, when it answered.
     generation: Option<u64>,
+    /// What the control plane's kubectl said, when it was asked.
+    control: Option<ControlView>,
 }
 
 /// Whether the hosts may change, and the lease if the lock was taken.
@@ -290,6 +294,8 @@ impl Coordinator {
             Verdict::no(HostError::Local(e.clone()))
         } else if changing.is_empty() || ctx.interrupt.is_set() {
             Verdict::yes(false)
+        } else if let Some(why) = skew_refused(&ctx, arrived.control.as_ref(), &changing) {
+            Verdict::no(HostError::Refused(why))
         } else {
             let registry =
                 super::ledger::registry(allocation.as_deref(), &super::ledger::Reached::default());
@@ -330,6 +336,7 @@ impl Coordinator {
             records: BTreeMap::new(),
             probed: 0,
             generation: None,
+            control: None,
         };
         for _ in 0..self.n {
             let Some((i, a)) = self.arrive.recv().await else {
@@ -345,8 +352,9 @@ impl Coordinator {
                     let name = seat.name.to_ascii_lowercase();
                     ctx.barrier.failed.lock().unwrap().insert(name);
                 }
-                Arrival::Probed(rec, generation) => {
+                Arrival::Probed(rec, generation, control) => {
                     arrived.probed += 1;
+                    arrived.control = arrived.control.take().or(control);
                     if lock_host == Some(i) {
                         arrived.generation = Some(generation);
                     }
@@ -400,6 +408,37 @@ impl Verdict {
                 ..Verdict::no(HostError::Refused(r.why))
             },
         }
+    }
+}
+
+/// `up`: why the Windows hosts that change may not get the declared
+/// release (the version skew policy, `upgrade/skew.rs`); a policy not
+/// checked is said as a note.
+fn skew_refused(
+    ctx: &Ctx,
+    control: Option<&ControlView>,
+    changing: &BTreeSet<String>,
+) -> Option<String> {
+    if ctx.mode != crate::mode::Mode::Up {
+        return None;
+    }
+    let inv = &ctx.cluster.inventory;
+    let windows: Vec<_> = inv
+        .hosts
+        .iter()
+        .filter(|h| {
+            h.os == crate::inventory::Os::Windows && changing.contains(&h.name.to_ascii_lowercase())
+        })
+        .map(|h| (h.name.clone(), h.address))
+        .collect();
+    let declared = inv.cluster.kubernetes_version;
+    match crate::upgrade::skew::judge(declared, control, &windows, ctx.opts.allow_downgrade) {
+        Judged::Allowed => None,
+        Judged::NotChecked(note) => {
+            ctx.reporter.say(&format!("note: {note}"));
+            None
+        }
+        Judged::Refused(why) => Some(why),
     }
 }
 

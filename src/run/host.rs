@@ -13,6 +13,7 @@ use crate::mode::Mode;
 use crate::os::{NodeOps, WithOps, interpreter};
 use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::{Session, Trace};
+use crate::upgrade::skew::ControlView;
 use crate::verify::{Pinged, reach_peers};
 
 /// A host's run; `None` when a host outside `--limit` has nothing to say.
@@ -156,9 +157,17 @@ impl<'a> Flow<'a> {
         let record = ops.record(&facts, ctx.cluster.inventory.cluster.cluster_cidr);
         self.permit = None;
         let generation = record.generation;
+        // the control plane: what the version skew policy is judged by
+        let control = match ops.k8s(&facts) {
+            crate::verify::K8sView::Nodes(nodes) => Some(ControlView {
+                api_server: ops.api_server(&facts),
+                nodes,
+            }),
+            _ => None,
+        };
         let decision = self
             .ticket
-            .arrive(Arrival::Probed(record.clone(), generation))
+            .arrive(Arrival::Probed(record.clone(), generation, control))
             .await;
 
         // This host's node in the cluster the records gave.
@@ -223,6 +232,8 @@ impl<'a> Flow<'a> {
                     super::plan::file_diffs(ctx, &mut session, &t.host.name, &ops, &work).await;
                 let mut r = super::plan::plan(&node, work, r);
                 r.files = files;
+                let lines = super::upgrade::plan_lines(ctx, &t.host, &ops, &facts, &r);
+                r.notes.extend(lines);
                 Some(r)
             }
             (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
@@ -230,7 +241,16 @@ impl<'a> Flow<'a> {
                 Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
             }
             (Mode::Up, true) => {
-                let r = super::converge::converge(
+                // a kubelet upgrade: cordon and drain first (upgrade.rs)
+                let mut notes = Vec::new();
+                let refusal = refused.is_some();
+                let up =
+                    super::upgrade::before(ctx, &t.host, &ops, &facts, &work, refusal, &mut notes);
+                let (upgrading, refused) = match up.await {
+                    Ok(u) => (u, refused),
+                    Err(e) => (None, Some(e)),
+                };
+                let mut r = super::converge::converge(
                     ctx,
                     &t.host,
                     &mut session,
@@ -243,6 +263,10 @@ impl<'a> Flow<'a> {
                     r,
                 )
                 .await;
+                r.notes.extend(notes);
+                if let Some(u) = upgrading {
+                    r = super::upgrade::after(ctx, &t.host, u, r).await;
+                }
                 if failed_itself(&r) {
                     self.ticket.failed();
                     // counted before the turn passes on: with --parallel 1

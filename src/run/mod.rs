@@ -27,6 +27,7 @@ mod recheck;
 mod reset;
 mod settle;
 mod step;
+mod upgrade;
 mod verify;
 
 #[cfg(test)]
@@ -68,6 +69,12 @@ pub struct RunOptions {
     pub with_peer_routes: bool,
     /// `up --reboot`: restart a host that needs it and go on.
     pub reboot: bool,
+    /// `up --allow-downgrade`: a Windows node may get an older kubelet than
+    /// it runs.
+    pub allow_downgrade: bool,
+    /// `up`: how many Windows nodes' kubelets are upgraded at once (1
+    /// unless `--parallel` was given).
+    pub upgrade_parallel: usize,
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,
@@ -225,9 +232,19 @@ struct Ctx {
     everyone: Vec<crate::verify::Pinged>,
     /// How many selected hosts have failed so far (for `--max-fail`).
     failures: AtomicUsize,
+    /// Kubelet upgrades at once (`upgrade.rs`): one, unless `--parallel`
+    /// was given.
+    upgrades: Arc<Semaphore>,
+    /// How many of them failed (without `--max-fail` the first stops the
+    /// rest).
+    upgrades_failed: AtomicUsize,
 }
 
 impl Ctx {
+    /// A node's kubelet upgrade failed.
+    fn upgrade_failed(&self) {
+        self.upgrades_failed.fetch_add(1, Ordering::SeqCst);
+    }
     /// A selected host failed.
     fn failed(&self) {
         self.failures.fetch_add(1, Ordering::SeqCst);
@@ -344,6 +361,8 @@ fn context(
     let ctx = Arc::new(Ctx {
         mode,
         sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
+        upgrades: Arc::new(Semaphore::new(opts.upgrade_parallel.max(1))),
+        upgrades_failed: AtomicUsize::new(0),
         opts,
         cluster,
         connector: io.connector,

@@ -418,6 +418,8 @@ impl Operator {
             retries: 0,
             with_peer_routes: opts.with_peer_routes,
             reboot: false,
+            allow_downgrade: false,
+            upgrade_parallel: 1,
             max_fail: opts.max_fail,
             lease: opts
                 .lease

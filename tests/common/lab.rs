@@ -557,6 +557,24 @@ impl Lab {
             "kubectl",
         );
     }
+    /// The stand-in, whose API server reports release `server`
+    /// (`lab.sh kubectl … --server-version`).
+    pub fn install_kubectl_server(&self, host: &str, dns_ip: &str, domain: &str, server: &str) {
+        check(
+            &lab_sh(&[
+                "kubectl",
+                &self.dir_s(),
+                host,
+                "--dns-ip",
+                dns_ip,
+                "--domain",
+                domain,
+                "--server-version",
+                server,
+            ]),
+            "kubectl",
+        );
+    }
     /// Each host's pod CIDR as kwinctl's state file records it.
     pub fn pod_cidr(&self, host: &str) -> ipnet::Ipv4Net {
         let st: serde_json::Value = serde_json::from_str(

@@ -66,6 +66,12 @@ fn a_containerd_bump_restarts_kubelet_and_kube_proxy() {
         "{}",
         text(&o)
     );
+    // and calls it an upgrade (issue 36)
+    assert!(
+        text(&o).contains("upgrade containerd 1.7.20 → 1.7.28 (cordon, drain, restart)"),
+        "{}",
+        text(&o)
+    );
     let o = kwinctl(&["up", "-i", &i, "--parallel", "1", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);

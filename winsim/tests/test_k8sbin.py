@@ -124,3 +124,12 @@ def test_runner_flags_by_release():
     assert k8sbin.runner_check(r34, ["kube-log-runner.exe", "-log-file=x.log"]).endswith("not enough arguments to run")
     assert 'invalid value "100MB" for flag -log-file-size' in k8sbin.runner_check(
         r34, ["kube-log-runner.exe", "-log-file-size=100MB", "kubelet.exe"])
+
+
+def test_a_kubelet_the_knob_names_fails_to_start():
+    d = {"kubelet_start_fails": ["1.31.2"]}
+    why = k8sbin.start_fault(d, "kubelet", "Kubernetes v1.31.2")
+    assert why and "failed to run Kubelet" in why
+    assert k8sbin.start_fault(d, "kubelet", "Kubernetes v1.30.4") is None
+    assert k8sbin.start_fault(d, "kube-proxy", "Kubernetes v1.31.2") is None
+    assert k8sbin.start_fault({}, "kubelet", "Kubernetes v1.31.2") is None

@@ -283,6 +283,7 @@ mod tests {
             unit_journal: None,
             reach: Default::default(),
             k8s_nodes: None,
+            api_server: None,
         }
     }
 

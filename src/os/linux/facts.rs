@@ -12,6 +12,7 @@ use ipnet::Ipv4Net;
 use serde::Deserialize;
 
 use super::ROUTE_PROTO;
+use crate::inventory::KubeVersion;
 use crate::probe::{FactsError, Reach};
 use crate::text::clip;
 use crate::verify::K8sNode;
@@ -67,6 +68,9 @@ pub struct LinuxFacts {
     /// On the control plane when asked: the nodes kubectl sees (`None`: no
     /// kubectl, or not asked; `Some(Err)`: kubectl failed).
     pub k8s_nodes: Option<Result<Vec<K8sNode>, String>>,
+    /// With the nodes: kube-apiserver's release as kubectl reports it
+    /// (`v1.30.4+k3s1` read as 1.30.4; `None`: not read).
+    pub api_server: Option<KubeVersion>,
 }
 
 /// `kwinctl-boot.service` as `systemctl show` describes it.
@@ -175,7 +179,7 @@ impl<'a> Lines<'a> {
                 "registered" => l.registered.push(value),
                 "hostname" | "ip_forward" | "pod_cidr" | "cluster" | "cluster_gen" | "boot_sha"
                 | "systemd" | "unit_sha" | "unit_enabled" | "unit_state" | "unit_journal"
-                | "routes" | "nodes" => {
+                | "routes" | "nodes" | "apiserver" => {
                     if l.scalars.insert(key, value).is_some() {
                         return Err(FactsError::Invalid(format!("{key} is given twice")));
                     }
@@ -398,6 +402,7 @@ impl LinuxFacts {
                 .map(|j| clip(&printable(j.trim()), 400)),
             reach,
             k8s_nodes,
+            api_server: KubeVersion::of_git_version(l.opt("apiserver")),
         })
     }
 
@@ -533,6 +538,19 @@ mod tests {
         assert_eq!(nodes[1].windows_build.as_deref(), Some(""));
         assert_eq!(nodes[0].kubelet_version.as_deref(), Some("v1.30.4+k1"));
         assert_eq!(nodes[1].kubelet_version, None);
+        assert_eq!(LinuxFacts::parse(&out, "").unwrap().api_server, None);
+        // kube-apiserver's release, with a distribution's suffix
+        for (line, want) in [
+            ("v1.30.4+k3s1", Some("1.30.4")),
+            ("v1.31.2", Some("1.31.2")),
+            ("v1.31", None),
+            ("1.31.2", None),
+            ("v1.3\u{1b}1.2", None),
+        ] {
+            let o = sample().replace("KWF end", &format!("KWF apiserver {line}\nKWF end"));
+            let got = LinuxFacts::parse(&o, "").unwrap().api_server;
+            assert_eq!(got.map(|v| v.to_string()).as_deref(), want, "{line}");
+        }
         let failed = sample().replace("KWF end", "KWF nodes failed\nKWF end");
         assert!(
             LinuxFacts::parse(&failed, "")

@@ -19,7 +19,7 @@ pub use facts::{LinuxFacts, Route};
 use super::ops::NodeOps;
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Diff};
-use crate::inventory::{Host, LinuxSettings, Role};
+use crate::inventory::{Host, KubeVersion, LinuxSettings, Role};
 use crate::probe::{FactsError, Reach};
 use crate::render::Renderer;
 use crate::transport::Output;
@@ -132,6 +132,9 @@ impl NodeOps for LinuxOps<'_> {
             (Some(Err(_)), true) => K8sView::KubectlFailed,
             (Some(Ok(n)), true) => K8sView::Nodes(n.clone()),
         }
+    }
+    fn api_server(&self, f: &LinuxFacts) -> Option<KubeVersion> {
+        f.api_server.filter(|_| self.ask_nodes)
     }
     fn peer_change(&self, a: &Action) -> bool {
         matches!(

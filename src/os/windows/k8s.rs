@@ -167,6 +167,7 @@ pub struct Table {
     pub pause_images: Vec<PauseRow>,
     pub containerd: Vec<ContainerdRow>,
     pub profiles: Vec<ProfileRow>,
+    pub skew: Vec<skew::SkewRow>,
 }
 
 fn in_profile(profiles: &[Profile], p: Profile) -> bool {
@@ -427,6 +428,7 @@ pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
 mod builds;
 mod check;
 mod logs;
+mod skew;
 pub use builds::{
     build_note, build_refusal, containerd_has_table, default_pause, fresh_build, image_runs,
     pause_builds,
@@ -436,6 +438,7 @@ pub use check::{
     profile_words,
 };
 pub use logs::{log_runner, log_runner_rotates, wrapped};
+pub use skew::skew_refusal;
 
 #[cfg(test)]
 mod l2_tests;

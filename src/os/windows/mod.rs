@@ -38,7 +38,7 @@ pub use facts::WindowsFacts;
 use super::ops::NodeOps;
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Diff};
-use crate::inventory::KubeVersion;
+use crate::inventory::{ContainerdVersion, KubeVersion};
 use crate::probe::{FactsError, Reach};
 use crate::render::Renderer;
 use crate::transport::Output;
@@ -418,6 +418,34 @@ impl NodeOps for WindowsOps<'_> {
             )),
             _ => None,
         }
+    }
+    fn kubelet_release(&self, f: &WindowsFacts) -> Option<KubeVersion> {
+        let named = |n: &str| n.eq_ignore_ascii_case("kubelet");
+        let running = f
+            .services
+            .iter()
+            .any(|s| named(&s.name) && s.status == "Running")
+            || f.tasks.iter().any(|t| named(&t.name) && t.running);
+        let exe = f
+            .versions
+            .iter()
+            .find(|v| v.path.to_ascii_lowercase().ends_with(r"\kubelet.exe"))?;
+        running
+            .then(|| KubeVersion::of_binary(&exe.output))
+            .flatten()
+    }
+    fn runtime_release(&self, f: &WindowsFacts) -> Option<ContainerdVersion> {
+        let running = f
+            .services
+            .iter()
+            .any(|s| s.name.eq_ignore_ascii_case("containerd") && s.status == "Running");
+        let exe = f
+            .versions
+            .iter()
+            .find(|v| v.path.to_ascii_lowercase().ends_with(r"\containerd.exe"))?;
+        running
+            .then(|| ContainerdVersion::of_binary(&exe.output))
+            .flatten()
     }
     fn boot_id(&self, f: &WindowsFacts) -> Option<String> {
         (!f.boot_time.is_empty()).then(|| f.boot_time.clone())

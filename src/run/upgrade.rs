@@ -1,0 +1,281 @@
+//! `up`: the runner's side of an upgrade of a Windows node (the upgrade's
+//! steps are `upgrade/drain.rs`'s; `plan`'s words `upgrade/plan.rs`'s). A
+//! Windows host whose running kubelet or containerd is of another release
+//! than the declared one, with changes to make, is upgraded one node at a
+//! time (`--parallel` given raises it):
+//! cordon and drain through the control plane's kubectl before anything
+//! changes (a drain that cannot finish stops the node, uncordoned, before
+//! anything is replaced, naming the pods that blocked it), the change, then
+//! the node Ready at the new release, then uncordon. A node whose change or
+//! whose new kubelet failed is left cordoned, saying so. Without a control
+//! plane's kubectl the upgrade goes on without cordon and drain, saying so.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{Ctx, step};
+use crate::diff::{Conflict, Diff};
+use crate::inventory::{Host, KubeVersion, Os, Role};
+use crate::os::NodeOps;
+use crate::outcome::{HostError, HostReport, HostStatus};
+use crate::transport::{Interpreter, Session, Trace};
+use crate::upgrade::drain;
+
+/// How often the node's readiness is asked after the change.
+const POLL: Duration = Duration::from_secs(2);
+
+/// A node being upgraded: the control plane's session, the node's name
+/// there, what changes, the kubelet release it must report, its slot.
+pub(super) struct Upgrading {
+    cp: Box<dyn Session>,
+    node: String,
+    what: String,
+    to: Option<KubeVersion>,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// A component whose running release is not the declared one.
+struct Change {
+    component: &'static str,
+    from: String,
+    to: String,
+    older: bool,
+}
+
+/// What the upgrade of `host` changes: the kubelet (with kube-proxy) and
+/// containerd, where the running release differs from the declared one.
+fn changes<O: NodeOps>(ctx: &Ctx, host: &Host, ops: &O, facts: &O::Facts) -> Vec<Change> {
+    let mut out = Vec::new();
+    if host.os != Os::Windows {
+        return out;
+    }
+    let cl = &ctx.cluster.inventory.cluster;
+    if let (Some(to), Some(from)) = (cl.kubernetes_version, ops.kubelet_release(facts))
+        && !to.accepts(&from)
+    {
+        out.push(Change {
+            component: "kubelet",
+            from: from.to_string(),
+            to: to.to_string(),
+            older: crate::upgrade::skew::downgrade(from, to),
+        });
+    }
+    if let (Some(to), Some(from)) = (cl.containerd_version, ops.runtime_release(facts))
+        && to != from
+    {
+        out.push(Change {
+            component: "containerd",
+            from: from.to_string(),
+            to: to.to_string(),
+            older: from > to,
+        });
+    }
+    out
+}
+
+/// `plan`: a node with changes that is an upgrade says so, per component.
+pub(super) fn plan_lines<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    ops: &O,
+    facts: &O::Facts,
+    r: &HostReport,
+) -> Vec<String> {
+    if r.status != HostStatus::Pending {
+        return Vec::new();
+    }
+    changes(ctx, host, ops, facts)
+        .iter()
+        .map(|c| crate::upgrade::plan::line(c.component, &c.from, &c.to, c.older))
+        .collect()
+}
+
+/// Before `up` changes `host`: whether it is an upgrade (its kubelet or
+/// containerd), and if so its slot, cordon and drain. `Err`: the host
+/// stops, nothing replaced.
+pub(super) async fn before<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    ops: &O,
+    facts: &O::Facts,
+    work: &Result<Diff<O::Action>, Conflict>,
+    refused: bool,
+    notes: &mut Vec<String>,
+) -> Result<Option<Upgrading>, HostError> {
+    let pending = work.as_ref().is_ok_and(|d| d.changes() > 0);
+    if refused || !pending || ctx.interrupt.is_set() {
+        return Ok(None);
+    }
+    let comps = changes(ctx, host, ops, facts);
+    if comps.is_empty() {
+        return Ok(None);
+    }
+    let to = ctx.cluster.inventory.cluster.kubernetes_version;
+    let what = comps
+        .iter()
+        .map(|c| format!("{} {} → {}", c.component, c.from, c.to))
+        .collect::<Vec<_>>()
+        .join(", ");
+    ctx.reporter
+        .phase(&host.name, &format!("upgrade {what}: waiting for its turn"));
+    let slot = tokio::select! {
+        biased;
+        _ = ctx.interrupt.wait() => return Ok(None),
+        s = ctx.upgrades.clone().acquire_owned() => s.expect("the upgrade slots stay open"),
+    };
+    if ctx.max_fail_reached().is_some() || ctx.interrupt.is_set() {
+        return Ok(None);
+    }
+    if ctx.opts.max_fail.is_none() && ctx.upgrades_failed.load(Ordering::SeqCst) > 0 {
+        return Err(HostError::Upgrade(format!(
+            "upgrade {what} not started: another node's upgrade failed in this run, and upgrades stop at the first failure (--max-fail lets them go on); nothing was changed on it"
+        )));
+    }
+    let Some(cp_host) = ctx
+        .cluster
+        .inventory
+        .hosts
+        .iter()
+        .find(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
+    else {
+        notes.push(format!(
+            "upgrade {what} without cordon and drain: the inventory has no Linux control-plane host whose kubectl could"
+        ));
+        return Ok(None);
+    };
+    let mut cp = step::connect(ctx, cp_host, Interpreter::Sh, &Trace::new())
+        .await
+        .map_err(|e| {
+            HostError::Upgrade(format!(
+                "upgrade {what}: the control plane {} did not answer ({e}), so the node could not be drained; nothing was replaced",
+                cp_host.name
+            ))
+        })?;
+    let listed = match drain::nodes(&mut *cp, ctx.opts.timeout).await {
+        Ok(l) => l,
+        Err(why) => {
+            cp.close().await;
+            notes.push(format!(
+                "upgrade {what} without cordon and drain: the control plane's kubectl did not list the nodes ({why})"
+            ));
+            return Ok(None);
+        }
+    };
+    let address = host.address.to_string();
+    let Some(node) = listed
+        .iter()
+        .find(|(n, ..)| n.eq_ignore_ascii_case(&address))
+        .or_else(|| {
+            listed
+                .iter()
+                .find(|(n, ..)| n.eq_ignore_ascii_case(&host.name))
+        })
+        .map(|(n, ..)| n.clone())
+    else {
+        cp.close().await;
+        notes.push(format!(
+            "upgrade {what} without cordon and drain: kubectl lists no node with this host's address or name"
+        ));
+        return Ok(None);
+    };
+    let timeout = drain::drain_timeout();
+    ctx.reporter.phase(
+        &host.name,
+        &format!(
+            "upgrade {what}: cordon and drain node {node} (at most {}s)",
+            timeout.as_secs()
+        ),
+    );
+    if let Err(why) = drain::drain(&mut *cp, &node, timeout).await {
+        // nothing is replaced: the node goes back to taking pods
+        let restored = drain::uncordon(&mut *cp, &node, ctx.opts.timeout).await;
+        cp.close().await;
+        ctx.upgrade_failed();
+        return Err(HostError::Upgrade(format!(
+            "upgrade {what} stopped before anything was replaced: {why}; {}",
+            match restored {
+                Ok(()) => format!("node {node} was uncordoned"),
+                Err(e) => format!("node {node} is left cordoned ({e}): `kubectl uncordon {node}`"),
+            }
+        )));
+    }
+    Ok(Some(Upgrading {
+        cp,
+        node,
+        what,
+        to,
+        _slot: slot,
+    }))
+}
+
+/// After the change: the node Ready at the new release, then uncordoned;
+/// a change or a kubelet that failed leaves it cordoned, said in `r`.
+pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostReport) -> HostReport {
+    let Upgrading {
+        mut cp,
+        node,
+        what,
+        to,
+        ..
+    } = up;
+    if r.status == HostStatus::Failed || r.status == HostStatus::Interrupted {
+        ctx.upgrade_failed();
+        cp.close().await;
+        r.notes.push(format!(
+            "upgrade {what}: node {node} is left cordoned (the change did not finish); fix what failed and run `up` again, which finishes the upgrade and uncordons it"
+        ));
+        return r;
+    }
+    let bound = super::settle::ready_wait();
+    let start = Instant::now();
+    // (a declared minor, `1.31`, takes any of its patches)
+    let at = |v: &str| {
+        KubeVersion::of_git_version(v).is_some_and(|v| to.is_none_or(|to| to.accepts(&v)))
+    };
+    let at_text = to.map(|t| format!(" at {t}")).unwrap_or_default();
+    let ready = loop {
+        if let Ok(list) = drain::nodes(&mut *cp, ctx.opts.timeout).await
+            && list
+                .iter()
+                .any(|(n, ready, v)| n == &node && *ready && at(v))
+        {
+            break true;
+        }
+        if ctx.interrupt.is_set() || start.elapsed() + POLL > bound {
+            break false;
+        }
+        ctx.reporter.phase(
+            &host.name,
+            &format!(
+                "upgrade {what}: waiting for node {node} to report Ready{at_text} ({}s of at most {}s)",
+                start.elapsed().as_secs(),
+                bound.as_secs()
+            ),
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = ctx.interrupt.wait() => {}
+        }
+    };
+    if !ready {
+        ctx.upgrade_failed();
+        cp.close().await;
+        let mut r = r.failed(HostError::Upgrade(format!(
+            "upgrade {what}: node {node} did not report Ready{at_text} within {}s; it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is",
+            bound.as_secs()
+        )));
+        r.status = HostStatus::Failed;
+        return r;
+    }
+    ctx.reporter
+        .phase(&host.name, &format!("upgrade {what}: uncordon node {node}"));
+    if let Err(e) = drain::uncordon(&mut *cp, &node, ctx.opts.timeout).await {
+        r.notes.push(format!(
+            "upgrade {what}: node {node} is Ready{at_text} but still cordoned ({e}): `kubectl uncordon {node}`"
+        ));
+    }
+    cp.close().await;
+    r
+}

@@ -1,0 +1,182 @@
+//! The control plane's side of one node's upgrade, through its kubectl
+//! (over the control plane's session, as `verify --pods` does): cordon and
+//! drain before the node's binaries change (evictions, so
+//! PodDisruptionBudgets hold; DaemonSet and mirror pods as `kubectl drain`
+//! treats them; bounded), Ready at the new release after, uncordon last
+//! (docs/research/upgrade.md#u2, #u5, #u6, #u9).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::render::sh_quote;
+use crate::text::{clip, printable};
+use crate::transport::Session;
+
+/// How long a drain may take by default (`KWINCTL_DRAIN_TIMEOUT`).
+pub const DRAIN_TIMEOUT: u64 = 300;
+
+/// The drain's bound: `KWINCTL_DRAIN_TIMEOUT` seconds (1 to 86400), else
+/// [`DRAIN_TIMEOUT`].
+pub fn drain_timeout() -> Duration {
+    Duration::from_secs(
+        std::env::var("KWINCTL_DRAIN_TIMEOUT")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|s| (1..=86400).contains(s))
+            .unwrap_or(DRAIN_TIMEOUT),
+    )
+}
+
+/// One kubectl script on the control plane, bounded by `bound` (and the
+/// command's own `timeout`): (exit code, stdout, stderr), the texts made
+/// printable.
+async fn kubectl(
+    s: &mut dyn Session,
+    script: &str,
+    bound: Duration,
+) -> Result<(u32, String, String), String> {
+    let secs = bound.as_secs().max(1);
+    let full = format!(
+        "command -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\n\
+         timeout {secs} {script}\n"
+    );
+    match tokio::time::timeout(bound + Duration::from_secs(15), s.run(&full)).await {
+        Ok(Ok(o)) => Ok((
+            o.exit.unwrap_or(255),
+            printable_lines(&o.stdout),
+            printable_lines(&o.stderr),
+        )),
+        Ok(Err(e)) => Err(format!("the control plane did not answer: {e}")),
+        Err(_) => Err(format!("the control plane did not answer within {secs}s")),
+    }
+}
+
+fn printable_lines(s: &str) -> String {
+    s.lines().map(printable).collect::<Vec<_>>().join("\n")
+}
+
+/// The last line kubectl wrote, for a message.
+fn said(err: &str) -> String {
+    clip(
+        err.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or(""),
+        300,
+    )
+}
+
+/// The pods a drain's output names as blocking it: refused evictions
+/// (`error when evicting pods/"NAME" -n "NS"`) and the filters' refusals
+/// (`cannot delete …: NS/NAME, NS/NAME`), as `NS/NAME`.
+pub fn blocking_pods(err: &str) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for line in err.lines() {
+        if let Some(rest) = line.split("error when evicting pods/\"").nth(1) {
+            let name = rest.split('"').next().unwrap_or("");
+            let ns = rest
+                .split("-n \"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("default");
+            if !name.is_empty() {
+                out.insert(format!("{ns}/{name}"));
+            }
+        }
+        let l = line.trim_start_matches("error: ");
+        if l.starts_with("cannot delete ")
+            && let Some((_, pods)) = l.split_once("): ")
+        {
+            for p in pods.split(", ") {
+                let p = p.trim();
+                if p.contains('/') && !p.contains(' ') {
+                    out.insert(p.to_string());
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Cordon `node` and evict its pods (`kubectl drain`), within `timeout`.
+/// On failure: why, naming the pods that blocked it.
+pub async fn drain(s: &mut dyn Session, node: &str, timeout: Duration) -> Result<(), String> {
+    let secs = timeout.as_secs().max(1);
+    let script = format!(
+        "kubectl drain {} --ignore-daemonsets --delete-emptydir-data --timeout={secs}s",
+        sh_quote(node)
+    );
+    let (rc, _, err) = kubectl(s, &script, timeout + Duration::from_secs(10)).await?;
+    if rc == 0 {
+        return Ok(());
+    }
+    let pods = blocking_pods(&err);
+    let why = if pods.is_empty() {
+        format!("kubectl drain failed (exit {rc}): {}", said(&err))
+    } else {
+        format!(
+            "the drain did not finish within {secs}s: {} blocked it ({}); make room for them (a \
+             PodDisruptionBudget that allows one pod less, more replicas elsewhere) and run `up` \
+             again, or raise KWINCTL_DRAIN_TIMEOUT",
+            pods.join(", "),
+            said(&err)
+        )
+    };
+    Err(why)
+}
+
+/// Mark `node` schedulable again.
+pub async fn uncordon(s: &mut dyn Session, node: &str, bound: Duration) -> Result<(), String> {
+    let (rc, _, err) = kubectl(s, &format!("kubectl uncordon {}", sh_quote(node)), bound).await?;
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "kubectl uncordon failed (exit {rc}): {}",
+            said(&err)
+        ))
+    }
+}
+
+/// The nodes as kubectl lists them: (name, Ready, kubelet version).
+pub async fn nodes(
+    s: &mut dyn Session,
+    bound: Duration,
+) -> Result<Vec<(String, bool, String)>, String> {
+    let script = "kubectl get nodes --request-timeout=10s -o 'jsonpath={range .items[*]}{.metadata.name}{\"|\"}{.status.conditions[?(@.type==\"Ready\")].status}{\"|\"}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}'";
+    let (rc, out, err) = kubectl(s, script, bound).await?;
+    if rc != 0 {
+        return Err(format!(
+            "kubectl get nodes failed (exit {rc}): {}",
+            said(&err)
+        ));
+    }
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (f.len() == 3 && !f[0].is_empty())
+                .then(|| (f[0].to_string(), f[1] == "True", f[2].to_string()))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pods_that_blocked_a_drain_are_named() {
+        let err = "error when evicting pods/\"web-1\" -n \"shop\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+                   error when evicting pods/\"web-1\" -n \"shop\" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.\n\
+                   There are pending pods in node \"198.18.5.4\" when an error occurred: error when evicting pods/\"web-1\" -n \"shop\": global timeout reached: 10s\n\
+                   pod/web-1\n\
+                   error: unable to drain node \"198.18.5.4\" due to error: error when evicting pods/\"web-1\" -n \"shop\": global timeout reached: 10s, continuing command...";
+        assert_eq!(blocking_pods(err), vec!["shop/web-1"]);
+        let err = "error: unable to drain node \"n\" due to error: x, continuing command...\n\
+                   There are pending nodes to be drained:\n n\n\
+                   error: cannot delete Pods that declare no controller (use --force to override): default/bare, kube-system/x";
+        assert_eq!(blocking_pods(err), vec!["default/bare", "kube-system/x"]);
+        assert!(blocking_pods("error: the server is unreachable").is_empty());
+    }
+}

@@ -1,0 +1,229 @@
+//! A kubelet upgrade of running Windows nodes (issue 36, items 3 and 4):
+//! one node at a time, cordon and drain through the control plane's
+//! kubectl (the lab's stand-in: upstream's rules, docs/research/upgrade.md),
+//! the binaries replaced, the node Ready at the new release, uncordon; a
+//! PodDisruptionBudget that blocks the drain stops the node before anything
+//! is replaced; a new kubelet that never reports Ready leaves its node
+//! cordoned.
+
+use crate::common;
+
+use common::lab::{Lab, require_root};
+use common::{kwinctl, kwinctl_env, text, write};
+
+use super::lab_skew::{declare, kubelet_on};
+
+const DNS_IP: &str = "198.18.240.10";
+const DOMAIN: &str = "cluster.local";
+const AGNHOST: &str = "registry.k8s.io/e2e-test-images/agnhost:2.52";
+
+/// An l2bridge lab at 1.30.4 with `windows` Windows nodes, converged, whose
+/// API server already runs 1.31.2; the inventory then declares 1.31.2.
+fn upgraded_lab(windows: &[&str]) -> Lab {
+    let lab = Lab::up_windows_builds_env(
+        1,
+        windows,
+        Some("Installed"),
+        &[
+            ("KWINCTL_LAB_K8S", "1.30.4"),
+            ("KWINCTL_LAB_CONTAINERD", "1.7.20"),
+            ("KWINCTL_LAB_K8S_ALSO", "1.31.2"),
+        ],
+    );
+    lab.install_kubectl_server("h1", DNS_IP, DOMAIN, "1.31.2");
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    write(lab.inventory(), &declare(&lab, "1.30.4", "1.31.2"));
+    lab
+}
+
+fn kubectl(lab: &Lab, args: &str) -> std::process::Output {
+    lab.exec("h1", &format!("kubectl {args}"))
+}
+
+/// Apply `objects` (a v1 List) through the stand-in.
+fn apply(lab: &Lab, objects: serde_json::Value) {
+    let f = lab.dir().join("objects.json");
+    std::fs::write(&f, objects.to_string()).unwrap();
+    let o = kubectl(lab, &format!("apply -f - < {}", f.display()));
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// A pod a ReplicaSet owns (so that drain evicts it) on `host`'s node.
+fn pod(lab: &Lab, name: &str, host: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                          "name": name, "controller": true}]},
+        "spec": {"nodeName": lab.ip(host), "containers": [
+            {"name": "c", "image": AGNHOST, "args": ["netexec", "--http-port=8080"]}]}})
+}
+
+/// The stand-in's log: "verb what [detail]" per line, in order.
+fn log(lab: &Lab) -> Vec<String> {
+    std::fs::read_to_string(lab.dir().join("kubectl/log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.split_once(' ')
+                .map(|(_, r)| r.to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn position(log: &[String], line: &str) -> usize {
+    log.iter()
+        .position(|l| l == line)
+        .unwrap_or_else(|| panic!("{line:?} not in the stand-in's log:\n{}", log.join("\n")))
+}
+
+/// The commands of docs/operations.md's "Upgrading" (its first `sh` block).
+fn upgrading_commands() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .unwrap();
+    let section = doc
+        .split("\n## Upgrading\n")
+        .nth(1)
+        .expect("an Upgrading section");
+    let block = section.split("```sh\n").nth(1).expect("a sh block");
+    block
+        .split("```")
+        .next()
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// docs/operations.md's "Upgrading", walked on the lab: the control plane
+/// at the new release, the inventory changed, then its commands in order.
+#[test]
+fn windows_nodes_are_upgraded_one_at_a_time_as_operations_md_says() {
+    if !require_root() {
+        return;
+    }
+    let lab = upgraded_lab(&["2022", "2022"]);
+    let (n1, n2) = (lab.ip("win1"), lab.ip("win2"));
+    apply(
+        &lab,
+        serde_json::json!({"apiVersion": "v1", "kind": "List",
+            "items": [pod(&lab, "web-1", "win1"), pod(&lab, "web-2", "win2")]}),
+    );
+    let commands = upgrading_commands();
+    assert_eq!(commands.len(), 4, "{commands:?}");
+    for c in &commands {
+        let o = match c.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["kubectl", rest @ ..] => kubectl(&lab, &rest.join(" ")),
+            ["kwinctl", cmd, "-i", "cluster.yaml"] => {
+                kwinctl(&[cmd, "-i", &lab.inv(), "--output", "json"])
+            }
+            _ => panic!("a command the walk does not know: {c}"),
+        };
+        assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
+        if c.starts_with("kwinctl plan") {
+            assert!(
+                text(&o).contains("upgrade kubelet 1.30.4 → 1.31.2 (cordon, drain, restart)"),
+                "{}",
+                text(&o)
+            );
+        }
+        if c.starts_with("kubectl version") {
+            assert!(String::from_utf8_lossy(&o.stdout).contains("Server Version: v1.31.2"));
+        }
+    }
+    for h in ["win1", "win2"] {
+        assert_eq!(kubelet_on(&lab, h), "Kubernetes v1.31.2", "{h}");
+    }
+    // per node, in order: cordon → drain → Ready at 1.31.2 → uncordon; the
+    // other node is cordoned (its pod evicted) only once the first is done
+    let l = log(&lab);
+    let steps = |n: &str, pod: &str| {
+        [
+            position(&l, &format!("cordon {n}")),
+            position(&l, &format!("evict default/{pod} {n}")),
+            position(&l, &format!("drained {n}")),
+            position(&l, &format!("ready {n} v1.31.2")),
+            position(&l, &format!("uncordon {n}")),
+        ]
+    };
+    let (a, b) = (steps(&n1, "web-1"), steps(&n2, "web-2"));
+    assert!(a.windows(2).all(|w| w[0] < w[1]), "{}", l.join("\n"));
+    assert!(b.windows(2).all(|w| w[0] < w[1]), "{}", l.join("\n"));
+    assert!(a[4] < b[0] || b[4] < a[0], "{}", l.join("\n"));
+    // nothing to do the next time
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(common::summary(&o)["changed"], 0, "{}", text(&o));
+}
+
+#[test]
+fn a_budget_that_blocks_the_drain_stops_before_anything_is_replaced() {
+    if !require_root() {
+        return;
+    }
+    let lab = upgraded_lab(&["2022"]);
+    let n1 = lab.ip("win1");
+    apply(
+        &lab,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+            pod(&lab, "db", "win1"),
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "db", "namespace": "default"},
+             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}]}),
+    );
+    let o = kwinctl_env(
+        &["up", "-i", &lab.inv(), "--output", "json"],
+        &[("KWINCTL_DRAIN_TIMEOUT", "6")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("stopped before anything was replaced")
+            && text(&o).contains("default/db blocked it"),
+        "{}",
+        text(&o)
+    );
+    // the old kubelet still runs, the pod is still there, the node takes pods again
+    assert_eq!(kubelet_on(&lab, "win1"), "Kubernetes v1.30.4");
+    assert_eq!(
+        lab.win_state_json("win1")["services"]["kubelet"]["status"],
+        "Running"
+    );
+    assert!(kubectl(&lab, "get pod db -o json").status.success());
+    let l = log(&lab);
+    assert!(
+        position(&l, &format!("refuse default/db {n1}")) < position(&l, &format!("uncordon {n1}"))
+    );
+    assert!(
+        !l.iter().any(|x| x.starts_with("evict ")),
+        "{}",
+        l.join("\n")
+    );
+}
+
+#[test]
+fn a_kubelet_that_never_reports_ready_leaves_its_node_cordoned() {
+    if !require_root() {
+        return;
+    }
+    let lab = upgraded_lab(&["2022"]);
+    let n1 = lab.ip("win1");
+    // the new kubelet exits as soon as it starts (winsim's knob)
+    let mut st = lab.win_state_json("win1");
+    st["kubelet_start_fails"] = serde_json::json!(["1.31.2"]);
+    write(&lab.win_state("win1"), &st.to_string());
+    let o = kwinctl_env(
+        &["up", "-i", &lab.inv(), "--output", "json"],
+        &[("KWINCTL_READY_WAIT", "4")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let l = log(&lab);
+    position(&l, &format!("cordon {n1}"));
+    position(&l, &format!("drained {n1}"));
+    assert!(
+        !l.iter().any(|x| x == &format!("uncordon {n1}")),
+        "{}",
+        l.join("\n")
+    );
+    assert!(text(&o).contains("left cordoned"), "{}", text(&o));
+}
