@@ -259,27 +259,17 @@ impl Reporter {
             tail.push_str(&format!(" — failed: {}", failed.join(", ")));
         }
         if interrupted {
-            let done: Vec<&str> = reports
-                .iter()
-                .filter(|r| r.status != HostStatus::Interrupted)
-                .map(|r| r.host.as_str())
-                .collect();
-            tail.push_str(&format!(
-                "\nINTERRUPTED: completed hosts: {}; the others were not started",
-                if done.is_empty() {
-                    "none".into()
-                } else {
-                    done.join(", ")
-                }
-            ));
+            tail.push_str(&interrupted_line(reports));
         }
         text.push_str(&safe_text(&tail));
         let _ = writeln!(crate::stdout::Stdout, "{text}");
     }
 }
 
+mod interrupted;
 mod pods;
 mod shared;
+use interrupted::interrupted_line;
 use shared::{Shared, error_line};
 
 /// `1 host`, `2 hosts`.
@@ -499,7 +489,7 @@ mod tests {
     use super::*;
     use crate::inventory::Os;
 
-    fn reports() -> Vec<HostReport> {
+    pub(super) fn reports() -> Vec<HostReport> {
         let mut v = Vec::new();
         for (i, st) in [
             HostStatus::Ok,

@@ -56,9 +56,10 @@ pub(super) fn cluster_id(
                 .collect();
             return Err(AllocError(format!(
                 "the state file {} names cluster {name:?} with id {id}, but no node records that id: \
-                 the nodes record {}. The state file is most likely another cluster's of the same \
-                 name. Nothing was changed; leave the nodes alone: move the state file aside (kwinctl \
-                 rebuilds it from the nodes' records) and run again",
+                 the nodes record {}. Either the state file is another cluster's of the same name, \
+                 or the run that wrote it stopped before any node recorded its id and another run \
+                 made the cluster since. Nothing was changed; leave the nodes alone: move the state \
+                 file aside (kwinctl rebuilds it from the nodes' records) and run again",
                 crate::state::Sidecars::of(&inv.path).state.display(),
                 seen.join("; ")
             )));

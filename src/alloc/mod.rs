@@ -22,10 +22,16 @@
 //! this inventory has: another operator's node, or a host removed before
 //! the state remembered removals; their blocks are never handed out.
 //!
-//! A host of this inventory at a new address is no dispute: a kwinctl
-//! route via the address the state file (or the cluster's registry) had
-//! for it, to the block it still claims, is its own, and moves with it to
-//! the new next hop (a note says so).
+//! A block moves only with proof. A node recording a block that the
+//! registry (or the state file) gives another host that did not answer is
+//! disputed, not followed. A node carrying a kwinctl route to another
+//! node's recorded block via an address nobody has is disputed, not the
+//! node it wrongs. A host of this inventory at a new address moved only
+//! when the node there records the block the cluster knew it by and this
+//! cluster's id: then a kwinctl route via its former address, to that
+//! block, is its own, and moves with it to the new next hop (a note says
+//! so); otherwise it is disputed and keeps its former address for every
+//! other node.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -165,6 +171,11 @@ pub struct Allocation {
     /// removed host awaiting reset, …).
     pub notes: Vec<String>,
     pub frozen: Arc<Frozen>,
+    /// Hosts whose new inventory address is not proven theirs (by lower-case
+    /// name): the address the cluster knows them at, which every other node
+    /// keeps for them (firewall scope, NAT exceptions), as the state file
+    /// and the registry do.
+    pub unmoved: BTreeMap<String, Ipv4Addr>,
     /// The state to record after this allocation.
     pub state: State,
     /// The cluster's registry after this allocation (written on the lock
@@ -261,10 +272,14 @@ impl Node {
     }
 }
 
-fn members(inv: &Inventory) -> Arc<[(String, Ipv4Addr)]> {
+fn members(inv: &Inventory, unmoved: &BTreeMap<String, Ipv4Addr>) -> Arc<[(String, Ipv4Addr)]> {
     inv.hosts
         .iter()
-        .map(|h| (h.name.to_ascii_lowercase(), h.address))
+        .map(|h| {
+            let k = h.name.to_ascii_lowercase();
+            let a = unmoved.get(&k).copied().unwrap_or(h.address);
+            (k, a)
+        })
         .collect()
 }
 
@@ -286,7 +301,7 @@ pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
         id: alloc.state.cluster_id.clone().unwrap_or_default(),
         cidr: inv.cluster.cluster_cidr,
     });
-    let members = members(inv);
+    let members = members(inv, &alloc.unmoved);
     alloc
         .assignments
         .iter()
@@ -326,7 +341,7 @@ pub fn lone_node(inv: &Inventory, host: &Host, pod_cidr: Ipv4Net, cluster_id: &s
             cidr: inv.cluster.cluster_cidr,
         }),
         nodes: Arc::from(vec![me]),
-        members: members(inv),
+        members: members(inv, &BTreeMap::new()),
         frozen: Arc::default(),
     }
 }

@@ -27,14 +27,15 @@ pub(super) fn read(inv: &Inventory, observed: &Observed) -> BTreeMap<String, Reg
 }
 
 /// The registry after this run: this inventory's hosts as allocated (a
-/// disputed one as the state had it), removed hosts, and what other
-/// operators registered.
+/// disputed one as the state had it, one whose move is not proven at its
+/// former address), removed hosts, and what other operators registered.
 pub(super) fn after(
     inv: &Inventory,
     registry: BTreeMap<String, Registered>,
     assignments: &[Assignment],
     pod_cidrs: &BTreeMap<String, Ipv4Net>,
     removed: &BTreeMap<String, Removed>,
+    unmoved: &BTreeMap<String, std::net::Ipv4Addr>,
 ) -> Vec<Registered> {
     let mut out_registry: BTreeMap<String, Registered> = registry
         .iter()
@@ -61,9 +62,9 @@ pub(super) fn after(
             out_registry.insert(
                 k.clone(),
                 Registered {
-                    host: k,
                     pod_cidr: *n,
-                    address: h.address,
+                    address: unmoved.get(&k).copied().unwrap_or(h.address),
+                    host: k,
                 },
             );
         } else if let Some(e) = registry.get(&k) {

@@ -361,6 +361,12 @@ fn a_state_file_of_another_cluster_of_one_name_is_named_not_the_nodes() {
         "{e}"
     );
     assert!(e.contains("move the state file aside"), "{e}");
+    // a first run stopped before any node recorded its id is named too (the
+    // reliability probe's L7, trial 8), not only another cluster's file
+    assert!(
+        e.contains("or the run that wrote it stopped before any node recorded its id"),
+        "{e}"
+    );
     assert!(!e.contains("reset"), "no node is to be reset: {e}");
     // without the state file the nodes' id is adopted and nothing is disputed
     let a = allocate(&inv(&HOSTS), &State::default(), &seen).unwrap();

@@ -465,6 +465,16 @@ pub fn init(a: &InitArgs) -> Result<Exit, CliError> {
     if let Some(d) = all.iter().find(|x| !seen.insert(**x)) {
         return Err(CliError::bad(format!("{d} is given twice")));
     }
+    // what `check` would refuse in the inventory written
+    if let Some(a) = all
+        .iter()
+        .find(|a| !crate::inventory::routable_node_address(a))
+    {
+        return Err(CliError::bad(format!(
+            "{}: give the node's routable unicast IPv4 address",
+            crate::inventory::not_a_node_address(a)
+        )));
+    }
     answers.mirror = mirror;
     let mut text = inventory(&answers);
     if !a.offline {

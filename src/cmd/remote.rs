@@ -107,7 +107,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         .map(|t| t.host.name.clone())
         .collect();
     let reporter = Arc::new(Reporter::new(c.output, mode, names.len(), c.verbose));
-    let record = start(c, mode, &l, &targets, &names, &reporter);
+    let record = start(c, mode, &l, &targets, &names, &reporter)?;
     let interrupt = Interrupt::default();
     let rt = runtime()?;
     let opts = RunOptions {
@@ -197,8 +197,10 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     Ok((exit, busy))
 }
 
-/// The run's beginning: with `-v` each host's route, and the run record
-/// (a run without one goes on, with a warning).
+/// The run's beginning: with `-v` each host's route, and the run record.
+/// A run that changes hosts needs one (it is what was sent): without it,
+/// nothing is contacted and the run exits 4; `plan` and `verify` go on
+/// with a warning.
 fn start(
     c: &Common,
     mode: Mode,
@@ -206,7 +208,7 @@ fn start(
     targets: &[Target],
     names: &[String],
     reporter: &Reporter,
-) -> Option<Arc<RunRecord>> {
+) -> Result<Option<Arc<RunRecord>>, CliError> {
     if c.verbose {
         for t in targets.iter().filter(|t| t.selected) {
             if let Some(r) = &t.route {
@@ -215,10 +217,16 @@ fn start(
         }
     }
     match RunRecord::start(&l.path, mode.name(), names) {
-        Ok(r) => Some(Arc::new(r)),
+        Ok(r) => Ok(Some(Arc::new(r))),
+        Err(e) if mode.changes_hosts() => Err(CliError::internal(anyhow::anyhow!(
+            "cannot write the run record in {}: {e}. Nothing was changed: `kwinctl {mode}` keeps \
+             a record of every script it sends; make that folder writable (or free space) and run \
+             again",
+            crate::state::Sidecars::of(&l.path).runs.display()
+        ))),
         Err(e) => {
             reporter.say(&format!("warning: cannot write the run record: {e}"));
-            None
+            Ok(None)
         }
     }
 }

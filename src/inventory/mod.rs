@@ -28,6 +28,21 @@ use ipnet::Ipv4Net;
 use serde_saphyr::Spanned;
 
 pub use groups::BUILT_IN as BUILT_IN_GROUPS;
+
+/// Whether an address can be a node's: not unspecified, broadcast,
+/// multicast, loopback or link-local (none is routable between nodes).
+pub fn routable_node_address(a: &Ipv4Addr) -> bool {
+    !(a.is_unspecified()
+        || a.is_broadcast()
+        || a.is_multicast()
+        || a.is_loopback()
+        || a.is_link_local())
+}
+
+/// `ADDR cannot be a node address (…)`: `check`'s words, for `init` too.
+pub fn not_a_node_address(a: &Ipv4Addr) -> String {
+    format!("{a} {}", validate::NOT_A_NODE_ADDRESS)
+}
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;

@@ -559,19 +559,10 @@ impl Validator {
             }
         };
         let address = match h.address.value.trim().parse::<Ipv4Addr>() {
-            Ok(a)
-                if a.is_unspecified()
-                    || a.is_broadcast()
-                    || a.is_multicast()
-                    || a.is_loopback()
-                    || a.is_link_local() =>
-            {
+            Ok(a) if !super::routable_node_address(&a) => {
                 self.problem(
                     (&h.address).into(),
-                    format!(
-                        "address {a} cannot be a node address (unspecified, broadcast, multicast, \
-                         loopback and link-local addresses are not routable between nodes)"
-                    ),
+                    format!("address {a} {NOT_A_NODE_ADDRESS}"),
                     "use the node's routable unicast IPv4 address",
                 );
                 None
@@ -997,6 +988,10 @@ fn api_url(s: &str) -> bool {
         .all(|b| b.is_ascii_alphanumeric() || b"-._~/%".contains(&b));
     host_ok && port_ok && path_ok
 }
+
+/// Why an address is refused as a node's (after the address itself).
+pub(super) const NOT_A_NODE_ADDRESS: &str = "cannot be a node address (unspecified, broadcast, \
+     multicast, loopback and link-local addresses are not routable between nodes)";
 
 #[cfg(test)]
 mod tests {

@@ -191,6 +191,25 @@ fn init_to_stdout_refuses_what_it_cannot_write() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("given twice"), "{}", text(&o));
+    // an address `check` refuses in the inventory (the reliability probe's
+    // I3): refused before anything is written
+    for bad in ["127.0.0.1", "169.254.1.1", "0.0.0.0"] {
+        let o = kwinctl(&[
+            "init",
+            "--offline",
+            "--control-plane",
+            bad,
+            "--windows",
+            "10.0.0.30",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        assert!(
+            text(&o).contains(&format!("{bad} cannot be a node address")),
+            "{}",
+            text(&o)
+        );
+        assert!(o.stdout.is_empty(), "{bad}: an inventory was written");
+    }
     // an older release gets no kube-log-runner (it would be refused)
     let o = kwinctl(&[
         "init",

@@ -1,17 +1,72 @@
 //! Collisions. Two node records, or a record and another host's pin, are
-//! disputes; a record or a pin beats the state file; nothing may take a
+//! disputes; so is a record of a block the state file or the registry gives
+//! another host that did not answer (a block moves only with proof); a
+//! record or a pin beats the state file otherwise; nothing may take a
 //! reserved block that a node records.
 
 use std::collections::BTreeMap;
 
 use ipnet::Ipv4Net;
 
-use super::{Claim, Work};
+use super::{Claim, Work, key};
 use crate::alloc::Source;
+use crate::inventory::nets_overlap;
 
 pub(super) fn settle(w: &mut Work) {
+    silent(w);
     shared(w);
     reserved(w);
+}
+
+/// A node's record of a block that the registry (or the state file, when
+/// the registry does not give the block to that node) gives another host of
+/// this inventory that did not answer: the node that records it is
+/// disputed, and the silent host keeps its claim. Only an answer settles
+/// whose it is.
+fn silent(w: &mut Work) {
+    let (inv, state) = (w.inv, w.state);
+    let Some(seen) = w.observed else { return };
+    for i in 0..inv.hosts.len() {
+        let Some(c) = w.claims[i] else { continue };
+        let me = key(&inv.hosts[i]);
+        if c.source != Source::Node || w.disputes.contains_key(&i) {
+            continue;
+        }
+        let registered_mine = w.registry.get(&me).is_some_and(|e| e.pod_cidr == c.net);
+        let given = inv
+            .hosts
+            .iter()
+            .filter(|o| !seen.contains_key(&key(o)))
+            .find_map(|o| {
+                let k = key(o);
+                let by_registry = w
+                    .registry
+                    .get(&k)
+                    .is_some_and(|e| nets_overlap(&e.pod_cidr, &c.net));
+                let by_state = !registered_mine
+                    && state
+                        .pod_cidrs
+                        .get(&k)
+                        .is_some_and(|n| nets_overlap(n, &c.net));
+                match (by_registry, by_state) {
+                    (true, _) => Some((o, "the cluster's registry (on the lock host)")),
+                    (false, true) => Some((o, "the state file")),
+                    _ => None,
+                }
+            });
+        let Some((other, by)) = given else { continue };
+        let (who, victim, net) = (&inv.hosts[i].name, &other.name, c.net);
+        w.disputes.insert(
+            i,
+            format!(
+                "{who} records {net}, but {by} gives {net} to {victim}, which did not answer: a block \
+                 moves only with proof, so every route to {net} is left as it is and nothing was \
+                 changed on {who}. Run again when {victim} answers; if {who} should not have \
+                 {net}, reset it (`kwinctl reset --limit {who}`)"
+            ),
+        );
+        w.claims[i] = None;
+    }
 }
 
 /// Blocks two hosts claim.
@@ -116,13 +171,14 @@ mod tests {
             ("d", "198.18.1.5", None),
             ("e", "198.18.1.6", None),
         ]);
-        // a and b record one block; d's state entry is c's record; e's
-        // record is a reserved block
+        // a and b record one block; d's state entry is c's record (d
+        // answered, recording none); e's record is a reserved block
         let s = state(&[("d", "198.19.3.0/24", "198.18.1.5")]);
         let seen = records(&[
             ("a", "198.19.1.0/24"),
             ("b", "198.19.1.0/24"),
             ("c", "198.19.3.0/24"),
+            ("d", ""),
             ("e", "198.19.5.0/24"),
         ]);
         let mut w = Work::new(&i, &s, &seen).unwrap();
@@ -140,6 +196,69 @@ mod tests {
         assert_eq!(
             w.notes.last().unwrap(),
             "d: the state file's 198.19.3.0/24 is held by c: a new block is assigned"
+        );
+    }
+
+    #[test]
+    fn a_record_of_a_block_given_to_a_silent_host_is_the_recorder_s_dispute() {
+        use crate::alloc::Registered;
+        let i = inv(&[
+            ("a", "198.18.1.2", None),
+            ("b", "198.18.1.3", None),
+            ("c", "198.18.1.4", None),
+            ("d", "198.18.1.5", None),
+        ]);
+        // b is silent: the state file gives it .2; a records .2 (a
+        // compromised node taking a silent one's block)
+        let s = state(&[
+            ("a", "198.19.1.0/24", "198.18.1.2"),
+            ("b", "198.19.2.0/24", "198.18.1.3"),
+            ("c", "198.19.3.0/24", "198.18.1.4"),
+        ]);
+        let seen = records(&[("a", "198.19.2.0/24"), ("c", "198.19.3.0/24"), ("d", "")]);
+        let mut w = Work::new(&i, &s, &seen).unwrap();
+        claims(&mut w);
+        settle(&mut w);
+        assert_eq!(w.disputes.keys().copied().collect::<Vec<_>>(), [0]);
+        assert!(
+            w.disputes[&0].starts_with(
+                "a records 198.19.2.0/24, but the state file gives 198.19.2.0/24 to b, which did not answer"
+            ),
+            "{}",
+            w.disputes[&0]
+        );
+        assert!(w.claims[0].is_none());
+        let b = w.claims[1].unwrap();
+        assert_eq!((b.net, b.source), (net("198.19.2.0/24"), Source::State));
+
+        // the registry giving the block to the recorder settles it: the
+        // state file is stale; the registry giving it to the silent host
+        // does not, whatever the state file says
+        let reg = |host: &str, n: &str, a: &str| Registered {
+            host: host.into(),
+            pod_cidr: net(n),
+            address: a.parse().unwrap(),
+        };
+        let mut seen2 = seen.clone();
+        seen2.as_mut().unwrap().get_mut("c").unwrap().registry =
+            vec![reg("a", "198.19.2.0/24", "198.18.1.2")];
+        let mut w = Work::new(&i, &s, &seen2).unwrap();
+        claims(&mut w);
+        settle(&mut w);
+        assert!(w.disputes.is_empty(), "{:?}", w.disputes);
+        assert_eq!(w.claims[0].unwrap().source, Source::Node);
+
+        let s2 = state(&[("a", "198.19.1.0/24", "198.18.1.2")]);
+        seen2.as_mut().unwrap().get_mut("c").unwrap().registry =
+            vec![reg("b", "198.19.2.0/24", "198.18.1.3")];
+        let mut w = Work::new(&i, &s2, &seen2).unwrap();
+        claims(&mut w);
+        settle(&mut w);
+        assert!(
+            w.disputes[&0]
+                .contains("the cluster's registry (on the lock host) gives 198.19.2.0/24 to b"),
+            "{:?}",
+            w.disputes
         );
     }
 }

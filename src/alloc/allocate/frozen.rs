@@ -67,6 +67,12 @@ pub(super) fn allocation(w: Work) -> Allocation {
             pod_cidrs.insert(k, *n);
         }
     }
+    // A host whose move is not proven stays where the cluster knew it.
+    let unmoved: BTreeMap<String, _> = w
+        .refused
+        .iter()
+        .map(|(i, a)| (key(&inv.hosts[*i]), *a))
+        .collect();
     let mut hosts = state.hosts.clone();
     hosts.retain(|k, _| pod_cidrs.contains_key(k));
     for h in &inv.hosts {
@@ -74,19 +80,26 @@ pub(super) fn allocation(w: Work) -> Allocation {
             key(h),
             Known {
                 os: h.os,
-                address: h.address,
+                address: unmoved.get(&key(h)).copied().unwrap_or(h.address),
             },
         );
     }
     hosts.retain(|k, _| pod_cidrs.contains_key(k));
-    let registry =
-        crate::alloc::registry::after(inv, w.registry, &assignments, &pod_cidrs, &w.removed);
+    let registry = crate::alloc::registry::after(
+        inv,
+        w.registry,
+        &assignments,
+        &pod_cidrs,
+        &w.removed,
+        &unmoved,
+    );
     Allocation {
         assignments,
         disputes,
         notes: w.notes,
         registry,
         frozen: Arc::new(w.frozen),
+        unmoved,
         state: State {
             version: STATE_VERSION,
             cluster: inv.cluster.name.clone(),

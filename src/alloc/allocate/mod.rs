@@ -61,6 +61,9 @@ struct Work<'a> {
     reserved: Vec<(Ipv4Net, String)>,
     /// Hosts of this inventory at a new address: their former address.
     moved: BTreeMap<usize, Ipv4Addr>,
+    /// Hosts of this inventory at a new address that is not proven theirs:
+    /// the address the cluster knows them at, which every other node keeps.
+    refused: BTreeMap<usize, Ipv4Addr>,
     /// Hosts whose block cannot be decided, with why.
     disputes: BTreeMap<usize, String>,
     frozen: Frozen,
@@ -87,6 +90,7 @@ impl<'a> Work<'a> {
             unknown: Vec::new(),
             reserved: Vec::new(),
             moved: BTreeMap::new(),
+            refused: BTreeMap::new(),
             disputes: BTreeMap::new(),
             frozen: Frozen::default(),
         })
