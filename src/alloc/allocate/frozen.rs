@@ -75,6 +75,7 @@ pub(super) fn allocation(w: Work) -> Allocation {
             Known {
                 os: h.os,
                 address: h.address,
+                node_name: (h.os == crate::inventory::Os::Windows).then(|| h.node_name()),
             },
         );
     }

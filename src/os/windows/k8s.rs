@@ -256,6 +256,8 @@ pub fn hosting(c: Component, m: Minor) -> Hosting {
 #[derive(Debug, Clone)]
 pub struct Values<'a> {
     pub ip: &'a str,
+    /// The Kubernetes node name (`Host::node_name`).
+    pub node_name: &'a str,
     pub pause_image: &'a str,
     /// `Some(path on the node)` when the cluster has a kubeconfig.
     pub kubeconfig: Option<&'a str>,
@@ -278,6 +280,7 @@ impl Values<'_> {
     fn fill(&self, template: &str) -> String {
         template
             .replace("{ip}", self.ip)
+            .replace("{node_name}", self.node_name)
             .replace("{pause_image}", self.pause_image)
             .replace("{kubeconfig}", self.kubeconfig.unwrap_or(""))
             .replace("{api_server}", self.api_server)
