@@ -12,10 +12,8 @@ import base64
 import datetime
 import json
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+# (cryptography is imported where it is used: `winsim.py kinds` runs with
+# the system python3 and no site packages, src/os/contract.rs)
 
 SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
 USAGES = ["digital signature", "key encipherment", "client auth"]
@@ -76,6 +74,7 @@ def client_cert(files, kubeconfig_path):
 def still_valid(files, kubeconfig_path, now=None):
     """isClientConfigStillValid: the kubeconfig exists and its certificate
     parses and has not expired."""
+    from cryptography import x509
     pem = client_cert(files, kubeconfig_path)
     if not pem:
         return False
@@ -91,6 +90,10 @@ def still_valid(files, kubeconfig_path, now=None):
 def load_client_cert(api, files, kubeconfig, bootstrap, cert_dir, node_name, now=None):
     """LoadClientCert: returns "valid" (nothing to do) or "issued"; raises
     KubeletFailed or Waiting as the kubelet would fail or wait."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
     if still_valid(files, kubeconfig, now):
         return "valid"
     u, bkc = _user(_get(files, bootstrap))
@@ -162,3 +165,73 @@ def split_pem(pem):
     i = pem.find(end)
     return (pem[:i + len(end)] + "\n", pem[i + len(end):]) if i >= 0 else ("", pem)
 
+
+
+# ------------------------------------------------------------ the simulated host
+
+
+def api_of(d):
+    """The lab cluster the host's kubelet talks to (the state's
+    "apiserver", written by lab.sh), or None."""
+    folder = d.get("apiserver")
+    if not folder:
+        return None
+    import os
+    import sys
+    standin = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab", "standin")
+    if standin not in sys.path:
+        sys.path.insert(0, standin)
+    import bootstrap
+    return bootstrap.ApiServer(folder)
+
+
+def node_files(d):
+    """The node's files the kubelet reads and writes, path -> text: the
+    text winsim keeps of placed configuration files, and the kubelet's own
+    (its kubeconfig and certificate directory, "kubelet_files")."""
+    files = {p: v["text"] for p, v in d.get("placed_text", {}).items()}
+    files.update(d.get("kubelet_files", {}))
+    return files
+
+
+def flag_values(args):
+    out = {}
+    for a in args:
+        if a.startswith("--") and "=" in a:
+            k, v = a.split("=", 1)
+            out[k] = v
+    return out
+
+
+def at_start(d, args):
+    """The kubelet starting with --bootstrap-kubeconfig: LoadClientCert
+    before anything else (docs/research/bootstrap.md#bt-kubelet). None: it
+    runs (with a certificate, or waiting for one: d["kubelet_waiting"]);
+    else what it printed before exiting."""
+    f = flag_values(args)
+    bootstrap = f.get("--bootstrap-kubeconfig")
+    d.pop("kubelet_waiting", None)
+    if not bootstrap:
+        return None
+    api = api_of(d)
+    if api is None:
+        return None
+    files = node_files(d)
+    before = dict(files)
+    name = (f.get("--hostname-override") or d.get("hostname") or "").strip().lower()
+    try:
+        load_client_cert(api, files, f.get("--kubeconfig", r"C:\k\kubelet.conf"), bootstrap,
+                         f.get("--cert-dir", r"C:\var\lib\kubelet\pki"), name)
+    except KubeletFailed as e:
+        return "E0101 00:00:00.000000    4242 run.go:72] \"command failed\" err=\"%s\"" % e
+    except Waiting as e:
+        d["kubelet_waiting"] = str(e)
+    finally:
+        kept = d.setdefault("kubelet_files", {})
+        for p, v in files.items():
+            if before.get(p) != v:
+                kept[p] = v
+        for p in before:
+            if p not in files:
+                kept.pop(p, None)
+    return None

@@ -363,3 +363,111 @@ def is_kubelet_client_csr(req, usages):
     except x509.ExtensionNotFound:
         pass
     return common_name(req).startswith("system:node:") and usages in CLIENT_USAGES
+
+
+# ------------------------------------------------------------ kubectl, kubeadm
+#
+# What the stand-in's kubectl and kubeadm answer from this model (the
+# dispatcher in lab/kubectl-standin hands these words over first).
+
+KINDS = {"secrets": "secrets", "secret": "secrets", "csr": "csr", "certificatesigningrequests": "csr",
+         "certificatesigningrequest": "csr", "configmap": "configmaps", "configmaps": "configmaps",
+         "cm": "configmaps"}
+_DUR = re.compile(r"(\d+)(h|m|s)")
+
+
+def go_seconds(s):
+    """A Go duration of h, m and s ("15m", "1h30m", "0"): seconds, or None."""
+    if s == "0":
+        return 0
+    parts = _DUR.findall(s or "")
+    if not parts or "".join(n + u for n, u in parts) != s:
+        return None
+    return sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+
+
+def cluster_info(api, server):
+    """kube-public/cluster-info as kubeadm publishes it: a kubeconfig with
+    the server and the CA (docs/research/bootstrap.md#bt-token)."""
+    kc = {"apiVersion": "v1", "kind": "Config", "preferences": {},
+          "clusters": [{"name": "", "cluster": {
+              "server": server,
+              "certificate-authority-data": base64.b64encode(api.ca_pem().encode()).decode()}}],
+          "contexts": None, "current-context": "", "users": None}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+            "data": {"kubeconfig": json.dumps(kc, indent=1)}}
+
+
+def kubectl(api, server, verb, words, ns, out):
+    """`kubectl get|delete` of the kinds above: (exit code, stdout, stderr),
+    or None when the words are not about them."""
+    if verb not in ("get", "delete") or not words or words[0] not in KINDS:
+        return None
+    kind, names = KINDS[words[0]], words[1:]
+    if verb == "get" and out != "json":
+        return 1, "", "error: the lab's kubectl stand-in prints -o json only\n"
+    if kind == "configmaps":
+        if ns != "kube-public" or names != ["cluster-info"]:
+            return 1, "", 'Error from server (NotFound): configmaps "%s" not found\n' % " ".join(names)
+        return 0, json.dumps(cluster_info(api, server), indent=1) + "\n", ""
+    items = api.secrets(ns) if kind == "secrets" else api.csrs()
+    if verb == "get":
+        if names:
+            found = [i for i in items if i["metadata"]["name"] == names[0]]
+            if not found:
+                return 1, "", 'Error from server (NotFound): %s "%s" not found\n' % (kind, names[0])
+            return 0, json.dumps(found[0], indent=1) + "\n", ""
+        return 0, json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=1) + "\n", ""
+    if kind != "secrets" or not names:
+        return 1, "", "error: the lab's kubectl stand-in deletes secrets by name only\n"
+    out_lines, err = [], []
+    for n in names:
+        try:
+            api.delete_secret(n, ns)
+            out_lines.append('secret "%s" deleted\n' % n)
+        except ApiError as e:
+            err.append("Error from server (NotFound): %s\n" % e)
+    return (1 if err else 0), "".join(out_lines), "".join(err)
+
+
+def kubeadm(api, args):
+    """`kubeadm token create [--ttl D]`, `kubeadm token delete ID|TOKEN`,
+    `kubeadm token list -o json`: (exit code, stdout, stderr)."""
+    if args[:1] != ["token"] or len(args) < 2:
+        return 1, "", "kubeadm (the kwinctl lab's stand-in) runs `kubeadm token create|delete|list` only\n"
+    sub, rest = args[1], args[2:]
+    api.ensure_kubeadm_bindings()
+    if sub == "create":
+        ttl = 24 * 3600
+        i = 0
+        while i < len(rest):
+            a = rest[i]
+            if a.startswith("--ttl"):
+                v = a.split("=", 1)[1] if "=" in a else (rest[i + 1] if i + 1 < len(rest) else "")
+                i += 0 if "=" in a else 1
+                ttl = go_seconds(v)
+                if ttl is None:
+                    return 1, "", 'invalid argument "%s" for "--ttl" flag: time: invalid duration "%s"\n' % (v, v)
+            else:
+                return 1, "", "unknown flag: %s\n" % a
+            i += 1
+        return 0, api.create_token(ttl) + "\n", ""
+    if sub == "delete" and rest:
+        out, err = [], []
+        for t in rest:
+            tid = t.split(".", 1)[0]
+            try:
+                api.delete_secret(SECRET_PREFIX + tid)
+                out.append('bootstrap token "%s" deleted\n' % tid)
+            except ApiError:
+                err.append('bootstrap token "%s" not found\n' % tid)
+        return (1 if err else 0), "".join(out), "".join(err)
+    if sub == "list":
+        out = []
+        for s in api.secrets():
+            d = {k: base64.b64decode(v).decode() for k, v in s.get("data", {}).items()}
+            out.append({"token": d.get("token-id", "") + ".<hidden>", "expires": d.get("expiration"),
+                        "groups": d.get("auth-extra-groups", "").split(",")})
+        return 0, "".join(json.dumps(o) + "\n" for o in out), ""
+    return 1, "", "kubeadm token: unknown command %r\n" % sub

@@ -142,3 +142,51 @@ def test_the_approver_recognises_only_node_client_requests(api):
     assert not bootstrap.is_kubelet_client_csr(csr("system:nodes", "admin"), usages)
     assert not bootstrap.is_kubelet_client_csr(csr("system:nodes", "system:node:win1", san=True), usages)
     assert not bootstrap.is_kubelet_client_csr(csr("system:nodes", "system:node:win1"), usages | {"server auth"})
+
+
+def test_kubeadm_and_kubectl_answer_from_the_model(api):
+    code, out, _ = bootstrap.kubeadm(api, ["token", "create", "--ttl", "15m"])
+    assert code == 0 and bootstrap.TOKEN.match(out.strip())
+    tid = out.split(".")[0]
+    code, out, _ = bootstrap.kubectl(api, "https://198.18.1.1:6443", "get", ["secrets"], "kube-system", "json")
+    assert [s["metadata"]["name"] for s in json.loads(out)["items"]] == ["bootstrap-token-" + tid]
+    assert bootstrap.kubeadm(api, ["token", "create", "--ttl", "15x"])[0] == 1
+    code, out, _ = bootstrap.kubectl(api, "https://198.18.1.1:6443", "get", ["configmap", "cluster-info"],
+                                     "kube-public", "json")
+    kc = json.loads(json.loads(out)["data"]["kubeconfig"])
+    assert base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"]).decode() == api.ca_pem()
+    assert bootstrap.kubectl(api, "", "get", ["nodes"], "default", "json") is None
+    code, out, _ = bootstrap.kubectl(api, "", "delete", ["secret", "bootstrap-token-" + tid], "kube-system", "")
+    assert (code, out) == (0, 'secret "bootstrap-token-%s" deleted\n' % tid)
+    assert bootstrap.kubeadm(api, ["token", "delete", tid])[0] == 1
+    assert api.secrets() == []
+
+
+def host_state(api, node, token):
+    return {"hostname": node.upper(), "apiserver": api.dir,
+            "placed_text": {r"C:\k\bootstrap-kubelet.conf": {"sha256": "-", "text": bootstrap_kubeconfig(api, token)}}}
+
+
+ARGS = ["--windows-service", r"--bootstrap-kubeconfig=C:\k\bootstrap-kubelet.conf", r"--kubeconfig=C:\k\kubelet.conf",
+        r"--cert-dir=C:\var\lib\kubelet\pki"]
+
+
+def test_the_simulated_kubelet_bootstraps_when_it_starts(api):
+    token = api.create_token(900)
+    d1 = host_state(api, "win1", token)
+    assert tlsboot.at_start(d1, ARGS + ["--hostname-override=win1"]) is None
+    assert r"C:\var\lib\kubelet\pki\kubelet-client-current.pem" in d1["kubelet_files"]
+    files = tlsboot.node_files(d1)
+    assert tlsboot.register(api, files, KC, "win1") is None
+    # a restart with a valid certificate asks nothing, even once the token is gone
+    api.delete_secret("bootstrap-token-" + token.split(".")[0])
+    assert tlsboot.at_start(d1, ARGS + ["--hostname-override=win1"]) is None
+    assert len(api.csrs()) == 1
+    # the token gone, a node without a certificate cannot join
+    d2 = host_state(api, "win2", token)
+    why = tlsboot.at_start(d2, ARGS + ["--hostname-override=win2"])
+    assert "cannot create certificate signing request: Unauthorized" in why
+    # a node holding win1's certificate may not write its own Node
+    d2["kubelet_files"] = dict(d1["kubelet_files"])
+    assert tlsboot.register(api, tlsboot.node_files(d2), KC, "win2") == \
+        'nodes "win2" is forbidden: node "win1" is not allowed to modify node "win2"'
