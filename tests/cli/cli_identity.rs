@@ -97,3 +97,37 @@ fn a_node_already_registered_keeps_its_name() {
     );
     assert_eq!(overrides(&inv), ["old-name"]);
 }
+
+/// `check` says whether the declared release can join a node with its own
+/// identity and rotate it (issue 35 item 7), from the release table.
+#[test]
+fn check_says_which_releases_have_tls_bootstrapping() {
+    let said = |version: &str| {
+        let (_d, inv) = seed(|s| {
+            s.replace(
+                "kubernetes_version: \"1.10.13\"",
+                &format!("kubernetes_version: \"{version}\""),
+            )
+        });
+        let o = kwinctl(&["check", "-i", &inv]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find(|l| l.contains("TLS bootstrapping"))
+            .unwrap_or_else(|| panic!("no TLS bootstrapping note: {}", text(&o)))
+            .to_string()
+    };
+    let new = said("1.10.13");
+    assert!(
+        new.contains("1.10.13 has TLS bootstrapping")
+            && new.contains("has client certificate rotation (1.8+)")
+            && new.contains("docs/research/bootstrap.md#bt-releases"),
+        "{new}"
+    );
+    let old = said("1.7.16");
+    assert!(
+        old.contains("1.7.16 lacks TLS bootstrapping")
+            && old.contains("lacks client certificate rotation"),
+        "{old}"
+    );
+}

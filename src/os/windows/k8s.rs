@@ -159,6 +159,17 @@ pub struct ProfileRow {
     pub until_reason: Option<String>,
 }
 
+/// Which releases can join a node with an identity of its own (TLS
+/// bootstrapping) and rotate its certificate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsBootstrapRow {
+    pub join_since: String,
+    pub join_source: String,
+    pub rotation_since: String,
+    pub rotation_source: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
@@ -167,6 +178,7 @@ pub struct Table {
     pub pause_images: Vec<PauseRow>,
     pub containerd: Vec<ContainerdRow>,
     pub profiles: Vec<ProfileRow>,
+    pub tls_bootstrap: TlsBootstrapRow,
 }
 
 fn in_profile(profiles: &[Profile], p: Profile) -> bool {
@@ -435,8 +447,8 @@ pub use builds::{
     pause_builds,
 };
 pub use check::{
-    containerd_refusal, identity_note, inventory_problems, newest_containerd, newest_release,
-    profile_words,
+    containerd_refusal, identity_note, inventory_problems, join_note, newest_containerd,
+    newest_release, profile_words,
 };
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 
