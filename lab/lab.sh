@@ -250,7 +250,8 @@ win_state_json() { # DIR j: the host's first state file
        [[ "$b" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "KWINCTL_LAB_VSWITCH_BLACKOUT: seconds, not $b"
        extra="$extra, \"vswitch_blackout\": $b" ;;
   esac
-  echo "{\"hostname\": \"WIN$2\", \"downloads\": \"$1/dl\"$extra}"
+  # apiserver: the lab cluster's TLS bootstrapping (lab/standin/bootstrap.py)
+  echo "{\"hostname\": \"WIN$2\", \"downloads\": \"$1/dl\", \"apiserver\": \"$1/kubectl/apiserver\"$extra}"
 }
 
 wait_tcp() { # ip port timeout-seconds
@@ -1439,6 +1440,8 @@ cmd_kubectl() { # DIR HOST --dns-ip IP --domain D [--ready-after S] [--server-ve
     echo "$anchor" > "$dir/kubectl/anchor.pid"
   fi
   install -m 0755 "$(dirname "$WINSIM")/lab/kubectl-standin" "$bin/kubectl"
+  # the same program answers as kubeadm (bootstrap tokens, lab/standin/bootstrap.py)
+  install -m 0755 "$(dirname "$WINSIM")/lab/kubectl-standin" "$bin/kubeadm"
   python3 -c 'import json, sys
 json.dump({"lab_dir": sys.argv[1], "lab_sh": sys.argv[2], "winsim": sys.argv[3], "dns_ip": sys.argv[4],
            "domain": sys.argv[5], "self": sys.argv[6], "anchor_pid": int(sys.argv[7]),

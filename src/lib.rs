@@ -13,6 +13,7 @@ pub mod diff;
 pub mod error;
 pub mod events;
 pub mod hash;
+pub mod identity;
 pub mod import;
 pub mod inventory;
 pub mod localfile;

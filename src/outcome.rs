@@ -306,6 +306,10 @@ pub struct HostReport {
     /// wait).
     #[serde(skip)]
     pub k8s_waited: Option<u64>,
+    /// A Windows host's Kubernetes node name (`Host::node_name`), what the
+    /// control plane's view is searched for.
+    #[serde(skip)]
+    pub node_name: Option<String>,
 }
 
 impl HostReport {
@@ -326,6 +330,7 @@ impl HostReport {
             seconds: 0.0,
             k8s: K8sView::NotAsked,
             k8s_waited: None,
+            node_name: None,
         }
     }
     /// This report, failed for `e`.

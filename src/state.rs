@@ -77,11 +77,15 @@ pub struct State {
 }
 
 /// Where a host is.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
     pub os: Os,
     pub address: Ipv4Addr,
+    /// A Windows node's Kubernetes name (absent: recorded before kwinctl
+    /// recorded names, when the node registered as its address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
 }
 
 /// A host removed from the inventory whose node may still hold its block.
@@ -102,6 +106,7 @@ impl Removed {
         Some(Known {
             os: self.os?,
             address: self.address?,
+            node_name: None,
         })
     }
 }

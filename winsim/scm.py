@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from . import k8sbin
+from . import k8sbin, tlsboot
 from .files import file_of, file_version
 from .hns import CONTAINERD_PIPE, hns_network
 from .state import ActionError
@@ -30,6 +30,8 @@ def start_binary(d, exe, args, env=None):
     why = k8sbin.check_args(component, line, args, env, host={"build": d["build"], "ubr": d["ubr"]})
     if why is None and component == "kubelet":
         why = kubelet_needs_runtime(d, line, args) or k8sbin.start_fault(d, component, line)
+    if why is None and component == "kubelet":
+        why = tlsboot.at_start(d, args)
     if why is None:
         notes = k8sbin.warnings(component, line, args)
         if notes:

@@ -241,11 +241,13 @@ fn real_path(inventory: &std::path::Path) -> PathBuf {
 }
 
 fn read(c: &Common) -> Result<Inputs, CliError> {
-    let inv = Inventory::load(&c.inventory)?;
+    let mut inv = Inventory::load(&c.inventory)?;
     crate::os::check_inventory(&inv)?;
     let path = real_path(&c.inventory);
     let sidecars = Sidecars::of(&path);
     let state = State::load(&sidecars.state, &inv.cluster.name)?;
+    // a node already registered keeps its name (docs/windows.md, Node names)
+    crate::identity::name::keep(&mut inv, &state);
     Ok(Inputs {
         inv,
         path,

@@ -442,6 +442,10 @@ async fn pod_check(
         .filter(|a| l.inv.host(&a.host).is_some())
         .map(|a| crate::podcheck::Subject {
             host: a.host.clone(),
+            node: l
+                .inv
+                .host(&a.host)
+                .map_or_else(|| a.host.to_ascii_lowercase(), |h| h.node_name()),
             os: a.os,
             address: a.address,
             pod_cidr: a.pod_cidr,

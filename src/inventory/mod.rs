@@ -43,6 +43,7 @@ pub fn routable_node_address(a: &Ipv4Addr) -> bool {
 pub fn not_a_node_address(a: &Ipv4Addr) -> String {
     format!("{a} {}", validate::NOT_A_NODE_ADDRESS)
 }
+pub use host::valid_node_name;
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use raw::Pairs;
 use raw::RawInventory;
@@ -340,6 +341,10 @@ pub struct Host {
     pub address: Ipv4Addr,
     /// Where kwinctl connects when not `address` (`connect:`).
     pub connect: Option<Ipv4Addr>,
+    /// The Kubernetes node name when not the host's name in lower case:
+    /// `node_name:`, or the name the node already has (kept from the state
+    /// file, identity/name.rs). Read it with [`Host::node_name`].
+    pub node_name: Option<String>,
     pub pod_cidr: Option<Ipv4Net>,
     pub connection: Connection,
     pub windows: WindowsSettings,
@@ -506,6 +511,42 @@ hosts:
 
     fn first(s: &str) -> Problem {
         parse(s).unwrap_err().problems.remove(0)
+    }
+
+    #[test]
+    fn a_windows_node_is_named_by_its_host_name_unless_told() {
+        let inv = parse(&GOOD.replace("name: win01", "name: WIN01")).unwrap();
+        assert_eq!(inv.hosts[1].node_name(), "win01");
+        let named = GOOD.replace(
+            "address: 10.0.0.11",
+            "address: 10.0.0.11\n    node_name: win-01.lab",
+        );
+        assert_eq!(parse(&named).unwrap().hosts[1].node_name(), "win-01.lab");
+        let p = first(&GOOD.replace(
+            "address: 10.0.0.11",
+            "address: 10.0.0.11\n    node_name: Win_01",
+        ));
+        assert!(p.message.contains("not a Kubernetes node name"), "{p:?}");
+        let p = first(&GOOD.replace("name: win01", "name: win_01"));
+        assert!(
+            p.message.contains("cannot be a Kubernetes node name"),
+            "{p:?}"
+        );
+        assert!(p.hint.contains("node_name"), "{p:?}");
+        let p = first(&GOOD.replace(
+            "address: 10.0.0.10",
+            "address: 10.0.0.10\n    node_name: lin01",
+        ));
+        assert!(p.message.contains("for Windows hosts"), "{p:?}");
+        let two = format!(
+            "{GOOD}  - name: win02\n    os: windows\n    address: 10.0.0.12\n    node_name: win01\n"
+        );
+        let p = first(&two);
+        assert!(
+            p.message
+                .contains("registers as node win01, as host win01 does"),
+            "{p:?}"
+        );
     }
 
     #[test]

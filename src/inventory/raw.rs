@@ -269,6 +269,10 @@ pub(super) struct RawHost {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) connect: Option<Spanned<String>>,
+    /// The Kubernetes node name a Windows host registers as (the kubelet's and kube-proxy's `--hostname-override`): a lower-case DNS subdomain. Default: the host's `name` in lower case, or the name the node already has (docs/windows.md, Node names).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub(super) node_name: Option<Spanned<String>>,
     /// The groups it is in (declared under `groups:`).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

@@ -79,6 +79,7 @@ impl Validator {
         }
         let mut names: HashMap<String, Pos> = HashMap::new();
         let mut addrs: HashMap<Ipv4Addr, (String, Pos)> = HashMap::new();
+        let mut node_names: HashMap<String, String> = HashMap::new();
         for h in &raw.hosts.value {
             let Some(host) = self.host(h, &defaults, &declared, &mut clashes) else {
                 continue;
@@ -110,6 +111,18 @@ impl Validator {
                 );
             } else {
                 addrs.insert(host.address, (host.name.clone(), apos));
+            }
+            if host.os == Os::Windows {
+                let node = host.node_name();
+                if let Some(other) = node_names.get(&node) {
+                    self.problem(
+                        h.value.node_name.as_ref().map_or(npos, Pos::from),
+                        format!("host {} registers as node {node}, as host {other} does", echo(&host.name)),
+                        "give each Windows host its own node_name (two kubelets under one name overwrite one Node)",
+                    );
+                } else {
+                    node_names.insert(node, host.name.clone());
+                }
             }
             hosts.push((host, h));
         }
@@ -211,6 +224,7 @@ impl Validator {
                 role: None,
                 address: spanned("0.0.0.0"),
                 connect: None,
+                node_name: None,
                 groups: None,
                 pod_cidr: None,
                 ssh: None,
@@ -596,6 +610,7 @@ impl Validator {
                 }
             },
         };
+        let node_name = self.node_name(h, os);
         let pod_cidr = match &h.pod_cidr {
             Some(p) => self.net(p, "pod_cidr").map(Some),
             None => Some(None),
@@ -626,6 +641,7 @@ impl Validator {
             role,
             address: address?,
             connect: connect?,
+            node_name: node_name?,
             pod_cidr: pod_cidr?,
             connection: connection?,
             windows,
@@ -633,6 +649,50 @@ impl Validator {
             linux,
             pos,
         })
+    }
+
+    /// `node_name`: a Windows host's Kubernetes node name, a lower-case DNS
+    /// subdomain (what the API server accepts as a Node's name); without it
+    /// the host's name in lower case must be one.
+    fn node_name(&mut self, h: &RawHost, os: Option<Os>) -> Option<Option<String>> {
+        let Some(n) = &h.node_name else {
+            if os == Some(Os::Windows)
+                && !super::valid_node_name(&h.name.value.to_ascii_lowercase())
+            {
+                self.problem(
+                    (&h.name).into(),
+                    format!(
+                        "host {} cannot be a Kubernetes node name (a lower-case DNS subdomain: \
+                         letters, digits, '-' and '.', at most 253 characters)",
+                        echo(&h.name.value)
+                    ),
+                    "give the host a `node_name:` (the name its node registers as, e.g. its host name in lower case)",
+                );
+                return None;
+            }
+            return Some(None);
+        };
+        if os != Some(Os::Windows) {
+            self.problem(
+                n.into(),
+                "node_name is for Windows hosts (kwinctl does not start a Linux node's kubelet)",
+                "remove node_name from this host",
+            );
+            return None;
+        }
+        if !super::valid_node_name(&n.value) {
+            self.problem(
+                n.into(),
+                format!(
+                    "node_name {} is not a Kubernetes node name (a lower-case DNS subdomain: \
+                     letters, digits, '-' and '.', at most 253 characters)",
+                    echo(&n.value)
+                ),
+                "use the host name in lower case, e.g. win-01",
+            );
+            return None;
+        }
+        Some(Some(n.value.clone()))
     }
 
     /// The `windows:` block: values that reach scripts are bounded and plain.

@@ -86,6 +86,7 @@ pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
     match inv.cluster.kubernetes_version {
         Some(v) if has_windows => windows::k8s::identity_note(&v, https_api(inv))
             .into_iter()
+            .chain([windows::k8s::join_note(&v)])
             .collect(),
         _ => Vec::new(),
     }

@@ -204,6 +204,7 @@ mod tests {
             .enumerate()
             .map(|(i, h)| Subject {
                 host: h.to_string(),
+                node: h.to_string(),
                 os: Os::Linux,
                 address: format!("198.18.1.{}", i + 2).parse().unwrap(),
                 pod_cidr: format!("198.19.{i}.0/24").parse().unwrap(),

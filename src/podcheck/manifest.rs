@@ -65,13 +65,15 @@ pub(super) fn dns_lookups(os: Os, domain: &str) -> Vec<(&'static str, String)> {
     out
 }
 
-/// The Kubernetes node of an inventory host: by address, else by name (a
-/// Windows kubelet registers as its --hostname-override, the address).
+/// The Kubernetes node of an inventory host: by address, else by the name
+/// it registers as (a Windows kubelet's --hostname-override), else by host
+/// name, else named as its address (how kwinctl named Windows nodes before).
 pub(super) fn node_of<'a>(nodes: &'a [K8sNode], s: &Subject) -> Option<&'a K8sNode> {
     let ip = s.address.to_string();
     nodes
         .iter()
         .find(|n| n.addresses.contains(&ip))
+        .or_else(|| nodes.iter().find(|n| n.name == s.node))
         .or_else(|| nodes.iter().find(|n| n.name.eq_ignore_ascii_case(&s.host)))
         .or_else(|| nodes.iter().find(|n| n.name == ip))
 }

@@ -60,6 +60,9 @@ pub struct Options {
 #[derive(Debug, Clone)]
 pub struct Subject {
     pub host: String,
+    /// The Kubernetes node name it registers as (a Windows host's
+    /// `Host::node_name`; a Linux host's name).
+    pub node: String,
     pub os: Os,
     pub address: Ipv4Addr,
     pub pod_cidr: Ipv4Net,
@@ -499,6 +502,7 @@ mod tests {
     fn subject(host: &str, os: Os, address: &str) -> Subject {
         Subject {
             host: host.into(),
+            node: host.to_ascii_lowercase(),
             os,
             address: address.parse().unwrap(),
             pod_cidr: "198.19.1.0/24".parse().unwrap(),

@@ -1,6 +1,8 @@
 //! Checks across hosts: each Windows node Ready and labelled
 //! `beta.kubernetes.io/os=windows`, as the control plane's kubectl sees it
-//! (the node's name is its address: kubelet runs with --hostname-override).
+//! (the node's name is `Host::node_name`: kubelet runs with
+//! --hostname-override; a report without one is looked up by address or
+//! host name).
 //!
 //! A Windows host's result depends on the control plane's view, so it is
 //! held back until every control-plane host of the run has reported, then
@@ -148,13 +150,19 @@ fn check(view: Option<&K8sView>, judge: &Judge, r: &mut HostReport) {
                 .into(),
         ),
         Some(K8sView::Nodes(nodes)) => {
-            let node = nodes.iter().find(|n| {
-                n.name.eq_ignore_ascii_case(&address) || n.name.eq_ignore_ascii_case(&r.host)
+            let node = nodes.iter().find(|n| match &r.node_name {
+                Some(name) => n.name == *name,
+                None => {
+                    n.name.eq_ignore_ascii_case(&address) || n.name.eq_ignore_ascii_case(&r.host)
+                }
             });
             let (pass, detail) = match node {
                 None => (
                     false,
-                    format!("kubectl on the control plane does not list {address}"),
+                    format!(
+                        "kubectl on the control plane does not list node {}",
+                        r.node_name.as_deref().unwrap_or(&address)
+                    ),
                 ),
                 Some(n) if !n.ready => (false, not_ready(n, changed, judge.waited)),
                 Some(n) if judge.version.as_deref().is_some_and(|v| !n.at_version(v)) => (

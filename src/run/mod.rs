@@ -175,6 +175,8 @@ impl Target {
         );
         r.pod_cidr_pending = pod_cidr.is_none();
         r.route = self.route.clone();
+        r.node_name =
+            (self.host.os == crate::inventory::Os::Windows).then(|| self.host.node_name());
         r
     }
 }

@@ -1149,16 +1149,16 @@ fn a_windows_hosts_event_agrees_with_the_summary() {
         "{:?}",
         report(&ran, "win01")
     );
-    // The control plane's kubectl sees win01 (by its address), but not Ready.
+    // The control plane's kubectl sees win01 (by its node name), but not Ready.
     h[0].lock().unwrap().kubectl = Some(vec![
         "lin01 True linux".into(),
-        "10.0.0.11 False windows".into(),
+        "win01 False windows".into(),
     ]);
     let (ran, events) = op.run(Mode::Verify, &[], &fakes, Opts::default());
     let win01 = report(&ran, "win01");
     assert_eq!(win01.status, HostStatus::Failed, "{win01:?}");
     let failed: Vec<String> = win01.failed_checks().map(|c| c.detail.clone()).collect();
-    assert_eq!(failed, ["node 10.0.0.11 is not Ready"]);
+    assert_eq!(failed, ["node win01 is not Ready"]);
     let hosts: Vec<serde_json::Value> = events
         .lines()
         .into_iter()
@@ -1182,7 +1182,7 @@ fn a_windows_hosts_event_agrees_with_the_summary() {
         );
     }
     // and when the node is Ready, win01 passes
-    h[0].lock().unwrap().kubectl = Some(vec!["10.0.0.11 True windows".into()]);
+    h[0].lock().unwrap().kubectl = Some(vec!["win01 True windows".into()]);
     let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
     assert_eq!(
         status(&ran, "win01"),

@@ -17,6 +17,7 @@ mod cli_conventions;
 mod cli_files;
 mod cli_graph;
 mod cli_help;
+mod cli_identity;
 mod cli_import;
 mod cli_import_winssh;
 mod cli_init;

@@ -11,6 +11,7 @@ mod lab_facts;
 mod lab_faults;
 mod lab_guide;
 mod lab_hostile;
+mod lab_identity;
 mod lab_import;
 mod lab_k8s;
 mod lab_kerberos;

@@ -81,6 +81,7 @@ pub(super) fn allocation(w: Work) -> Allocation {
             Known {
                 os: h.os,
                 address: unmoved.get(&key(h)).copied().unwrap_or(h.address),
+                node_name: (h.os == crate::inventory::Os::Windows).then(|| h.node_name()),
             },
         );
     }

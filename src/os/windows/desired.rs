@@ -211,8 +211,10 @@ impl Common<'_> {
         let ip = self.host.address.to_string();
         let proxy_adapter = format!("vEthernet ({KUBE_PROXY_SWITCH})");
         let taints = self.host.windows.taints.join(",");
+        let node_name = self.host.node_name();
         let values = Values {
             ip: &ip,
+            node_name: &node_name,
             pause_image,
             kubeconfig: inv.cluster.kubeconfig.as_ref().map(|_| super::KUBECONFIG),
             api_server,

@@ -159,6 +159,17 @@ pub struct ProfileRow {
     pub until_reason: Option<String>,
 }
 
+/// Which releases can join a node with an identity of its own (TLS
+/// bootstrapping) and rotate its certificate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsBootstrapRow {
+    pub join_since: String,
+    pub join_source: String,
+    pub rotation_since: String,
+    pub rotation_source: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
@@ -168,6 +179,7 @@ pub struct Table {
     pub containerd: Vec<ContainerdRow>,
     pub profiles: Vec<ProfileRow>,
     pub skew: Vec<skew::SkewRow>,
+    pub tls_bootstrap: TlsBootstrapRow,
 }
 
 fn in_profile(profiles: &[Profile], p: Profile) -> bool {
@@ -257,6 +269,8 @@ pub fn hosting(c: Component, m: Minor) -> Hosting {
 #[derive(Debug, Clone)]
 pub struct Values<'a> {
     pub ip: &'a str,
+    /// The Kubernetes node name (`Host::node_name`).
+    pub node_name: &'a str,
     pub pause_image: &'a str,
     /// `Some(path on the node)` when the cluster has a kubeconfig.
     pub kubeconfig: Option<&'a str>,
@@ -279,6 +293,7 @@ impl Values<'_> {
     fn fill(&self, template: &str) -> String {
         template
             .replace("{ip}", self.ip)
+            .replace("{node_name}", self.node_name)
             .replace("{pause_image}", self.pause_image)
             .replace("{kubeconfig}", self.kubeconfig.unwrap_or(""))
             .replace("{api_server}", self.api_server)
@@ -434,8 +449,8 @@ pub use builds::{
     pause_builds,
 };
 pub use check::{
-    containerd_refusal, identity_note, inventory_problems, newest_containerd, newest_release,
-    profile_words,
+    containerd_refusal, identity_note, inventory_problems, join_note, newest_containerd,
+    newest_release, profile_words,
 };
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 pub use skew::skew_refusal;

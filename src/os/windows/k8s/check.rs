@@ -202,6 +202,24 @@ pub fn identity_note(v: &KubeVersion, https: bool) -> Option<String> {
     })
 }
 
+/// Whether release `v` can join a Windows node with an identity of its own
+/// (a bootstrap token, an approved CSR, its own client certificate) and
+/// rotate that certificate, from the table's `tls_bootstrap` row with its
+/// sources (docs/research/bootstrap.md#bt-releases).
+pub fn join_note(v: &KubeVersion) -> String {
+    let row = &TABLE.tls_bootstrap;
+    let join = minor(&row.join_since);
+    let rotation = minor(&row.rotation_since);
+    let can = |since: Minor| if v.minor >= since { "has" } else { "lacks" };
+    format!(
+        "Kubernetes {v} {} TLS bootstrapping (a node's own client certificate from a bootstrap token, {}+) and {} client certificate rotation ({}+); sources: src/os/windows/k8s.yaml `tls_bootstrap`, docs/research/bootstrap.md#bt-releases",
+        can(join),
+        row.join_since,
+        can(rotation),
+        row.rotation_since,
+    )
+}
+
 /// What the profile is, in words.
 pub fn profile_words(p: Profile) -> &'static str {
     match p {

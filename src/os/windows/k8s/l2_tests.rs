@@ -17,6 +17,7 @@ fn flag(a: &str) -> &str {
 fn values() -> Values<'static> {
     Values {
         ip: "10.0.0.11",
+        node_name: "win01",
         pause_image: "registry.k8s.io/pause:3.10.2",
         kubeconfig: Some(r"C:\k\config"),
         api_server: "https://10.0.0.10:6443",

@@ -6,6 +6,7 @@ use super::*;
 
 const PLACEHOLDERS: &[&str] = &[
     "{ip}",
+    "{node_name}",
     "{pause_image}",
     "{log_file}",
     "{kubeconfig}",
@@ -22,6 +23,7 @@ const PLACEHOLDERS: &[&str] = &[
 fn values(kubeconfig: bool) -> Values<'static> {
     Values {
         ip: "10.0.0.11",
+        node_name: "win01",
         pause_image: "apprenda/pause",
         kubeconfig: kubeconfig.then_some(r"C:\k\config"),
         api_server: "https://10.0.0.10:6443",
@@ -164,7 +166,7 @@ fn command_lines_for_the_named_releases() {
     assert_eq!(
         args(Kubelet, "1.5", false),
         [
-            "--hostname-override=10.0.0.11",
+            "--hostname-override=win01",
             "--pod-infra-container-image=apprenda/pause",
             "--resolv-conf=",
             "--cluster-dns=10.96.0.10",
@@ -179,7 +181,7 @@ fn command_lines_for_the_named_releases() {
         [
             "--proxy-mode=userspace",
             "--bind-address=10.0.0.11",
-            "--hostname-override=10.0.0.11",
+            "--hostname-override=win01",
             "--master=https://10.0.0.10:6443",
             r"--log-dir=C:\k\logs",
             "--logtostderr=false",
