@@ -32,6 +32,7 @@ pub mod state;
 pub mod stdout;
 pub mod term;
 pub mod text;
+pub mod transfer;
 pub mod transport;
 pub mod verify;
 pub mod wire;

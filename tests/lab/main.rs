@@ -21,6 +21,7 @@ mod lab_lock;
 mod lab_move;
 mod lab_pods;
 mod lab_pods_bounds;
+mod lab_push;
 mod lab_ready;
 mod lab_reset;
 mod lab_schema;
