@@ -33,6 +33,7 @@ pub mod state;
 pub mod stdout;
 pub mod term;
 pub mod text;
+pub mod transfer;
 pub mod transport;
 pub mod upgrade;
 pub mod verify;

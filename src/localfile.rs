@@ -18,7 +18,7 @@
 //! | Kerberos keytab | 4 MiB | about 100 bytes a key |
 //! | CA file (`winrm.ca_file`) | 4 MiB | a Debian system's whole CA bundle, /etc/ssl/certs/ca-certificates.crt, is about 215 KiB |
 //! | kubeconfig | 4 MiB | a few KiB with embedded certificates |
-//! | a Windows binary uploaded inside the script | 32 MiB | see `os::windows::files::MAX_INLINE` |
+//! | a file pushed to the hosts (`windows.binaries.*.path`) | none: streamed in pieces, never held whole (`src/transfer/`) | kubelet.exe, over 100 MB |
 //! | the inventory | 16 MiB | a few KiB a hundred hosts |
 
 use std::io::{Error, ErrorKind, Read};
@@ -35,7 +35,8 @@ pub enum Kind {
     Keytab,
     CaFile,
     Kubeconfig,
-    Upload,
+    /// A file pushed to the hosts, read in pieces (`src/transfer/`).
+    Push,
     Inventory,
 }
 
@@ -47,7 +48,7 @@ impl Kind {
             Kind::KnownHosts | Kind::Revoked => 64 << 20,
             Kind::Password => 64 << 10,
             Kind::Keytab | Kind::CaFile | Kind::Kubeconfig => 4 << 20,
-            Kind::Upload => 32 << 20,
+            Kind::Push => u64::MAX,
             Kind::Inventory => 16 << 20,
         }
     }
@@ -62,7 +63,7 @@ impl Kind {
             Kind::Keytab => "a Kerberos keytab",
             Kind::CaFile => "a CA certificate file",
             Kind::Kubeconfig => "a kubeconfig",
-            Kind::Upload => "a file uploaded inside the script",
+            Kind::Push => "a file to push to the hosts",
             Kind::Inventory => "an inventory",
         }
     }
@@ -123,6 +124,12 @@ fn too_big(kind: Kind) -> Error {
             kind.what()
         ),
     )
+}
+
+/// `path` opened to be read in pieces: a regular file within `kind`'s
+/// bound.
+pub fn open_regular(path: &Path, kind: Kind) -> std::io::Result<std::fs::File> {
+    open(path, kind)
 }
 
 /// Whether `path` is a regular file within `kind`'s bound (and can be

@@ -175,6 +175,9 @@ pub enum HostError {
     /// kwinctl could not do its own work on this machine (the state file
     /// could not be written): nothing was changed on the host.
     Local(String),
+    /// A file could not be pushed to the host: nothing was replaced; what
+    /// arrived is kept for the next run to resume from.
+    Push(String),
     /// A bug in kwinctl (a panicking host task).
     Internal(String),
 }
@@ -238,6 +241,10 @@ impl fmt::Display for HostError {
             HostError::Restart(why) => write!(f, "{why}"),
             HostError::Detached(why) => write!(f, "{why}"),
             HostError::Upgrade(why) => write!(f, "{why}"),
+            HostError::Push(why) => write!(
+                f,
+                "pushing a file failed, nothing was replaced: {why}. What arrived is kept: rerun to resume"
+            ),
             HostError::Local(why) => write!(
                 f,
                 "{why}: kwinctl could not do its own work on this machine; nothing was changed on the host"

@@ -1,12 +1,13 @@
 """Files on the simulated host: records of paths, SHA-256 and `--version`
-lines; downloads (the lab's `downloads` folder) and uploads (base64 in the
-block)."""
+lines; downloads (the lab's `downloads` folder), uploads (base64 in the
+block) and pushed files (push.py)."""
 
 import base64
 import hashlib
 import os
 import re
 
+from . import push
 from .state import ActionError
 from .util import block_has, slow
 
@@ -48,6 +49,15 @@ def fetched(d, h, f):
             raise ActionError("Invoke-WebRequest : The request was aborted: Could not create SSL/TLS secure channel.")
         slow(d, "place_file")
         content = download(d, src["url"])
+    elif "push" in src:
+        # pushed before the script (push.py): Copy-Item from the push
+        # folder; a copy whose hash is wrong drops the pushed file too
+        content = push.staged_content(h["_state_path"], src["push"]["staged"])
+        sha = hashlib.sha256(content).hexdigest()
+        if sha != f["sha256"].lower():
+            push.drop_staged(h["_state_path"], src["push"]["staged"])
+            raise ActionError("%s: SHA-256 is %s, expected %s" % (dest, sha, f["sha256"].lower()))
+        return content
     else:
         # an upload: the bytes are in the block's PowerShell, as base64
         m = re.search(r"FromBase64String\('([A-Za-z0-9+/=]*)'\)", h.get("_block", ""))

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from . import actions, boot
+from . import actions, boot, push
 from .boot import BOOT_TASK
 from .facts import facts
 from .files import file_of
@@ -45,6 +45,13 @@ def execute(script, state_path, connection=True):
     """Run a script by its headers. Returns (stdout, stderr, exit code).
     `connection`: it came over a connection (an action that moves the node's
     address drops it); not for a detached task's script."""
+    pushed = push.header_of(script)
+    if pushed is not None:
+        if pushed["kind"] == "push_status":
+            return push.status(state_path, pushed), "", 0
+        # a receiving script runs with the file on its stdin (server.py,
+        # sshsession.py), never as a script read whole
+        return "", "winsim: push_receive needs its stdin streamed\n", 1
     out, err = [], []
     headers = []
     block = []
@@ -113,6 +120,7 @@ def execute(script, state_path, connection=True):
                 out.append("KWINCTL-RESTART scheduled\n")
                 continue
             h["_host"] = host
+            h["_state_path"] = state_path
             # WinRM's connection lives on the node's address: when an action
             # moves it to another adapter, or removes it, the connection
             # drops mid-call and the client gets no answer.

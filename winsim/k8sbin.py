@@ -137,7 +137,8 @@ VERSION_LINE = re.compile(r"^Kubernetes v(\d+)\.(\d+)\.(\d+)\S*$")
 def version_line(content):
     """The `--version` output of a file's content, or None if it is not a
     binary the simulated host can run."""
-    for line in content.decode("utf-8", "replace").splitlines()[:4]:
+    # (the first lines only: a pushed binary may be over 100 MB)
+    for line in content[:4096].decode("utf-8", "replace").splitlines()[:4]:
         line = line.strip()
         if VERSION_LINE.match(line):
             return line

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 
-from . import blip, util
+from . import blip, push, util
 from .auth import REFUSE_NTLM_HEADERS, accept_kerberos, knob, token_kind
 from .boot import BootClock
 from .host import execute
@@ -109,6 +109,10 @@ class Shells:
             cmd = re.search(r"<(?:\w+:)?Command>([^<]*)<", xml)
             args = re.findall(r"<(?:\w+:)?Arguments>([^<]*)<", xml)
             shell[cid] = {"command": cmd.group(1) if cmd else "", "args": args, "stdin": b"", "done": False}
+            receiving = push.header_of(self.script_of(shell[cid]) or "")
+            if receiving is not None and receiving["kind"] == "push_receive":
+                # a push: its stdin goes to the file as it comes (push.py)
+                shell[cid]["receiver"] = push.Receiver(self.state_path, receiving, "winrm")
             return envelope(ACTION_COMMAND + "Response", mid,
                             "<rsp:CommandResponse><rsp:CommandId>%s</rsp:CommandId></rsp:CommandResponse>" % cid)
         if action == ACTION_SEND:
@@ -117,7 +121,12 @@ class Shells:
             if not m or m.group(1).upper() not in shell:
                 raise LookupError("send to an unknown command")
             c = shell[m.group(1).upper()]
-            c["stdin"] += base64.b64decode(m.group(2))
+            if "receiver" in c:
+                c["receiver"].feed(base64.b64decode(m.group(2)))
+                if end:
+                    c["result"] = c["receiver"].finish()
+            else:
+                c["stdin"] += base64.b64decode(m.group(2))
             c["eof"] = end
             return envelope(ACTION_SEND + "Response", mid, "<rsp:SendResponse/>")
         if action == ACTION_RECEIVE:

@@ -43,6 +43,7 @@ import os
 import re
 import sys
 
+from . import push
 from .k8sbin import split_command_line
 
 CMD = r"C:\Windows\system32\cmd.exe"
@@ -296,6 +297,7 @@ def main(a):
         sys.stderr.flush()
         return 1
     entry.update(seen, shell_line_length=len(seen["shell_line"]))
+    receiving = push.header_of(script)
     try:
         opened = blip.process_start(os.getppid())
     except (OSError, ValueError, IndexError, StopIteration):
@@ -306,7 +308,14 @@ def main(a):
         os.kill(os.getppid(), 9)
         return 255
     try:
-        out, err, code = execute(script, a.state)
+        if receiving is not None and receiving["kind"] == "push_receive":
+            # a push: stdin goes to the file as it comes (push.py)
+            r = push.Receiver(a.state, receiving, "ssh")
+            for piece in iter(lambda: sys.stdin.buffer.read1(1 << 18), b""):
+                r.feed(piece)
+            out, err, code = r.finish()
+        else:
+            out, err, code = execute(script, a.state)
     except ConnectionDropped:
         # the node's address moved: the connection goes unanswered
         _log(a.log, dict(entry, outcome="connection dropped"))

@@ -90,6 +90,54 @@ impl Client {
         ))
     }
 
+    /// Download `url` into `dest` (created or truncated), a piece at a
+    /// time as it comes, within `limit`: the body's size and SHA-256.
+    pub fn download(
+        &self,
+        url: &str,
+        dest: &Path,
+        limit: Duration,
+    ) -> Result<(u64, String), String> {
+        use sha2::Digest;
+        use std::io::Write;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("runtime: {e}"))?;
+        let mut out =
+            std::fs::File::create(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        let work = async {
+            let mut resp = self
+                .http
+                .get(url)
+                .timeout(limit)
+                .send()
+                .await
+                .map_err(|e| chain(&e))?;
+            if !resp.status().is_success() {
+                return Err(format!("HTTP {}", resp.status()));
+            }
+            let (mut size, mut h) = (0u64, sha2::Sha256::new());
+            while let Some(chunk) = resp.chunk().await.map_err(|e| chain(&e))? {
+                h.update(&chunk);
+                size += chunk.len() as u64;
+                out.write_all(&chunk)
+                    .map_err(|e| format!("{}: {e}", dest.display()))?;
+            }
+            out.sync_all()
+                .map_err(|e| format!("{}: {e}", dest.display()))?;
+            Ok((
+                size,
+                h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+            ))
+        };
+        rt.block_on(async {
+            tokio::time::timeout(limit + CONNECT, work)
+                .await
+                .unwrap_or_else(|_| Err(format!("not done within {}s", limit.as_secs())))
+        })
+    }
+
     async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
         let work = async {
             let mut resp = self.http.get(url).send().await.map_err(|e| chain(&e))?;

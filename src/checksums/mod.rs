@@ -8,7 +8,7 @@
 
 pub mod cli;
 pub mod edit;
-mod http;
+pub mod http;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

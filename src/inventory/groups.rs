@@ -159,6 +159,7 @@ pub(super) fn layered(
                 cni_plugins: _,
                 kube_log_runner: _,
             },
+        binaries_source: _,
         adapter: _,
         network_name: _,
         transparent_adapter: _,
@@ -242,6 +243,7 @@ pub(super) fn layered(
         clashes,
         "windows",
         [
+            binaries_source = "binaries_source",
             adapter = "adapter",
             network_name = "network_name",
             transparent_adapter = "transparent_adapter",

@@ -318,9 +318,22 @@ pub struct Binary {
     pub sha256: Option<String>,
 }
 
+/// `windows.binaries_source`: who downloads a `url:` binary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BinariesSource {
+    /// The node, from the URL.
+    #[default]
+    Node,
+    /// kwinctl, once, into its cache on the operator's machine; then it is
+    /// pushed to the nodes (`src/transfer/`).
+    Push,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct WindowsSettings {
     pub binaries: BTreeMap<String, Binary>,
+    /// Where `url:` binaries come from.
+    pub binaries_source: BinariesSource,
     pub adapter: Option<String>,
     pub network_name: Option<String>,
     /// The network card the transparent network takes (never the routable

@@ -296,6 +296,10 @@ pub(super) struct RawHost {
 pub(super) struct RawWindows {
     #[serde(default)]
     pub(super) binaries: RawBinaries,
+    /// Where a `url:` binary comes from: `node` (default: the node downloads it) or `push` (kwinctl downloads it once to the operator's machine, checks its sha256, keeps it in its cache and pushes it to the nodes: for nodes that cannot reach the internet).
+    #[serde(default)]
+    #[schemars(with = "Option<BinariesSourceSchema>")]
+    pub(super) binaries_source: Option<Spanned<String>>,
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) adapter: Option<Spanned<String>>,
@@ -318,6 +322,15 @@ pub(super) struct RawWindows {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub(super) taints: Option<Spanned<Vec<String>>>,
+}
+
+/// `windows.binaries_source`'s values, for the schema.
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum BinariesSourceSchema {
+    Node,
+    Push,
 }
 
 /// `windows.binaries`: only the binaries kwinctl installs (a misspelt name

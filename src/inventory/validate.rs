@@ -783,8 +783,23 @@ impl Validator {
                 },
             );
         }
+        let binaries_source = match w.binaries_source.as_ref() {
+            None => BinariesSource::Node,
+            Some(s) if s.value == "node" => BinariesSource::Node,
+            Some(s) if s.value == "push" => BinariesSource::Push,
+            Some(s) => {
+                self.problem(
+                    s.into(),
+                    format!("windows.binaries_source {} is not node or push", echo(&s.value)),
+                    "write node (each node downloads its url: binaries) or push (kwinctl downloads them once and pushes them)",
+                );
+                ok = false;
+                BinariesSource::Node
+            }
+        };
         ok.then(|| WindowsSettings {
             binaries,
+            binaries_source,
             adapter: w.adapter.as_ref().map(|a| a.value.clone()),
             network_name: w.network_name.as_ref().map(|n| n.value.clone()),
             transparent_adapter: w.transparent_adapter.as_ref().map(|a| a.value.clone()),

@@ -95,6 +95,16 @@ pub trait NodeOps: Send + Sync {
     fn rewrites(&self, _a: &Self::Action) -> Option<(String, String)> {
         None
     }
+    /// The file an action places from the operator's machine: pushed
+    /// (`src/transfer/`, to [`NodeOps::push_target`]) before the script
+    /// that places it runs.
+    fn pushes(&self, _a: &Self::Action) -> Option<std::sync::Arc<crate::transfer::Local>> {
+        None
+    }
+    /// Where this OS keeps pushed files and the scripts that receive them.
+    fn push_target(&self) -> crate::transfer::Target {
+        crate::transfer::Target::Linux
+    }
     /// A read-only script printing each file's content as a `KWC` line
     /// (see `wire::file_contents`).
     fn read_files(&self, paths: &[String]) -> String;

@@ -175,6 +175,11 @@ pub(super) async fn apply<O: NodeOps>(
     r: &mut HostReport,
 ) -> Result<O::Facts, HostError> {
     let actions: Vec<&O::Action> = d.actions().collect();
+    let pushed = push_files(ctx, s, node, ops, &actions, r).await;
+    if let Err(e) = pushed {
+        fill(r, d, Vec::new(), ActionStatus::Skipped);
+        return Err(e);
+    }
     let parts = segments(ops, node, &actions);
     let mut results: Vec<(ActionStatus, String)> = Vec::new();
     let mut out = None;
@@ -273,6 +278,58 @@ pub(super) async fn apply<O: NodeOps>(
         .map_err(HostError::Probe)?;
     }
     parse(ops, &out).map_err(HostError::Reprobe)
+}
+
+/// How long pushing the files of one host may take at the least
+/// (`--timeout`, if longer): a 100 MB binary over a slow link.
+const PUSH_BUDGET: Duration = Duration::from_secs(30 * 60);
+
+/// The files the actions place from the operator's machine, pushed before
+/// the script that places them (`src/transfer/`); a note says what was
+/// sent. Nothing on the host is replaced here.
+async fn push_files<O: NodeOps>(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    actions: &[&O::Action],
+    r: &mut HostReport,
+) -> Result<(), HostError> {
+    let files: Vec<_> = actions
+        .iter()
+        .filter_map(|a| ops.pushes(a))
+        .map(|l| (*l).clone())
+        .collect();
+    if files.is_empty() {
+        return Ok(());
+    }
+    ctx.reporter
+        .phase(&node.name, &format!("pushing {} files", files.len()));
+    let budget = PUSH_BUDGET.max(ctx.opts.timeout);
+    let target = ops.push_target();
+    let pushed = match tokio::time::timeout(budget, crate::transfer::push(s, target, &files)).await
+    {
+        Ok(p) => p.map_err(|e| HostError::Push(e.to_string()))?,
+        Err(_) => {
+            return Err(HostError::Push(format!(
+                "not done within {}s; what arrived is kept",
+                budget.as_secs()
+            )));
+        }
+    };
+    for p in pushed.iter().filter(|p| p.sent > 0) {
+        r.notes.push(format!(
+            "pushed {} bytes of {}{}",
+            p.sent,
+            p.sha256,
+            if p.from > 0 {
+                format!(" (resumed at byte {})", p.from)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// The calls an apply is made of: runs of actions without a budget of

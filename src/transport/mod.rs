@@ -153,6 +153,51 @@ pub trait Session: Send {
     fn side(&self) -> Option<Box<dyn Session>> {
         None
     }
+    /// How [`Session::stream`] carries bytes to the host, `None` when the
+    /// transport cannot stream (a file then cannot be pushed over it).
+    fn stream_mode(&self) -> Option<StreamMode> {
+        None
+    }
+    /// Run `script`, a short one in the session's interpreter that travels
+    /// in the command line itself, with `input`'s pieces written to its
+    /// stdin one after the other as they come (each waits for the channel:
+    /// what is held is one piece, whatever the whole's size), then end of
+    /// file. The file transfer's channel (`src/transfer/`).
+    fn stream<'a>(
+        &'a mut self,
+        script: &'a str,
+        input: StreamInput<'a>,
+    ) -> BoxFuture<'a, Result<Output, TransportError>> {
+        let _ = (script, input);
+        Box::pin(async {
+            Err(TransportError::Setup(
+                "this transport cannot stream a file to the host".into(),
+            ))
+        })
+    }
+}
+
+/// What [`Session::stream`] writes to the remote stdin, piece by piece.
+pub type StreamInput<'a> = futures::stream::BoxStream<'a, std::io::Result<Vec<u8>>>;
+
+/// How a transport's stream carries bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamMode {
+    /// The bytes as they are (an SSH channel is 8-bit clean: RFC 4254 5.2).
+    Raw,
+    /// WinRS stdin to PowerShell: base64 lines, each one piece, each piece
+    /// in one Send request (as Ansible's winrm connection plugin sends
+    /// files, see docs/research/push.md).
+    Base64Lines,
+}
+
+/// The PowerShell command line that runs `script` with stdin left to the
+/// script (no bootstrap): `-EncodedCommand`, base64 of UTF-16LE.
+pub fn powershell_command_line(script: &str) -> String {
+    format!(
+        "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand {}",
+        winrm_rs::encode_powershell_command(script)
+    )
 }
 
 /// Settings shared by every connection of one command.

@@ -13,9 +13,7 @@ use russh::client::{self, Handle};
 use super::known_hosts::{self, Presented};
 use super::route::Endpoint;
 use super::trace::Trace;
-use super::{
-    ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError, encoded_bootstrap,
-};
+use super::{ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError};
 use crate::inventory::{Host, SshSettings};
 
 pub use super::auth::PASSPHRASE_ENV;
@@ -198,6 +196,12 @@ pub fn open<'a>(
 /// A session channel being opened ahead of the call that will use it.
 type Spare = tokio::task::JoinHandle<Result<russh::Channel<client::Msg>, russh::Error>>;
 
+mod command;
+mod stream;
+pub use command::{
+    INLINE_MAX, inline_command, remote_command, stream_command, sudo_wants_password,
+};
+
 pub struct SshSession {
     handle: Arc<Conn>,
     /// The next call's channel, asked for while this call's script runs:
@@ -213,56 +217,6 @@ pub struct SshSession {
     /// The sessions open on this connection (this one and its side
     /// sessions, [`Session::side`]): the last one closed disconnects.
     sessions: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// The remote command that reads a script from stdin: POSIX sh (under
-/// `sudo -n` when not root), or PowerShell (OpenSSH on Windows Server) with
-/// the same stdin bootstrap as WinRM.
-pub fn remote_command(interpreter: Interpreter, user: &str) -> String {
-    match interpreter {
-        Interpreter::Sh if user == "root" => "/bin/sh -s".into(),
-        Interpreter::Sh => "sudo -n /bin/sh -s".into(),
-        Interpreter::PowerShell => format!(
-            "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand {}",
-            encoded_bootstrap()
-        ),
-    }
-}
-
-/// The longest script sent inside the exec request itself. RFC 4253 6.1:
-/// every implementation must process packets with a payload of 32768 bytes;
-/// the command, its quoting and the request's fields stay below that.
-pub const INLINE_MAX: usize = 30 * 1024;
-
-/// The command that runs `script` with no stdin, when it may travel in the
-/// exec request: as root, POSIX sh, a script of at most [`INLINE_MAX`]
-/// bytes. OpenSSH's sshd opens a session channel with a window of 0 and
-/// opens it only once the exec request is handled (serverloop.c
-/// server_request_session: "window size 0" for the larval channel;
-/// session.c session_set_fds then sets CHAN_SES_WINDOW_DEFAULT and a
-/// WINDOW_ADJUST goes out), so a script on stdin waits a round trip for
-/// the window; in the command it does not. Not under sudo: sudo logs each
-/// command line (its I/O log and syslog's COMMAND=), which would fill the
-/// host's auth log with whole scripts. Linux scripts hold no secret (the
-/// only secrets, the Windows kubeconfig and passwords, never go to a Linux
-/// host), so the command line, visible in the host's process list while
-/// the script runs, shows nothing that the run record does not.
-pub fn inline_command(command: &str, script: &str) -> Option<String> {
-    (command == "/bin/sh -s" && script.len() <= INLINE_MAX && !script.contains('\0'))
-        .then(|| format!("/bin/sh -c '{}'", script.replace('\'', r"'\''")))
-}
-
-/// sudo(8) with `-n` prints this and exits 1 when it would have to ask for
-/// a password (sudo 1.9.13, Debian 12: seen by the lab test
-/// `a_sudo_that_needs_a_password_is_named_with_the_fix`, real sudo on a lab
-/// host; sudo's `-n`: "If a password is required for the command to run,
-/// sudo will display an error message and exit").
-pub fn sudo_wants_password(command: &str, out: &Output) -> bool {
-    command.starts_with("sudo -n ")
-        && out.exit == Some(1)
-        && out.stdout.trim().is_empty()
-        && (out.stderr.contains("sudo: a password is required")
-            || out.stderr.contains("sudo: a terminal is required"))
 }
 
 impl SshSession {
@@ -442,6 +396,18 @@ impl SshSession {
 impl Session for SshSession {
     fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>> {
         self.exec(script).boxed()
+    }
+
+    fn stream_mode(&self) -> Option<super::StreamMode> {
+        Some(super::StreamMode::Raw)
+    }
+
+    fn stream<'a>(
+        &'a mut self,
+        script: &'a str,
+        input: super::StreamInput<'a>,
+    ) -> BoxFuture<'a, Result<Output, TransportError>> {
+        self.stream_input(script, input).boxed()
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {

@@ -22,6 +22,8 @@ const POWERSHELL: &str = r"%SystemRoot%\System32\WindowsPowerShell\v1.0\powershe
 /// Script bytes per WinRS Send request (well inside the default 150 KiB envelope).
 const SEND_CHUNK: usize = 64 * 1024;
 
+pub(crate) mod stream;
+
 pub struct WinRmSession {
     host: String,
     shell: Option<Shell<'static>>,
@@ -466,6 +468,18 @@ impl WinRmSession {
 impl Session for WinRmSession {
     fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>> {
         self.exec(script).boxed()
+    }
+
+    fn stream_mode(&self) -> Option<super::StreamMode> {
+        Some(super::StreamMode::Base64Lines)
+    }
+
+    fn stream<'a>(
+        &'a mut self,
+        script: &'a str,
+        input: super::StreamInput<'a>,
+    ) -> BoxFuture<'a, Result<Output, TransportError>> {
+        self.stream_input(script, input).boxed()
     }
 
     fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {

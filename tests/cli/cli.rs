@@ -309,16 +309,27 @@ fn a_huge_value_is_never_echoed_whole() {
     assert!(err.len() < 1000, "the error is {} bytes", err.len());
 }
 
-/// A binary too large to upload inside a script is refused before anything
-/// is contacted, with the advice to serve it (a sparse file: no disk used).
+/// A binary of any size from the operator's machine is pushed before the
+/// script, not carried inside it: the script copies it from where the push
+/// leaves it, named by its SHA-256 (a sparse 40 MiB file: over the 32 MiB
+/// that uploads inside the script were once capped at, no disk used).
 #[test]
-fn an_upload_over_the_inline_limit_is_refused_with_advice() {
+fn a_binary_of_any_size_is_pushed_not_carried_in_the_script() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("kubelet.exe");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(kwinctl::os::windows::files::MAX_INLINE + 1)
+        .set_len(40 << 20)
         .unwrap();
+    let sha = {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(vec![0u8; 40 << 20]);
+        h.finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
     let inv = dir.path().join("inv.yaml");
     let yaml = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -342,12 +353,16 @@ fn an_upload_over_the_inline_limit_is_refused_with_advice() {
     );
     std::fs::write(&inv, yaml).unwrap();
     let o = kwinctl(&["render", "-i", inv.to_str().unwrap(), "--host", "Win01"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let script = String::from_utf8_lossy(&o.stdout);
     assert!(
-        err.contains("over kwinctl's limit of 32 MiB") && err.contains("give its url and sha256"),
-        "{err}"
+        script.contains(&format!(
+            r"Copy-Item -Force -LiteralPath 'C:\ProgramData\kwinctl\push\{sha}' -Destination $tmp"
+        )),
+        "{}",
+        &script[..script.len().min(3000)]
     );
+    assert!(script.len() < 1 << 20, "{} bytes", script.len());
 }
 
 /// `api_server` is what Windows nodes' kubelet and kube-proxy talk to:

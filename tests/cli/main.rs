@@ -22,6 +22,7 @@ mod cli_import;
 mod cli_import_winssh;
 mod cli_init;
 mod cli_record;
+mod cli_push_cache;
 mod cli_select;
 mod cli_ssh_env;
 mod cli_stdout;

@@ -791,7 +791,7 @@ fn binaries_uploaded_from_the_operators_machine() {
         actions.iter().any(|a| a["action"]
             .as_str()
             .unwrap()
-            .starts_with(r"upload C:\k\kubelet.exe (3145728 bytes)")),
+            .starts_with(r"push C:\k\kubelet.exe (3145728 bytes)")),
         "{s}"
     );
     let ws: serde_json::Value =

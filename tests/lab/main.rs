@@ -23,6 +23,7 @@ mod lab_move;
 mod lab_pods;
 mod lab_pods_bounds;
 mod lab_proof;
+mod lab_push;
 mod lab_ready;
 mod lab_reset;
 mod lab_rolling;

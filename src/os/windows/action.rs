@@ -207,6 +207,7 @@ impl Describe for WinAction {
             WinAction::PlaceFile { file } => match &file.source {
                 FileSource::Url(u) => format!("download {} from {u}", file.path),
                 FileSource::Inline(b) => format!("upload {} ({} bytes)", file.path, b.len()),
+                FileSource::Push(p) => format!("push {} ({} bytes)", file.path, p.size),
             },
             WinAction::InstallService { service, exists } => format!(
                 "{} service {}",
@@ -268,6 +269,7 @@ impl Describe for WinAction {
                 match &archive.archive.source {
                     FileSource::Url(_) => "download",
                     FileSource::Inline(_) => "upload",
+                    FileSource::Push(_) => "push",
                 },
                 archive.name,
                 archive
@@ -396,12 +398,13 @@ pub fn budget(a: &WinAction) -> Option<std::time::Duration> {
         WinAction::PullImage { .. } | WinAction::PullSandbox { .. } => 30,
         WinAction::InstallFeature { .. } => 20,
         WinAction::InstallArchive { archive } => match &archive.archive.source {
-            FileSource::Url(_) => 15,
+            FileSource::Url(_) | FileSource::Push(_) => 15,
             FileSource::Inline(b) if b.len() > 1 << 20 => 15,
             FileSource::Inline(_) => return None,
         },
         WinAction::PlaceFile { file } => match &file.source {
-            FileSource::Url(_) => 15,
+            // (the push itself runs before, in calls of its own)
+            FileSource::Url(_) | FileSource::Push(_) => 15,
             // (a kubeconfig goes with the short actions)
             FileSource::Inline(b) if b.len() > 1 << 20 => 15,
             FileSource::Inline(_) => return None,

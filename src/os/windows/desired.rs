@@ -8,10 +8,10 @@
 use super::k8s::{self, Component, Hosting, Profile, Values};
 use super::{KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, ProfileDesired, WIN_DIR, WindowsDesired};
 use crate::hash::sha256_bytes;
-use crate::inventory::{Host, Inventory, KubeVersion};
+use crate::inventory::{BinariesSource, Host, Inventory, KubeVersion};
 use crate::os::ops::DesiredError;
 
-pub use super::files::{FileSource, MAX_INLINE, Uploads, WinFile};
+pub use super::files::{FileSource, Pushed, Uploads, WinFile};
 pub use super::service::WinService;
 
 /// Where a binary of `windows.binaries` comes from, and its SHA-256.
@@ -22,17 +22,32 @@ pub(super) fn source_of(
     uploads: &Uploads,
 ) -> Result<(FileSource, String), DesiredError> {
     let (source, local_sha) = match (&b.url, &b.path) {
+        (Some(u), None) if host.windows.binaries_source == BinariesSource::Push => {
+            let Some(sha) = &b.sha256 else {
+                return Err(DesiredError(format!(
+                    "{}: windows.binaries.{name}.sha256 is required with a url",
+                    host.name
+                )));
+            };
+            let local = uploads.fetch(u, sha).map_err(|e| {
+                DesiredError(format!(
+                    "{}: windows.binaries.{name}.url {u} (binaries_source: push): {e}",
+                    host.name
+                ))
+            })?;
+            (FileSource::Push(Pushed::of(local)), None)
+        }
         (Some(u), None) => (FileSource::Url(u.clone()), None),
         (None, Some(p)) => {
-            let bytes = uploads.read(p).map_err(|e| {
+            let local = uploads.read(p).map_err(|e| {
                 DesiredError(format!(
                     "{}: windows.binaries.{name}.path {}: {e}",
                     host.name,
                     p.display()
                 ))
             })?;
-            let sha = sha256_bytes(&bytes);
-            (FileSource::Inline(bytes), Some(sha))
+            let sha = local.sha256.clone();
+            (FileSource::Push(Pushed::of(local)), Some(sha))
         }
         _ => {
             return Err(DesiredError(format!(

@@ -60,6 +60,21 @@ pub fn examples() -> Vec<WinAction> {
         },
         WinAction::PlaceFile {
             file: WinFile {
+                path: r"C:\k\kube-proxy.exe".into(),
+                sha256: "ef".repeat(32),
+                source: FileSource::Push(crate::os::windows::files::Pushed::of(
+                    std::sync::Arc::new(crate::transfer::Local {
+                        path: "kube-proxy.exe".into(),
+                        size: 150 << 20,
+                        sha256: "ef".repeat(32),
+                    }),
+                )),
+                version: Some("1.16.15".into()),
+                version_regex: Some(r"^Kubernetes v1\.16\.15(?:[-+]\S*)?$".into()),
+            },
+        },
+        WinAction::PlaceFile {
+            file: WinFile {
                 path: r"C:\k\config".into(),
                 sha256: "cd".repeat(32),
                 source: FileSource::Inline(b"apiVersion: v1\nkind: Config\n".to_vec().into()),

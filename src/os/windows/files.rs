@@ -22,10 +22,46 @@ pub struct WinFile {
 pub enum FileSource {
     /// The host downloads it.
     Url(String),
-    /// Sent from the operator's machine inside the script (base64); shared,
-    /// not copied, between hosts.
+    /// Text kwinctl renders itself (a kubeconfig), sent inside the script
+    /// (base64); shared, not copied, between hosts.
     Inline(#[serde(skip)] std::sync::Arc<[u8]>),
+    /// A file on the operator's machine, of any size: pushed to the host
+    /// before the script runs (`src/transfer/`), which copies it from
+    /// where the push left it verified.
+    Push(Pushed),
 }
+
+/// A file pushed from the operator's machine: where the host keeps it once
+/// verified, and (not serialised) the local file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pushed {
+    /// The verified file on the host (`transfer::Target::staged`).
+    pub staged: String,
+    pub size: u64,
+    #[serde(skip)]
+    pub local: std::sync::Arc<crate::transfer::Local>,
+}
+
+impl Pushed {
+    pub fn of(local: std::sync::Arc<crate::transfer::Local>) -> Pushed {
+        Pushed {
+            staged: crate::transfer::Target::Windows.staged(&local.sha256),
+            size: local.size,
+            local,
+        }
+    }
+}
+
+impl FileSource {
+    /// The file to push before the script runs, if this one is pushed.
+    pub fn pushed(&self) -> Option<&crate::transfer::Local> {
+        match self {
+            FileSource::Push(p) => Some(&p.local),
+            _ => None,
+        }
+    }
+}
+
 /// A release archive kwinctl unpacks: containerd's tarball or the CNI
 /// plugins'.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,37 +99,44 @@ pub fn inline(path: &str, text: String) -> WinFile {
     }
 }
 
-/// The largest file kwinctl uploads inside a script. The bytes travel as
-/// base64 in a PowerShell string literal: read into UTF-16, parsed, then
-/// decoded — about five times the file in the host's memory, against
-/// WinRS's per-shell memory quota (MaxMemoryPerShellMB) — and in one remote
-/// call (research defect 24). A real kubelet.exe is over 100 MB: serve it
-/// over HTTP(S) instead.
-pub const MAX_INLINE: u64 = crate::localfile::Kind::Upload.max();
-
-/// Local files to upload, read once per command and shared between hosts.
+/// Local files to push, hashed once per command (read in pieces, never
+/// held) and shared between hosts.
 #[derive(Default)]
 pub struct Uploads(
-    std::sync::Mutex<std::collections::BTreeMap<std::path::PathBuf, std::sync::Arc<[u8]>>>,
+    std::sync::Mutex<
+        std::collections::BTreeMap<std::path::PathBuf, std::sync::Arc<crate::transfer::Local>>,
+    >,
 );
 
 impl Uploads {
-    pub(crate) fn read(&self, p: &std::path::Path) -> std::io::Result<std::sync::Arc<[u8]>> {
+    pub(crate) fn read(
+        &self,
+        p: &std::path::Path,
+    ) -> std::io::Result<std::sync::Arc<crate::transfer::Local>> {
         let mut m = self.0.lock().unwrap();
         if let Some(b) = m.get(p) {
             return Ok(b.clone());
         }
-        let size = std::fs::metadata(p)?.len();
-        if size > MAX_INLINE {
-            return Err(std::io::Error::other(format!(
-                "{size} bytes is over kwinctl's limit of {} MiB for a file uploaded inside the script (it travels as base64 in a PowerShell string, about five times its size in the host's memory): serve it over HTTP(S) and give its url and sha256 instead of path",
-                MAX_INLINE >> 20
-            )));
+        // a regular file only: never /dev/zero or a pipe
+        let l = std::sync::Arc::new(crate::transfer::Local::of(p)?);
+        m.insert(p.to_path_buf(), l.clone());
+        Ok(l)
+    }
+
+    /// A `url:` binary from the operator's cache (downloaded into it
+    /// first, checked against `sha256`), once per command.
+    pub(crate) fn fetch(
+        &self,
+        url: &str,
+        sha256: &str,
+    ) -> Result<std::sync::Arc<crate::transfer::Local>, String> {
+        let key = std::path::PathBuf::from(format!("url:{url}"));
+        let mut m = self.0.lock().unwrap();
+        if let Some(b) = m.get(&key) {
+            return Ok(b.clone());
         }
-        // a regular file within the bound only: never /dev/zero or a pipe
-        let b: std::sync::Arc<[u8]> =
-            crate::localfile::read(p, crate::localfile::Kind::Upload)?.into();
-        m.insert(p.to_path_buf(), b.clone());
-        Ok(b)
+        let l = std::sync::Arc::new(crate::transfer::cache::fetch(url, sha256)?);
+        m.insert(key, l.clone());
+        Ok(l)
     }
 }

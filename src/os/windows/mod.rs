@@ -373,6 +373,20 @@ impl NodeOps for WindowsOps<'_> {
     fn budget(&self, a: &WinAction) -> Option<std::time::Duration> {
         action::budget(a)
     }
+    fn pushes(&self, a: &WinAction) -> Option<std::sync::Arc<crate::transfer::Local>> {
+        let source = match a {
+            WinAction::PlaceFile { file } => &file.source,
+            WinAction::InstallArchive { archive } => &archive.archive.source,
+            _ => return None,
+        };
+        match source {
+            FileSource::Push(p) => Some(p.local.clone()),
+            _ => None,
+        }
+    }
+    fn push_target(&self) -> crate::transfer::Target {
+        crate::transfer::Target::Windows
+    }
     fn fresh(&self, node: &Node) -> WindowsFacts {
         let v = self.desired.kubernetes_version;
         let mut facts = WindowsFacts::fresh(

@@ -56,33 +56,39 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
         )
 }
 
+/// A placed file's source for its template: its url, its content (base64)
+/// or where the push left it on the host; the other two none.
+fn source_values(src: &FileSource) -> (Value, Value, Value) {
+    let none = || Value::from(());
+    match src {
+        FileSource::Url(u) => (Value::from(u.as_str()), none(), none()),
+        FileSource::Inline(b) => (
+            none(),
+            Value::from(base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                b,
+            )),
+            none(),
+        ),
+        FileSource::Push(p) => (none(), none(), Value::from(p.staged.as_str())),
+    }
+}
+
 /// The PowerShell for one action: its template by kind, with the action's
 /// fields (an upload's bytes, which its serde form leaves out, as base64).
 pub fn action(r: &Renderer, a: &WinAction) -> String {
     let extra = match a {
-        WinAction::PlaceFile { file } => match &file.source {
-            FileSource::Url(u) => context! { url => u, content => Value::from(()) },
-            FileSource::Inline(b) => context! {
-                url => Value::from(()),
-                content => base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b),
-            },
-        },
+        WinAction::PlaceFile { file } => {
+            let (url, content, staged) = source_values(&file.source);
+            context! { url, content, staged }
+        }
         WinAction::InstallArchive { archive } => {
-            let (url, content) = match &archive.archive.source {
-                FileSource::Url(u) => (Value::from(u.as_str()), Value::from(())),
-                FileSource::Inline(b) => (
-                    Value::from(()),
-                    Value::from(base64::Engine::encode(
-                        &base64::engine::general_purpose::STANDARD,
-                        b,
-                    )),
-                ),
-            };
+            let (url, content, staged) = source_values(&archive.archive.source);
             let leaf = archive
                 .version_binary
                 .as_deref()
                 .map(|p| p.rsplit('\\').next().unwrap_or(p).to_string());
-            context! { url, content, version_binary_name => leaf }
+            context! { url, content, staged, version_binary_name => leaf }
         }
         WinAction::InstallTask { service, .. } => context! {
             start_script => start_script(r, service),

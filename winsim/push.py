@@ -1,0 +1,189 @@
+"""Files pushed from the operator's machine (kwinctl's src/transfer/): the
+host's receiving side. A push_receive script appends what comes on its
+stdin to `<sha256>.part` (raw bytes over SSH; base64 lines over WinRM, one
+decoded and written at a time, as the script's `process` block does), then
+hashes the whole and renames it `<sha256>` when the hash is right.
+push_status answers what the host holds.
+
+The files live in a folder beside the state file (`<state>.push/`); the
+Windows path `C:\\ProgramData\\kwinctl\\push\\<sha256>` maps to
+`<state>.push/<sha256>`. Every piece written is logged to
+`<state>.push/log.jsonl` (its offset and length, and the most the receiver
+held in memory at once): the lab checks from it that no byte was sent
+twice and that the host's memory stayed bounded."""
+
+import binascii
+import hashlib
+import json
+import os
+import re
+import time
+
+from .state import ActionError
+
+HEADER = "# kwinctl-sim: "
+WIN_DIR = "C:\\ProgramData\\kwinctl\\push"
+SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def folder(state_path):
+    d = state_path + ".push"
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def header_of(script):
+    """The push header a script starts with, or None."""
+    first = script.lstrip("\ufeff").split("\n", 1)[0]
+    if not first.startswith(HEADER):
+        return None
+    try:
+        h = json.loads(first[len(HEADER):])
+    except ValueError:
+        return None
+    if h.get("kind") not in ("push_receive", "push_status"):
+        return None
+    return h
+
+
+def local_path(state_path, win_path):
+    """The simulator's file for a Windows path under the push folder."""
+    prefix = WIN_DIR.lower() + "\\"
+    if not win_path.lower().startswith(prefix):
+        return None
+    name = win_path[len(prefix):].lower()
+    if not SHA.match(name):
+        return None
+    return os.path.join(folder(state_path), name)
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def status(state_path, h):
+    """push_status: `KWP <sha> done | part LEN SHA | none` per file."""
+    d = folder(state_path)
+    out = []
+    for f in h.get("files", []):
+        sha, size = f["sha256"].lower(), int(f["size"])
+        if not SHA.match(sha):
+            raise ActionError("winsim: bad sha256 %r" % sha)
+        done, part = os.path.join(d, sha), os.path.join(d, sha + ".part")
+        if os.path.isfile(done) and os.path.getsize(done) == size:
+            out.append("KWP %s done\n" % sha)
+        elif os.path.isfile(part):
+            out.append("KWP %s part %d %s\n" % (sha, os.path.getsize(part), sha256_of(part)))
+        else:
+            out.append("KWP %s none\n" % sha)
+    return "".join(out)
+
+
+class Receiver:
+    """One push_receive: what its stdin brings, appended as it comes. Holds
+    at most one line (base64) or one read (raw) at a time."""
+
+    def __init__(self, state_path, h, transport):
+        self.sha = h["sha256"].lower()
+        if not SHA.match(self.sha):
+            raise ActionError("winsim: bad sha256 %r" % self.sha)
+        self.size = int(h["size"])
+        self.mode = h.get("mode", "raw")
+        self.transport = transport
+        d = folder(state_path)
+        self.done = os.path.join(d, self.sha)
+        self.part = self.done + ".part"
+        self.log = os.path.join(d, "log.jsonl")
+        offset = int(h["offset"])
+        self.error = None
+        with open(self.part, "ab"):
+            pass
+        if os.path.getsize(self.part) < offset:
+            self.error = "%s holds %d bytes, fewer than the %d to resume from: run again" % (
+                self.part, os.path.getsize(self.part), offset)
+        else:
+            os.truncate(self.part, offset)
+        self.at = offset
+        self.pending = b""
+        self.peak = 0
+        self.fh = open(self.part, "ab") if self.error is None else None
+        # Test knob: past this many bytes of the part, each piece waits a
+        # moment (a slow link), so that a test can stop the run midway.
+        self.slow_from = None
+        try:
+            with open(state_path) as f:  # replaced atomically: no lock to read
+                self.slow_from = json.load(f).get("push_slow_from")
+        except (OSError, ValueError):
+            pass
+
+    def _write(self, data, held):
+        self.peak = max(self.peak, held)
+        if not data:
+            return
+        if self.slow_from is not None and self.at >= int(self.slow_from):
+            time.sleep(0.2)
+        self.fh.write(data)
+        self.fh.flush()
+        with open(self.log, "a") as f:
+            f.write(json.dumps({"sha256": self.sha, "offset": self.at, "length": len(data),
+                                "held": held, "transport": self.transport}) + "\n")
+        self.at += len(data)
+
+    def feed(self, data):
+        if self.error is not None:
+            return
+        if self.mode == "raw":
+            self._write(data, len(data))
+            return
+        self.pending += data
+        while b"\n" in self.pending:
+            line, self.pending = self.pending.split(b"\n", 1)
+            line = line.strip()
+            if not line:
+                continue
+            held = len(line) + len(self.pending)
+            try:
+                chunk = binascii.a2b_base64(line)
+            except binascii.Error as e:
+                self.error = "Exception calling \"FromBase64String\": %s" % e
+                return
+            self._write(chunk, held + len(chunk))
+
+    def finish(self):
+        """End of stdin: (stdout, stderr, exit code) as the script answers."""
+        if self.fh:
+            if self.pending.strip() and self.error is None:
+                # the last line needs no line end
+                self.feed(b"\n")
+            self.fh.close()
+        if self.error is not None:
+            return "", self.error + "\n", 1
+        size = os.path.getsize(self.part)
+        if size != self.size:
+            return "KWP %s short %d\n" % (self.sha, size), "", 3
+        got = sha256_of(self.part)
+        if got != self.sha:
+            os.remove(self.part)
+            return "KWP %s bad %s\n" % (self.sha, got), "", 4
+        os.replace(self.part, self.done)
+        return "KWP %s ok\n" % self.sha, "", 0
+
+
+def staged_content(state_path, win_path):
+    """The bytes a placing action copies from the push folder (Copy-Item):
+    the file must be there."""
+    p = local_path(state_path, win_path)
+    if p is None or not os.path.isfile(p):
+        raise ActionError("Copy-Item : Cannot find path '%s' because it does not exist." % win_path)
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def drop_staged(state_path, win_path):
+    p = local_path(state_path, win_path)
+    if p and os.path.isfile(p):
+        os.remove(p)
