@@ -17,6 +17,7 @@ pub mod import;
 pub mod inventory;
 pub mod localfile;
 pub mod lock;
+pub mod mesh;
 pub mod mode;
 pub mod os;
 pub mod outcome;

@@ -35,6 +35,8 @@ pub(super) struct Decision {
     pub allocation: Result<Arc<Allocation>, String>,
     /// Lower-case host name → its node.
     pub nodes: BTreeMap<String, Node>,
+    /// `verify`: the whole mesh's failed checks, by lower-case host name.
+    pub mesh: BTreeMap<String, Vec<crate::verify::Check>>,
 }
 
 /// Whether hosts may change.
@@ -210,6 +212,7 @@ impl<'a> Ticket<'a> {
             Arc::new(Decision {
                 allocation: Err("internal error (please report it): the cluster step ended".into()),
                 nodes: BTreeMap::new(),
+                mesh: BTreeMap::new(),
             })
         })
     }
@@ -408,8 +411,10 @@ impl Verdict {
 /// not record it.
 fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option<String>) {
     let cl = &ctx.cluster;
-    match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
+    let observed = Some(records);
+    match alloc::allocate(&cl.inventory, &cl.state, &observed) {
         Ok(a) => {
+            let mesh = super::verify::mesh(ctx, observed.as_ref().expect("records"), &a);
             for n in &a.notes {
                 ctx.reporter.say(&format!("note: {n}"));
             }
@@ -421,6 +426,7 @@ fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option
             let d = Decision {
                 allocation: Ok(Arc::new(a)),
                 nodes,
+                mesh,
             };
             (d, internal)
         }
@@ -428,6 +434,7 @@ fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option
             let d = Decision {
                 allocation: Err(e.0),
                 nodes: BTreeMap::new(),
+                mesh: BTreeMap::new(),
             };
             (d, None)
         }

@@ -227,7 +227,10 @@ impl<'a> Flow<'a> {
             }
             (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
             (Mode::Verify, true) => {
-                Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
+                let mesh = decision.mesh.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+                Some(super::verify::verify(
+                    &ops, &node, &facts, work, &probed, mesh, r,
+                ))
             }
             (Mode::Up, true) => {
                 let r = super::converge::converge(
