@@ -24,6 +24,7 @@ pub mod outcome;
 pub mod podcheck;
 pub mod probe;
 pub mod record;
+pub mod removal;
 pub mod render;
 pub mod report;
 pub mod run;

@@ -49,7 +49,7 @@ impl Sidecars {
 }
 
 /// The version of the state file this kwinctl writes.
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 /// The state file kept beside the inventory: a cache of the pod CIDRs the
 /// nodes record (each node's own record is the authority), the cluster's
@@ -76,12 +76,16 @@ pub struct State {
     pub removed: BTreeMap<String, Removed>,
 }
 
-/// Where a host is.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+/// Where a host is, and the trust kwinctl had in it that the inventory's
+/// defaults may not carry: its WinRM certificate pin (version 3). A host
+/// deleted from the inventory is reached by `reset` with it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
     pub os: Os,
     pub address: Ipv4Addr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_sha256: Option<String>,
 }
 
 /// A host removed from the inventory whose node may still hold its block.
@@ -94,6 +98,9 @@ pub struct Removed {
     pub os: Option<Os>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<Ipv4Addr>,
+    /// Its WinRM certificate pin, as its host entry had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_sha256: Option<String>,
     pub pod_cidr: Ipv4Net,
 }
 
@@ -102,6 +109,7 @@ impl Removed {
         Some(Known {
             os: self.os?,
             address: self.address?,
+            cert_sha256: self.cert_sha256.clone(),
         })
     }
 }
@@ -149,6 +157,30 @@ impl State {
             cluster: cluster.to_string(),
             ..State::default()
         }
+    }
+
+    /// The hosts removed from the inventory (those `in_inventory` does not
+    /// know) that may still hold their block: those a run already noted as
+    /// removed, and those the state file still gives a block (deleted from
+    /// the inventory since the last `up`), with where they were.
+    pub fn removed_from(&self, in_inventory: impl Fn(&str) -> bool) -> BTreeMap<String, Removed> {
+        let mut removed = self.removed.clone();
+        for (k, net) in &self.pod_cidrs {
+            if !in_inventory(k) && !removed.contains_key(k) {
+                let at = self.hosts.get(k);
+                removed.insert(
+                    k.clone(),
+                    Removed {
+                        os: at.map(|h| h.os),
+                        address: at.map(|h| h.address),
+                        cert_sha256: at.and_then(|h| h.cert_sha256.clone()),
+                        pod_cidr: *net,
+                    },
+                );
+            }
+        }
+        removed.retain(|k, _| !in_inventory(k));
+        removed
     }
 
     /// Read and check the state file of the cluster named `cluster`; a

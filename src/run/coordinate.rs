@@ -281,6 +281,12 @@ impl Coordinator {
     ) -> Outcome {
         let lock_host = lock_at.as_ref().map(|(i, _)| *i);
         let arrived = self.arrivals(&ctx, lock_host, &seats).await;
+        let lock_record = lock_host.and_then(|i| {
+            arrived
+                .records
+                .get(&seats[i].name.to_ascii_lowercase())
+                .cloned()
+        });
         let (decision, internal) = decide(&ctx, arrived.records);
         let allocation = decision.allocation.as_ref().ok().cloned();
         let _ = self.decision.send(Some(Arc::new(decision)));
@@ -291,7 +297,10 @@ impl Coordinator {
         };
         let verdict = if let Some(e) = &internal {
             Verdict::no(HostError::Local(e.clone()))
-        } else if changing.is_empty() || ctx.interrupt.is_set() {
+        } else if (changing.is_empty()
+            && !leftover(&ctx, allocation.as_deref(), lock_record.as_ref(), &seats))
+            || ctx.interrupt.is_set()
+        {
             Verdict::yes(false)
         } else {
             let registry =
@@ -377,6 +386,20 @@ impl Coordinator {
         }
         changing
     }
+}
+
+/// `reset`: the lock host keeps cluster files this reset must change even
+/// when no node has anything to remove (see [`super::ledger::leftover`]).
+fn leftover(
+    ctx: &Ctx,
+    allocation: Option<&Allocation>,
+    lock_record: Option<&NodeRecord>,
+    seats: &[Seat],
+) -> bool {
+    let resets = super::ledger::Reached::planned(
+        seats.iter().filter(|s| s.selected).map(|s| s.name.clone()),
+    );
+    super::ledger::leftover(ctx.mode, allocation, &resets, lock_record)
 }
 
 impl Verdict {

@@ -26,11 +26,15 @@ pub(super) fn verify<O: NodeOps>(
         r.notes = d.notes.clone();
     }
     let mut failed = step::check(ops, node, &work, facts, probed, &mut r);
-    // the mesh's findings the host's own checks do not already fail
+    // the mesh's findings: one the host's own checks already fail takes
+    // the mesh's words (they name the node whose block it is)
     for c in mesh {
-        if !r.checks.iter().any(|o| o.name == c.name && !o.pass) {
-            r.checks.push(c.clone());
-            failed = true;
+        match r.checks.iter_mut().find(|o| o.name == c.name && !o.pass) {
+            Some(o) => o.detail = c.detail.clone(),
+            None => {
+                r.checks.push(c.clone());
+                failed = true;
+            }
         }
     }
     if failed {

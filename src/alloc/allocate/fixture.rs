@@ -42,6 +42,7 @@ pub(super) fn state(hosts: &[(&str, &str, &str)]) -> State {
             Known {
                 os: Os::Linux,
                 address: a.parse().unwrap(),
+                cert_sha256: None,
             },
         );
     }

@@ -75,6 +75,12 @@ pub(super) fn allocation(w: Work) -> Allocation {
             Known {
                 os: h.os,
                 address: h.address,
+                // the trust the host entry carries, for a `reset` once it
+                // is deleted from the inventory
+                cert_sha256: match &h.connection {
+                    crate::inventory::Connection::WinRm(w) => w.cert_sha256.clone(),
+                    crate::inventory::Connection::Ssh(_) => None,
+                },
             },
         );
     }
