@@ -275,11 +275,8 @@ impl<'a> Flow<'a> {
             (Mode::Reset, true) => {
                 Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
             }
-            (Mode::Up | Mode::Plan, false) => {
+            (Mode::Up | Mode::Plan | Mode::Reset | Mode::PlanReset, false) => {
                 super::peers::peers(ctx, &mut session, &node, &ops, work, refused, r).await
-            }
-            (Mode::Reset | Mode::PlanReset, false) => {
-                super::unroute::unroute(ctx, &mut session, &node, &ops, work, refused, r).await
             }
             (Mode::Verify, false) => None,
         };

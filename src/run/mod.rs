@@ -26,7 +26,6 @@ mod recheck;
 mod reset;
 mod settle;
 mod step;
-mod unroute;
 mod verify;
 
 #[cfg(test)]
