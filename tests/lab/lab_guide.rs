@@ -216,6 +216,20 @@ fn removing_a_node_as_the_guide_says_works_for_linux_and_windows() {
         let b = block(name);
         let yaml = std::fs::read_to_string(&inv).unwrap();
         std::fs::write(&inv, without_host(&yaml, name)).unwrap();
+        // plan --reset lists the other nodes' routes to it too
+        let o = run(&[
+            "plan", "--reset", "-i", i, "--limit", name, "--output", "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let s = summary(&o);
+        let cp = common::host(&s, "cp1");
+        assert_eq!(cp["status"], "pending", "{s}");
+        assert!(
+            common::actions(cp, "planned")
+                .iter()
+                .any(|a| a.contains(&format!("route {b}"))),
+            "{s}"
+        );
         let o = run(&["reset", "-i", i, "--limit", name, "--yes"]);
         assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
         assert!(
