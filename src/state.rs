@@ -49,7 +49,7 @@ impl Sidecars {
 }
 
 /// The version of the state file this kwinctl writes.
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 /// The state file kept beside the inventory: a cache of the pod CIDRs the
 /// nodes record (each node's own record is the authority), the cluster's
@@ -76,7 +76,9 @@ pub struct State {
     pub removed: BTreeMap<String, Removed>,
 }
 
-/// Where a host is.
+/// Where a host is, and the trust kwinctl had in it that the inventory's
+/// defaults may not carry: its WinRM certificate pin (version 3). A host
+/// deleted from the inventory is reached by `reset` with it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
@@ -86,6 +88,8 @@ pub struct Known {
     /// recorded names, when the node registered as its address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_sha256: Option<String>,
 }
 
 /// A host removed from the inventory whose node may still hold its block.
@@ -98,6 +102,9 @@ pub struct Removed {
     pub os: Option<Os>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<Ipv4Addr>,
+    /// Its WinRM certificate pin, as its host entry had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_sha256: Option<String>,
     pub pod_cidr: Ipv4Net,
 }
 
@@ -107,6 +114,7 @@ impl Removed {
             os: self.os?,
             address: self.address?,
             node_name: None,
+            cert_sha256: self.cert_sha256.clone(),
         })
     }
 }
@@ -154,6 +162,30 @@ impl State {
             cluster: cluster.to_string(),
             ..State::default()
         }
+    }
+
+    /// The hosts removed from the inventory (those `in_inventory` does not
+    /// know) that may still hold their block: those a run already noted as
+    /// removed, and those the state file still gives a block (deleted from
+    /// the inventory since the last `up`), with where they were.
+    pub fn removed_from(&self, in_inventory: impl Fn(&str) -> bool) -> BTreeMap<String, Removed> {
+        let mut removed = self.removed.clone();
+        for (k, net) in &self.pod_cidrs {
+            if !in_inventory(k) && !removed.contains_key(k) {
+                let at = self.hosts.get(k);
+                removed.insert(
+                    k.clone(),
+                    Removed {
+                        os: at.map(|h| h.os),
+                        address: at.map(|h| h.address),
+                        cert_sha256: at.and_then(|h| h.cert_sha256.clone()),
+                        pod_cidr: *net,
+                    },
+                );
+            }
+        }
+        removed.retain(|k, _| !in_inventory(k));
+        removed
     }
 
     /// Read and check the state file of the cluster named `cluster`; a

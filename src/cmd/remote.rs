@@ -21,12 +21,13 @@ use crate::verify::ReachMode;
 /// The hosts the run is about: `--limit`, or what the last run left to do
 /// (`--only-failed`), or all. `None`: nothing to do.
 fn selection(c: &Common, mode: Mode, l: &Inputs) -> Result<Option<BTreeSet<String>>, CliError> {
+    let gone = removed(l);
     if !c.only_failed {
-        let removed: Vec<String> = l.state.removed.keys().cloned().collect();
+        let removed: Vec<String> = gone.keys().cloned().collect();
         let want = crate::select::resolve(&l.inv, &removed, &c.limit)
             .map_err(CliError::bad)?
             .unwrap_or_default();
-        if let Some(w) = want.iter().find(|w| l.state.removed.contains_key(*w))
+        if let Some(w) = want.iter().find(|w| gone.contains_key(*w))
             && !mode.resets()
         {
             return Err(CliError::bad(format!(
@@ -55,7 +56,7 @@ fn selection(c: &Common, mode: Mode, l: &Inputs) -> Result<Option<BTreeSet<Strin
     let want: BTreeSet<String> = limit
         .iter()
         .map(|w| w.to_ascii_lowercase())
-        .filter(|k| l.inv.host(k).is_some() || (mode.resets() && l.state.removed.contains_key(k)))
+        .filter(|k| l.inv.host(k).is_some() || (mode.resets() && gone.contains_key(k)))
         .collect();
     if want.is_empty() {
         err_line("--only-failed: none of them is in the inventory any more: nothing to do");
@@ -173,6 +174,14 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     for h in &ran.forgotten {
         err_line(&format!(
             "{h}: reset; its block is no longer reserved for it"
+        ));
+    }
+    if ran.cluster_reset {
+        err_line(&format!(
+            "reset: every node of the cluster is reset; the cluster's registry, generation and lock \
+             on the control plane and the state file {} are removed: the next `kwinctl up` is a \
+             first bring-up",
+            l.sidecars.state.display()
         ));
     }
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -313,11 +322,12 @@ fn prepare(
     // Removed hosts are reached only by name.
     let mut hosts: Vec<(crate::inventory::Host, bool)> =
         l.inv.hosts.iter().map(|h| (h.clone(), false)).collect();
+    let gone = removed(l);
     for name in want {
-        if let Some(r) = l.state.removed.get(name) {
+        if let Some(r) = gone.get(name) {
             let host = r
                 .at()
-                .and_then(|at| l.inv.removed_host(name, at.os, at.address))
+                .and_then(|at| crate::removal::reach(&l.inv, name, &at))
                 .ok_or_else(|| {
                     CliError::bad(format!(
                         "kwinctl does not know how to reach removed host {name} (the state file does \
@@ -354,6 +364,13 @@ fn prepare(
         });
     }
     Ok((connect, targets))
+}
+
+/// The hosts removed from the inventory that may still hold their block
+/// (noted by an earlier run, or deleted since the last `up`): what
+/// `reset --limit NAME` reaches by name.
+fn removed(l: &Inputs) -> std::collections::BTreeMap<String, crate::state::Removed> {
+    l.state.removed_from(|k| l.inv.host(k).is_some())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

@@ -88,6 +88,7 @@ mod tests {
             os: Os::Windows,
             address: address.parse().unwrap(),
             node_name: node_name.map(String::from),
+            cert_sha256: None,
         }
     }
 

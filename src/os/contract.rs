@@ -18,6 +18,7 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/del_routes.sh",
     "linux/lock.sh",
     "linux/unlock.sh",
+    "linux/clear_cluster.sh",
     "linux/renew.sh",
     "linux/lock_break.sh",
     "linux/lock_read.sh",

@@ -37,6 +37,8 @@ pub(super) struct Decision {
     pub allocation: Result<Arc<Allocation>, String>,
     /// Lower-case host name → its node.
     pub nodes: BTreeMap<String, Node>,
+    /// `verify`: the whole mesh's failed checks, by lower-case host name.
+    pub mesh: BTreeMap<String, Vec<crate::verify::Check>>,
 }
 
 /// Whether hosts may change.
@@ -212,6 +214,7 @@ impl<'a> Ticket<'a> {
             Arc::new(Decision {
                 allocation: Err("internal error (please report it): the cluster step ended".into()),
                 nodes: BTreeMap::new(),
+                mesh: BTreeMap::new(),
             })
         })
     }
@@ -282,6 +285,12 @@ impl Coordinator {
     ) -> Outcome {
         let lock_host = lock_at.as_ref().map(|(i, _)| *i);
         let arrived = self.arrivals(&ctx, lock_host, &seats).await;
+        let lock_record = lock_host.and_then(|i| {
+            arrived
+                .records
+                .get(&seats[i].name.to_ascii_lowercase())
+                .cloned()
+        });
         let (decision, internal) = decide(&ctx, arrived.records);
         let allocation = decision.allocation.as_ref().ok().cloned();
         let _ = self.decision.send(Some(Arc::new(decision)));
@@ -292,7 +301,10 @@ impl Coordinator {
         };
         let verdict = if let Some(e) = &internal {
             Verdict::no(HostError::Local(e.clone()))
-        } else if changing.is_empty() || ctx.interrupt.is_set() {
+        } else if (changing.is_empty()
+            && !leftover(&ctx, allocation.as_deref(), lock_record.as_ref(), &seats))
+            || ctx.interrupt.is_set()
+        {
             Verdict::yes(false)
         } else if let Some(why) = skew_refused(&ctx, arrived.control.as_ref(), &changing) {
             Verdict::no(HostError::Refused(why))
@@ -384,6 +396,20 @@ impl Coordinator {
     }
 }
 
+/// `reset`: the lock host keeps cluster files this reset must change even
+/// when no node has anything to remove (see [`super::ledger::leftover`]).
+fn leftover(
+    ctx: &Ctx,
+    allocation: Option<&Allocation>,
+    lock_record: Option<&NodeRecord>,
+    seats: &[Seat],
+) -> bool {
+    let resets = super::ledger::Reached::planned(
+        seats.iter().filter(|s| s.selected).map(|s| s.name.clone()),
+    );
+    super::ledger::leftover(ctx.mode, allocation, &resets, lock_record)
+}
+
 impl Verdict {
     fn yes(taken: bool) -> Verdict {
         Verdict {
@@ -447,8 +473,10 @@ fn skew_refused(
 /// not record it.
 fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option<String>) {
     let cl = &ctx.cluster;
-    match alloc::allocate(&cl.inventory, &cl.state, &Some(records)) {
+    let observed = Some(records);
+    match alloc::allocate(&cl.inventory, &cl.state, &observed) {
         Ok(a) => {
+            let mesh = super::verify::mesh(ctx, observed.as_ref().expect("records"), &a);
             for n in &a.notes {
                 ctx.reporter.say(&format!("note: {n}"));
             }
@@ -460,6 +488,7 @@ fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option
             let d = Decision {
                 allocation: Ok(Arc::new(a)),
                 nodes,
+                mesh,
             };
             (d, internal)
         }
@@ -467,6 +496,7 @@ fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option
             let d = Decision {
                 allocation: Err(e.0),
                 nodes: BTreeMap::new(),
+                mesh: BTreeMap::new(),
             };
             (d, None)
         }

@@ -210,10 +210,15 @@ impl<'a> Flow<'a> {
             (Mode::Reset | Mode::PlanReset, true) => Ok(ops.reset(&node, &facts)),
             (_, true) => ops.diff(&node, &facts),
             (Mode::Up | Mode::Plan, false) => ops.diff(&node, &facts).map(|d| only_peer(&ops, d)),
+            (Mode::Reset | Mode::PlanReset, false) if !ctx.removing.is_empty() => ops
+                .diff(&node, &facts)
+                .map(|d| crate::removal::peer_routes(d, &ctx.removing)),
             (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => Ok(Diff::default()),
         };
         let changes = work.as_ref().is_ok_and(|d| {
-            ctx.mode.changes_hosts() && d.changes() > 0 && (selected || ctx.opts.with_peer_routes)
+            ctx.mode.changes_hosts()
+                && d.changes() > 0
+                && (selected || ctx.opts.with_peer_routes || ctx.mode == Mode::Reset)
         });
         let go = self.ticket.ready(changes).await;
         let mut session = self.session;
@@ -238,7 +243,10 @@ impl<'a> Flow<'a> {
             }
             (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),
             (Mode::Verify, true) => {
-                Some(super::verify::verify(&ops, &node, &facts, work, &probed, r))
+                let mesh = decision.mesh.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+                Some(super::verify::verify(
+                    &ops, &node, &facts, work, &probed, mesh, r,
+                ))
             }
             (Mode::Up, true) => {
                 // a kubelet upgrade: cordon and drain first (upgrade.rs)
@@ -291,10 +299,10 @@ impl<'a> Flow<'a> {
             (Mode::Reset, true) => {
                 Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
             }
-            (Mode::Up | Mode::Plan, false) => {
+            (Mode::Up | Mode::Plan | Mode::Reset | Mode::PlanReset, false) => {
                 super::peers::peers(ctx, &mut session, &node, &ops, work, refused, r).await
             }
-            (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => None,
+            (Mode::Verify, false) => None,
         };
         // counted while this host still holds its turn: the next host sees it
         if selected

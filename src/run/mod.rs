@@ -216,6 +216,9 @@ pub struct Ran {
     /// The removed hosts `reset` reached, which the state file no longer
     /// reserves a block for.
     pub forgotten: Vec<String>,
+    /// `reset` reached every host with a block: the state file is removed,
+    /// and so are the lock host's registry, generation and lock.
+    pub cluster_reset: bool,
 }
 
 /// What every host task shares.
@@ -240,6 +243,9 @@ struct Ctx {
     /// How many of them failed (without `--max-fail` the first stops the
     /// rest).
     upgrades_failed: AtomicUsize,
+    /// `reset`: the blocks of the removed hosts it reaches, to which every
+    /// other node drops its routes in the same run.
+    removing: Vec<ipnet::Ipv4Net>,
 }
 
 impl Ctx {
@@ -296,7 +302,8 @@ pub async fn run_all(
     opts: RunOptions,
     io: Io,
 ) -> Ran {
-    let (ctx, coordinator) = context(mode, cluster, opts, io, targets.len());
+    let removing = removing(mode, &cluster, &targets);
+    let (ctx, coordinator) = context(mode, cluster, opts, io, targets.len(), removing);
     let lock_at = lock_host(&targets);
     // the lock host's task hands its side channel to the lease, once
     let (handover, handed) = oneshot::channel();
@@ -319,26 +326,33 @@ pub async fn run_all(
         internal: Some(format!("internal error (please report it): {e}")),
         lease: None,
     });
-    let reached = ledger::Reached::of(targets.iter().map(|t| t.as_ref()), &out);
+    let reached = ledger::Reached::of(ctx.mode, targets.iter().map(|t| t.as_ref()), &out);
     // The cluster lock is released, leaving the registry without the
-    // removed hosts that `reset` reached.
+    // hosts that `reset` reached (none left: the lock host's cluster files
+    // go).
+    let registry = ledger::registry(outcome.allocation.as_deref(), &reached);
     if let Some(lease) = outcome.lease {
-        let registry = ledger::registry(outcome.allocation.as_deref(), &reached);
-        lease.release(&ctx, registry).await;
+        lease.release(&ctx, registry.clone()).await;
     }
     let cl = &ctx.cluster;
     let mut internal = outcome.internal;
-    let forgotten =
-        ledger::forget(ctx.mode, &cl.state, &cl.state_path, &reached).unwrap_or_else(|e| {
-            internal.get_or_insert(e);
-            Vec::new()
-        });
+    let forgotten = if outcome.allocation.is_some() {
+        ledger::forget(ctx.mode, &cl.state, &cl.state_path, &reached, &registry).unwrap_or_else(
+            |e| {
+                internal.get_or_insert(e);
+                ledger::Forgotten::default()
+            },
+        )
+    } else {
+        ledger::Forgotten::default()
+    };
     Ran {
         reports: in_order(&targets, out),
         allocation: outcome.allocation,
         locked: outcome.locked,
         internal,
-        forgotten,
+        forgotten: forgotten.removed,
+        cluster_reset: forgotten.cluster,
     }
 }
 
@@ -349,6 +363,7 @@ fn context(
     opts: RunOptions,
     io: Io,
     n: usize,
+    removing: Vec<ipnet::Ipv4Net>,
 ) -> (Arc<Ctx>, coordinate::Coordinator) {
     let everyone = cluster
         .inventory
@@ -375,8 +390,26 @@ fn context(
         barrier,
         everyone,
         failures: AtomicUsize::new(0),
+        removing,
     });
     (ctx, coordinator)
+}
+
+/// `reset`: the blocks the selected removed hosts hold, as the state file
+/// has them (none for other commands).
+fn removing(mode: Mode, cluster: &Cluster, targets: &[Target]) -> Vec<ipnet::Ipv4Net> {
+    if !mode.resets() {
+        return Vec::new();
+    }
+    let gone = cluster
+        .state
+        .removed_from(|k| cluster.inventory.host(k).is_some());
+    targets
+        .iter()
+        .filter(|t| t.removed && t.selected)
+        .filter_map(|t| gone.get(&t.host.name.to_ascii_lowercase()))
+        .map(|r| r.pod_cidr)
+        .collect()
 }
 
 /// Every host's task, in input order; the lock host's gets the lease's

@@ -3,6 +3,10 @@
 //! route it needs (a new node, a moved one). `up` says so and fails that
 //! host — never a silent success — unless `--with-peer-routes` asked it to
 //! make just those route changes; `plan` lists them.
+//!
+//! In `reset` of hosts removed from the inventory, every other node drops
+//! its routes to their blocks in the same run (`crate::removal`): `reset`
+//! makes those changes, `plan --reset` lists them.
 
 use super::{Ctx, step};
 use crate::alloc::Node;
@@ -28,13 +32,18 @@ pub(super) async fn peers<O: NodeOps>(
     if d.changes() == 0 {
         return None;
     }
-    r.notes = vec!["outside --limit".into()];
-    if ctx.mode == Mode::Plan {
+    r.notes = vec![match ctx.mode {
+        Mode::Reset | Mode::PlanReset => {
+            "outside --limit: its routes to the removed hosts being reset".into()
+        }
+        _ => "outside --limit".into(),
+    }];
+    if matches!(ctx.mode, Mode::Plan | Mode::PlanReset) {
         r.actions = step::reports_of(&d, ActionStatus::Planned);
         r.status = HostStatus::Pending;
         return Some(r);
     }
-    if !ctx.opts.with_peer_routes {
+    if ctx.mode == Mode::Up && !ctx.opts.with_peer_routes {
         let missing = d.actions().map(|a| a.describe()).collect();
         r.actions = step::reports_of(&d, ActionStatus::Skipped);
         return Some(r.failed(HostError::PeerRoutes(missing)));

@@ -21,11 +21,9 @@ fn sha256(b: &[u8]) -> String {
         .collect()
 }
 
-#[test]
-fn the_first_cluster_guide_works_on_the_lab() {
-    if !require_root() {
-        return;
-    }
+/// The guide's steps 1 to 5 on a lab (with a second Linux host as `lin1`
+/// when `linux`): the lab, the filled-in inventory, the WinRM password.
+fn guide_cluster(linux: bool) -> (Lab, std::path::PathBuf, String) {
     // the containerd `init` writes for the release: the lab serves it too
     let o = common::kwinctl(&[
         "init",
@@ -44,7 +42,7 @@ fn the_first_cluster_guide_works_on_the_lab() {
         .trim_matches('"')
         .to_string();
     let lab = Lab::up_windows_builds_env(
-        1,
+        if linux { 2 } else { 1 },
         &["2022", "2022"],
         None,
         &[
@@ -52,27 +50,31 @@ fn the_first_cluster_guide_works_on_the_lab() {
             ("KWINCTL_LAB_CONTAINERD", &containerd),
         ],
     );
-    let dir = lab.dir();
+    let dir = lab.dir().to_path_buf();
     let inv = dir.join("cluster.yaml");
-    let i = inv.to_str().unwrap();
-    let env = [("KWINCTL_WINRM_PASSWORD", lab.winrm_password())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let run = |args: &[&str]| kwinctl_env(args, &env);
+    let i = inv.to_str().unwrap().to_string();
+    let i = i.as_str();
+    let password = lab.winrm_password();
+    let run = |args: &[&str]| kwinctl_env(args, &[("KWINCTL_WINRM_PASSWORD", &password)]);
 
     // 1. init with the hosts' addresses
-    let o = run(&[
-        "init",
-        "--offline",
-        "--control-plane",
-        &lab.ip("h1"),
+    let h2 = if linux { lab.ip("h2") } else { String::new() };
+    let mut args = vec!["init", "--offline", "--control-plane"];
+    let (h1, w1, w2) = (lab.ip("h1"), lab.ip("win1"), lab.ip("win2"));
+    args.push(&h1);
+    if linux {
+        args.extend(["--linux", h2.as_str()]);
+    }
+    args.extend([
         "--windows",
-        &lab.ip("win1"),
-        &lab.ip("win2"),
+        w1.as_str(),
+        w2.as_str(),
         "--kubernetes-version",
         K8S,
         "-o",
         i,
     ]);
+    let o = run(&args);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
     // 2. check names what is left to fill in
@@ -150,6 +152,18 @@ fn the_first_cluster_guide_works_on_the_lab() {
         text(&o)
     );
 
+    (lab, inv, password)
+}
+
+#[test]
+fn the_first_cluster_guide_works_on_the_lab() {
+    if !require_root() {
+        return;
+    }
+    let (_lab, inv, password) = guide_cluster(false);
+    let i = inv.to_str().unwrap();
+    let run = |args: &[&str]| kwinctl_env(args, &[("KWINCTL_WINRM_PASSWORD", &password)]);
+
     // 6. verify, and the picture coloured by it
     let o = run(&["verify", "-i", i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -161,4 +175,98 @@ fn the_first_cluster_guide_works_on_the_lab() {
         !d.contains("#c62828") && !d.contains("#757575"),
         "all verified good:\n{d}"
     );
+}
+
+/// The inventory without host `name`'s entry (from its `- name:` line to
+/// the next host's).
+fn without_host(text: &str, name: &str) -> String {
+    let at = text
+        .find(&format!("  - name: {name}\n"))
+        .unwrap_or_else(|| panic!("no host {name}:\n{text}"));
+    let end = text[at + 1..]
+        .find("  - name: ")
+        .map(|e| at + 1 + e)
+        .unwrap_or(text.len());
+    format!("{}{}", &text[..at], &text[end..])
+}
+
+/// docs/first-cluster.md, "Later", "Remove a node", for a Linux and a
+/// Windows node: delete it from the inventory, then `kwinctl reset
+/// --limit NAME`. The Windows node is reached with the certificate pin its
+/// entry had; each node is left with nothing of kwinctl's, no other node
+/// routes its block, and no run says it still awaits a reset.
+#[test]
+fn removing_a_node_as_the_guide_says_works_for_linux_and_windows() {
+    if !require_root() {
+        return;
+    }
+    let (lab, inv, password) = guide_cluster(true);
+    let i = inv.to_str().unwrap();
+    let run = |args: &[&str]| kwinctl_env(args, &[("KWINCTL_WINRM_PASSWORD", &password)]);
+    let state = inv.with_file_name("cluster.kwinctl-state.json");
+    let block = |name: &str| -> String {
+        let st: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+        st["pod_cidrs"][name]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} in {st}"))
+            .to_string()
+    };
+    for (name, lab_host) in [("lin1", "h2"), ("win2", "win2")] {
+        let b = block(name);
+        let yaml = std::fs::read_to_string(&inv).unwrap();
+        std::fs::write(&inv, without_host(&yaml, name)).unwrap();
+        // plan --reset lists the other nodes' routes to it too
+        let o = run(&[
+            "plan", "--reset", "-i", i, "--limit", name, "--output", "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let s = summary(&o);
+        let cp = common::host(&s, "cp1");
+        assert_eq!(cp["status"], "pending", "{s}");
+        assert!(
+            common::actions(cp, "planned")
+                .iter()
+                .any(|a| a.contains(&format!("route {b}"))),
+            "{s}"
+        );
+        let o = run(&["reset", "-i", i, "--limit", name, "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
+        assert!(
+            text(&o).contains(&format!("{name}: reset; its block is no longer reserved")),
+            "{}",
+            text(&o)
+        );
+        // nothing of kwinctl's on it
+        if lab_host.starts_with('h') {
+            let left = lab.exec(lab_host, "ls -A /etc/kwinctl; ip -4 route show proto 198");
+            assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "{name}");
+        } else {
+            let d = lab.win_state_json(lab_host);
+            assert!(d["pod_cidr"].is_null(), "{name}: {}", d["pod_cidr"]);
+        }
+        // no other node routes its block any more
+        for other in ["h1", "h2", "win1", "win2"] {
+            if other == lab_host || (name == "win2" && other == "h2") {
+                continue;
+            }
+            assert!(
+                !lab.routes(other).contains(&b),
+                "{other} still routes {name}'s {b}:\n{}",
+                lab.routes(other)
+            );
+        }
+        // and nothing awaits a reset
+        let o = run(&["plan", "-i", i]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains("still awaits"), "{}", text(&o));
+    }
+    // then `up`: the other nodes stop naming the removed ones (firewall
+    // scope, CNI configuration, boot task), and verify is green
+    let o = run(&["verify", "-i", i]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = run(&["up", "-i", i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", "-i", i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

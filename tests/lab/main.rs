@@ -19,6 +19,7 @@ mod lab_kerberos_errors;
 mod lab_l2bridge;
 mod lab_linux;
 mod lab_lock;
+mod lab_mesh;
 mod lab_move;
 mod lab_pods;
 mod lab_pods_bounds;

@@ -43,6 +43,7 @@ pub(super) fn state(hosts: &[(&str, &str, &str)]) -> State {
                 os: Os::Linux,
                 address: a.parse().unwrap(),
                 node_name: None,
+                cert_sha256: None,
             },
         );
     }

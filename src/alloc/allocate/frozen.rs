@@ -82,6 +82,12 @@ pub(super) fn allocation(w: Work) -> Allocation {
                 os: h.os,
                 address: unmoved.get(&key(h)).copied().unwrap_or(h.address),
                 node_name: (h.os == crate::inventory::Os::Windows).then(|| h.node_name()),
+                // the trust the host entry carries, for a `reset` once it
+                // is deleted from the inventory
+                cert_sha256: match &h.connection {
+                    crate::inventory::Connection::WinRm(w) => w.cert_sha256.clone(),
+                    crate::inventory::Connection::Ssh(_) => None,
+                },
             },
         );
     }

@@ -4,6 +4,7 @@
 //!    reaches them;
 //! 2. `claims`: each host's claim (its node's record, its pin, the state
 //!    file or the registry), or a dispute;
+//!    (`stale`: registry entries the nodes contradict are dropped);
 //! 3. `moved`: blocks nobody may be given (removed hosts', other
 //!    operators'), and hosts of this inventory at a new address;
 //! 4. `collisions`: two claims on one block settled or disputed;
@@ -19,6 +20,7 @@ pub(super) mod fixture;
 mod frozen;
 mod moved;
 mod removed;
+mod stale;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -106,6 +108,7 @@ impl<'a> Work<'a> {
     fn settle(&mut self) -> Result<(), AllocError> {
         removed::removed(self);
         claims::claims(self);
+        stale::drop_contradicted(self);
         moved::reserve(self);
         collisions::settle(self);
         blocks::assign(self)

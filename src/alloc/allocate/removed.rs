@@ -2,30 +2,17 @@
 //! (a host back in the inventory is not removed any more).
 
 use super::Work;
-use crate::state::Removed;
 
 pub(super) fn removed(w: &mut Work) {
-    let (inv, state) = (w.inv, w.state);
-    w.removed = state.removed.clone();
-    for (k, net) in &state.pod_cidrs {
-        if inv.host(k).is_none() && !w.removed.contains_key(k) {
-            w.removed.insert(
-                k.clone(),
-                Removed {
-                    os: state.hosts.get(k).map(|h| h.os),
-                    address: state.hosts.get(k).map(|h| h.address),
-                    pod_cidr: *net,
-                },
-            );
-        }
-    }
-    w.removed.retain(|k, _| inv.host(k).is_none());
+    let inv = w.inv;
+    w.removed = w.state.removed_from(|k| inv.host(k).is_some());
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::fixture::{inv, net, state};
     use super::*;
+    use crate::state::Removed;
 
     #[test]
     fn a_host_gone_from_the_inventory_is_removed_until_it_is_back() {
@@ -40,6 +27,7 @@ mod tests {
             Removed {
                 os: None,
                 address: None,
+                cert_sha256: None,
                 pod_cidr: net("198.19.3.0/24"),
             },
         );

@@ -116,8 +116,22 @@ pub fn lock_break(r: &Renderer, run: Option<&str>) -> String {
 /// Write the cluster's `registry` as the run left it and release the
 /// cluster lock of `run`: `KWL released`, or `KWL lost` when it is no
 /// longer this run's.
+///
+/// An empty registry is a cluster a `reset` left with no node: the lock
+/// host's cluster files go with the lock ([`clear_cluster`]).
 pub fn unlock(r: &Renderer, run: &str, registry: &[String]) -> String {
+    if registry.is_empty() {
+        return clear_cluster(r, run);
+    }
     r.render("linux/unlock.sh", context! { run, registry })
+}
+
+/// Release the cluster lock of `run` and remove every cluster file beside
+/// it (registry, generation, lock, mutex; `/etc/kwinctl` when it is left
+/// empty): `KWL released`, or `KWL lost` when the lock is no longer `run`'s
+/// (then nothing is removed).
+pub fn clear_cluster(r: &Renderer, run: &str) -> String {
+    r.render("linux/clear_cluster.sh", context! { run })
 }
 
 /// The shell for one action (a body run under `set -e`): its template by
