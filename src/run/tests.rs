@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use super::*;
 use crate::inventory::Inventory;
 use crate::os::windows::WindowsFacts;
-use crate::outcome::{ActionStatus, HostStatus};
+use crate::outcome::{ActionStatus, HostError, HostStatus};
 use crate::report::Format;
 use crate::state::State;
 use crate::transport::Output;
@@ -193,11 +193,14 @@ impl LinuxHost {
 }
 
 /// The registry lines a lock or unlock script writes.
+/// What a renewal script says first.
+const RENEW: &str = "# kwinctl: renew the lease of run ";
+
 fn registry_of(script: &str) -> Vec<String> {
     script
-        .split("<<'KWINCTL_BLOCKS_EOF'\n")
+        .split("kw_put /etc/kwinctl/cluster.blocks '")
         .nth(1)
-        .and_then(|rest| rest.split("KWINCTL_BLOCKS_EOF").next())
+        .and_then(|rest| rest.split('\'').next())
         .map(|b| b.lines().map(str::to_string).collect())
         .unwrap_or_default()
 }
@@ -230,12 +233,24 @@ impl Fakes {
             .unwrap()
             .insert(name.into(), Arc::new(Mutex::new(f)));
     }
+    /// The calls to `name`, less the lease's renewals (their number
+    /// depends on how long the run takes: [`Fakes::renewals_to`]).
     fn calls_to(&self, name: &str) -> usize {
         self.calls
             .lock()
             .unwrap()
             .iter()
-            .filter(|(h, _)| h == name)
+            .filter(|(h, s)| h == name && !s.contains(RENEW))
+            .count()
+    }
+
+    /// The lease's renewals sent to `name`.
+    fn renewals_to(&self, name: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(h, s)| h == name && s.contains(RENEW))
             .count()
     }
 }
@@ -548,8 +563,41 @@ fn the_lock_host_converges_while_its_side_channel_keeps_the_lease() {
     // the lease was never lost, and cp's own calls were its own
     let said = serde_json::to_string(&events.lines()).unwrap();
     assert!(!said.contains("lost the cluster lock"), "{said}");
-    let on_main = fakes.calls_to("cp") - side.len();
+    let side_calls = side
+        .iter()
+        .filter(|w| !w.starts_with("side # kwinctl: renew the lease"))
+        .count();
+    let on_main = fakes.calls_to("cp") - side_calls;
     assert_eq!(on_main, 2, "probe, then apply + re-probe: {log:?}");
+}
+
+/// A run whose lock is broken after it took it (`kwinctl unlock` of a live
+/// run) starts no host: the lock host says so when the run confirms its
+/// lease before the first host starts. The run says it lost the lock.
+#[test]
+fn a_run_whose_lock_was_broken_starts_no_host() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    let cp = h[0].clone();
+    fakes.answer("cp", move |s: &str| {
+        let mut cp = cp.lock().unwrap();
+        let o = cp.run(s);
+        if s.contains("# kwinctl: take the cluster lock for run ") {
+            cp.lock = Some("another run".into());
+        }
+        o
+    });
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    for r in &ran.reports {
+        assert_eq!(r.status, HostStatus::Failed, "{r:?}");
+        assert!(matches!(r.error, Some(HostError::Refused(_))), "{r:?}");
+        assert_eq!(r.count(ActionStatus::Changed), 0, "{r:?}");
+    }
+    assert!(h[0].lock().unwrap().routes.is_empty());
+    assert!(h[1].lock().unwrap().routes.is_empty());
+    let lost = ran.lost.expect("the run says it lost the lock");
+    assert!(lost.contains("lost the cluster lock on cp"), "{lost}");
 }
 
 #[test]
@@ -563,8 +611,10 @@ fn up_converges_and_a_converged_host_costs_one_call() {
         // record, forwarding, the route to the other host, boot.sh
         assert_eq!(r.count(ActionStatus::Changed), 4, "{r:?}");
     }
-    // the lock host: probe, take the lock, apply + re-probe, release it
+    // the lock host: probe, take the lock, apply + re-probe, release it;
+    // the lease renewed before any host changed
     assert_eq!(fakes.calls_to("cp"), 4);
+    assert!(fakes.renewals_to("cp") >= 1);
     assert_eq!(fakes.calls_to("l2"), 2, "probe, then apply + re-probe");
     assert_eq!(h[0].lock().unwrap().routes.len(), 1);
     assert!(h[0].lock().unwrap().lock.is_none(), "the lock is released");

@@ -89,16 +89,18 @@ pub fn lock_lease() -> u64 {
 /// write the cluster's `registry` (its lines). Prints `KWL broken <age>
 /// <expired since> <owner>` when it broke one, then `KWL taken`, `KWL
 /// changed <gen>`, or `KWL held <seconds left>`, `KWL age <seconds>`, `KWL
-/// owner <who>` and `KWL run <its run>`.
+/// owner <who>` and `KWL run <its run>`; `KWL failed <why>` when a write
+/// failed (then no lock is left). Times are the lock host's monotonic
+/// seconds since boot.
 pub fn lock(r: &Renderer, run: &str, owner: &str, generation: u64, registry: &[String]) -> String {
     r.render(
         "linux/lock.sh",
-        context! { run, owner, generation, registry, lease => lock_lease() },
+        context! { run, owner, generation, registry => registry.join("\n"), lease => lock_lease() },
     )
 }
 
-/// Renew `run`'s lease: `KWL renewed`, or `KWL lost` when the lock is no
-/// longer its.
+/// Renew `run`'s lease: `KWL renewed`, `KWL lost` when the lock is no
+/// longer its, or `KWL failed <why>` when the lease could not be written.
 pub fn renew(r: &Renderer, run: &str) -> String {
     r.render("linux/renew.sh", context! { run, lease => lock_lease() })
 }
@@ -117,7 +119,10 @@ pub fn lock_break(r: &Renderer, run: Option<&str>) -> String {
 /// cluster lock of `run`: `KWL released`, or `KWL lost` when it is no
 /// longer this run's.
 pub fn unlock(r: &Renderer, run: &str, registry: &[String]) -> String {
-    r.render("linux/unlock.sh", context! { run, registry })
+    r.render(
+        "linux/unlock.sh",
+        context! { run, registry => registry.join("\n") },
+    )
 }
 
 /// The shell for one action (a body run under `set -e`): its template by
