@@ -1,5 +1,5 @@
 //! The cluster lock's lease on real lab hosts, from the reliability
-//! report's reproductions (L4, L5, F2, L6b): a run frozen past its lease, a
+//! report's reproductions: a run frozen past its lease, a
 //! live run whose lock `kwinctl unlock` broke, a lock host whose disk is
 //! full, and a clock step on the lock host.
 //!
@@ -138,7 +138,7 @@ fn signal(child: &Child, sig: &str) {
     assert!(st.success());
 }
 
-/// L4: A is frozen (SIGSTOP) right after it takes the lock, past its
+/// A is frozen (SIGSTOP) right after it takes the lock, past its
 /// lease; B breaks the lock and works; A is resumed. A starts no host after
 /// that, says it lost the lock and exits non-zero.
 #[test]
@@ -173,7 +173,7 @@ fn a_run_frozen_past_its_lease_starts_no_host_when_resumed() {
     assert!(err_a.contains("lost the cluster lock on h1"), "{err_a}");
 }
 
-/// L5: `kwinctl unlock --yes` while A holds the lock and works; then B.
+/// `kwinctl unlock --yes` while A holds the lock and works; then B.
 /// A starts no host after the unlock, says so and exits non-zero.
 #[test]
 fn a_live_run_whose_lock_is_broken_starts_no_further_host() {
@@ -213,7 +213,7 @@ fn a_live_run_whose_lock_is_broken_starts_no_further_host() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
-/// L6b: h1's wall clock steps 120 s ahead (a `date` there that says so:
+/// h1's wall clock steps 120 s ahead (a `date` there that says so:
 /// a real clock step would move the clock of the whole machine, which the
 /// lab shares) while A holds the lock. The lease is judged by h1's
 /// monotonic clock: B is refused, and A works on and ends well.
@@ -251,7 +251,7 @@ fn a_clock_step_on_the_lock_host_does_not_end_a_live_lease() {
     assert!(bad.is_empty(), "{bad:?}");
 }
 
-/// F2: h1's /etc/kwinctl is full (a 64 KiB tmpfs filled up). The lock
+/// h1's /etc/kwinctl is full (a 64 KiB tmpfs filled up). The lock
 /// script stops at the first failed write: no lock is taken, the
 /// generation is kept, no host changes, and the run says why.
 #[test]
