@@ -26,6 +26,8 @@ struct LinuxHost {
     pod_cidr: Option<String>,
     /// "name id"
     cluster: Option<String>,
+    /// The lock host it records (the cluster file's second line).
+    lock_host: Option<String>,
     /// The cluster lock's run id and generation, on the lock host.
     lock: Option<String>,
     generation: u64,
@@ -75,6 +77,7 @@ impl LinuxHost {
             } else if line.ends_with("/etc/kwinctl/.cluster.$$") {
                 let q = quoted(line);
                 self.cluster = Some(format!("{} {}", q[1], q[2]));
+                self.lock_host = Some(q[3].to_string());
             } else if line == "echo 1 > /proc/sys/net/ipv4/ip_forward" {
                 self.forwarding = true;
             } else if line.starts_with("ip -4 route replace ") {
@@ -91,6 +94,7 @@ impl LinuxHost {
                 self.boot_sha = None;
                 self.pod_cidr = None;
                 self.cluster = None;
+                self.lock_host = None;
             } else if let Some(rest) = line.strip_prefix("kw_run ") {
                 out += &format!("KWX {} ok\n", rest.split(' ').next().unwrap());
             } else if let Some(rest) = line.strip_prefix("kw_run_batch ") {
@@ -164,10 +168,12 @@ impl LinuxHost {
             .collect();
         let mut s = format!(
             "KWF probe linux 2\nKWF hostname fake\nKWF ip_forward {}\nKWF pod_cidr {}\n\
-             KWF cluster {}\nKWF cluster_gen {}\nKWF boot_sha {}\nKWF systemd false\nKWF routes {}\n",
+             KWF cluster {}\nKWF lock_host {}\nKWF cluster_gen {}\nKWF boot_sha {}\nKWF systemd false\n\
+             KWF routes {}\n",
             u8::from(self.forwarding),
             self.pod_cidr.as_deref().unwrap_or(""),
             self.cluster.as_deref().unwrap_or(""),
+            self.lock_host.as_deref().unwrap_or(""),
             self.generation,
             self.boot_sha.as_deref().unwrap_or(""),
             serde_json::Value::from(routes)

@@ -239,6 +239,7 @@ mod tests {
                 pod_cidr: "198.19.0.0/24".parse().unwrap(),
                 cluster: "c".into(),
                 cluster_id: "0a1b".into(),
+                lock_host: "cp".into(),
             },
             Action::EnableForwarding,
             Action::AddRoute {
