@@ -302,3 +302,70 @@ fn a_full_disk_on_the_lock_host_takes_no_lock_and_changes_nothing() {
     let o = kwinctl(&["up", "-i", i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// Inventory A is the cluster (h1 the control plane and lock host, h2,
+/// h3); a copy B marks h2 `role: control-plane` and adds h4. B's lock host
+/// would be h2, which keeps no registry: B is refused with both names,
+/// before anything changes, also after h2 lost its routes.
+#[test]
+fn an_inventory_that_picks_another_lock_host_is_refused_before_anything_changes() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(4);
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    let (a, b) = (lab.dir().join("a"), lab.dir().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    write(&a.join("inv.yaml"), &with_hosts(&inv, &["h1", "h2", "h3"]));
+    let o = kwinctl(&["up", "-i", a.join("inv.yaml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let other = with_hosts(&inv, &["h2", "h4"]).replace(
+        "  - name: h2\n    os: linux\n",
+        "  - name: h2\n    os: linux\n    role: control-plane\n",
+    );
+    assert!(other.contains("role: control-plane"), "{other}");
+    write(&b.join("inv.yaml"), &other);
+    let bi = b.join("inv.yaml");
+    let bi = bi.to_str().unwrap();
+    let ours = |h: &str| -> Vec<String> {
+        lab.routes(h)
+            .lines()
+            .filter(|l| l.contains("proto 198"))
+            .map(str::to_string)
+            .collect()
+    };
+    let h2_routes = ours("h2");
+    assert!(!h2_routes.is_empty());
+    for cmd in ["plan", "up"] {
+        let o = kwinctl(&[cmd, "-i", bi]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{cmd}: {}", text(&o));
+        assert!(
+            err.contains("h2 records h1 as the host that keeps the cluster's lock and registry")
+                && err.contains("this inventory's lock host is h2"),
+            "{cmd}: {err}"
+        );
+    }
+    // h2 loses its routes (a restart): B is still refused, and takes no
+    // block of A's
+    lab.reboot("h2");
+    let o = kwinctl(&["up", "-i", bi]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        !etc(&lab, "h4").join("pod-cidr").exists(),
+        "h4 was given a block"
+    );
+    assert!(
+        !etc(&lab, "h2").join("cluster.lock").exists(),
+        "B took a lock on h2"
+    );
+    assert!(
+        !lab.routes("h2").contains("proto 198"),
+        "B changed h2's routes"
+    );
+    // A's cluster is as it was: its next run restores h2 and changes nothing else
+    let o = kwinctl(&["up", "-i", a.join("inv.yaml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(ours("h2"), h2_routes);
+}
