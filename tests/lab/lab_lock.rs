@@ -4,11 +4,11 @@
 //! with one hostname for all (so hostnames match and pids collide or are
 //! missing from each other's /proc, as on two machines named alike), some
 //! killed with SIGKILL at a random time. Some trials disturb the lock
-//! instead: a run is frozen (SIGSTOP) at a random time for longer than its
-//! lease, then resumed, while a late run comes after the lease ran out; or
-//! `kwinctl unlock --yes` breaks the lock at a random time, and a late run
-//! follows at once; or the lock host's wall clock steps 120 s ahead for the
-//! whole trial. After every trial: no two nodes record one block, every
+//! instead, a random moment after a run took it: the first two runs are
+//! frozen (SIGSTOP) for longer than the lease, then resumed, while a late
+//! run comes after the lease ran out; or `kwinctl unlock --yes` breaks the
+//! lock, and a late run follows at once; or the lock host's wall clock
+//! steps 120 s ahead for the whole trial. After every trial: no two nodes record one block, every
 //! block a node records is in the cluster's registry on the lock host, and
 //! every run that lost its lock exited non-zero.
 //!
@@ -231,13 +231,15 @@ fn concurrent_runs_of_machines_named_alike_never_share_a_block_or_lose_an_entry(
         }
         let disturbed = matches!(kind, Trial::Freeze | Trial::Unlock);
         let runs = if disturbed { 3 } else { 2 + trial % 2 };
-        // when the lock is disturbed (a random time in the first 2 s), and
-        // when the late run starts
-        let at = Duration::from_millis(rng.below(2000));
-        let late = match kind {
-            Trial::Freeze => at + lease + Duration::from_millis(500),
-            _ => at + Duration::from_millis(50),
+        // the lock is disturbed a random time (up to 300 ms) after a run's
+        // lock first appears on h1, while that run holds it; the late run
+        // starts after that
+        let delay = Duration::from_millis(rng.below(300));
+        let after = match kind {
+            Trial::Freeze => lease + Duration::from_millis(500),
+            _ => Duration::from_millis(50),
         };
+        let mut at: Option<Duration> = None;
         // run r adds h{r+2}, from its own copy of the inventory folder
         let mut all = Vec::new();
         for r in 0..runs {
@@ -256,12 +258,13 @@ fn concurrent_runs_of_machines_named_alike_never_share_a_block_or_lose_an_entry(
                 dir: d,
                 child: None,
                 start: if disturbed && r == 2 {
-                    late
+                    Duration::MAX
                 } else {
                     Duration::ZERO
                 },
                 kill_at,
-                freeze_at: (kind == Trial::Freeze && r == 0).then_some(at),
+                // both first runs: the one holding the lock among them
+                freeze_at: (kind == Trial::Freeze && r < 2).then_some(Duration::MAX),
                 frozen: None,
                 done: None,
             });
@@ -271,7 +274,20 @@ fn concurrent_runs_of_machines_named_alike_never_share_a_block_or_lose_an_entry(
         let deadline = began + Duration::from_secs(120);
         while all.iter().any(|c| c.done.is_none()) {
             assert!(Instant::now() < deadline, "trial {trial}: a run hangs");
-            if !unlocked && began.elapsed() >= at {
+            if disturbed && at.is_none() {
+                let firsts_done = all[..2].iter().all(|c| c.done.is_some());
+                if etc(&lab, "h1").join("cluster.lock").exists() || firsts_done {
+                    let t = began.elapsed() + delay;
+                    at = Some(t);
+                    all[2].start = t + after;
+                    for run in all[..2].iter_mut() {
+                        if run.freeze_at.is_some() {
+                            run.freeze_at = Some(t);
+                        }
+                    }
+                }
+            }
+            if !unlocked && at.is_some_and(|a| began.elapsed() >= a) {
                 let i = all[0].dir.join("inv.yaml");
                 let _ = kwinctl(&["unlock", "-i", i.to_str().unwrap(), "--yes"]);
                 unlocked = true;
@@ -362,4 +378,8 @@ fn concurrent_runs_of_machines_named_alike_never_share_a_block_or_lose_an_entry(
     );
     // the trials did race: some runs added their node, some were refused
     assert!(added > 0 && refused > 0, "{added} added, {refused} refused");
+    // and the disturbances did take locks from live runs
+    if trials >= 30 {
+        assert!(lost > 0, "no run lost its lock in {trials} trials");
+    }
 }
