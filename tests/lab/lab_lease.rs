@@ -40,9 +40,9 @@ fn cluster(lab: &Lab) -> (PathBuf, PathBuf) {
     (dirs.remove(0), dirs.remove(0))
 }
 
-/// An `ip` on every host that logs each route change (`HOST HOLDER ARGS`,
-/// HOLDER: the run holding h1's cluster lock then, or `-`), then waits
-/// `slow` seconds before making it.
+/// An `ip` on every host that logs each route change (`HOST HOLDER TIME
+/// ARGS`, HOLDER: the run holding h1's cluster lock then, or `-`; TIME:
+/// seconds since the epoch), then waits `slow` seconds before making it.
 fn log_route_changes(lab: &Lab, slow: &str) -> PathBuf {
     let log = lab.dir().join("routes.log");
     let run = etc(lab, "h1").join("cluster.lock").join("run");
@@ -52,7 +52,7 @@ fn log_route_changes(lab: &Lab, slow: &str) -> PathBuf {
             "ip",
             &format!(
                 "#!/bin/sh\ncase \"$*\" in *replace*|*-batch*)\n  r=$(cat '{}' 2>/dev/null) || r=\n  \
-                 printf '%s %s %s\\n' {h} \"${{r:--}}\" \"$*\" >> '{}'\n  sleep {slow};;\nesac\n\
+                 printf '%s %s %s %s\\n' {h} \"${{r:--}}\" \"$(/usr/bin/date +%s.%N)\" \"$*\" >> '{}'\n  sleep {slow};;\nesac\n\
                  exec /usr/bin/ip \"$@\"\n",
                 run.display(),
                 log.display()
@@ -66,19 +66,39 @@ fn log_route_changes(lab: &Lab, slow: &str) -> PathBuf {
 /// address) whose holder was not A (`a_run`): a host A started changing
 /// without the lock.
 fn started_without_the_lock(lab: &Lab, log: &Path, a_run: &str) -> Vec<String> {
+    first_changes(lab, log, true)
+        .into_iter()
+        .filter(|(_, holder, _, _)| holder != a_run)
+        .map(|(l, ..)| l)
+        .collect()
+}
+
+/// The first route change on each host (`only_a`: of run A's, those on h3
+/// or via h3's address): (the log line, the holder then, when, the host).
+fn first_changes(lab: &Lab, log: &Path, only_a: bool) -> Vec<(String, String, f64, String)> {
     let h3 = lab.ip("h3");
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut seen = std::collections::BTreeSet::new();
-    let mut bad = Vec::new();
+    let mut out = Vec::new();
     for l in text.lines() {
-        let mut f = l.splitn(3, ' ');
-        let (host, holder, args) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap_or(""));
-        let of_a = host == "h3" || args.split_whitespace().any(|w| w == h3);
-        if of_a && seen.insert(host.to_string()) && holder != a_run {
-            bad.push(l.to_string());
+        let mut f = l.splitn(4, ' ');
+        let (host, holder, at, args) = (
+            f.next().unwrap(),
+            f.next().unwrap(),
+            f.next().unwrap(),
+            f.next().unwrap_or(""),
+        );
+        let of_a = !only_a || host == "h3" || args.split_whitespace().any(|w| w == h3);
+        if of_a && seen.insert(host.to_string()) {
+            out.push((
+                l.to_string(),
+                holder.to_string(),
+                at.parse().unwrap(),
+                host.to_string(),
+            ));
         }
     }
-    bad
+    out
 }
 
 /// `kwinctl up` of a run's folder in the background, with `env`.
@@ -368,4 +388,40 @@ fn an_inventory_that_picks_another_lock_host_is_refused_before_anything_changes(
     let o = kwinctl(&["up", "-i", a.join("inv.yaml").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(ours("h2"), h2_routes);
+}
+
+/// The lock host's sshd (and every session on it) stops 0.3 s after run A
+/// took the lock (a lease of 6 s, 3 s per route change, a rolling run that
+/// goes on past failures). A's hosts start only while its lease is sure to
+/// hold: none starts 6 s after the take or later, and A exits non-zero.
+#[test]
+fn a_run_cut_off_from_its_lock_host_starts_no_host_after_its_lease() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(4);
+    let (a, _) = cluster(&lab);
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    write(
+        &a.join("inv.yaml"),
+        &with_hosts(&inv, &["h1", "h2", "h3", "h4"]),
+    );
+    let log = log_route_changes(&lab, "3");
+    let env = [("KWINCTL_LOCK_LEASE", "6")];
+    let mut run_a = spawn_up(&a, &["--parallel", "1", "--max-fail", "4"], &env);
+    holder(&lab);
+    let taken = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    std::thread::sleep(Duration::from_millis(300));
+    lab.stop_sshd("h1");
+    let (code_a, err_a) = finish(&mut run_a, &a);
+    lab.start_sshd("h1");
+    // (A is the only run)
+    let firsts = first_changes(&lab, &log, false);
+    assert!(!firsts.is_empty(), "A changed no host: {err_a}");
+    let late: Vec<_> = firsts.iter().filter(|f| f.2 >= taken + 6.0).collect();
+    assert!(late.is_empty(), "started after the lease: {late:?}");
+    assert_ne!(code_a, Some(0), "A: {err_a}");
 }
