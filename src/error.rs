@@ -5,7 +5,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | all good |
-//! | 1 | a host failed, or `verify` found a problem |
+//! | 1 | a host failed, or `verify` found a problem, or the run lost its cluster lock |
 //! | 2 | bad input (command line, inventory, state file): nothing contacted |
 //! | 3 | another kwinctl run holds the inventory's lock: nothing contacted |
 //! | 4 | kwinctl could not do its own work on this machine (write the state file, start its runtime) |
@@ -51,7 +51,7 @@ pub const EXIT_CODES: &str = crate::exit_codes!();
 macro_rules! exit_codes {
     () => {
         "Exit codes: 0 all good; 1 a host failed, verify found a problem, \
-or reset's question was declined; \
+the run lost its cluster lock, or reset's question was declined; \
 2 bad input (command line, inventory, state file), nothing contacted; \
 3 another kwinctl run holds the lock, nothing contacted; \
 4 kwinctl could not do its own work on this machine (state file, runtime); \

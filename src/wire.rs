@@ -14,7 +14,8 @@
 //!   cross-language API: `kind` is also the template's and the simulator
 //!   handler's name.
 //! - `KWL <what> <value>`: the cluster lock scripts' answers (taken,
-//!   changed, held, broken, renewed, lost, released; see docs/locks.md).
+//!   changed, held, broken, renewed, lost, released, failed; see
+//!   docs/locks.md).
 
 use crate::outcome::ActionStatus;
 use crate::probe::FactsError;
@@ -179,6 +180,15 @@ pub enum What {
     Free,
     /// `kwinctl unlock` broke it.
     Broke,
+    /// The renewal was written.
+    Renewed,
+    /// The lock was released.
+    Released,
+    /// The lock is not this run's (renewal, release).
+    Lost,
+    /// A write on the lock host failed (a full or read-only disk): no lock
+    /// was taken, or the generation was not counted up.
+    Failed(String),
     #[default]
     Nothing,
 }
@@ -187,6 +197,7 @@ pub fn read_lock(stdout: &str) -> LockAnswer {
     let mut a = LockAnswer::default();
     let mut held: Option<Held> = None;
     let mut broke = false;
+    let mut failed = None;
     for line in stdout.lines() {
         let Some(rest) = line.strip_prefix("KWL ") else {
             continue;
@@ -196,7 +207,11 @@ pub fn read_lock(stdout: &str) -> LockAnswer {
         match what {
             "taken" => a.what = What::Taken,
             "changed" => a.what = What::Changed(value),
+            "failed" => failed = Some(value),
             "free" => a.what = What::Free,
+            "renewed" => a.what = What::Renewed,
+            "released" => a.what = What::Released,
+            "lost" => a.what = What::Lost,
             "broke" => broke = true,
             "broken" => {
                 let mut f = value.splitn(3, ' ');
@@ -215,6 +230,10 @@ pub fn read_lock(stdout: &str) -> LockAnswer {
     }
     if let (What::Nothing, Some(h)) = (&a.what, held) {
         a.what = if broke { What::Broke } else { What::Held(h) };
+    }
+    // a failed write outweighs whatever was said before it
+    if let Some(why) = failed {
+        a.what = What::Failed(why);
     }
     a
 }
@@ -256,6 +275,14 @@ mod tests {
         // out-of-order or forged ids are ignored
         let (r, f) = action_results("KWX 5 ok\nKWX 0 ok\n", 1);
         assert_eq!((r.len(), f), (1, None));
+    }
+
+    #[test]
+    fn a_failed_write_outweighs_what_the_lock_script_said() {
+        let a = read_lock("KWL held 3\nKWL owner x\nKWL failed cannot write\n");
+        assert!(matches!(a.what, What::Failed(w) if w == "cannot write"));
+        let a = read_lock("KWL taken\n");
+        assert!(matches!(a.what, What::Taken));
     }
 
     #[test]

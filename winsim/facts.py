@@ -91,6 +91,7 @@ def facts(d, probe):
                      for n, r in d["firewall"].items() if n.lower().startswith("kwinctl-")],
         "pod_cidr": d["pod_cidr"],
         "cluster": d.get("cluster"),
+        "lock_host": d.get("lock_host"),
         "reach": reach,
         "boot_time": "2026-01-01T00:00:00.0000000+00:00#%d" % d.get("boot_count", 0),
     })

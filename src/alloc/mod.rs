@@ -88,6 +88,9 @@ pub struct NodeRecord {
     /// The cluster's registry kept beside the lock (on the lock host): every
     /// block any operator's run handed out, and to whom.
     pub registry: Vec<Registered>,
+    /// The host the node records as keeping the cluster's lock and
+    /// registry (lower case; `None`: none recorded).
+    pub lock_host: Option<String>,
 }
 
 /// A block the cluster's registry says a run handed out. The registry lives
@@ -222,6 +225,21 @@ pub struct ClusterId {
     pub name: String,
     pub id: String,
     pub cidr: Ipv4Net,
+    /// The host that keeps the cluster's lock and registry, as every node
+    /// records it (lower case; empty: the inventory names none).
+    pub lock_host: String,
+}
+
+/// The inventory's lock host: the Linux control-plane host with the lowest
+/// address (so that every operator's inventory, in whatever order, picks
+/// the same one), lower case; empty when there is none.
+pub fn lock_host_name(inv: &Inventory) -> String {
+    inv.hosts
+        .iter()
+        .filter(|h| h.keeps_lock())
+        .min_by_key(|h| h.address)
+        .map(|h| h.name.to_ascii_lowercase())
+        .unwrap_or_default()
 }
 
 /// What one node should look like, and who its peers are.
@@ -300,6 +318,7 @@ pub fn nodes(inv: &Inventory, alloc: &Allocation) -> Vec<Node> {
         name: inv.cluster.name.clone(),
         id: alloc.state.cluster_id.clone().unwrap_or_default(),
         cidr: inv.cluster.cluster_cidr,
+        lock_host: lock_host_name(inv),
     });
     let members = members(inv, &alloc.unmoved);
     alloc
@@ -339,6 +358,7 @@ pub fn lone_node(inv: &Inventory, host: &Host, pod_cidr: Ipv4Net, cluster_id: &s
             name: inv.cluster.name.clone(),
             id: cluster_id.to_string(),
             cidr: inv.cluster.cluster_cidr,
+            lock_host: lock_host_name(inv),
         }),
         nodes: Arc::from(vec![me]),
         members: members(inv, &BTreeMap::new()),
@@ -386,6 +406,8 @@ pub fn test_node(
             name: "t".into(),
             id: "0123456789abcdef".into(),
             cidr: cluster_cidr.parse().unwrap(),
+            // the fixtures' control plane (tests/fixtures/windows/*.yaml)
+            lock_host: "lin01".into(),
         }),
         nodes,
         members,

@@ -21,6 +21,7 @@ fn records(list: &[(&str, &str)], id: &str) -> Observed {
                         routes: vec![],
                         generation: 0,
                         registry: Vec::new(),
+                        lock_host: None,
                     },
                 )
             })

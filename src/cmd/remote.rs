@@ -197,9 +197,17 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     if let Some(l) = &ran.locked {
         err_line(&format!("error: {}", l.0));
     }
+    // a run that lost its lock may have changed hosts under another's
+    if let Some(why) = &ran.lost {
+        err_line(&format!(
+            "error: {why}. Another run may have changed the cluster meanwhile: run `kwinctl plan` \
+             once no other run is changing it, then `kwinctl up` again"
+        ));
+    }
     let exit = match interrupt.exit_code() {
         Some(code) => Exit::Signal(code),
         None if ran.locked.is_some() => Exit::Locked,
+        None if ran.lost.is_some() => Exit::HostFailed,
         None if failed || pods_failed => Exit::HostFailed,
         None => Exit::Ok,
     };

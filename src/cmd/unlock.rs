@@ -92,6 +92,7 @@ pub fn unlock(c: &Common, yes: bool) -> Result<Exit, CliError> {
             return Ok(Exit::Ok);
         }
         What::Held(h) => h,
+        What::Failed(why) => return failed(c, &host.name, &why),
         _ => return unreached(c, &format!("{}: the lock script said nothing", host.name)),
     };
     let whose = describe(&held);
@@ -150,8 +151,27 @@ pub fn unlock(c: &Common, yes: bool) -> Result<Exit, CliError> {
                 describe(&now)
             ),
         }),
+        What::Failed(why) => failed(c, &host.name, &why),
         _ => unreached(c, &format!("{}: the lock script said nothing", host.name)),
     }
+}
+
+/// The lock script on `host` could not write (a full or read-only disk).
+fn failed(c: &Common, host: &str, why: &str) -> Result<Exit, CliError> {
+    let why = format!(
+        "{host}: {}; free space in /etc/kwinctl on {host}, or make it writable, and run again",
+        crate::text::clip(why, 300)
+    );
+    err_line(&format!("error: {why}"));
+    if c.output == Format::Json {
+        let line = Line::new(Event::Error {
+            command: "unlock",
+            exit: Exit::HostFailed.code(),
+            error: why,
+        });
+        let _ = writeln!(crate::stdout::Stdout, "{}", safe_json(&line.to_json()));
+    }
+    Ok(Exit::HostFailed)
 }
 
 /// `OWNER (run RUN), taken N s ago, its lease runs out in M s`.

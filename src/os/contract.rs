@@ -23,6 +23,8 @@ const NOT_ACTIONS: &[&str] = &[
     "linux/lock_break.sh",
     "linux/lock_read.sh",
     "linux/mutex.sh",
+    "linux/lock_clock.sh",
+    "linux/lock_write.sh",
     "linux/registry.sh",
     "linux/read_files.sh",
     "windows/prelude.ps1",

@@ -67,10 +67,9 @@ pub(super) struct Barrier {
     decision: watch::Receiver<Option<Arc<Decision>>>,
     ready: mpsc::UnboundedSender<(usize, bool)>,
     go: watch::Receiver<Option<Go>>,
-    /// The lock's lease could not be kept (another run broke it, or the
-    /// lock host did not answer for a whole lease): why. No host starts
-    /// changing after that.
-    pub(super) lock_lost: std::sync::Mutex<Option<String>>,
+    /// The cluster lock's lease as the hosts see it: a host starts
+    /// changing only while it holds (see [`super::lease::Fence`]).
+    pub(super) fence: super::lease::Fence,
     /// Each host's turn for the second phase (taken by its ticket).
     turns: std::sync::Mutex<Vec<Option<oneshot::Receiver<OwnedSemaphorePermit>>>>,
     /// The hosts (lower-case names) that change something in this run, and
@@ -106,7 +105,7 @@ impl Barrier {
                 decision: decision_rx,
                 ready: ready_tx,
                 go: go_rx,
-                lock_lost: std::sync::Mutex::new(None),
+                fence: super::lease::Fence::default(),
                 turns: std::sync::Mutex::new(turn_rx.into_iter().map(Some).collect()),
                 changing: std::sync::Mutex::new(BTreeSet::new()),
                 pending: watch::channel(BTreeSet::new()).0,
@@ -175,7 +174,7 @@ impl<'a> Ticket<'a> {
 
     /// Why this run may no longer change hosts: it lost the cluster lock.
     pub(super) fn lock_lost(&self) -> Option<String> {
-        self.barrier.lock_lost.lock().unwrap().clone()
+        self.barrier.fence.lost()
     }
 
     /// This host has done its changes (or will make none).

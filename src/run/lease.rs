@@ -9,11 +9,20 @@
 //! calls (the lock host converges like any other); this module is the only
 //! user of the channel, and sends the lock host's trace out when it is done
 //! with it.
+//!
+//! The lease is fenced ([`Fence`]): before a host starts changing, the lock
+//! host confirms the lock is still this run's, in a renewal sent after the
+//! host asked; when the lock host does not answer, the host starts only
+//! while the last confirmed renewal, by this machine's monotonic clock, is
+//! younger than the lease less a margin. A run frozen or stalled past its
+//! lease, or whose lock was broken, starts no host after that, and ends
+//! with an error.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot, watch};
+use tokio::time::Instant;
 
 use super::{Ctx, step};
 use crate::text::clip;
@@ -119,6 +128,7 @@ impl Channel {
         let cannot =
             |e: String| LockRefused::other(format!("cannot take the cluster lock on {host}: {e}"));
         let s = self.open(ctx).await.map_err(cannot)?;
+        let sent = Instant::now();
         let out = step::call(ctx, s, &host, "cluster lock", script)
             .await
             .map_err(|e| cannot(e.to_string()))?;
@@ -132,7 +142,9 @@ impl Channel {
                 clip(&b.age, 12),
             ));
         }
-        refused(ctx, &host, generation, answer.what, &out)
+        refused(ctx, &host, generation, answer.what, &out)?;
+        ctx.barrier.fence.taken(sent);
+        Ok(())
     }
 
     /// Keep the lease this channel took: renewed in the background until
@@ -190,11 +202,18 @@ fn refused(
             clip(&h.left, 12),
             ctx.cluster.inventory.path.display(),
         )),
-        What::Nothing | What::Free | What::Broke => Err(LockRefused::other(format!(
-            "cannot take the cluster lock on {host}: the lock script said nothing (exit {:?}): {}",
-            out.exit,
-            clip(&crate::text::printable(out.stderr.trim()), 300)
+        What::Failed(why) => Err(LockRefused::other(format!(
+            "cannot take the cluster lock on {host}: {}; nothing was changed. Free space in \
+             /etc/kwinctl on {host}, or make it writable, and run again",
+            clip(&why, 300)
         ))),
+        What::Nothing | What::Free | What::Broke | What::Renewed | What::Released | What::Lost => {
+            Err(LockRefused::other(format!(
+                "cannot take the cluster lock on {host}: the lock script said nothing (exit {:?}): {}",
+                out.exit,
+                clip(&crate::text::printable(out.stderr.trim()), 300)
+            )))
+        }
     }
 }
 
@@ -227,43 +246,165 @@ impl Lease {
     }
 }
 
-/// Keep this run's lease on the cluster lock while it works: renew it a
-/// third of a lease apart on the channel (a new connection when that one is
-/// gone). When the lock is another's, or the lock host has not answered for
-/// a whole lease, the run has lost it: no host starts changing after that.
-/// Then release it when asked.
+/// The lease as the hosts see it: whether it was taken, when the lock host
+/// last confirmed it, and whether it was lost. Hosts ask it before they
+/// start changing ([`Fence::check`]); the renewing task answers.
+pub(super) struct Fence {
+    state: std::sync::Mutex<Kept>,
+    /// A host asks for a renewal now.
+    ask: Notify,
+    /// Renewals done: when each was sent, and whether the lock host
+    /// confirmed it.
+    rounds: watch::Sender<Option<Round>>,
+}
+
+#[derive(Default)]
+struct Kept {
+    /// When the last renewal (or the take) the lock host confirmed was sent,
+    /// by this machine's monotonic clock; `None`: no lock was taken.
+    confirmed: Option<Instant>,
+    /// Why this run lost the lock.
+    lost: Option<String>,
+    /// When a host last asked for a renewal.
+    asked: Option<Instant>,
+}
+
+#[derive(Clone, Copy)]
+struct Round {
+    sent: Instant,
+    /// `None`: the lock host did not answer.
+    renewed: Option<bool>,
+}
+
+impl Default for Fence {
+    fn default() -> Fence {
+        Fence {
+            state: std::sync::Mutex::new(Kept::default()),
+            ask: Notify::new(),
+            rounds: watch::channel(None).0,
+        }
+    }
+}
+
+/// How much sooner than the lock host this run gives up its lease: its
+/// clock and the lock host's may run at slightly different rates, and a
+/// host's first call reaches its host a moment after the check.
+fn margin(lease: Duration) -> Duration {
+    (lease / 10).max(Duration::from_secs(1)).min(lease / 2)
+}
+
+impl Fence {
+    /// The lock was taken by a call sent at `sent`.
+    fn taken(&self, sent: Instant) {
+        self.state.lock().unwrap().confirmed = Some(sent);
+    }
+
+    /// Why this run lost the lock, if it did.
+    pub(super) fn lost(&self) -> Option<String> {
+        self.state.lock().unwrap().lost.clone()
+    }
+
+    /// This run lost the lock on `host` (said once).
+    fn lose(&self, ctx: &Ctx, host: &str, why: &str) {
+        let mut st = self.state.lock().unwrap();
+        if st.lost.is_none() {
+            ctx.reporter.say(&format!(
+                "warning: this run lost the cluster lock on {host}: {why}; no further host starts changing"
+            ));
+            st.lost = Some(format!("this run lost the cluster lock on {host}: {why}"));
+        }
+    }
+
+    /// Whether a host may start changing now: `Err(why)` once the lock is
+    /// lost. The lock host confirms the lock in a renewal sent after this
+    /// call began; when it does not answer, the last confirmed renewal must
+    /// be younger than the lease less a margin. A run without a lock (it
+    /// has nothing to change) is let through.
+    pub(super) async fn check(&self, ctx: &Ctx) -> Result<(), String> {
+        if let Some(why) = self.lost() {
+            return Err(why);
+        }
+        if self.state.lock().unwrap().confirmed.is_none() {
+            return Ok(());
+        }
+        let asked = Instant::now();
+        let mut rounds = self.rounds.subscribe();
+        self.state.lock().unwrap().asked = Some(asked);
+        self.ask.notify_one();
+        // a renewal is bounded by a third of a lease; one more for the one
+        // under way when this host asked
+        let answered = tokio::time::timeout(
+            ctx.opts.lease,
+            rounds.wait_for(|r| r.is_some_and(|r| r.sent >= asked)),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .is_some_and(|r| r.is_some_and(|r| r.renewed.is_some()));
+        if let Some(why) = self.lost() {
+            return Err(why);
+        }
+        let confirmed = self.state.lock().unwrap().confirmed;
+        let bound = ctx.opts.lease - margin(ctx.opts.lease);
+        match confirmed {
+            Some(at) if answered && at >= asked => Ok(()),
+            Some(at) if at.elapsed() < bound => Ok(()),
+            _ => {
+                let why = format!(
+                    "the lock host did not confirm this run's lease for {}s (by this machine's \
+                     monotonic clock; was this run stopped or stalled?)",
+                    confirmed.map_or(0, |at| at.elapsed().as_secs())
+                );
+                Err(why)
+            }
+        }
+    }
+}
+
+/// Keep this run's lease on the cluster lock while it works: renew it
+/// whenever a host is about to start changing (the first right after the
+/// lock was taken) and a third of a lease apart, on the channel (a new
+/// connection when that one is gone). When the lock is another's, or the
+/// lock host has not confirmed it for a whole lease, the run has lost it:
+/// no host starts changing after that. Then release it when asked.
 async fn keep(ctx: Arc<Ctx>, mut ch: Channel, mut release: oneshot::Receiver<Vec<String>>) {
     let lease = ctx.opts.lease;
     let every = lease / 3;
-    let mut kept = tokio::time::Instant::now();
-    let mut lost = false;
+    let fence = &ctx.barrier.fence;
+    let mut last: Option<Instant> = None;
     let registry = loop {
         tokio::select! {
             biased;
             r = &mut release => break r.ok(),
-            _ = tokio::time::sleep(every), if !lost => {}
-        }
-        match renew(&ctx, &mut ch, every).await {
-            Some(true) => kept = tokio::time::Instant::now(),
-            Some(false) => {
-                lose(
-                    &ctx,
-                    &ch.host,
-                    "another run or `kwinctl unlock` broke it".into(),
-                );
-                lost = true;
+            _ = tokio::time::sleep(every), if fence.lost().is_none() => {}
+            _ = fence.ask.notified(), if fence.lost().is_none() => {
+                // hosts that asked before the last renewal was sent have
+                // their answer: one renewal serves them all
+                let asked = fence.state.lock().unwrap().asked;
+                if asked.is_some_and(|a| last.is_some_and(|l| a < l)) {
+                    continue;
+                }
             }
-            None if kept.elapsed() >= lease => {
-                let why = format!(
-                    "{} did not confirm its lease for {}s",
-                    ch.host,
-                    lease.as_secs()
-                );
-                lose(&ctx, &ch.host, why);
-                lost = true;
-            }
-            None => {}
         }
+        let sent = Instant::now();
+        last = Some(sent);
+        let renewed = renew(&ctx, &mut ch, every).await;
+        match renewed {
+            Some(true) => fence.taken(sent),
+            Some(false) => fence.lose(&ctx, &ch.host, "another run or `kwinctl unlock` broke it"),
+            None => {
+                let kept = fence.state.lock().unwrap().confirmed;
+                if kept.is_some_and(|k| k.elapsed() >= lease) {
+                    let why = format!(
+                        "{} did not confirm its lease for {}s",
+                        ch.host,
+                        lease.as_secs()
+                    );
+                    fence.lose(&ctx, &ch.host, &why);
+                }
+            }
+        }
+        fence.rounds.send_replace(Some(Round { sent, renewed }));
     };
     if let Some(registry) = registry {
         unlock(&ctx, &mut ch, &registry).await;
@@ -272,8 +413,8 @@ async fn keep(ctx: Arc<Ctx>, mut ch: Channel, mut release: oneshot::Receiver<Vec
 }
 
 /// One renewal: `Some(true)` renewed, `Some(false)` the lock is not this
-/// run's any more, `None` no answer (the channel is dropped: the next
-/// renewal opens another).
+/// run's any more, `None` no answer, or the lock host could not write the
+/// lease (the channel is dropped: the next renewal opens another).
 async fn renew(ctx: &Ctx, ch: &mut Channel, within: Duration) -> Option<bool> {
     let script = crate::os::renew_script(&ctx.renderer, &ctx.cluster.run_id);
     let answer = match tokio::time::timeout(within, ch.open(ctx)).await {
@@ -283,9 +424,9 @@ async fn renew(ctx: &Ctx, ch: &mut Channel, within: Duration) -> Option<bool> {
             .and_then(Result::ok),
         _ => None,
     };
-    match answer {
-        Some(o) if o.stdout.contains("KWL renewed") => Some(true),
-        Some(o) if o.stdout.contains("KWL lost") => Some(false),
+    match answer.map(|o| read_lock(&o.stdout).what) {
+        Some(What::Renewed) => Some(true),
+        Some(What::Lost) => Some(false),
         _ => {
             if let Some(s) = ch.session.take() {
                 s.close().await;
@@ -295,15 +436,8 @@ async fn renew(ctx: &Ctx, ch: &mut Channel, within: Duration) -> Option<bool> {
     }
 }
 
-fn lose(ctx: &Ctx, host: &str, why: String) {
-    ctx.reporter.say(&format!(
-        "warning: this run lost the cluster lock on {host}: {why}; no further host starts changing"
-    ));
-    *ctx.barrier.lock_lost.lock().unwrap() =
-        Some(format!("this run lost the cluster lock on {host}: {why}"));
-}
-
-/// Give the lock back, leaving `registry` on the lock host.
+/// Give the lock back, leaving `registry` on the lock host. A lock that is
+/// no longer this run's when it ends was lost.
 async fn unlock(ctx: &Ctx, ch: &mut Channel, registry: &[String]) {
     let script = crate::os::unlock_script(&ctx.renderer, &ctx.cluster.run_id, registry);
     let host = ch.host.clone();
@@ -313,11 +447,25 @@ async fn unlock(ctx: &Ctx, ch: &mut Channel, registry: &[String]) {
             .map_err(|e| e.to_string()),
         Err(e) => Err(e),
     };
-    match out {
-        Ok(o) if o.stdout.contains("KWL released") => {}
-        Ok(_) => ctx.reporter.say(
-            "warning: the cluster lock was no longer this run's when it ended (its lease ran out, or `kwinctl unlock` broke it)",
+    match out.map(|o| read_lock(&o.stdout).what) {
+        Ok(What::Released) => {}
+        Ok(What::Lost) => ctx.barrier.fence.lose(
+            ctx,
+            &host,
+            "it was no longer this run's when the run ended (its lease ran out, or another run or \
+             `kwinctl unlock` broke it)",
         ),
+        Ok(What::Failed(why)) => ctx.reporter.say(&format!(
+            "warning: cannot release the cluster lock on {host}: {}; it clears by itself within \
+             {}s (its lease). Free space in /etc/kwinctl on {host}",
+            clip(&why, 300),
+            ctx.opts.lease.as_secs()
+        )),
+        Ok(_) => ctx.reporter.say(&format!(
+            "warning: cannot release the cluster lock on {host}: the unlock script said nothing; \
+             it clears by itself within {}s (its lease)",
+            ctx.opts.lease.as_secs()
+        )),
         Err(e) => ctx.reporter.say(&format!(
             "warning: cannot release the cluster lock: {e}; it clears by itself within {}s (its lease)",
             ctx.opts.lease.as_secs()

@@ -211,6 +211,8 @@ pub struct Ran {
     pub allocation: Option<Arc<Allocation>>,
     /// The changes were refused because another run holds the cluster lock.
     pub locked: Option<Locked>,
+    /// This run took the cluster lock and lost it before it ended: why.
+    pub lost: Option<String>,
     /// kwinctl could not do its own work (the state file): why.
     pub internal: Option<String>,
     /// The removed hosts `reset` reached, which the state file no longer
@@ -350,6 +352,7 @@ pub async fn run_all(
         reports: in_order(&targets, out),
         allocation: outcome.allocation,
         locked: outcome.locked,
+        lost: ctx.barrier.fence.lost(),
         internal,
         forgotten: forgotten.removed,
         cluster_reset: forgotten.cluster,

@@ -205,6 +205,23 @@ pub(super) async fn apply<O: NodeOps>(
                 format!("applying {} actions ({}/{n})", part.len(), k + 1),
             ),
         };
+        // the cluster lock must still be this run's: checked before each
+        // call that changes the host
+        if let Err(why) = ctx.barrier.fence.check(ctx).await {
+            let done = results.len();
+            fill(r, d, results, ActionStatus::Skipped);
+            return Err(if done == 0 {
+                HostError::Refused(why)
+            } else {
+                HostError::Stopped {
+                    done,
+                    total: actions.len(),
+                    exit: None,
+                    stderr: why,
+                    mode: ctx.mode,
+                }
+            });
+        }
         let o = if *detached {
             // (it drops the host's network: see run/detach.rs)
             let token = super::detach::token(&ctx.cluster.run_id, range.start);

@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use super::*;
 use crate::inventory::Inventory;
 use crate::os::windows::WindowsFacts;
-use crate::outcome::{ActionStatus, HostStatus};
+use crate::outcome::{ActionStatus, HostError, HostStatus};
 use crate::report::Format;
 use crate::state::State;
 use crate::transport::Output;
@@ -28,6 +28,8 @@ struct LinuxHost {
     pod_cidr: Option<String>,
     /// "name id"
     cluster: Option<String>,
+    /// The lock host it records (the cluster file's second line).
+    lock_host: Option<String>,
     /// The cluster lock's run id and generation, on the lock host.
     lock: Option<String>,
     generation: u64,
@@ -77,6 +79,7 @@ impl LinuxHost {
             } else if line.ends_with("/etc/kwinctl/.cluster.$$") {
                 let q = quoted(line);
                 self.cluster = Some(format!("{} {}", q[1], q[2]));
+                self.lock_host = Some(q[3].to_string());
             } else if line == "echo 1 > /proc/sys/net/ipv4/ip_forward" {
                 self.forwarding = true;
             } else if line.starts_with("ip -4 route replace ") {
@@ -93,6 +96,7 @@ impl LinuxHost {
                 self.boot_sha = None;
                 self.pod_cidr = None;
                 self.cluster = None;
+                self.lock_host = None;
             } else if let Some(rest) = line.strip_prefix("kw_run ") {
                 out += &format!("KWX {} ok\n", rest.split(' ').next().unwrap());
             } else if let Some(rest) = line.strip_prefix("kw_run_batch ") {
@@ -166,10 +170,12 @@ impl LinuxHost {
             .collect();
         let mut s = format!(
             "KWF probe linux 2\nKWF hostname fake\nKWF ip_forward {}\nKWF pod_cidr {}\n\
-             KWF cluster {}\nKWF cluster_gen {}\nKWF boot_sha {}\nKWF systemd false\nKWF routes {}\n",
+             KWF cluster {}\nKWF lock_host {}\nKWF cluster_gen {}\nKWF boot_sha {}\nKWF systemd false\n\
+             KWF routes {}\n",
             u8::from(self.forwarding),
             self.pod_cidr.as_deref().unwrap_or(""),
             self.cluster.as_deref().unwrap_or(""),
+            self.lock_host.as_deref().unwrap_or(""),
             self.generation,
             self.boot_sha.as_deref().unwrap_or(""),
             serde_json::Value::from(routes)
@@ -195,11 +201,14 @@ impl LinuxHost {
 }
 
 /// The registry lines a lock or unlock script writes.
+/// What a renewal script says first.
+const RENEW: &str = "# kwinctl: renew the lease of run ";
+
 fn registry_of(script: &str) -> Vec<String> {
     script
-        .split("<<'KWINCTL_BLOCKS_EOF'\n")
+        .split("kw_put /etc/kwinctl/cluster.blocks '")
         .nth(1)
-        .and_then(|rest| rest.split("KWINCTL_BLOCKS_EOF").next())
+        .and_then(|rest| rest.split('\'').next())
         .map(|b| b.lines().map(str::to_string).collect())
         .unwrap_or_default()
 }
@@ -232,12 +241,24 @@ impl Fakes {
             .unwrap()
             .insert(name.into(), Arc::new(Mutex::new(f)));
     }
+    /// The calls to `name`, less the lease's renewals (their number
+    /// depends on how long the run takes: [`Fakes::renewals_to`]).
     fn calls_to(&self, name: &str) -> usize {
         self.calls
             .lock()
             .unwrap()
             .iter()
-            .filter(|(h, _)| h == name)
+            .filter(|(h, s)| h == name && !s.contains(RENEW))
+            .count()
+    }
+
+    /// The lease's renewals sent to `name`.
+    fn renewals_to(&self, name: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(h, s)| h == name && s.contains(RENEW))
             .count()
     }
 }
@@ -555,8 +576,41 @@ fn the_lock_host_converges_while_its_side_channel_keeps_the_lease() {
     // the lease was never lost, and cp's own calls were its own
     let said = serde_json::to_string(&events.lines()).unwrap();
     assert!(!said.contains("lost the cluster lock"), "{said}");
-    let on_main = fakes.calls_to("cp") - side.len();
+    let side_calls = side
+        .iter()
+        .filter(|w| !w.starts_with("side # kwinctl: renew the lease"))
+        .count();
+    let on_main = fakes.calls_to("cp") - side_calls;
     assert_eq!(on_main, 2, "probe, then apply + re-probe: {log:?}");
+}
+
+/// A run whose lock is broken after it took it (`kwinctl unlock` of a live
+/// run) starts no host: the lock host says so when the run confirms its
+/// lease before the first host starts. The run says it lost the lock.
+#[test]
+fn a_run_whose_lock_was_broken_starts_no_host() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    let cp = h[0].clone();
+    fakes.answer("cp", move |s: &str| {
+        let mut cp = cp.lock().unwrap();
+        let o = cp.run(s);
+        if s.contains("# kwinctl: take the cluster lock for run ") {
+            cp.lock = Some("another run".into());
+        }
+        o
+    });
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    for r in &ran.reports {
+        assert_eq!(r.status, HostStatus::Failed, "{r:?}");
+        assert!(matches!(r.error, Some(HostError::Refused(_))), "{r:?}");
+        assert_eq!(r.count(ActionStatus::Changed), 0, "{r:?}");
+    }
+    assert!(h[0].lock().unwrap().routes.is_empty());
+    assert!(h[1].lock().unwrap().routes.is_empty());
+    let lost = ran.lost.expect("the run says it lost the lock");
+    assert!(lost.contains("lost the cluster lock on cp"), "{lost}");
 }
 
 #[test]
@@ -570,8 +624,10 @@ fn up_converges_and_a_converged_host_costs_one_call() {
         // record, forwarding, the route to the other host, boot.sh
         assert_eq!(r.count(ActionStatus::Changed), 4, "{r:?}");
     }
-    // the lock host: probe, take the lock, apply + re-probe, release it
+    // the lock host: probe, take the lock, apply + re-probe, release it;
+    // the lease renewed before any host changed
     assert_eq!(fakes.calls_to("cp"), 4);
+    assert!(fakes.renewals_to("cp") >= 1);
     assert_eq!(fakes.calls_to("l2"), 2, "probe, then apply + re-probe");
     assert_eq!(h[0].lock().unwrap().routes.len(), 1);
     assert!(h[0].lock().unwrap().lock.is_none(), "the lock is released");

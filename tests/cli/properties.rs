@@ -144,6 +144,8 @@ mod cluster_model {
         pub registry: Vec<kwinctl::alloc::Registered>,
         pub pod_cidr: Option<Ipv4Net>,
         pub cluster: Option<(String, String)>,
+        /// The lock host it records.
+        pub lock_host: Option<String>,
         /// kwinctl's routes: destination → next hop.
         pub routes: BTreeMap<Ipv4Net, Ipv4Addr>,
     }
@@ -181,6 +183,7 @@ mod cluster_model {
             ip_forward: true,
             recorded_pod_cidr: n.pod_cidr,
             recorded_cluster: n.cluster.clone(),
+            recorded_lock_host: n.lock_host.clone(),
             routes: n
                 .routes
                 .iter()
@@ -220,6 +223,7 @@ mod cluster_model {
                         routes: n.routes.iter().map(|(d, v)| (*d, Some(*v))).collect(),
                         generation: 0,
                         registry: n.registry.clone(),
+                        lock_host: n.lock_host.clone(),
                     },
                 )
             })
@@ -252,9 +256,11 @@ mod cluster_model {
                         pod_cidr,
                         cluster,
                         cluster_id,
+                        lock_host,
                     } => {
                         n.pod_cidr = Some(*pod_cidr);
                         n.cluster = Some((cluster.clone(), cluster_id.clone()));
+                        n.lock_host = Some(lock_host.clone());
                     }
                     Action::AddRoute { dst, via } | Action::ReplaceRoute { dst, via, .. } => {
                         n.routes.insert(*dst, *via);

@@ -211,7 +211,8 @@ const RTT: f64 = 300.0;
 /// round trip for the window OpenSSH opens only after the exec (a call took
 /// 2 RTT from its channel to its output; now 1). The calls after the first
 /// (cluster lock, apply, unlock) use a channel opened during the call
-/// before: 1 RTT each, not 2.
+/// before: 1 RTT each, not 2. The lease's renewal before the host changes
+/// is one more exchange.
 #[test]
 fn through_a_slow_link_each_step_costs_what_the_trace_says() {
     if !require_root() {
@@ -230,7 +231,9 @@ fn through_a_slow_link_each_step_costs_what_the_trace_says() {
         assert!(t < 1.5 * RTT, "{what}: {t:.0} ms: {out}");
     }
     let n: u64 = steps.iter().map(|s| s.2).sum();
-    assert!(n <= SSH_MAX + 3, "first up: {n} exchanges: {out}");
+    // and one renewal that confirms the lease before the host changes
+    // (docs/locks.md)
+    assert!(n <= SSH_MAX + 4, "first up: {n} exchanges: {out}");
 }
 
 /// WinRM through a 300 ms link: each request takes the exchanges the trace

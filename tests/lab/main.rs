@@ -17,6 +17,7 @@ mod lab_k8s;
 mod lab_kerberos;
 mod lab_kerberos_errors;
 mod lab_l2bridge;
+mod lab_lease;
 mod lab_linux;
 mod lab_lock;
 mod lab_mesh;

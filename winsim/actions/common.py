@@ -23,6 +23,7 @@ from ..util import block_has, sh
 def act_record_pod_cidr(d, h):
     d["pod_cidr"] = h["pod_cidr"]
     d["cluster"] = "%s %s" % (h["cluster"], h["cluster_id"])
+    d["lock_host"] = h.get("lock_host") or None
 
 
 def act_add_route(d, h):
@@ -189,6 +190,7 @@ def act_remove_file(d, h):
         d["pod_cidr"] = None
     if h["path"].lower().endswith("cluster.txt"):
         d["cluster"] = None
+        d["lock_host"] = None
     p = file_of(d, h["path"])
     if p:
         d["files"].pop(p)

@@ -121,6 +121,7 @@ pub fn allocate(
     state: &State,
     observed: &Observed,
 ) -> Result<Allocation, AllocError> {
+    super::registry::same_lock_host(inv, observed).map_err(AllocError)?;
     let mut w = Work::new(inv, state, observed)?;
     w.settle()?;
     frozen::freeze(&mut w);

@@ -12,11 +12,13 @@ use crate::diff::Describe;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
     /// Record the node's pod CIDR and its cluster on the host
-    /// (`/etc/kwinctl/pod-cidr`, `/etc/kwinctl/cluster`).
+    /// (`/etc/kwinctl/pod-cidr`, `/etc/kwinctl/cluster`, whose second line
+    /// names the host that keeps the cluster's lock).
     RecordPodCidr {
         pod_cidr: Ipv4Net,
         cluster: String,
         cluster_id: String,
+        lock_host: String,
     },
     EnableForwarding,
     AddRoute {
@@ -127,6 +129,7 @@ pub fn examples() -> Vec<Action> {
             pod_cidr: "198.19.0.0/24".parse().unwrap(),
             cluster: "lab".into(),
             cluster_id: "0123456789abcdef".into(),
+            lock_host: "h1".into(),
         },
         Action::EnableForwarding,
         Action::AddRoute {

@@ -30,15 +30,18 @@ pub fn diff_linux(node: &Node, d: &LinuxDesired, f: &LinuxFacts) -> Result<HostD
         }
         rec => {
             let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
+            let lock_host = node.cluster.lock_host.clone();
+            let stale = rec.is_none()
+                || f.recorded_cluster.as_ref() != Some(&cluster)
+                || f.recorded_lock_host.as_deref().unwrap_or_default() != lock_host;
             items.push(Item {
                 key: format!("pod-cidr {}", node.pod_cidr),
-                action: (rec.is_none() || f.recorded_cluster.as_ref() != Some(&cluster)).then_some(
-                    Action::RecordPodCidr {
-                        pod_cidr: node.pod_cidr,
-                        cluster: cluster.0,
-                        cluster_id: cluster.1,
-                    },
-                ),
+                action: stale.then_some(Action::RecordPodCidr {
+                    pod_cidr: node.pod_cidr,
+                    cluster: cluster.0,
+                    cluster_id: cluster.1,
+                    lock_host,
+                }),
             })
         }
     }
@@ -273,6 +276,7 @@ mod tests {
             ],
             recorded_pod_cidr: Some("198.19.0.0/24".parse().unwrap()),
             recorded_cluster: Some(("t".into(), "0123456789abcdef".into())),
+            recorded_lock_host: Some("lin01".into()),
             cluster_gen: 0,
             registry: vec![],
             boot_sha: Some(sha256_hex(BOOT)),
@@ -403,6 +407,13 @@ mod tests {
     fn a_node_without_its_cluster_recorded_gets_it() {
         let mut f = converged();
         f.recorded_cluster = None;
+        assert_eq!(
+            actions(&run(&f).unwrap()),
+            ["record pod CIDR 198.19.0.0/24 in /etc/kwinctl/pod-cidr"]
+        );
+        // so does a node that records no lock host yet (an older kwinctl's)
+        let mut f = converged();
+        f.recorded_lock_host = None;
         assert_eq!(
             actions(&run(&f).unwrap()),
             ["record pod CIDR 198.19.0.0/24 in /etc/kwinctl/pod-cidr"]

@@ -45,6 +45,9 @@ pub struct LinuxFacts {
     /// The cluster kwinctl recorded beside it (`/etc/kwinctl/cluster`):
     /// name and id.
     pub recorded_cluster: Option<(String, String)>,
+    /// The host that keeps the cluster's lock, as recorded on the second
+    /// line of `/etc/kwinctl/cluster` (lower case).
+    pub recorded_lock_host: Option<String>,
     /// How many changing runs the cluster lock has seen on this host
     /// (`/etc/kwinctl/cluster.gen`; 0 when none).
     pub cluster_gen: u64,
@@ -177,9 +180,9 @@ impl<'a> Lines<'a> {
                 "reach" => l.reach.push(value),
                 "node" => l.nodes.push(value),
                 "registered" => l.registered.push(value),
-                "hostname" | "ip_forward" | "pod_cidr" | "cluster" | "cluster_gen" | "boot_sha"
-                | "systemd" | "unit_sha" | "unit_enabled" | "unit_state" | "unit_journal"
-                | "routes" | "nodes" | "apiserver" => {
+                "hostname" | "ip_forward" | "pod_cidr" | "cluster" | "lock_host"
+                | "cluster_gen" | "boot_sha" | "systemd" | "unit_sha" | "unit_enabled"
+                | "unit_state" | "unit_journal" | "routes" | "nodes" | "apiserver" => {
                     if l.scalars.insert(key, value).is_some() {
                         return Err(FactsError::Invalid(format!("{key} is given twice")));
                     }
@@ -320,6 +323,16 @@ impl LinuxFacts {
                 Some((name.to_string(), id.to_string()))
             }
         };
+        let recorded_lock_host = match l.opt("lock_host") {
+            "" => None,
+            s if crate::inventory::valid_name(s) => Some(s.to_ascii_lowercase()),
+            s => {
+                return Err(FactsError::Invalid(format!(
+                    "/etc/kwinctl/cluster names {:?} as the lock host, not a host name",
+                    clip(&printable(s), 64)
+                )));
+            }
+        };
         let cluster_gen = match l.opt("cluster_gen") {
             "" => 0,
             s => s.parse().map_err(|_| {
@@ -386,6 +399,7 @@ impl LinuxFacts {
             routes,
             recorded_pod_cidr,
             recorded_cluster,
+            recorded_lock_host,
             cluster_gen,
             registry,
             boot_sha: sha(l.get("boot_sha")?),

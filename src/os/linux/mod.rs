@@ -100,6 +100,7 @@ impl NodeOps for LinuxOps<'_> {
                 .collect(),
             generation: f.cluster_gen,
             registry: f.registry.clone(),
+            lock_host: f.recorded_lock_host.clone(),
         }
     }
     fn diff(&self, node: &Node, f: &LinuxFacts) -> Result<Diff<Action>, Conflict> {

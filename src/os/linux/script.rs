@@ -89,16 +89,18 @@ pub fn lock_lease() -> u64 {
 /// write the cluster's `registry` (its lines). Prints `KWL broken <age>
 /// <expired since> <owner>` when it broke one, then `KWL taken`, `KWL
 /// changed <gen>`, or `KWL held <seconds left>`, `KWL age <seconds>`, `KWL
-/// owner <who>` and `KWL run <its run>`.
+/// owner <who>` and `KWL run <its run>`; `KWL failed <why>` when a write
+/// failed (then no lock is left). Times are the lock host's monotonic
+/// seconds since boot.
 pub fn lock(r: &Renderer, run: &str, owner: &str, generation: u64, registry: &[String]) -> String {
     r.render(
         "linux/lock.sh",
-        context! { run, owner, generation, registry, lease => lock_lease() },
+        context! { run, owner, generation, registry => registry.join("\n"), lease => lock_lease() },
     )
 }
 
-/// Renew `run`'s lease: `KWL renewed`, or `KWL lost` when the lock is no
-/// longer its.
+/// Renew `run`'s lease: `KWL renewed`, `KWL lost` when the lock is no
+/// longer its, or `KWL failed <why>` when the lease could not be written.
 pub fn renew(r: &Renderer, run: &str) -> String {
     r.render("linux/renew.sh", context! { run, lease => lock_lease() })
 }
@@ -123,7 +125,10 @@ pub fn unlock(r: &Renderer, run: &str, registry: &[String]) -> String {
     if registry.is_empty() {
         return clear_cluster(r, run);
     }
-    r.render("linux/unlock.sh", context! { run, registry })
+    r.render(
+        "linux/unlock.sh",
+        context! { run, registry => registry.join("\n") },
+    )
 }
 
 /// Release the cluster lock of `run` and remove every cluster file beside
@@ -248,6 +253,7 @@ mod tests {
                 pod_cidr: "198.19.0.0/24".parse().unwrap(),
                 cluster: "c".into(),
                 cluster_id: "0a1b".into(),
+                lock_host: "cp".into(),
             },
             Action::EnableForwarding,
             Action::AddRoute {

@@ -26,6 +26,9 @@ pub enum WinAction {
         pod_cidr: Ipv4Net,
         cluster: String,
         cluster_id: String,
+        /// The host that keeps the cluster's lock (the cluster file's
+        /// second line).
+        lock_host: String,
     },
     /// The Routing role service, and forwarding on the routable adapter.
     EnableRouting,

@@ -16,6 +16,7 @@ pub fn examples() -> Vec<WinAction> {
             pod_cidr: "192.168.1.0/24".parse().unwrap(),
             cluster: "demo".into(),
             cluster_id: "0123456789abcdef".into(),
+            lock_host: "cp".into(),
         },
         WinAction::EnableRouting,
         WinAction::CreateSwitch,

@@ -294,6 +294,10 @@ pub struct WindowsFacts {
     /// "name id".
     #[serde(default)]
     pub cluster: Option<String>,
+    /// The second line of that file: the host that keeps the cluster's
+    /// lock and registry.
+    #[serde(default)]
+    pub lock_host: Option<String>,
     /// l2bridge: `Get-WindowsFeature Containers`'s InstallState.
     #[serde(default)]
     pub containers_feature: String,
@@ -399,6 +403,13 @@ impl WindowsFacts {
         Ok(facts)
     }
 
+    /// The lock host recorded on the node (lower case; `None`: none, or
+    /// not a host name).
+    pub fn recorded_lock_host(&self) -> Option<String> {
+        let h = self.lock_host.as_deref()?.trim();
+        crate::inventory::valid_name(h).then(|| h.to_ascii_lowercase())
+    }
+
     /// The cluster recorded on the node: (name, id).
     pub fn recorded_cluster(&self) -> Option<(String, String)> {
         let (name, id) = self.cluster.as_deref()?.trim().split_once(' ')?;
@@ -458,6 +469,7 @@ impl WindowsFacts {
             firewall: vec![],
             pod_cidr: None,
             cluster: None,
+            lock_host: None,
             // (a host with the Containers feature already installed and
             // rebooted: `render` shows the whole l2bridge script)
             containers_feature: "Installed".into(),

@@ -55,15 +55,18 @@ pub(crate) fn common_items(node: &Node, d: &WindowsDesired, f: &WindowsFacts, it
             .then_some(WinAction::SetFirewall { rules }),
     );
     let cluster = (node.cluster.name.clone(), node.cluster.id.clone());
+    let lock_host = node.cluster.lock_host.clone();
+    let stale = f.pod_cidr.is_none()
+        || f.recorded_cluster().as_ref() != Some(&cluster)
+        || f.recorded_lock_host().unwrap_or_default() != lock_host;
     item(
         format!("pod-cidr {}", node.pod_cidr),
-        (f.pod_cidr.is_none() || f.recorded_cluster().as_ref() != Some(&cluster)).then_some(
-            WinAction::RecordPodCidr {
-                pod_cidr: node.pod_cidr,
-                cluster: cluster.0,
-                cluster_id: cluster.1,
-            },
-        ),
+        stale.then_some(WinAction::RecordPodCidr {
+            pod_cidr: node.pod_cidr,
+            cluster: cluster.0,
+            cluster_id: cluster.1,
+            lock_host,
+        }),
     );
 }
 

@@ -331,6 +331,7 @@ impl NodeOps for WindowsOps<'_> {
                 .collect(),
             generation: 0,
             registry: Vec::new(),
+            lock_host: f.recorded_lock_host(),
         }
     }
     fn diff(&self, node: &Node, f: &WindowsFacts) -> Result<Diff<WinAction>, Conflict> {
