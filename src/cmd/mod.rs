@@ -5,6 +5,7 @@ mod check;
 pub mod graph;
 pub mod init;
 pub mod man;
+mod pods;
 mod remote;
 mod render;
 mod reset;

@@ -21,7 +21,7 @@ use super::Ctx;
 use super::lease::{Channel, Handover, Lease, LockRefused};
 use crate::alloc::{self, Allocation, Node, NodeRecord};
 use crate::outcome::HostError;
-use crate::upgrade::skew::{ControlView, Judged};
+use crate::upgrade::skew::ControlView;
 
 /// What a host's first phase gave.
 pub(super) enum Arrival {
@@ -305,7 +305,7 @@ impl Coordinator {
             || ctx.interrupt.is_set()
         {
             Verdict::yes(false)
-        } else if let Some(why) = skew_refused(&ctx, arrived.control.as_ref(), &changing) {
+        } else if let Some(why) = super::skew::refused(&ctx, arrived.control.as_ref(), &changing) {
             Verdict::no(HostError::Refused(why))
         } else {
             let registry =
@@ -433,37 +433,6 @@ impl Verdict {
                 ..Verdict::no(HostError::Refused(r.why))
             },
         }
-    }
-}
-
-/// `up`: why the Windows hosts that change may not get the declared
-/// release (the version skew policy, `upgrade/skew.rs`); a policy not
-/// checked is said as a note.
-fn skew_refused(
-    ctx: &Ctx,
-    control: Option<&ControlView>,
-    changing: &BTreeSet<String>,
-) -> Option<String> {
-    if ctx.mode != crate::mode::Mode::Up {
-        return None;
-    }
-    let inv = &ctx.cluster.inventory;
-    let windows: Vec<_> = inv
-        .hosts
-        .iter()
-        .filter(|h| {
-            h.os == crate::inventory::Os::Windows && changing.contains(&h.name.to_ascii_lowercase())
-        })
-        .map(|h| (h.name.clone(), h.address))
-        .collect();
-    let declared = inv.cluster.kubernetes_version;
-    match crate::upgrade::skew::judge(declared, control, &windows, ctx.opts.allow_downgrade) {
-        Judged::Allowed => None,
-        Judged::NotChecked(note) => {
-            ctx.reporter.say(&format!("note: {note}"));
-            None
-        }
-        Judged::Refused(why) => Some(why),
     }
 }
 
