@@ -19,6 +19,7 @@ mod lab_l2bridge;
 mod lab_linux;
 mod lab_lock;
 mod lab_move;
+mod lab_plan;
 mod lab_pods;
 mod lab_pods_bounds;
 mod lab_ready;
