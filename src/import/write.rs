@@ -130,10 +130,12 @@ pub(super) fn inventory(plan: &Plan, source: &str) -> String {
             if g.built_in && g.name == "windows" {
                 let _ = writeln!(
                     o,
-                    "    # windows:  # the binaries kwinctl installs where a node lacks them (README)\n    \
+                    "    # windows:  # every binary the profile runs: url and sha256, or preinstalled \
+                     (docs/inventory.md, \"Binaries\"); `kwinctl check` names each one missing\n    \
                      #   binaries:\n    \
                      #     kubelet: {{ url: \"https://...\", sha256: ... }}\n    \
-                     #     kube-proxy: {{ url: \"https://...\", sha256: ... }}"
+                     #     kube-proxy: {{ url: \"https://...\", sha256: ... }}\n    \
+                     #     containerd: {{ preinstalled: true }}  # on the node already"
                 );
                 if g.settings.is_empty() {
                     let _ = writeln!(o, "    {{}}");

@@ -239,7 +239,7 @@ impl Validator {
                 self.add(
                     v.into(),
                     format!("kubernetes_version {:?} is not a Kubernetes release", v.value),
-                    "write the release the Windows nodes' kubelet.exe and kube-proxy.exe are, e.g. \"1.16.15\" (or \"1.16\" for any 1.16.x)",
+                    "write the release the Windows nodes' kubelet.exe and kube-proxy.exe are, e.g. \"1.34.2\" (or \"1.34\" for any 1.34.x)",
                 );
                 (None, false)
             }

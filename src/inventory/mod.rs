@@ -331,9 +331,13 @@ pub enum BinariesSource {
 
 #[derive(Debug, Clone, Default)]
 pub struct WindowsSettings {
+    /// The binaries kwinctl places (url or path).
     pub binaries: BTreeMap<String, Binary>,
     /// Where `url:` binaries come from.
     pub binaries_source: BinariesSource,
+    /// The `windows.binaries` entries marked `preinstalled: true`: on the
+    /// node already, placed by nobody (docs/inventory.md).
+    pub preinstalled: Vec<String>,
     pub adapter: Option<String>,
     pub network_name: Option<String>,
     /// The network card the transparent network takes (never the routable

@@ -360,7 +360,7 @@ pub(super) struct RawBinaries {
 
 impl RawBinaries {
     /// (binary name, entry) of each one given.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&'static str, &RawBinary)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&'static str, &Spanned<RawBinary>)> {
         [
             ("kubelet", &self.kubelet),
             ("kube-proxy", &self.kube_proxy),
@@ -369,7 +369,7 @@ impl RawBinaries {
             ("kube-log-runner", &self.kube_log_runner),
         ]
         .into_iter()
-        .filter_map(|(n, b)| b.as_ref().map(|b| (n, &b.value)))
+        .filter_map(|(n, b)| b.as_ref().map(|b| (n, b)))
     }
 }
 
@@ -383,6 +383,12 @@ pub(super) struct RawBinary {
     pub(super) path: Option<String>,
     #[serde(default)]
     pub(super) sha256: Option<String>,
+    /// `true`: the file is on the node already (installed by other means);
+    /// kwinctl places nothing and its preflight refuses the node while the
+    /// file is missing. Takes no url, path or sha256.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub(super) preinstalled: Option<Spanned<bool>>,
 }
 
 /// The JSON Schema of an inventory file (`kwinctl schema inventory`,

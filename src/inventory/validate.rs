@@ -364,14 +364,14 @@ impl Validator {
             ("containerd_version", c.containerd_version.as_ref()),
             ContainerdVersion::parse,
             "a containerd release",
-            "write the release of windows.binaries.containerd's archive, e.g. \"1.7.20\"",
+            "write the release of windows.binaries.containerd's archive as MAJOR.MINOR.PATCH (`kwinctl check` then names the releases that go with kubernetes_version)",
             &mut ok,
         );
         let log_runner_version = self.optional(
             ("log_runner_version", c.log_runner_version.as_ref()),
             KubeVersion::parse,
             "a Kubernetes release",
-            "write the release windows.binaries.kube-log-runner comes from, e.g. \"1.34.2\"",
+            "write the release windows.binaries.kube-log-runner comes from, e.g. \"1.34.2\" (1.34 and later rotate their log files)",
             &mut ok,
         );
         let (dns_service_ip, dns_domain) = self.cluster_dns(c, service_cidr, &mut ok);
@@ -761,7 +761,39 @@ impl Validator {
         );
         let taints = self.taints(w.taints.as_ref(), &mut ok);
         let mut binaries = BTreeMap::new();
-        for (k, b) in w.binaries.iter() {
+        let mut preinstalled = Vec::new();
+        for (k, entry) in w.binaries.iter() {
+            let b = &entry.value;
+            if let Some(p) = b.preinstalled.as_ref().filter(|p| p.value) {
+                if b.url.is_some() || b.path.is_some() || b.sha256.is_some() {
+                    self.problem(
+                        p.into(),
+                        format!(
+                            "windows.binaries.{k} is preinstalled but also names a url, path or sha256"
+                        ),
+                        format!(
+                            "keep `{k}: {{ preinstalled: true }}` alone (the node has the file), or remove preinstalled to have kwinctl place it"
+                        ),
+                    );
+                    ok = false;
+                }
+                preinstalled.push(k.to_string());
+                continue;
+            }
+            if b.url.is_some() == b.path.is_some() {
+                self.problem(
+                    entry.into(),
+                    if b.url.is_some() {
+                        format!("windows.binaries.{k} names both a url and a path")
+                    } else {
+                        format!("windows.binaries.{k} names neither a url nor a path")
+                    },
+                    format!(
+                        "give `url:` with `sha256:` (the node downloads it) or `path:` (kwinctl uploads it), or `{k}: {{ preinstalled: true }}` if the node has it already"
+                    ),
+                );
+                ok = false;
+            }
             if let Some(u) = &b.url
                 && (!(u.value.starts_with("https://") || u.value.starts_with("http://"))
                     || u.value.len() > 2048
@@ -800,6 +832,7 @@ impl Validator {
         ok.then(|| WindowsSettings {
             binaries,
             binaries_source,
+            preinstalled,
             adapter: w.adapter.as_ref().map(|a| a.value.clone()),
             network_name: w.network_name.as_ref().map(|n| n.value.clone()),
             transparent_adapter: w.transparent_adapter.as_ref().map(|a| a.value.clone()),

@@ -47,9 +47,19 @@ impl Validator {
         message: impl Into<String>,
         hint: impl Into<String>,
     ) {
+        let message = message.into();
+        // a setting of `defaults` or a group is checked once per host that
+        // takes it: said once
+        if self
+            .problems
+            .iter()
+            .any(|p| p.pos == pos && p.message == message)
+        {
+            return;
+        }
         self.problems.push(Problem {
             pos,
-            message: message.into(),
+            message,
             hint: hint.into(),
         });
     }

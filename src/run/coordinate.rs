@@ -30,6 +30,10 @@ pub(super) enum Arrival {
     Probed(NodeRecord, u64, Option<ControlView>),
     /// The host could not be asked.
     Failed,
+    /// The host could not be asked because its host key is not known yet:
+    /// `up --accept-new-host-keys` would reach it (`plan` plans it as a
+    /// new node).
+    Unverified,
 }
 
 /// The allocation every host continues with.
@@ -132,6 +136,8 @@ pub(super) struct Ticket<'a> {
     name: String,
     arrived: Option<bool>,
     readied: bool,
+    /// Not asked because its host key is not known yet.
+    unverified: bool,
     /// This host's turn in the second phase (dropped with the ticket, so a
     /// host that is gone never holds a turn).
     turn: Option<oneshot::Receiver<OwnedSemaphorePermit>>,
@@ -146,6 +152,7 @@ impl<'a> Ticket<'a> {
             name: name.to_ascii_lowercase(),
             arrived: None,
             readied: false,
+            unverified: false,
             turn,
         }
     }
@@ -155,6 +162,12 @@ impl<'a> Ticket<'a> {
     /// in inventory order).
     pub(super) async fn turn(&mut self) -> Option<OwnedSemaphorePermit> {
         self.turn.take()?.await.ok()
+    }
+
+    /// This host could not be asked because its host key is not known
+    /// yet (said before the ticket is dropped).
+    pub(super) fn unverified(&mut self) {
+        self.unverified = true;
     }
 
     /// This host failed in this run (said before [`Ticket::done`], so a
@@ -235,7 +248,12 @@ impl Drop for Ticket<'_> {
         self.done();
         match self.arrived {
             None => {
-                let _ = self.barrier.arrive.send((self.i, Arrival::Failed));
+                let a = if self.unverified {
+                    Arrival::Unverified
+                } else {
+                    Arrival::Failed
+                };
+                let _ = self.barrier.arrive.send((self.i, a));
             }
             Some(true) if !self.readied => {
                 let _ = self.barrier.ready.send((self.i, false));
@@ -265,6 +283,9 @@ struct Arrived {
     generation: Option<u64>,
     /// What the control plane's kubectl said, when it was asked.
     control: Option<ControlView>,
+    /// Hosts of the inventory (lower-case names) not asked because their
+    /// host key is not known yet.
+    unverified: Vec<String>,
 }
 
 /// Whether the hosts may change, and the lease if the lock was taken.
@@ -290,7 +311,7 @@ impl Coordinator {
                 .get(&seats[i].name.to_ascii_lowercase())
                 .cloned()
         });
-        let (decision, internal) = decide(&ctx, arrived.records);
+        let (decision, internal) = decide(&ctx, arrived.records, &arrived.unverified);
         let allocation = decision.allocation.as_ref().ok().cloned();
         let _ = self.decision.send(Some(Arc::new(decision)));
         let changing = self.readiness(arrived.probed, &seats).await;
@@ -348,6 +369,7 @@ impl Coordinator {
             probed: 0,
             generation: None,
             control: None,
+            unverified: Vec::new(),
         };
         for _ in 0..self.n {
             let Some((i, a)) = self.arrive.recv().await else {
@@ -355,12 +377,15 @@ impl Coordinator {
             };
             let seat = &seats[i];
             match a {
-                Arrival::Failed => {
+                Arrival::Failed | Arrival::Unverified => {
                     // counts for --max-fail before any host changes
                     if seat.selected && !ctx.interrupt.is_set() {
                         ctx.failed();
                     }
                     let name = seat.name.to_ascii_lowercase();
+                    if matches!(a, Arrival::Unverified) && !seat.removed {
+                        arrived.unverified.push(name.clone());
+                    }
                     ctx.barrier.failed.lock().unwrap().insert(name);
                 }
                 Arrival::Probed(rec, generation, control) => {
@@ -438,9 +463,18 @@ impl Verdict {
 
 /// The allocation from what the nodes record, its notes said, and (`up`)
 /// recorded in the ledger before any host changes. Also: why kwinctl could
-/// not record it.
-fn decide(ctx: &Ctx, records: BTreeMap<String, NodeRecord>) -> (Decision, Option<String>) {
+/// not record it. `plan` plans the `unverified` hosts as new nodes.
+fn decide(
+    ctx: &Ctx,
+    mut records: BTreeMap<String, NodeRecord>,
+    unverified: &[String],
+) -> (Decision, Option<String>) {
     let cl = &ctx.cluster;
+    if ctx.mode == crate::mode::Mode::Plan {
+        for n in super::plan::as_new_nodes(&mut records, unverified) {
+            ctx.reporter.say(&format!("note: {n}"));
+        }
+    }
     let observed = Some(records);
     match alloc::allocate(&cl.inventory, &cl.state, &observed) {
         Ok(a) => {

@@ -24,7 +24,7 @@ pub(super) async fn run(
     lease: Option<tokio::sync::oneshot::Sender<Handover>>,
     slot: tokio::sync::oneshot::Receiver<tokio::sync::OwnedSemaphorePermit>,
 ) -> Option<HostReport> {
-    let ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
+    let mut ticket = Ticket::new(&ctx.barrier, i, &t.host.name);
     let r = t.blank(guess_pod_cidr(ctx, t), &ctx.cluster.inventory);
     if ctx.interrupt.is_set() {
         return t.selected.then(|| r.interrupted(false));
@@ -49,6 +49,9 @@ pub(super) async fn run(
     let session = match session {
         Ok(s) => s,
         Err(e) => {
+            if matches!(e, crate::transport::TransportError::UnknownHostKey { .. }) {
+                ticket.unverified();
+            }
             if !t.selected {
                 ctx.reporter.say(&format!(
                     "note: {} (outside --limit) did not answer: {e}; its block is taken from the state file",

@@ -1,7 +1,9 @@
 //! `plan`: report what `up` would do. Changes nothing.
 
+use std::collections::BTreeMap;
+
 use super::{Ctx, step};
-use crate::alloc::Node;
+use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Describe, Diff};
 use crate::os::NodeOps;
 use crate::outcome::{ActionStatus, FileDiff, HostError, HostReport, HostStatus};
@@ -29,6 +31,41 @@ pub(super) fn plan<A: Describe>(
             r
         }
     }
+}
+
+/// `plan` with hosts not asked because their host key is not known yet
+/// (a first `plan`, or a host just added): each is planned as the new node
+/// `up --accept-new-host-keys` would most likely find, one that records
+/// nothing yet, so that the cluster gets its id, the host its block (the
+/// state file's, or the lowest free one: its report shows it as pending)
+/// and every peer the route to it, as in `up`. Only `plan`, which writes
+/// nothing: `up` never guesses what a node it cannot ask records. The notes
+/// to say.
+pub(super) fn as_new_nodes(
+    records: &mut BTreeMap<String, NodeRecord>,
+    unverified: &[String],
+) -> Vec<String> {
+    let mut planned = Vec::new();
+    for name in unverified {
+        if !records.contains_key(name) {
+            records.insert(name.clone(), NodeRecord::default());
+            planned.push(name.as_str());
+        }
+    }
+    if planned.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{}: host key not known yet, so not asked; planned as {} that records nothing yet (its \
+         block shows as pending, and its own changes are not counted): compare the fingerprint, then \
+         `kwinctl plan --accept-new-host-keys` plans it fully",
+        planned.join(", "),
+        if planned.len() == 1 {
+            "a new node"
+        } else {
+            "new nodes"
+        }
+    )]
 }
 
 /// For each file `plan` would have `up` rewrite, how the host's copy differs

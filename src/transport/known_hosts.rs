@@ -74,7 +74,7 @@ pub fn lookup(files: &[PathBuf], name: &str) -> Result<Vec<Known>, TransportErro
         };
         for (i, l) in text.lines().enumerate() {
             let l = l.trim();
-            if l.is_empty() || l.starts_with('#') {
+            if l.is_empty() || l.starts_with('#') || !host_field_names(l, name) {
                 continue;
             }
             if let Ok(entry) = l.parse::<Entry>()
@@ -89,6 +89,23 @@ pub fn lookup(files: &[PathBuf], name: &str) -> Result<Vec<Known>, TransportErro
         }
     }
     Ok(out)
+}
+
+/// Whether a line's host field (after its marker, if any) could name
+/// `name`: checked before the line's key is decoded, so that a lookup costs
+/// a key parse only for the lines of this host, not for every line of the
+/// file (every host of a cluster looks its name up in the same file). A
+/// field that does not parse is left to the full parse, which skips it.
+fn host_field_names(line: &str, name: &str) -> bool {
+    let mut fields = line.split_ascii_whitespace();
+    let field = match fields.next() {
+        Some(m) if m.starts_with('@') => fields.next(),
+        f => f,
+    };
+    match field.map(str::parse::<HostPatterns>) {
+        Some(Ok(p)) => names(&p, name),
+        _ => true,
+    }
 }
 
 fn family(a: &Algorithm) -> std::mem::Discriminant<Algorithm> {
@@ -434,5 +451,32 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].entry.public_key().key_data(), key.key_data());
         assert!(lookup(&[f], "10.0.0.1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn only_the_lines_naming_the_host_are_taken_markers_and_all() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("kh");
+        let k = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkLc8WgqEjTYqi0yBkJYHP0zTk0J6vdBCzDqMwCV4Bo";
+        std::fs::write(
+            &f,
+            format!(
+                "10.0.0.1 {k}\n10.0.0.2 {k}\n@cert-authority 10.0.0.* {k}\n@revoked 10.0.0.9,10.0.0.2 {k}\n\
+                 10.0.0.2 not-a-key\n10.0.0.*,!10.0.0.2 {k}\n"
+            ),
+        )
+        .unwrap();
+        let lines = |name: &str| -> Vec<usize> {
+            lookup(std::slice::from_ref(&f), name)
+                .unwrap()
+                .iter()
+                .map(|k| k.line)
+                .collect()
+        };
+        // (line 5 names it but does not parse: skipped, as OpenSSH does)
+        assert_eq!(lines("10.0.0.2"), [2, 3, 4]);
+        assert_eq!(lines("10.0.0.1"), [1, 3, 6]);
+        assert!(host_field_names("@revoked 10.0.0.9,10.0.0.2 x", "10.0.0.2"));
+        assert!(!host_field_names("10.0.0.1 x", "10.0.0.2"));
     }
 }

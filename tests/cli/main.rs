@@ -12,6 +12,7 @@ mod common;
 mod ansible_differential;
 mod check_vendor;
 mod cli;
+mod cli_binaries;
 mod cli_checksums;
 mod cli_conventions;
 mod cli_files;

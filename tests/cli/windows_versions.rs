@@ -21,7 +21,26 @@ const KUBECONFIG: &str = concat!(
 
 /// An inventory of one Linux and one Windows host at `version`; with a
 /// kubeconfig and an https API server, or neither (the seed's http one).
+/// From 1.24 (the l2bridge profile's) the Windows host has the binaries
+/// the profile needs already (`preinstalled: true`).
 fn inventory(dir: &Path, version: &str, kubeconfig: bool) -> String {
+    let minor: u32 = version.split('.').nth(1).unwrap().parse().unwrap();
+    let mut bins: Vec<&str> = Vec::new();
+    if minor >= 24 {
+        bins.extend(["kubelet", "kube-proxy", "containerd", "cni-plugins"]);
+    }
+    if minor >= 26 {
+        bins.push("kube-log-runner");
+    }
+    let binaries: String = if bins.is_empty() {
+        String::new()
+    } else {
+        "    windows:\n      binaries:\n".to_string()
+            + &bins
+                .iter()
+                .map(|b| format!("        {b}: {{ preinstalled: true }}\n"))
+                .collect::<String>()
+    };
     let api = if kubeconfig {
         format!("api_server: https://10.0.0.10:6443\n  kubeconfig: {KUBECONFIG}")
     } else {
@@ -30,7 +49,7 @@ fn inventory(dir: &Path, version: &str, kubeconfig: bool) -> String {
     let text = format!(
         "cluster:\n  name: v\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n  {api}\n  \
          kubernetes_version: \"{version}\"\nhosts:\n  - name: lin01\n    os: linux\n    role: control-plane\n    \
-         address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n"
+         address: 10.0.0.10\n  - name: win01\n    os: windows\n    address: 10.0.0.11\n{binaries}"
     );
     let p = dir.join(format!("v{version}-{kubeconfig}.yaml"));
     std::fs::write(&p, text).unwrap();
@@ -344,10 +363,18 @@ fn check_refuses_binaries_the_release_does_not_install() {
         let t = std::fs::read_to_string(&inv).unwrap().replace(
             "  kubernetes_version:",
             &format!("{extra}  kubernetes_version:"),
-        ) + &format!(
-            "    windows:\n      binaries:\n        {bin}: {{ url: \"https://dl.invalid/x\", sha256: \"{}\" }}\n",
+        );
+        let entry = format!(
+            "        {bin}: {{ url: \"https://dl.invalid/x\", sha256: \"{}\" }}\n",
             "ab".repeat(32)
         );
+        // (beside the entries the profile needs, where there are some)
+        let t = if t.contains("      binaries:\n") {
+            t.replace(&format!("        {bin}: {{ preinstalled: true }}\n"), "")
+                .replace("      binaries:\n", &format!("      binaries:\n{entry}"))
+        } else {
+            t + "    windows:\n      binaries:\n" + &entry
+        };
         std::fs::write(&inv, t).unwrap();
         kwinctl(&["check", "-i", &inv])
     };

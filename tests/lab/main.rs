@@ -22,6 +22,7 @@ mod lab_linux;
 mod lab_lock;
 mod lab_mesh;
 mod lab_move;
+mod lab_plan;
 mod lab_pods;
 mod lab_pods_bounds;
 mod lab_proof;

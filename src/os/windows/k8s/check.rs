@@ -125,6 +125,9 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
     if problems.is_empty() {
         unused_binaries(inv, v.minor, p, &mut problems);
     }
+    if p == Profile::L2Bridge && problems.is_empty() {
+        missing_binaries(inv, v, &mut problems);
+    }
     if let (Some(r), true) = (inv.cluster.log_runner_version, problems.is_empty()) {
         let at = pos.log_runner_version.unwrap_or_default();
         if !wrapped(Component::Kubelet, v.minor, p) {
@@ -162,7 +165,8 @@ fn unused_binaries(inv: &Inventory, m: Minor, p: Profile, problems: &mut Vec<Pro
     };
     let mut seen: Vec<&str> = Vec::new();
     for h in inv.hosts.iter().filter(|h| h.os == Os::Windows) {
-        for name in h.windows.binaries.keys() {
+        let w = &h.windows;
+        for name in w.binaries.keys().chain(w.preinstalled.iter()) {
             if used(name) || seen.contains(&name.as_str()) {
                 continue;
             }
@@ -185,6 +189,67 @@ fn unused_binaries(inv: &Inventory, m: Minor, p: Profile, problems: &mut Vec<Pro
                 ),
                 hint: format!(
                     "remove windows.binaries.{name} where it is set (the host, a group or defaults)"
+                ),
+            });
+        }
+    }
+}
+
+/// The l2bridge profile's binaries for release `v`: (entry, what it is,
+/// where the publisher puts it for this release).
+fn needed_binaries(inv: &Inventory, v: KubeVersion) -> Vec<(&'static str, &'static str, String)> {
+    let vs = format!("{}.{}", v.minor, v.patch.unwrap_or(0));
+    let k8s = |exe: &str| format!("https://dl.k8s.io/v{vs}/bin/windows/amd64/{exe}.exe");
+    let cv = inv
+        .cluster
+        .containerd_version
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    let mut list = vec![
+        ("kubelet", "kubelet.exe", k8s("kubelet")),
+        ("kube-proxy", "kube-proxy.exe", k8s("kube-proxy")),
+        (
+            "containerd",
+            "the containerd archive",
+            format!(
+                "https://github.com/containerd/containerd/releases/download/v{cv}/containerd-{cv}-windows-amd64.tar.gz"
+            ),
+        ),
+        (
+            "cni-plugins",
+            "the CNI plugins archive (win-bridge.exe, host-local.exe)",
+            "https://github.com/containernetworking/plugins/releases/download/v1.6.2/cni-plugins-windows-amd64-v1.6.2.tgz".into(),
+        ),
+    ];
+    if wrapped(Component::Kubelet, v.minor, Profile::L2Bridge) {
+        list.push((
+            "kube-log-runner",
+            "kube-log-runner.exe",
+            k8s("kube-log-runner"),
+        ));
+    }
+    list
+}
+
+/// Every binary the l2bridge profile needs that a Windows host has no
+/// `windows.binaries` entry for (neither placed by kwinctl nor marked
+/// `preinstalled: true`): one problem each, at the host.
+fn missing_binaries(inv: &Inventory, v: KubeVersion, problems: &mut Vec<Problem>) {
+    let needed = needed_binaries(inv, v);
+    for h in inv.hosts.iter().filter(|h| h.os == Os::Windows) {
+        let w = &h.windows;
+        for (name, what, url) in &needed {
+            if w.binaries.contains_key(*name) || w.preinstalled.iter().any(|p| p == name) {
+                continue;
+            }
+            problems.push(Problem {
+                pos: h.pos,
+                message: format!(
+                    "{}: windows.binaries.{name} is missing: the l2bridge profile (Kubernetes {v}) runs {what} on every Windows node",
+                    h.name
+                ),
+                hint: format!(
+                    "add `{name}: {{ url: \"{url}\", sha256: FILL-IN }}` under windows.binaries (defaults, a group or the host), then `kwinctl checksums -i INVENTORY --write` fills in its SHA-256; or, if the node has it already, `{name}: {{ preinstalled: true }}`"
                 ),
             });
         }

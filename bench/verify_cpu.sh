@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Controller CPU of a full `verify` sweep, kwinctl beside pyinfra, on one lab
+# of N Linux hosts (default 60): user + sys of the tool and every child it
+# waited for (getrusage RUSAGE_CHILDREN of a parent that runs only the
+# tool), so the ssh clients a tool starts count and the hosts' sshds do
+# not. kwinctl: `verify` (routes, forwarding, boot script, pings), after
+# one `up`; pyinfra: `exec -- ip -4 route show` (bench/bench.py's verify,
+# one command per host). Runs alternate the tools; medians. Needs root (a
+# lab); not part of the test suite. Results go to bench/RESULTS.md
+# ("verify: controller CPU beside pyinfra").
+#
+#   bench/verify_cpu.sh [KWINCTL [N [RUNS [PYINFRA]]]]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KW=$(realpath "${1:-target/release/kwinctl}")
+N=${2:-60}
+RUNS=${3:-5}
+PYINFRA=${4:-bench/.venv/bin/pyinfra}
+PYINFRA=$(realpath "$PYINFRA")
+[ "$(id -u)" -eq 0 ] || { echo "verify_cpu.sh needs root (a lab)" >&2; exit 2; }
+[ -x "$PYINFRA" ] || { echo "no pyinfra at $PYINFRA (bench/run.sh makes bench/.venv)" >&2; exit 2; }
+W=$(mktemp -d -t kwinctl-verify-cpu.XXXXXX)
+cleanup() { lab/lab.sh down "$W/lab" >/dev/null 2>&1 || true; rm -rf "$W"; }
+trap cleanup EXIT
+lab/lab.sh up "$W/lab" --linux "$N" >/dev/null
+inv=$W/lab/inventory.yaml
+kh=$W/lab/known_hosts
+key=$W/lab/id_ed25519
+{
+  echo "lab = ["
+  while IFS=$'\t' read -r name ip _; do
+    printf "    (%s, {'ssh_hostname': %s, 'ssh_user': 'root', 'ssh_key': %s, 'ssh_known_hosts_file': %s, 'ssh_strict_host_key_checking': 'yes', 'ssh_config_file': '/dev/null'}),\n" \
+      "'$name'" "'$ip'" "'$key'" "'$kh'"
+  done < "$W/lab/hosts.tsv"
+  echo "]"
+} > "$W/pyinfra_inventory.py"
+
+cpu_of() { # out err command...
+  env -u SSH_AUTH_SOCK python3 -c '
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as out, open(sys.argv[2], "w") as err:
+    rc = subprocess.run(sys.argv[3:], stdout=out, stderr=err).returncode
+if rc != 0:
+    sys.exit("exit %d" % rc)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.4f" % (r.ru_utime + r.ru_stime))' "$@"
+}
+kw() { cpu_of "$W/out" "$W/err" "$KW" verify -i "$inv" --ssh-config none --output json; }
+py() { (cd "$W" && cpu_of "$W/out" "$W/err" "$PYINFRA" -y --parallel "$N" pyinfra_inventory.py exec -- ip -4 route show); }
+
+"$KW" up -i "$inv" --ssh-config none >/dev/null 2>&1
+kw >/dev/null; py >/dev/null  # warm-up, untimed
+: > "$W/kw"; : > "$W/py"
+for _ in $(seq "$RUNS"); do
+  kw >> "$W/kw" || { echo "kwinctl verify failed: $(tail -3 "$W/err")" >&2; exit 1; }
+  py >> "$W/py" || { echo "pyinfra failed: $(tail -3 "$W/err")" >&2; exit 1; }
+done
+median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+k=$(median "$W/kw"); p=$(median "$W/py")
+echo "N=$N, $RUNS runs each, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $("$KW" --version), $("$PYINFRA" --version)"
+echo "kwinctl verify CPU s: $(tr '\n' ' ' < "$W/kw")median $k ($(echo "$k $N" | awk '{printf "%.2f", 1000 * $1 / $2}') ms/host)"
+echo "pyinfra exec  CPU s: $(tr '\n' ' ' < "$W/py")median $p ($(echo "$p $N" | awk '{printf "%.2f", 1000 * $1 / $2}') ms/host)"
+echo "kwinctl/pyinfra: $(echo "$k $p" | awk '{printf "%.3f", $1 / $2}')"
