@@ -12,6 +12,7 @@ mod host;
 mod kerberos;
 pub mod kubeconfig;
 mod linux;
+mod net;
 mod placeholder;
 mod raw;
 mod same;
@@ -29,22 +30,9 @@ use serde_saphyr::Spanned;
 
 pub use groups::BUILT_IN as BUILT_IN_GROUPS;
 
-/// Whether an address can be a node's: not unspecified, broadcast,
-/// multicast, loopback or link-local (none is routable between nodes).
-pub fn routable_node_address(a: &Ipv4Addr) -> bool {
-    !(a.is_unspecified()
-        || a.is_broadcast()
-        || a.is_multicast()
-        || a.is_loopback()
-        || a.is_link_local())
-}
-
-/// `ADDR cannot be a node address (…)`: `check`'s words, for `init` too.
-pub fn not_a_node_address(a: &Ipv4Addr) -> String {
-    format!("{a} {}", validate::NOT_A_NODE_ADDRESS)
-}
 pub use host::valid_node_name;
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
+pub use net::{block_count, nets_overlap, not_a_node_address, routable_node_address};
 pub use raw::Pairs;
 use raw::RawInventory;
 pub use raw::schema;
@@ -475,18 +463,6 @@ pub fn valid_name(s: &str) -> bool {
         && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-pub fn nets_overlap(a: &Ipv4Net, b: &Ipv4Net) -> bool {
-    a.contains(&b.network()) || b.contains(&a.network())
-}
-
-/// How many `prefix`-sized blocks fit in `net`.
-pub fn block_count(net: &Ipv4Net, prefix: u8) -> u64 {
-    if prefix < net.prefix_len() {
-        return 0;
-    }
-    1u64 << (prefix - net.prefix_len())
 }
 
 /// Expand `~/` and make relative paths relative to the inventory's folder.

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Ctx;
+pub(super) use super::decide::Decision;
 use super::lease::{Channel, Handover, Lease, LockRefused};
-use crate::alloc::{self, Allocation, Node, NodeRecord};
+use crate::alloc::{Allocation, NodeRecord};
 use crate::outcome::HostError;
 use crate::upgrade::skew::ControlView;
 
@@ -34,15 +35,6 @@ pub(super) enum Arrival {
     /// `up --accept-new-host-keys` would reach it (`plan` plans it as a
     /// new node).
     Unverified,
-}
-
-/// The allocation every host continues with.
-pub(super) struct Decision {
-    pub allocation: Result<Arc<Allocation>, String>,
-    /// Lower-case host name → its node.
-    pub nodes: BTreeMap<String, Node>,
-    /// `verify`: the whole mesh's failed checks, by lower-case host name.
-    pub mesh: BTreeMap<String, Vec<crate::verify::Check>>,
 }
 
 /// Whether hosts may change.
@@ -311,7 +303,8 @@ impl Coordinator {
                 .get(&seats[i].name.to_ascii_lowercase())
                 .cloned()
         });
-        let (decision, internal) = decide(&ctx, arrived.records, &arrived.unverified);
+        let (decision, internal) =
+            super::decide::decide(&ctx, arrived.records, &arrived.unverified);
         let allocation = decision.allocation.as_ref().ok().cloned();
         let _ = self.decision.send(Some(Arc::new(decision)));
         let changing = self.readiness(arrived.probed, &seats).await;
@@ -457,50 +450,6 @@ impl Verdict {
                 locked: r.held.then(|| Locked(r.why.clone())),
                 ..Verdict::no(HostError::Refused(r.why))
             },
-        }
-    }
-}
-
-/// The allocation from what the nodes record, its notes said, and (`up`)
-/// recorded in the ledger before any host changes. Also: why kwinctl could
-/// not record it. `plan` plans the `unverified` hosts as new nodes.
-fn decide(
-    ctx: &Ctx,
-    mut records: BTreeMap<String, NodeRecord>,
-    unverified: &[String],
-) -> (Decision, Option<String>) {
-    let cl = &ctx.cluster;
-    if ctx.mode == crate::mode::Mode::Plan {
-        for n in super::plan::as_new_nodes(&mut records, unverified) {
-            ctx.reporter.say(&format!("note: {n}"));
-        }
-    }
-    let observed = Some(records);
-    match alloc::allocate(&cl.inventory, &cl.state, &observed) {
-        Ok(a) => {
-            let mesh = super::verify::mesh(ctx, observed.as_ref().expect("records"), &a);
-            for n in &a.notes {
-                ctx.reporter.say(&format!("note: {n}"));
-            }
-            let internal = super::ledger::record(ctx.mode, &cl.state, &cl.state_path, &a).err();
-            let nodes = alloc::nodes(&cl.inventory, &a)
-                .into_iter()
-                .map(|n| (n.name.to_ascii_lowercase(), n))
-                .collect();
-            let d = Decision {
-                allocation: Ok(Arc::new(a)),
-                nodes,
-                mesh,
-            };
-            (d, internal)
-        }
-        Err(e) => {
-            let d = Decision {
-                allocation: Err(e.0),
-                nodes: BTreeMap::new(),
-                mesh: BTreeMap::new(),
-            };
-            (d, None)
         }
     }
 }

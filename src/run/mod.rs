@@ -17,6 +17,7 @@
 mod cluster;
 mod converge;
 mod coordinate;
+mod decide;
 mod detach;
 mod host;
 mod interrupt;
