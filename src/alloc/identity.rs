@@ -80,8 +80,10 @@ pub(super) fn cluster_id(
             if !silent.is_empty() {
                 return Err(AllocError(format!(
                     "the cluster has no id yet (the state file has none and no node that answered records \
-                     one), and {} did not answer: kwinctl will not make one up until every node answers. \
-                     Nothing was changed",
+                     one), and {} did not answer: kwinctl will not make one up until every node answers (one \
+                     that did not may record this cluster's id; `--limit` does not help, as the \
+                     cluster's id is every node's). Nothing was changed: make them reachable, or \
+                     remove them from the inventory for the first `up` and add them back after it",
                     silent.join(", ")
                 )));
             }

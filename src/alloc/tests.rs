@@ -379,3 +379,24 @@ fn a_state_file_of_another_cluster_of_one_name_is_named_not_the_nodes() {
     let disputed: Vec<&str> = a.disputes.iter().map(|d| d.host.as_str()).collect();
     assert_eq!(disputed, ["a", "b"]);
 }
+
+/// The reliability probe's N4-res: on a first bring-up one silent host
+/// stops every host. It still does (a silent node may record the id), and
+/// the error says the ways on: make it reachable, or leave it out of the
+/// inventory for the first `up` (`--limit` cannot help).
+#[test]
+fn a_first_bring_up_with_a_silent_host_says_how_to_go_on() {
+    let i = inv(&HOSTS);
+    let mut seen = records(&[("a", ""), ("b", "")], "unused");
+    seen.as_mut()
+        .unwrap()
+        .values_mut()
+        .for_each(|r| r.cluster = None);
+    let e = allocate(&i, &State::default(), &seen).unwrap_err().0;
+    assert!(e.contains("c did not answer"), "{e}");
+    assert!(e.contains("`--limit` does not help"), "{e}");
+    assert!(
+        e.contains("remove them from the inventory for the first `up`"),
+        "{e}"
+    );
+}

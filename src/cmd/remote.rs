@@ -90,6 +90,9 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     } else {
         None
     };
+    if mode.changes_hosts() {
+        crate::os::lock_lease_setting().map_err(CliError::bad)?;
+    }
     if c.max_fail.is_some() && matches!(mode, Mode::Plan | Mode::Verify) {
         return Err(CliError::bad(format!(
             "--max-fail stops a run from changing further hosts; `kwinctl {mode}` changes nothing: leave it out"

@@ -121,8 +121,8 @@ pub fn renderer() -> Renderer {
 /// The cluster lock lives on a Linux host (the control plane's, when there
 /// is one): these are its scripts. See `linux::script::lock`.
 pub use linux::script::{
-    lock as lock_script, lock_break as lock_break_script, lock_lease, renew as renew_script,
-    unlock as unlock_script,
+    lock as lock_script, lock_break as lock_break_script, lock_lease, lock_lease_setting,
+    renew as renew_script, unlock as unlock_script,
 };
 
 /// The script a host would get on a freshly installed machine (`render`).

@@ -52,3 +52,38 @@ fn up_and_reset_without_a_run_record_change_nothing_and_exit_4() {
         ]
     );
 }
+
+/// The reliability probe's L8: `KWINCTL_LOCK_LEASE` set to a value kwinctl
+/// cannot use was silently 45 s. `up` and `reset` now refuse it (exit 2,
+/// before any host or file is touched) and say what to write; `verify`,
+/// which takes no lock, does not read it.
+#[test]
+fn a_lease_kwinctl_cannot_use_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("example.yaml");
+    std::fs::write(&inv, INVENTORY).unwrap();
+    for lease in ["abc", "1", "4", "3601", "-5", ""] {
+        for args in [vec!["up"], vec!["reset", "--yes"]] {
+            let mut cmd = Command::new(common::bin());
+            cmd.args(&args)
+                .args(["-i", inv.to_str().unwrap()])
+                .env("KWINCTL_SSH_CONFIG", "none")
+                .env("KWINCTL_LOCK_LEASE", lease);
+            let (code, err) = common::run_bounded_stderr(cmd, Duration::from_secs(60));
+            assert_eq!(code, Some(2), "{lease:?} {args:?}: {err}");
+            assert!(
+                err.contains(&format!("KWINCTL_LOCK_LEASE={lease:?} is not a lease"))
+                    && err.contains("from 5 to 3600"),
+                "{lease:?} {args:?}: {err}"
+            );
+        }
+    }
+    // nothing beside the inventory and its own lock file: no run record,
+    // no state file
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["example.kwinctl.lock", "example.yaml"]);
+}

@@ -76,11 +76,26 @@ pub const LOCK_LEASE: u64 = 45;
 /// The lease in use: [`LOCK_LEASE`], or `KWINCTL_LOCK_LEASE` seconds (5 to
 /// 3600; for tests and slow links, see docs/locks.md).
 pub fn lock_lease() -> u64 {
-    std::env::var("KWINCTL_LOCK_LEASE")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|s| (5..=3600).contains(s))
-        .unwrap_or(LOCK_LEASE)
+    lock_lease_setting().ok().flatten().unwrap_or(LOCK_LEASE)
+}
+
+/// `KWINCTL_LOCK_LEASE` as set: `None` when it is not, an error saying
+/// what to write when it is set to anything but 5 to 3600 seconds (a
+/// command that changes hosts refuses to start with it, rather than run
+/// with another lease than the one asked for).
+pub fn lock_lease_setting() -> Result<Option<u64>, String> {
+    let Some(v) = std::env::var_os("KWINCTL_LOCK_LEASE") else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    match v.trim().parse::<u64>() {
+        Ok(s) if (5..=3600).contains(&s) => Ok(Some(s)),
+        _ => Err(format!(
+            "KWINCTL_LOCK_LEASE={} is not a lease kwinctl can use: write a whole number of seconds \
+             from 5 to 3600, or unset it for the default {LOCK_LEASE}s (docs/locks.md)",
+            crate::text::echo(&v)
+        )),
+    }
 }
 
 /// Take the cluster lock for `run` (`owner` says who, for the message
