@@ -601,12 +601,14 @@ fn a_closed_output_does_not_stop_the_hosts() {
     );
 }
 
-/// A state file kwinctl cannot write is kwinctl's failure, not the operator's
-/// input: exit 4, not 2, with the cause, and nothing changed on any host
-/// (the nodes are probed first: their records decide what is written).
-/// A full filesystem: a 16 KiB tmpfs in a private mount namespace, filled.
+/// Files kwinctl cannot write beside the inventory are kwinctl's failure,
+/// not the operator's input: exit 4, not 2, with the cause, and nothing
+/// changed on any host. A full filesystem: a 16 KiB tmpfs in a private
+/// mount namespace, filled. The run record is the first file `up` writes
+/// (since the probe's F5c it stops there, before any host; the state
+/// file's own write error: `run::ledger`'s unit test).
 #[test]
-fn a_state_file_that_cannot_be_written_is_not_bad_input() {
+fn a_full_disk_beside_the_inventory_is_not_bad_input() {
     if !require_root() {
         return;
     }
@@ -627,7 +629,7 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("cannot write state file") && err.contains("No space left on device"),
+        err.contains("cannot write the run record") && err.contains("No space left on device"),
         "{err}"
     );
     // not kwinctl's bug, and not a host that may be partly changed
@@ -635,7 +637,7 @@ fn a_state_file_that_cannot_be_written_is_not_bad_input() {
         !err.contains("internal error") && !err.contains("please report"),
         "{err}"
     );
-    assert!(err.contains("nothing was changed on the host"), "{err}");
+    assert!(err.contains("Nothing was changed"), "{err}");
     // nothing was changed on the host
     assert!(!lab.routes("h1").contains("proto 198"));
     assert!(!etc(&lab, "h1").join("pod-cidr").exists());
