@@ -142,8 +142,13 @@ fn up_verify_rerun_reboot_repair_and_node_removal() {
         failed.iter().any(|f| f.starts_with("ip-forward")),
         "{failed:?}"
     );
+    // a lost route is said as the whole mesh's check says it: whose
+    // block, via which address, and that `up` adds it
     assert!(
-        failed.iter().any(|f| f.contains("missing (expected via")),
+        failed.iter().any(|f| f.contains(&format!(
+            "h3 has no route to h1's block 198.19.0.0/24 via {}",
+            lab.ip("h1")
+        )) && f.contains("`kwinctl up` adds it")),
         "{failed:?}"
     );
     // the text report names host, check and what was found
