@@ -117,8 +117,8 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     // jsonpath asks for) sees both nodes Ready, with their build label and
     // kwinctl's pod CIDRs.
     lab.reboot_windows("win1", false);
-    let line =
-        |h: &str, build: &str, cidr: &str| format!("{}|True|windows|{build}|{cidr}", lab.ip(h));
+    // (a Windows node is named by its host name: docs/windows.md#node-names)
+    let line = |h: &str, build: &str, cidr: &str| format!("{h}|True|windows|{build}|{cidr}");
     let cidr = |h: &str| host(&s, h)["pod_cidr"].as_str().unwrap().to_string();
     let kubectl = |win2_cidr: &str| {
         format!(
