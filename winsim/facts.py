@@ -5,11 +5,12 @@ import base64
 import struct
 import subprocess
 
+from . import push
 from .files import file_of, file_version
 from .hns import transparent_hns
 from .net import HNS_DEV, active_routes, adapters, fwd, ipv4_of, link_exists
 from .scm import containerd_running, health
-from .util import block_has, norm_image
+from .util import DETACH_DIR, DETACH_TASK, block_has, norm_image
 
 CNI_DIR = "c:\\etc\\cni\\net.d\\"
 
@@ -22,6 +23,30 @@ def action_facts(d, probe):
     from .actions import named  # the action modules import what this module does
 
     return {key: f(d, probe) for key, f in named("fact_").items()}
+
+
+def detached_task(d, probe):
+    """The detached task, when registered (it runs powershell.exe: never
+    `running` by the probe's rule, as the boot task)."""
+    t = d.get("detached_task")
+    if not t or DETACH_TASK not in probe.get("tasks", []):
+        return []
+    return [{"name": DETACH_TASK, "state": t["state"], "description": "kwinctl: detached",
+             "running": False, "at_startup": False}]
+
+
+def kwinctl_folders(d, probe):
+    """kwinctl's own folders the probe asks about that exist: the push
+    folder when it holds anything, the detached task's when a run left
+    its script or result."""
+    out = []
+    for f in probe.get("folders", []):
+        low = f.lower()
+        if low == push.WIN_DIR.lower() and "_state_path" in probe and push.held(probe["_state_path"]):
+            out.append(f)
+        elif low == DETACH_DIR.lower() and d.get("detached"):
+            out.append(f)
+    return out
 
 
 def facts(d, probe):
@@ -82,7 +107,9 @@ def facts(d, probe):
                    # an enabled MSFT_TaskBootTrigger: the block's -AtStartup,
                    # unless a test turned it off ("startup": false)
                    "at_startup": bool(t.get("startup"))}
-                  for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))],
+                  for n, t in d["tasks"].items() if n in probe.get("tasks", probe.get("services", []))]
+                 + detached_task(d, probe),
+        "folders": kwinctl_folders(d, probe),
         "versions": [{"path": p, "output": file_version(d, p) or ""}
                      for p in probe.get("binaries", []) if file_of(d, p) is not None],
         "image_os": [{"image": i, "os_version": d["image_os"].get(norm_image(i), "")}

@@ -105,6 +105,7 @@ def execute(script, state_path, connection=True):
                     out.append("KWC %d %s\n" % (i, base64.b64encode(c.encode()).decode() if c is not None else "-"))
                 continue
             if kind == "probe":
+                h["_state_path"] = state_path
                 out.append("KWINCTL-FACTS " + json.dumps(facts(d, h), separators=(",", ":")) + "\n")
                 continue
             if kind == "detach_start":
@@ -176,7 +177,10 @@ def detach_start(d, h, host, out):
         out.append("KWX 0 failed 1\nKWE the detached step of an earlier run (\\kwinctl\\kwinctl-detached) "
                    "is still running: wait for it to end, then run kwinctl up again\n")
         return None
+    # `detached` is the task's folder (its script and result, one token:
+    # the start clears the folder), `detached_task` the registered task
     d["detached"] = {token: {"state": "running", "host": host, "action": h["action"]}}
+    d["detached_task"] = {"state": "Running"}
     out.append("KWD %s started\n" % token)
     return token
 
@@ -211,6 +215,8 @@ def run_detached(state_path, token):
             log("detached %s: the result is not recorded (detach_loses_result)" % token)
             return 0
         r["state"] = "done"
+        if d.get("detached_task"):
+            d["detached_task"]["state"] = "Ready"
         r["result"] = out + ("KWE %s\n" % err.strip() if err.strip() else "") + "KWD end\n"
     return 0
 

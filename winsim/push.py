@@ -183,6 +183,21 @@ def staged_content(state_path, win_path):
         return f.read()
 
 
+def held(state_path):
+    """Whether the push folder holds anything (pushed copies, parts); the
+    simulator's own log beside them does not count."""
+    return any(n != "log.jsonl" for n in os.listdir(folder(state_path)))
+
+
+def remove_all(state_path):
+    """`Remove-Item -Recurse` of the push folder: every copy and part
+    (the simulator's log stays)."""
+    d = folder(state_path)
+    for n in os.listdir(d):
+        if n != "log.jsonl":
+            os.remove(os.path.join(d, n))
+
+
 def drop_staged(state_path, win_path):
     p = local_path(state_path, win_path)
     if p and os.path.isfile(p):

@@ -210,6 +210,11 @@ def wrap_body(ctx, plain):
 def make_handler(cfg, shells, tls):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # The headers and the body go out in two writes: with Nagle's
+        # algorithm the body waits for the client's delayed ACK of the
+        # headers (40 ms on Linux) on every request, a stall the host
+        # itself (HTTP.sys) does not have. Off, as socketserver allows.
+        disable_nagle_algorithm = True
         ctx = None  # per connection: the NTLM or Kerberos context
         authed = False
 

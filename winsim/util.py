@@ -8,6 +8,11 @@ import time
 
 LOG_LOCK = threading.Lock()
 
+# kwinctl's detached task and its folder (src/os/windows/detach.rs): the
+# state's `detached_task` and `detached` (host.py detach_start).
+DETACH_TASK = "kwinctl-detached"
+DETACH_DIR = "C:\\k\\kwinctl\\detached"
+
 
 LOG_FILE = None
 

@@ -317,6 +317,7 @@ fn every_script() -> Vec<(String, String)> {
         files: &files,
         services: &services,
         tasks: &services,
+        folders: &kwinctl::os::windows::leftovers::folders(),
         binaries: &files,
         images: &images,
         reach: &reach,

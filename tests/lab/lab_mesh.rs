@@ -22,8 +22,11 @@ fn linux_leftovers(lab: &Lab, h: &str) -> String {
 }
 
 /// What kwinctl keeps on a simulated Windows host: files under
-/// C:\k\kwinctl, its records, its startup task.
-fn windows_leftovers(lab: &Lab, h: &str) -> Vec<String> {
+/// C:\k\kwinctl, its records, its tasks (the startup task, the detached
+/// task), the detached task's scripts and results, and what a push keeps
+/// in C:\ProgramData\kwinctl\push (winsim's `<state>.push/`, apart from
+/// winsim's own log).
+pub(crate) fn windows_leftovers(lab: &Lab, h: &str) -> Vec<String> {
     let d = lab.win_state_json(h);
     let mut left: Vec<String> = d["files"]
         .as_object()
@@ -42,6 +45,19 @@ fn windows_leftovers(lab: &Lab, h: &str) -> Vec<String> {
     let tasks = serde_json::to_string(&d["tasks"]).unwrap_or_default();
     if tasks.to_ascii_lowercase().contains("kwinctl") {
         left.push(format!("tasks: {tasks}"));
+    }
+    if !d["detached_task"].is_null() {
+        left.push(format!("detached task: {}", d["detached_task"]));
+    }
+    if d["detached"].as_object().is_some_and(|r| !r.is_empty()) {
+        left.push(format!("detached results: {}", d["detached"]));
+    }
+    let push = std::path::PathBuf::from(format!("{}.push", lab.win_state(h).display()));
+    for e in std::fs::read_dir(push).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name != "log.jsonl" {
+            left.push(format!(r"C:\ProgramData\kwinctl\push\{name}"));
+        }
     }
     left
 }

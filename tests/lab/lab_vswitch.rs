@@ -7,10 +7,11 @@
 //! node, over WinRM and over SSH. See docs/windows.md, "The vSwitch blip".
 
 use crate::common;
+use crate::lab_mesh::windows_leftovers;
 use crate::lab_windows::set_win_state;
 
 use common::lab::{Lab, require_root};
-use common::{count, host, kwinctl, summary, text};
+use common::{count, host, kwinctl, summary, text, write};
 
 /// How long the simulated host's connections stay cut, in seconds: longer
 /// than kwinctl's look at the result (every 2 s), so that it meets the cut.
@@ -133,4 +134,44 @@ fn a_detached_step_without_a_result_fails_the_host_and_a_rerun_converges() {
     assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
     let o = kwinctl(&["verify", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// `reset` leaves nothing of kwinctl's machinery (issue 39, item 2): the
+/// detached task that made the vSwitch, its script and result, and the
+/// pushed copy of kubelet.exe (the inventory gives a local path, so `up`
+/// pushes it) are there after `up` and gone after `reset`.
+#[test]
+fn a_reset_removes_the_detached_task_its_results_and_the_pushed_copies() {
+    if !require_root() {
+        return;
+    }
+    let lab = fresh_node_that_blips();
+    let local = lab.dir().join("dl").join("v1.30.4").join("kubelet.exe");
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    let start = inv.find("        kubelet: {").unwrap();
+    let end = start + inv[start..].find('\n').unwrap();
+    let inv = format!(
+        "{}        kubelet: {{ path: {} }}{}",
+        &inv[..start],
+        local.display(),
+        &inv[end..]
+    );
+    write(lab.inventory(), &inv);
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let left = windows_leftovers(&lab, "win1").join("\n");
+    for part in [
+        "detached task:",
+        "detached results:",
+        r"C:\ProgramData\kwinctl\push\",
+    ] {
+        assert!(left.contains(part), "no {part:?} before reset in: {left}");
+    }
+    let o = kwinctl(&["reset", "-i", &i, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(windows_leftovers(&lab, "win1"), Vec::<String>::new());
+    // a second reset has nothing to remove
+    let o = kwinctl(&["reset", "-i", &i, "--yes", "--output", "json"]);
+    assert_eq!(summary(&o)["changed"], 0, "{}", text(&o));
 }

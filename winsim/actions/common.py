@@ -5,13 +5,13 @@ import hashlib
 import os
 import re
 
-from .. import boot, k8sbin, pods
+from .. import boot, k8sbin, pods, push
 from ..boot import BOOT_TASK
 from ..files import fetched, file_of, record_file
 from ..net import active_routes, apply_firewall, remove_routes
 from ..scm import running_dependents, scm_start, scm_stop, swap_restart, task_start
 from ..state import ActionError
-from ..util import block_has, sh
+from ..util import DETACH_DIR, DETACH_TASK, block_has, sh
 
 # One handler per action kind: `act_<kind>(d, h)` carries out the header
 # `h` (the action's serde form) on the state `d`. The name is the contract
@@ -160,6 +160,13 @@ def act_remove_task(d, h):
     if t is not None and "boot" in t and boot.stops_registered(h):
         boot.stop_instances(d, t.get("registration"), "Stop-ScheduledTask")
     d["tasks"].pop(h["name"], None)
+    if h["name"].lower() == DETACH_TASK.lower():
+        # Stop-ScheduledTask ends a task still running: its result is
+        # never written
+        d.pop("detached_task", None)
+        for r in d.get("detached", {}).values():
+            if r.get("state") == "running":
+                r["state"] = "stopped"
 
 
 def act_remove_service(d, h):
@@ -195,6 +202,20 @@ def act_remove_file(d, h):
     if p:
         d["files"].pop(p)
         d["file_versions"].pop(p, None)
+
+
+def act_remove_folder(d, h):
+    """kwinctl's own folders (src/os/windows/leftovers.rs): the push
+    folder, the detached task's folder; any other: the files recorded
+    under it."""
+    p = h["path"].rstrip("\\").lower()
+    if p == push.WIN_DIR.lower():
+        push.remove_all(h["_state_path"])
+    elif p == DETACH_DIR.lower():
+        d["detached"] = {}
+    for f in [f for f in d["files"] if f.lower().startswith(p + "\\")]:
+        d["files"].pop(f)
+        d["file_versions"].pop(f, None)
 
 
 def act_fail(d, h):

@@ -90,3 +90,14 @@ def test_a_kerberos_token_without_the_hosts_keys_is_refused(host):
     port, _ = host
     status, offers = post(port, initial_token(auth.KRB5_OID))
     assert status == 401 and offers == ["Negotiate"], offers
+
+
+def test_replies_are_not_held_back_by_nagles_algorithm(tmp_path):
+    """A reply's headers and body are two writes: with Nagle's algorithm
+    on, the body waits for the client's delayed ACK (40 ms per request,
+    what made a push over WinRM crawl); socketserver turns it off per
+    connection when the handler says so."""
+    cfg = types.SimpleNamespace(state=str(tmp_path / "state.json"), allow_basic=False,
+                                allow_unencrypted=False, user="Administrator", password="pw")
+    handler = server.make_handler(cfg, server.Shells(cfg.state), False)
+    assert handler.disable_nagle_algorithm is True

@@ -69,3 +69,17 @@ def test_a_resume_past_what_the_host_holds_is_refused(tmp_path):
     r.feed(b"more")
     out, err, code = r.finish()
     assert code == 1 and "fewer than the 5 to resume from" in err
+
+
+def test_remove_folder_empties_the_push_folder_but_keeps_winsims_log(tmp_path):
+    state = str(tmp_path / "state.json")
+    data = os.urandom(1000)
+    sha = hashlib.sha256(data).hexdigest()
+    h = {"kind": "push_receive", "sha256": sha, "size": len(data), "offset": 0, "mode": "raw"}
+    r = push.Receiver(state, h, "ssh")
+    r.feed(data[:400])
+    assert push.held(state)
+    from winsim.actions.common import act_remove_folder
+    act_remove_folder({"files": {}, "file_versions": {}}, {"path": push.WIN_DIR, "_state_path": state})
+    assert not push.held(state)
+    assert os.listdir(state + ".push") == ["log.jsonl"]

@@ -118,6 +118,11 @@ pub enum WinAction {
     RemoveFile {
         path: String,
     },
+    /// `reset`: a folder of kwinctl's own and everything in it (the pushed
+    /// copies, the detached task's scripts and results: `leftovers.rs`).
+    RemoveFolder {
+        path: String,
+    },
     /// l2bridge: a Windows feature (Containers: HNS and containerd need it
     /// and a restart, docs/research/sig-windows-tools.md#s2, docs/research/kubernetes.md#g1).
     InstallFeature {
@@ -264,6 +269,7 @@ impl Describe for WinAction {
             WinAction::RemoveNetwork { name } => format!("remove docker network {name}"),
             WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
             WinAction::RemoveFile { path } => format!("remove {path}"),
+            WinAction::RemoveFolder { path } => format!("remove the folder {path} and all in it"),
             WinAction::InstallFeature { name } => {
                 format!("install the Windows feature {name} (takes effect after a restart)")
             }

@@ -121,6 +121,9 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::RemoveFile {
             path: POD_CIDR_FILE.into(),
         },
+        WinAction::RemoveFolder {
+            path: crate::transfer::windows::DIR.into(),
+        },
     ]
     .into_iter()
     .chain(super::profile_examples())
@@ -158,6 +161,7 @@ mod tests {
                 WinAction::RemoveNetwork { .. } => "remove_network",
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
+                WinAction::RemoveFolder { .. } => "remove_folder",
                 WinAction::InstallFeature { .. } => "install_feature",
                 WinAction::InstallArchive { .. } => "install_archive",
                 WinAction::EnsureHnsNetwork { .. } => "ensure_hns_network",
@@ -169,7 +173,7 @@ mod tests {
                 WinAction::SetDynamicPorts { .. } => "set_dynamic_ports",
             })
             .collect();
-        assert_eq!(kinds.len(), 30);
+        assert_eq!(kinds.len(), 31);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

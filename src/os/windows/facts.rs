@@ -278,6 +278,9 @@ pub struct WindowsFacts {
     /// kwinctl's scheduled tasks of those names.
     #[serde(default)]
     pub tasks: Vec<TaskFact>,
+    /// kwinctl's own folders present (`leftovers.rs`).
+    #[serde(default)]
+    pub folders: Vec<String>,
     /// `--version` of the binaries present.
     #[serde(default)]
     pub versions: Vec<VersionFact>,
@@ -464,6 +467,7 @@ impl WindowsFacts {
             files: vec![],
             services: vec![],
             tasks: vec![],
+            folders: vec![],
             versions: vec![],
             image_os: vec![],
             firewall: vec![],

@@ -19,6 +19,7 @@ pub mod hns;
 mod items;
 pub mod k8s;
 pub mod l2bridge;
+pub mod leftovers;
 pub mod preflight;
 pub mod script;
 pub mod service;
@@ -233,6 +234,8 @@ pub struct WindowsOps<'a> {
     files: Vec<String>,
     services: Vec<String>,
     tasks: Vec<String>,
+    /// kwinctl's own folders, whose presence the probe reports.
+    folders: Vec<String>,
     /// The binaries whose `--version` the probe reads: kubelet, kube-proxy
     /// and containerd (not the shim, ctr or the CNI plugins).
     binaries: Vec<String>,
@@ -257,6 +260,7 @@ impl<'a> WindowsOps<'a> {
         let services: Vec<String> = desired.services.iter().map(|s| s.name.clone()).collect();
         let mut tasks = services.clone();
         tasks.push(boot::BOOT_TASK.to_string());
+        tasks.push(detach::DETACH_TASK.to_string());
         let versioned = |p: &&String| {
             let p = p.to_ascii_lowercase();
             ["kubelet.exe", "kube-proxy.exe", "containerd.exe"]
@@ -275,6 +279,7 @@ impl<'a> WindowsOps<'a> {
             files,
             services,
             tasks,
+            folders: leftovers::folders(),
             binaries,
         }
     }
@@ -300,6 +305,7 @@ impl<'a> WindowsOps<'a> {
             files: &self.files,
             services: &self.services,
             tasks: &self.tasks,
+            folders: &self.folders,
             binaries: &self.binaries,
             images: std::slice::from_ref(&self.desired.pause_image),
             reach,

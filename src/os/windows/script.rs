@@ -22,6 +22,8 @@ pub struct WinProbe<'a> {
     pub services: &'a [String],
     /// kwinctl's scheduled tasks of these names.
     pub tasks: &'a [String],
+    /// kwinctl's own folders (`leftovers.rs`): whether each is there.
+    pub folders: &'a [String],
     /// Binaries whose `--version` it reads (when present).
     pub binaries: &'a [String],
     /// Images whose OS version it reads (when present).
@@ -37,7 +39,7 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
     let reach: Vec<String> = p.reach.iter().map(|a| a.to_string()).collect();
     let health = super::ProfileDesired::health(p.profile);
     let header = sim_header(&serde_json::json!({
-        "kind": "probe", "files": p.files, "services": p.services, "tasks": p.tasks,
+        "kind": "probe", "files": p.files, "folders": p.folders, "services": p.services, "tasks": p.tasks,
         "binaries": p.binaries, "images": p.images, "reach": reach,
         "profile": if l2bridge { "l2bridge" } else { "transparent" },
         "health": health,
@@ -46,7 +48,7 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
         + &r.render(
             "windows/probe.ps1",
             context! {
-                files => ps_list(p.files), services => ps_list(p.services),
+                files => ps_list(p.files), folders => ps_list(p.folders), services => ps_list(p.services),
                 tasks => ps_list(p.tasks),
                 binaries => ps_list(p.binaries), images => ps_list(p.images),
                 reach => ps_list(&reach),

@@ -269,6 +269,7 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             path: CLUSTER_FILE.into(),
         }),
     });
+    items.extend(super::leftovers::reset_items(f));
     Diff {
         items,
         notes: vec!["the Routing role and the pause image are left in place".into()],
