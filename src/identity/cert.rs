@@ -20,8 +20,14 @@ pub const CERT_DIR: &str = r"C:\k\pki";
 /// The certificate the kubelet uses, in [`CERT_DIR`] (the file store's
 /// name for the newest one).
 pub const CURRENT: &str = r"C:\k\pki\kubelet-client-current.pem";
-/// How long a certificate must still be valid for `verify` to pass.
-pub const MARGIN: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long a certificate must still be valid for `verify` to pass, by
+/// default (`windows.cert_margin_days`).
+pub const MARGIN: Duration = days(crate::inventory::DEFAULT_CERT_MARGIN_DAYS);
+
+/// `n` days.
+pub const fn days(n: u32) -> Duration {
+    Duration::from_secs(n as u64 * 24 * 3600)
+}
 /// The name of verify's check.
 pub const CHECK: &str = "kubelet client certificate";
 
@@ -101,7 +107,7 @@ pub fn check(
             format!("expires in {days} days")
         };
         return fail(format!(
-            "{host}: its kubelet's client certificate {when} (verify wants {} days left); check that client certificate rotation is on, or delete {CURRENT} and run `kwinctl up` to join the node again",
+            "{host}: its kubelet's client certificate {when} (verify wants {} days left, windows.cert_margin_days); check that client certificate rotation is on, or delete {CURRENT} and run `kwinctl up` to join the node again",
             margin.as_secs() / 86400
         ));
     }

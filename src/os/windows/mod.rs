@@ -90,6 +90,9 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
 pub struct WindowsDesired {
     /// The Kubernetes node name (`Host::node_name`).
     pub node_name: String,
+    /// How long its kubelet client certificate must still be valid for
+    /// `verify` to pass (`windows.cert_margin_days`).
+    pub cert_margin: std::time::Duration,
     pub network: String,
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
@@ -378,7 +381,8 @@ impl NodeOps for WindowsOps<'_> {
         use crate::identity::cert;
         let now = std::time::SystemTime::now();
         let c = f.kubelet_client.as_ref();
-        cert::check(&node.name, &self.desired.node_name, c, now, cert::MARGIN)
+        let margin = self.desired.cert_margin;
+        cert::check(&node.name, &self.desired.node_name, c, now, margin)
     }
     fn peer_change(&self, a: &WinAction) -> bool {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })
