@@ -10,6 +10,7 @@ from .files import file_of, file_version
 from .hns import transparent_hns
 from .net import HNS_DEV, active_routes, adapters, fwd, ipv4_of, link_exists
 from .scm import containerd_running, health
+from .tlsboot import probe_fact
 from .util import DETACH_DIR, DETACH_TASK, block_has, norm_image
 
 CNI_DIR = "c:\\etc\\cni\\net.d\\"
@@ -120,6 +121,7 @@ def facts(d, probe):
         "cluster": d.get("cluster"),
         "lock_host": d.get("lock_host"),
         "reach": reach,
+        "kubelet_client": probe_fact(d, probe.get("kubelet_client")),
         "boot_time": "2026-01-01T00:00:00.0000000+00:00#%d" % d.get("boot_count", 0),
     })
 

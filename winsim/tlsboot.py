@@ -159,6 +159,33 @@ def register(api, files, kubeconfig, node_name, now=None):
     return str(e) if e else None
 
 
+def _dotnet_name(name):
+    """A distinguished name as .NET's X509Certificate2.Subject prints it:
+    the last RDN first, ", " between them."""
+    return ", ".join(rdn.rfc4514_string() for rdn in reversed(name.rdns))
+
+
+def probe_fact(d, path):
+    """What kwinctl's probe reports of the kubelet's client certificate
+    file `path` (templates/probe.ps1.j2, `kubelet_client`): None without the
+    file; its first certificate's subject, issuer and expiry (.NET's
+    round-trip format, UTC); empty strings when none parses."""
+    if not path:
+        return None
+    pem = _get(node_files(d), path)
+    if pem is None:
+        return None
+    from cryptography import x509
+    try:
+        cert = x509.load_pem_x509_certificate(split_pem(pem)[0].encode())
+    except ValueError:
+        return {"subject": "", "issuer": "", "not_after": ""}
+    after = getattr(cert, "not_valid_after_utc", None) or \
+        cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
+    return {"subject": _dotnet_name(cert.subject), "issuer": _dotnet_name(cert.issuer),
+            "not_after": after.strftime("%Y-%m-%dT%H:%M:%S.0000000Z")}
+
+
 def split_pem(pem):
     """(certificate PEM, rest) of a cert-and-key file."""
     end = "-----END CERTIFICATE-----"

@@ -165,6 +165,7 @@ pub(super) fn layered(
         transparent_adapter: _,
         nodeport_sources: _,
         taints: _,
+        cert_margin_days: _,
     } = RawWindows::default();
     let RawLinux { boot_wait: _ } = RawLinux::default();
     let host = h.name.value.as_str();
@@ -248,7 +249,8 @@ pub(super) fn layered(
             network_name = "network_name",
             transparent_adapter = "transparent_adapter",
             nodeport_sources = "nodeport_sources",
-            taints = "taints"
+            taints = "taints",
+            cert_margin_days = "cert_margin_days"
         ]
     );
     let bins: Vec<(&str, Option<&RawBinaries>)> = windows

@@ -317,7 +317,7 @@ pub enum BinariesSource {
     Push,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WindowsSettings {
     /// The binaries kwinctl places (url or path).
     pub binaries: BTreeMap<String, Binary>,
@@ -336,6 +336,28 @@ pub struct WindowsSettings {
     pub nodeport_sources: Vec<Ipv4Net>,
     /// Taints the kubelet registers the node with (`key[=value]:Effect`).
     pub taints: Vec<String>,
+    /// `verify` fails a node whose kubelet client certificate expires
+    /// within this many days (`src/identity/cert.rs`).
+    pub cert_margin_days: u32,
+}
+
+/// `windows.cert_margin_days`'s default.
+pub const DEFAULT_CERT_MARGIN_DAYS: u32 = 30;
+
+impl Default for WindowsSettings {
+    fn default() -> Self {
+        WindowsSettings {
+            binaries: BTreeMap::new(),
+            binaries_source: BinariesSource::default(),
+            preinstalled: Vec::new(),
+            adapter: None,
+            network_name: None,
+            transparent_adapter: None,
+            nodeport_sources: Vec::new(),
+            taints: Vec::new(),
+            cert_margin_days: DEFAULT_CERT_MARGIN_DAYS,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -674,6 +696,24 @@ hosts:
         );
         let inv = parse(&defaults).unwrap();
         assert_eq!(inv.hosts[1].windows.nodeport_sources.len(), 1);
+    }
+
+    /// `windows.cert_margin_days`: 30 unless given, from the defaults as
+    /// any windows key; more than ten years is refused at its line.
+    #[test]
+    fn cert_margin_days_defaults_to_30() {
+        let inv = parse(GOOD).unwrap();
+        assert_eq!(inv.hosts[1].windows.cert_margin_days, 30);
+        let with = |days: &str| {
+            GOOD.replace(
+                "hosts:\n",
+                &format!("defaults:\n  windows:\n    cert_margin_days: {days}\nhosts:\n"),
+            )
+        };
+        let inv = parse(&with("7")).unwrap();
+        assert_eq!(inv.hosts[1].windows.cert_margin_days, 7);
+        let p = first(&with("4000"));
+        assert!(p.message.contains("cert_margin_days 4000"), "{p:?}");
     }
 
     /// `windows.taints` as the kubelet takes them; `cluster.api_server_sources`

@@ -322,6 +322,10 @@ pub(super) struct RawWindows {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub(super) taints: Option<Spanned<Vec<String>>>,
+    /// `verify` fails a node whose kubelet client certificate expires within this many days (0 to 3650); default 30.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub(super) cert_margin_days: Option<Spanned<u32>>,
 }
 
 /// `windows.binaries_source`'s values, for the schema.

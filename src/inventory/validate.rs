@@ -760,6 +760,19 @@ impl Validator {
             &mut ok,
         );
         let taints = self.taints(w.taints.as_ref(), &mut ok);
+        let cert_margin_days = match &w.cert_margin_days {
+            None => DEFAULT_CERT_MARGIN_DAYS,
+            Some(d) if d.value <= 3650 => d.value,
+            Some(d) => {
+                self.problem(
+                    d.into(),
+                    format!("windows.cert_margin_days {} is more than 3650", d.value),
+                    "give the days a node's client certificate must still be valid for verify to pass (default 30)",
+                );
+                ok = false;
+                DEFAULT_CERT_MARGIN_DAYS
+            }
+        };
         let mut binaries = BTreeMap::new();
         let mut preinstalled = Vec::new();
         for (k, entry) in w.binaries.iter() {
@@ -838,6 +851,7 @@ impl Validator {
             transparent_adapter: w.transparent_adapter.as_ref().map(|a| a.value.clone()),
             nodeport_sources,
             taints,
+            cert_margin_days,
         })
     }
 

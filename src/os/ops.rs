@@ -53,6 +53,11 @@ pub trait NodeOps: Send + Sync {
     fn k8s(&self, _f: &Self::Facts) -> K8sView {
         K8sView::NotAsked
     }
+    /// verify's check of who the node is to the cluster (its kubelet's
+    /// client certificate), when it has an identity of its own.
+    fn identity(&self, _node: &Node, _f: &Self::Facts) -> Option<crate::verify::Check> {
+        None
+    }
     /// The release of the kubelet this node runs (its binary's
     /// `--version`), when one is installed and running: what an upgrade
     /// starts from.

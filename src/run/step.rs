@@ -407,6 +407,7 @@ pub(super) fn check<O: NodeOps>(
 ) -> bool {
     r.k8s = ops.k8s(facts);
     r.checks = crate::verify::checks(node, d, ops.reach(facts), probed);
+    r.checks.extend(ops.identity(node, facts));
     r.failed_checks().next().is_some()
 }
 

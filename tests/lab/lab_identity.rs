@@ -109,8 +109,8 @@ fn ready(lab: &Lab) -> std::collections::BTreeMap<String, bool> {
 /// Issue 35, slice a: winsim's kubelet bootstraps against the lab's
 /// control plane as a real one would (docs/research/bootstrap.md): a
 /// token from `kubeadm token create` gets node win1 a certificate of its
-/// own; a node holding win1's certificate may not act as win2; an expired
-/// token is Unauthorized.
+/// own; a node holding win1's certificate may not act as win2, and
+/// `verify` names it; an expired token is Unauthorized.
 #[test]
 fn the_lab_kubelet_joins_with_a_token_and_only_as_itself() {
     if !require_root() {
@@ -180,6 +180,29 @@ fn the_lab_kubelet_joins_with_a_token_and_only_as_itself() {
     let out = restart_bootstrapping(&lab, "win2", None);
     assert!(out.contains("KWX 0 ok"), "{out}");
     assert_eq!(ready(&lab).get("win2"), Some(&false), "{:?}", ready(&lab));
+
+    // verify reads each node's certificate: win1's is its own, win2 holds
+    // win1's and fails naming itself and whom it acts as (issue 35, item 5)
+    let o = kwinctl(&["verify", "-i", &lab.inv(), "--output", "json"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    let cert_check = |h: &str| {
+        host(&s, h)["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "kubelet client certificate")
+            .cloned()
+            .unwrap_or_else(|| panic!("{h}: no certificate check in {s}"))
+    };
+    assert_eq!(cert_check("win1")["pass"], true, "{s}");
+    let c = cert_check("win2");
+    assert_eq!(c["pass"], false, "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("win2: ") && detail.contains("system:node:win1, not system:node:win2"),
+        "{detail}"
+    );
 
     // the token deleted, as kwinctl does after a run: a node without a
     // certificate cannot join with it (401 on the CSR's POST)

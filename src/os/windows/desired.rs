@@ -145,6 +145,8 @@ impl WindowsDesired {
         let profile = ProfileDesired::of(profile, inv, host, uploads, &pause_image)?;
         required_files.extend(profile.required().iter().cloned());
         Ok(WindowsDesired {
+            node_name: host.node_name(),
+            cert_margin: crate::identity::cert::days(w.cert_margin_days),
             network,
             adapter: w.adapter.clone(),
             nodeport_sources: w.nodeport_sources.clone(),

@@ -301,6 +301,10 @@ pub struct WindowsFacts {
     /// lock and registry.
     #[serde(default)]
     pub lock_host: Option<String>,
+    /// The kubelet's client certificate, when its certificate directory
+    /// holds one (`identity/cert.rs`).
+    #[serde(default)]
+    pub kubelet_client: Option<crate::identity::cert::ClientCert>,
     /// l2bridge: `Get-WindowsFeature Containers`'s InstallState.
     #[serde(default)]
     pub containers_feature: String,
@@ -476,6 +480,7 @@ impl WindowsFacts {
             lock_host: None,
             // (a host with the Containers feature already installed and
             // rebooted: `render` shows the whole l2bridge script)
+            kubelet_client: None,
             containers_feature: "Installed".into(),
             hns_networks: vec![],
             hns_endpoints: vec![],

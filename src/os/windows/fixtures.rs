@@ -8,7 +8,8 @@
 //!   example inventory `transparent.yaml` (beside them; Kubernetes 1.10,
 //!   Windows Server 2016, Docker's transparent network);
 //! - `l2bridge-converged.json`: the same for `win01` of `l2bridge.yaml`
-//!   (Kubernetes 1.30, containerd 1.7, Windows Server 2019).
+//!   (Kubernetes 1.30, containerd 1.7, Windows Server 2019), whose kubelet
+//!   also holds a client certificate of its own (`kubelet_client`).
 //!
 //! What keeps them honest: the converged ones diff to nothing against
 //! their desired state (`converged_node_has_nothing_to_do`, `…a converged

@@ -73,6 +73,10 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
         ("kwinctl_dir", Value::from(KWINCTL_DIR)),
         ("pod_cidr_file", Value::from(POD_CIDR_FILE)),
         ("cluster_file", Value::from(CLUSTER_FILE)),
+        (
+            "kubelet_client_file",
+            Value::from(crate::identity::cert::CURRENT),
+        ),
         ("log_dir", Value::from(LOG_DIR)),
         ("task_path", Value::from(TASK_PATH)),
         ("containerd_dir", Value::from(l2bridge::CONTAINERD_DIR)),
@@ -85,6 +89,11 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
 /// does not depend on them: it is known before any node is asked).
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowsDesired {
+    /// The Kubernetes node name (`Host::node_name`).
+    pub node_name: String,
+    /// How long its kubelet client certificate must still be valid for
+    /// `verify` to pass (`windows.cert_margin_days`).
+    pub cert_margin: std::time::Duration,
     pub network: String,
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
@@ -373,6 +382,13 @@ impl NodeOps for WindowsOps<'_> {
     }
     fn reach<'f>(&self, f: &'f WindowsFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
         &f.reach
+    }
+    fn identity(&self, node: &Node, f: &WindowsFacts) -> Option<crate::verify::Check> {
+        use crate::identity::cert;
+        let now = std::time::SystemTime::now();
+        let c = f.kubelet_client.as_ref();
+        let margin = self.desired.cert_margin;
+        cert::check(&node.name, &self.desired.node_name, c, now, margin)
     }
     fn peer_change(&self, a: &WinAction) -> bool {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })

@@ -42,7 +42,7 @@ pub fn probe(r: &Renderer, p: &WinProbe) -> String {
         "kind": "probe", "files": p.files, "folders": p.folders, "services": p.services, "tasks": p.tasks,
         "binaries": p.binaries, "images": p.images, "reach": reach,
         "profile": if l2bridge { "l2bridge" } else { "transparent" },
-        "health": health,
+        "health": health, "kubelet_client": crate::identity::cert::CURRENT,
     }));
     header
         + &r.render(

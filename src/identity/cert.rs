@@ -1,0 +1,192 @@
+//! A Windows node's own client certificate: the kubelet's
+//! `kubelet-client-current.pem` in its certificate directory
+//! (docs/research/bootstrap.md#bt-kubelet), as the probe reads it, and
+//! `verify`'s checks of it (issue 35, item 5).
+//!
+//! A node that joined with TLS bootstrapping is `system:node:<node name>`
+//! by its certificate's CN (docs/research/bootstrap.md#bt-node): a node
+//! holding another node's certificate acts as that node, which the Node
+//! authorizer and NodeRestriction then allow. A node without the file
+//! (the shared identity of `cluster.kubeconfig`) has nothing to check here.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+
+use crate::verify::Check;
+
+/// The kubelet's certificate directory (`--cert-dir`) on a Windows node.
+pub const CERT_DIR: &str = r"C:\k\pki";
+/// The certificate the kubelet uses, in [`CERT_DIR`] (the file store's
+/// name for the newest one).
+pub const CURRENT: &str = r"C:\k\pki\kubelet-client-current.pem";
+/// How long a certificate must still be valid for `verify` to pass, by
+/// default (`windows.cert_margin_days`).
+pub const MARGIN: Duration = days(crate::inventory::DEFAULT_CERT_MARGIN_DAYS);
+
+/// `n` days.
+pub const fn days(n: u32) -> Duration {
+    Duration::from_secs(n as u64 * 24 * 3600)
+}
+/// The name of verify's check.
+pub const CHECK: &str = "kubelet client certificate";
+
+/// What the probe read of [`CURRENT`] when the file exists: the
+/// certificate's subject and issuer as .NET prints them (`CN=…, O=…`) and
+/// its expiry (RFC 3339, UTC); all empty when the file holds no
+/// certificate that parses.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
+pub struct ClientCert {
+    #[serde(default)]
+    pub subject: String,
+    #[serde(default)]
+    pub issuer: String,
+    #[serde(default)]
+    pub not_after: String,
+}
+
+impl ClientCert {
+    /// The subject's common name.
+    pub fn common_name(&self) -> Option<&str> {
+        self.subject
+            .split(',')
+            .map(str::trim)
+            .find_map(|rdn| rdn.strip_prefix("CN="))
+    }
+}
+
+/// The user a node's certificate makes it: `system:node:<name>`.
+pub fn user_of(node_name: &str) -> String {
+    format!("system:node:{node_name}")
+}
+
+/// verify's check of a node's certificate, when it has one: for
+/// `system:node:<node_name>`, and valid for at least `margin` after `now`.
+/// `host` names the host in the finding.
+pub fn check(
+    host: &str,
+    node_name: &str,
+    cert: Option<&ClientCert>,
+    now: SystemTime,
+    margin: Duration,
+) -> Option<Check> {
+    let cert = cert?;
+    let want = user_of(node_name);
+    let fail = |detail: String| {
+        Some(Check {
+            name: CHECK.into(),
+            pass: false,
+            detail,
+        })
+    };
+    let Some(cn) = cert.common_name() else {
+        return fail(format!(
+            "{host}: {CURRENT} holds no certificate kwinctl can read; delete it and run `kwinctl up` to join the node again"
+        ));
+    };
+    if cn != want {
+        return fail(format!(
+            "{host}: its kubelet's client certificate is for {}, not {want}: the node acts as another node; delete {CURRENT} and run `kwinctl up` to join it as itself",
+            crate::text::sanitize(cn)
+        ));
+    }
+    let Ok(not_after) = humantime::parse_rfc3339_weak(cert.not_after.trim_end_matches('Z')) else {
+        return fail(format!(
+            "{host}: the expiry of {CURRENT} cannot be read ({:?})",
+            crate::text::sanitize(&cert.not_after)
+        ));
+    };
+    if not_after < now + margin {
+        let days = not_after
+            .duration_since(now)
+            .map(|d| d.as_secs() / 86400)
+            .unwrap_or(0);
+        let when = if not_after <= now {
+            "has expired".to_string()
+        } else {
+            format!("expires in {days} days")
+        };
+        return fail(format!(
+            "{host}: its kubelet's client certificate {when} (verify wants {} days left, windows.cert_margin_days); check that client certificate rotation is on, or delete {CURRENT} and run `kwinctl up` to join the node again",
+            margin.as_secs() / 86400
+        ));
+    }
+    Some(Check {
+        name: CHECK.into(),
+        pass: true,
+        detail: String::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cert(cn: &str, not_after: &str) -> ClientCert {
+        ClientCert {
+            subject: format!("CN={cn}, O=system:nodes"),
+            issuer: "CN=kubernetes".into(),
+            not_after: not_after.into(),
+        }
+    }
+
+    fn at(t: &str) -> SystemTime {
+        humantime::parse_rfc3339(t).unwrap()
+    }
+
+    #[test]
+    fn a_node_without_its_own_certificate_has_no_check() {
+        assert_eq!(check("win1", "win1", None, SystemTime::now(), MARGIN), None);
+    }
+
+    #[test]
+    fn a_certificate_for_the_node_valid_beyond_the_margin_passes() {
+        let c = cert("system:node:win1", "2027-11-29T05:30:00.0000000Z");
+        let now = at("2026-11-29T00:00:00Z");
+        let got = check("WIN1", "win1", Some(&c), now, MARGIN).unwrap();
+        assert!(got.pass, "{got:?}");
+    }
+
+    #[test]
+    fn another_nodes_certificate_fails_naming_both() {
+        let c = cert("system:node:win2", "2027-11-29T05:30:00.0000000Z");
+        let now = at("2026-11-29T00:00:00Z");
+        let got = check("win1", "win1", Some(&c), now, MARGIN).unwrap();
+        assert!(!got.pass);
+        assert!(
+            got.detail.starts_with("win1: ")
+                && got
+                    .detail
+                    .contains("system:node:win2, not system:node:win1"),
+            "{}",
+            got.detail
+        );
+    }
+
+    #[test]
+    fn a_certificate_expiring_within_the_margin_fails() {
+        let c = cert("system:node:win1", "2026-12-09T00:00:00.0000000Z");
+        let now = at("2026-11-29T00:00:00Z");
+        let got = check("win1", "win1", Some(&c), now, MARGIN).unwrap();
+        assert!(!got.pass);
+        assert!(got.detail.contains("expires in 10 days"), "{}", got.detail);
+        let got = check("win1", "win1", Some(&c), now, Duration::from_secs(86400)).unwrap();
+        assert!(got.pass, "{got:?}");
+        let got = check("win1", "win1", Some(&c), at("2027-01-01T00:00:00Z"), MARGIN).unwrap();
+        assert!(got.detail.contains("has expired"), "{}", got.detail);
+    }
+
+    #[test]
+    fn an_unreadable_certificate_fails() {
+        let got = check(
+            "win1",
+            "win1",
+            Some(&ClientCert::default()),
+            SystemTime::now(),
+            MARGIN,
+        )
+        .unwrap();
+        assert!(!got.pass);
+        assert!(got.detail.contains("no certificate"), "{}", got.detail);
+    }
+}
