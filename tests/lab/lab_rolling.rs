@@ -49,13 +49,14 @@ fn apply(lab: &Lab, objects: serde_json::Value) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
-/// A pod a ReplicaSet owns (so that drain evicts it) on `host`'s node.
-fn pod(lab: &Lab, name: &str, host: &str) -> serde_json::Value {
+/// A pod a ReplicaSet owns (so that drain evicts it) on `host`'s node
+/// (nodes are named by their host name).
+fn pod(name: &str, host: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {"app": name},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                           "name": name, "controller": true}]},
-        "spec": {"nodeName": lab.ip(host), "containers": [
+        "spec": {"nodeName": host, "containers": [
             {"name": "c", "image": AGNHOST, "args": ["netexec", "--http-port=8080"]}]}})
 }
 
@@ -104,11 +105,11 @@ fn windows_nodes_are_upgraded_one_at_a_time_as_operations_md_says() {
         return;
     }
     let lab = upgraded_lab(&["2022", "2022"]);
-    let (n1, n2) = (lab.ip("win1"), lab.ip("win2"));
+    let (n1, n2) = ("win1".to_string(), "win2".to_string());
     apply(
         &lab,
         serde_json::json!({"apiVersion": "v1", "kind": "List",
-            "items": [pod(&lab, "web-1", "win1"), pod(&lab, "web-2", "win2")]}),
+            "items": [pod("web-1", "win1"), pod("web-2", "win2")]}),
     );
     let commands = upgrading_commands();
     assert_eq!(commands.len(), 4, "{commands:?}");
@@ -163,11 +164,11 @@ fn a_budget_that_blocks_the_drain_stops_before_anything_is_replaced() {
         return;
     }
     let lab = upgraded_lab(&["2022"]);
-    let n1 = lab.ip("win1");
+    let n1 = "win1".to_string();
     apply(
         &lab,
         serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
-            pod(&lab, "db", "win1"),
+            pod("db", "win1"),
             {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
              "metadata": {"name": "db", "namespace": "default"},
              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}]}),
@@ -207,7 +208,7 @@ fn a_kubelet_that_never_reports_ready_leaves_its_node_cordoned() {
         return;
     }
     let lab = upgraded_lab(&["2022"]);
-    let n1 = lab.ip("win1");
+    let n1 = "win1".to_string();
     // the new kubelet exits as soon as it starts (winsim's knob)
     let mut st = lab.win_state_json("win1");
     st["kubelet_start_fails"] = serde_json::json!(["1.31.2"]);
