@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{Ctx, step};
+use crate::alloc::Node;
 use crate::diff::{Conflict, Diff};
 use crate::inventory::{Host, KubeVersion, Os, Role};
 use crate::os::NodeOps;
@@ -33,6 +34,9 @@ pub(super) struct Upgrading {
     node: String,
     what: String,
     to: Option<KubeVersion>,
+    /// The kubelet's release before the upgrade, when it changes: what a
+    /// rollback puts back.
+    from: Option<KubeVersion>,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -113,6 +117,11 @@ pub(super) async fn before<O: NodeOps>(
         return Ok(None);
     }
     let to = ctx.cluster.inventory.cluster.kubernetes_version;
+    let from = comps
+        .iter()
+        .any(|c| c.component == "kubelet")
+        .then(|| ops.kubelet_release(facts))
+        .flatten();
     let what = comps
         .iter()
         .map(|c| format!("{} {} → {}", c.component, c.from, c.to))
@@ -206,25 +215,43 @@ pub(super) async fn before<O: NodeOps>(
         node,
         what,
         to,
+        from,
         _slot: slot,
     }))
 }
 
-/// After the change: the node Ready at the new release, then uncordoned;
-/// a change or a kubelet that failed leaves it cordoned, said in `r`.
-pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostReport) -> HostReport {
+/// After the change: the node Ready at the new release, then uncordoned.
+/// A change or a kubelet that failed is rolled back to the binaries the
+/// node ran before (kept beside the new ones, [`NodeOps::rollback_script`])
+/// with its services started, and the node left cordoned, said in `r`.
+pub(super) async fn after<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    session: &mut Box<dyn Session>,
+    node_of: &Node,
+    ops: &O,
+    up: Upgrading,
+    mut r: HostReport,
+) -> HostReport {
     let Upgrading {
         mut cp,
         node,
         what,
         to,
+        from,
         ..
     } = up;
     if r.status == HostStatus::Failed || r.status == HostStatus::Interrupted {
         ctx.upgrade_failed();
         cp.close().await;
+        let back = match r.status {
+            // (an interrupted run changes nothing more: a rerun finishes it)
+            HostStatus::Failed => rollback(ctx, session, node_of, ops, from).await,
+            _ => None,
+        };
         r.notes.push(format!(
-            "upgrade {what}: node {node} is left cordoned (the change did not finish); fix what failed and run `up` again, which finishes the upgrade and uncordons it"
+            "upgrade {what}: {}node {node} is left cordoned (the change did not finish); fix what failed and run `up` again, which finishes the upgrade and uncordons it",
+            back.map(|b| format!("{b}; ")).unwrap_or_default()
         ));
         return r;
     }
@@ -262,9 +289,14 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
     if !ready {
         ctx.upgrade_failed();
         cp.close().await;
+        let back = match ctx.interrupt.is_set() {
+            false => rollback(ctx, session, node_of, ops, from).await,
+            true => None,
+        };
         let mut r = r.failed(HostError::Upgrade(format!(
-            "upgrade {what}: node {node} did not report Ready{at_text} within {}s; it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is",
-            bound.as_secs()
+            "upgrade {what}: node {node} did not report Ready{at_text} within {}s; {}it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is fixed",
+            bound.as_secs(),
+            back.map(|b| format!("{b}, and ")).unwrap_or_default()
         )));
         r.status = HostStatus::Failed;
         return r;
@@ -278,4 +310,44 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
     }
     cp.close().await;
     r
+}
+
+/// Put back the kubelet and kube-proxy of release `from` (the node's before
+/// the upgrade) and start their services: what was done, said for the
+/// report; `None` when there is nothing to put back.
+async fn rollback<O: NodeOps>(
+    ctx: &Ctx,
+    session: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    from: Option<KubeVersion>,
+) -> Option<String> {
+    let from = from?;
+    let script = ops.rollback_script(node, from)?;
+    ctx.reporter.phase(
+        &node.name,
+        &format!("upgrade: rolling back to kubelet {from}"),
+    );
+    let said = match step::call(ctx, session, &node.name, "rollback", script).await {
+        Ok(o) => match crate::wire::action_results(&o.stdout, 1) {
+            (res, None) if res.len() == 1 => Ok(()),
+            (res, Some(_)) => Err(res
+                .last()
+                .map(|(_, e)| crate::text::clip(&crate::text::printable(e), 300))
+                .unwrap_or_default()),
+            _ => Err(format!(
+                "the host's script ended early (exit {})",
+                o.exit.map_or("none".into(), |e| e.to_string())
+            )),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    Some(match said {
+        Ok(()) => format!(
+            "rolled back: the kubelet and kube-proxy of release {from} were put back and their services started"
+        ),
+        Err(e) => format!(
+            "the rollback to release {from} failed ({e}): put back by hand the kubelet and kube-proxy kept beside the new ones (`<path>.previous`, docs/operations.md \"Upgrading\")"
+        ),
+    })
 }

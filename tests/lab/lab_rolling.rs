@@ -3,8 +3,8 @@
 //! kubectl (the lab's stand-in: upstream's rules, docs/research/upgrade.md),
 //! the binaries replaced, the node Ready at the new release, uncordon; a
 //! PodDisruptionBudget that blocks the drain stops the node before anything
-//! is replaced; a new kubelet that never reports Ready leaves its node
-//! cordoned.
+//! is replaced; a new kubelet that cannot start or never reports Ready is
+//! rolled back to the binaries kept beside it, its node left cordoned.
 
 use crate::common;
 
@@ -202,14 +202,62 @@ fn a_budget_that_blocks_the_drain_stops_before_anything_is_replaced() {
     );
 }
 
+/// The node's copy of `exe` as winsim records it (its `--version` line).
+fn binary_on(lab: &Lab, h: &str, exe: &str) -> String {
+    lab.win_state_json(h)["file_versions"][format!(r"C:\k\{exe}")]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// After a rolled-back upgrade: win1 runs the old kubelet and kube-proxy
+/// again, its services running, and its node is cordoned, never uncordoned.
+fn rolled_back(lab: &Lab, o: &std::process::Output) {
+    let n1 = "win1".to_string();
+    assert_eq!(o.status.code(), Some(1), "{}", text(o));
+    assert!(
+        text(o).contains("rolled back: the kubelet and kube-proxy of release 1.30.4 were put back")
+            && text(o).contains("left cordoned"),
+        "{}",
+        text(o)
+    );
+    for exe in ["kubelet.exe", "kube-proxy.exe"] {
+        assert_eq!(binary_on(lab, "win1", exe), "Kubernetes v1.30.4", "{exe}");
+    }
+    let st = lab.win_state_json("win1");
+    for svc in ["kubelet", "kube-proxy"] {
+        assert_eq!(st["services"][svc]["status"], "Running", "{svc}: {st}");
+    }
+    let l = log(lab);
+    assert!(
+        position(&l, &format!("cordon {n1}")) < position(&l, &format!("drained {n1}")),
+        "{}",
+        l.join("\n")
+    );
+    assert!(
+        !l.iter().any(|x| x == &format!("uncordon {n1}")),
+        "{}",
+        l.join("\n")
+    );
+    let nodes = kubectl(lab, "get nodes -o json");
+    let nodes: serde_json::Value = serde_json::from_slice(&nodes.stdout).expect("nodes JSON");
+    let node = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["metadata"]["name"] == n1.as_str())
+        .unwrap_or_else(|| panic!("no node {n1}: {nodes}"));
+    assert_eq!(node["spec"]["unschedulable"], true, "{node}");
+}
+
 #[test]
-fn a_kubelet_that_never_reports_ready_leaves_its_node_cordoned() {
+fn a_new_kubelet_that_cannot_start_is_rolled_back_and_left_cordoned() {
     if !require_root() {
         return;
     }
     let lab = upgraded_lab(&["2022"]);
-    let n1 = "win1".to_string();
-    // the new kubelet exits as soon as it starts (winsim's knob)
+    // the new kubelet exits as soon as it starts (winsim's knob): the
+    // change fails after its binaries were replaced
     let mut st = lab.win_state_json("win1");
     st["kubelet_start_fails"] = serde_json::json!(["1.31.2"]);
     write(&lab.win_state("win1"), &st.to_string());
@@ -217,14 +265,31 @@ fn a_kubelet_that_never_reports_ready_leaves_its_node_cordoned() {
         &["up", "-i", &lab.inv(), "--output", "json"],
         &[("KWINCTL_READY_WAIT", "4")],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let l = log(&lab);
-    position(&l, &format!("cordon {n1}"));
-    position(&l, &format!("drained {n1}"));
-    assert!(
-        !l.iter().any(|x| x == &format!("uncordon {n1}")),
-        "{}",
-        l.join("\n")
+    rolled_back(&lab, &o);
+}
+
+#[test]
+fn a_kubelet_that_never_reports_ready_is_rolled_back_and_left_cordoned() {
+    if !require_root() {
+        return;
+    }
+    let lab = upgraded_lab(&["2022"]);
+    // from now on a node reports Ready only 600s after its kubelet started:
+    // the new kubelet runs, but not Ready within KWINCTL_READY_WAIT
+    lab.install_kubectl_server_ready_after("h1", DNS_IP, DOMAIN, "1.31.2", 600);
+    let o = kwinctl_env(
+        &["up", "-i", &lab.inv(), "--output", "json"],
+        &[("KWINCTL_READY_WAIT", "4")],
     );
-    assert!(text(&o).contains("left cordoned"), "{}", text(&o));
+    assert!(
+        text(&o).contains("did not report Ready at 1.31.2 within 4s"),
+        "{}",
+        text(&o)
+    );
+    rolled_back(&lab, &o);
+    // the copy kept beside it is still the old release, for the next attempt
+    assert_eq!(
+        binary_on(&lab, "win1", "kubelet.exe.previous"),
+        "Kubernetes v1.30.4"
+    );
 }

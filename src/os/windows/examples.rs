@@ -121,6 +121,11 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::RemoveFile {
             path: POD_CIDR_FILE.into(),
         },
+        WinAction::RestorePrevious {
+            paths: vec![r"C:\k\kubelet.exe".into(), r"C:\k\kube-proxy.exe".into()],
+            version: "1.30.4".into(),
+            version_regex: r"^Kubernetes v1\.30\.4(?:[-+]\S*)?$".into(),
+        },
     ]
     .into_iter()
     .chain(super::profile_examples())
@@ -158,6 +163,7 @@ mod tests {
                 WinAction::RemoveNetwork { .. } => "remove_network",
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
+                WinAction::RestorePrevious { .. } => "restore_previous",
                 WinAction::InstallFeature { .. } => "install_feature",
                 WinAction::InstallArchive { .. } => "install_archive",
                 WinAction::EnsureHnsNetwork { .. } => "ensure_hns_network",
@@ -169,7 +175,7 @@ mod tests {
                 WinAction::SetDynamicPorts { .. } => "set_dynamic_ports",
             })
             .collect();
-        assert_eq!(kinds.len(), 30);
+        assert_eq!(kinds.len(), 31);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }
