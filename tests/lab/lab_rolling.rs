@@ -239,14 +239,7 @@ fn rolled_back(lab: &Lab, o: &std::process::Output) {
         "{}",
         l.join("\n")
     );
-    let nodes = kubectl(lab, "get nodes -o json");
-    let nodes: serde_json::Value = serde_json::from_slice(&nodes.stdout).expect("nodes JSON");
-    let node = nodes["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["metadata"]["name"] == n1.as_str())
-        .unwrap_or_else(|| panic!("no node {n1}: {nodes}"));
+    let node = node_json(lab, &n1);
     assert_eq!(node["spec"]["unschedulable"], true, "{node}");
 }
 
@@ -256,6 +249,10 @@ fn a_new_kubelet_that_cannot_start_is_rolled_back_and_left_cordoned() {
         return;
     }
     let lab = upgraded_lab(&["2022"]);
+    apply(
+        &lab,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [pod("web-1", "win1")]}),
+    );
     // the new kubelet exits as soon as it starts (winsim's knob): the
     // change fails after its binaries were replaced
     let mut st = lab.win_state_json("win1");
@@ -266,6 +263,91 @@ fn a_new_kubelet_that_cannot_start_is_rolled_back_and_left_cordoned() {
         &[("KWINCTL_READY_WAIT", "4")],
     );
     rolled_back(&lab, &o);
+    assert_eq!(marked(&lab, "win1"), Some("1.31.2".into()));
+    // fixed, the rerun finishes the upgrade: drained again (nothing left to
+    // evict), Ready at 1.31.2, uncordoned, its mark gone
+    let mut st = lab.win_state_json("win1");
+    st["kubelet_start_fails"] = serde_json::json!([]);
+    write(&lab.win_state("win1"), &st.to_string());
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(kubelet_on(&lab, "win1"), "Kubernetes v1.31.2");
+    let l = log(&lab);
+    assert!(
+        position(&l, "ready win1 v1.31.2") < position(&l, "uncordon win1"),
+        "{}",
+        l.join("\n")
+    );
+    assert_eq!(
+        l.iter()
+            .filter(|x| *x == "evict default/web-1 win1")
+            .count(),
+        1,
+        "{}",
+        l.join("\n")
+    );
+    assert_eq!(
+        node_json(&lab, "win1")["spec"]["unschedulable"],
+        serde_json::Value::Null
+    );
+    assert_eq!(marked(&lab, "win1"), None);
+}
+
+/// A node as the stand-in lists it.
+fn node_json(lab: &Lab, name: &str) -> serde_json::Value {
+    let nodes = kubectl(lab, "get nodes -o json");
+    let nodes: serde_json::Value = serde_json::from_slice(&nodes.stdout).expect("nodes JSON");
+    nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no node {name}: {nodes}"))
+        .clone()
+}
+
+/// kwinctl's mark on a node (the release it was cordoned for).
+fn marked(lab: &Lab, name: &str) -> Option<String> {
+    node_json(lab, name)["metadata"]["annotations"]["kwinctl.io/upgrade"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// A run stopped after a node's new kubelet was Ready but before it was
+/// uncordoned leaves it cordoned with kwinctl's mark: the next `up`
+/// uncordons it. A node someone else cordoned stays cordoned.
+#[test]
+fn a_rerun_uncordons_only_the_nodes_kwinctl_left_cordoned() {
+    if !require_root() {
+        return;
+    }
+    let lab = upgraded_lab(&["2022", "2022"]);
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // as a run killed between the Ready wait and the uncordon leaves it
+    for c in [
+        "cordon win1",
+        "annotate node win1 --overwrite kwinctl.io/upgrade=1.31.2",
+        "cordon win2",
+    ] {
+        let o = kubectl(&lab, c);
+        assert!(o.status.success(), "{c}: {}", text(&o));
+    }
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains(
+            "upgrade finished: node win1, which an earlier run left cordoned, is Ready at v1.31.2 and was uncordoned"
+        ),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        node_json(&lab, "win1")["spec"]["unschedulable"],
+        serde_json::Value::Null
+    );
+    assert_eq!(marked(&lab, "win1"), None);
+    assert_eq!(node_json(&lab, "win2")["spec"]["unschedulable"], true);
 }
 
 #[test]
