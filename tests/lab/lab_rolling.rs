@@ -375,3 +375,85 @@ fn a_kubelet_that_never_reports_ready_is_rolled_back_and_left_cordoned() {
         "Kubernetes v1.30.4"
     );
 }
+
+/// `up` killed with SIGKILL while a node's new kubelet is not Ready yet
+/// (cordoned, drained, replaced), then run again: every node is finished,
+/// uncordoned, and nothing is done twice (no pod evicted twice, no binary
+/// replaced twice: the copy kept beside each kubelet is still 1.30.4's).
+#[test]
+fn a_run_killed_mid_upgrade_is_finished_by_the_next_with_nothing_done_twice() {
+    if !require_root() {
+        return;
+    }
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let lab = upgraded_lab(&["2022", "2022"]);
+    apply(
+        &lab,
+        serde_json::json!({"apiVersion": "v1", "kind": "List",
+            "items": [pod("web-1", "win1"), pod("web-2", "win2")]}),
+    );
+    // a node reports Ready only 600s after its kubelet started: the run
+    // waits for the first node's new kubelet
+    lab.install_kubectl_server_ready_after("h1", DNS_IP, DOMAIN, "1.31.2", 600);
+    let mut child = Command::new(common::bin())
+        .args(["up", "-i", &lab.inv()])
+        .env("KWINCTL_SSH_CONFIG", "none")
+        .env_remove("SSH_AUTH_SOCK")
+        .env("KWINCTL_READY_WAIT", "300")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let waiting = loop {
+        let l = log(&lab);
+        if let Some(n) = l
+            .iter()
+            .find_map(|x| x.strip_prefix("not-ready ")?.strip_suffix(" v1.31.2"))
+        {
+            break n.to_string();
+        }
+        if start.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("no node waited at v1.31.2:\n{}", l.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(node_json(&lab, &waiting)["spec"]["unschedulable"], true);
+    assert_eq!(marked(&lab, &waiting), Some("1.31.2".into()));
+    // nodes Ready again as soon as their kubelet runs; the killed run's lock
+    // broken
+    lab.install_kubectl_server("h1", DNS_IP, DOMAIN, "1.31.2");
+    let o = kwinctl(&["unlock", "-i", &lab.inv(), "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let l = log(&lab);
+    for (h, web) in [("win1", "web-1"), ("win2", "web-2")] {
+        assert_eq!(kubelet_on(&lab, h), "Kubernetes v1.31.2", "{h}");
+        assert_eq!(
+            binary_on(&lab, h, "kubelet.exe.previous"),
+            "Kubernetes v1.30.4",
+            "{h}: replaced twice"
+        );
+        let st = lab.win_state_json(h);
+        for svc in ["kubelet", "kube-proxy"] {
+            assert_eq!(st["services"][svc]["status"], "Running", "{h} {svc}");
+        }
+        assert_eq!(
+            node_json(&lab, h)["spec"]["unschedulable"],
+            serde_json::Value::Null
+        );
+        assert_eq!(marked(&lab, h), None, "{h}");
+        let evicted = format!("evict default/{web} {h}");
+        assert_eq!(
+            l.iter().filter(|x| **x == evicted).count(),
+            1,
+            "{}",
+            l.join("\n")
+        );
+    }
+}
