@@ -215,7 +215,27 @@ pub(super) async fn before<O: NodeOps>(
             timeout.as_secs()
         ),
     );
-    if let Err(why) = drain::drain(&mut *cp, &node, timeout).await {
+    // Ctrl-C ends the wait for the drain at once: the session closes (the
+    // remote drain is bounded by its own `timeout`), nothing is replaced,
+    // and the node stays cordoned with kwinctl's mark, for a rerun
+    let drained = tokio::select! {
+        biased;
+        _ = ctx.interrupt.wait() => None,
+        d = drain::drain(&mut *cp, &node, timeout) => Some(d),
+    };
+    let Some(drained) = drained else {
+        cp.close().await;
+        notes.push(format!(
+            "upgrade {what} interrupted during the drain: nothing was replaced, and node {node} is left cordoned{}; `up` again drains it again and finishes the upgrade",
+            if ours {
+                format!(" (marked {})", drain::MARK)
+            } else {
+                String::new()
+            }
+        ));
+        return Err(HostError::Interrupted { probed: true });
+    };
+    if let Err(why) = drained {
         // nothing is replaced: the node goes back to taking pods (unless
         // someone else had cordoned it)
         let restored = match ours {

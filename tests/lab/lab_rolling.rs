@@ -457,3 +457,64 @@ fn a_run_killed_mid_upgrade_is_finished_by_the_next_with_nothing_done_twice() {
         );
     }
 }
+
+/// Ctrl-C while a budget holds the drain back ends the run at once, long
+/// before KWINCTL_DRAIN_TIMEOUT: nothing replaced, the node left cordoned
+/// with kwinctl's mark (a rerun finishes it).
+#[test]
+fn ctrl_c_during_the_drain_ends_it_and_leaves_the_node_marked() {
+    if !require_root() {
+        return;
+    }
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let lab = upgraded_lab(&["2022"]);
+    apply(
+        &lab,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+            pod("db", "win1"),
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "db", "namespace": "default"},
+             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}]}),
+    );
+    let mut child = Command::new(common::bin())
+        .args(["up", "-i", &lab.inv(), "--output", "json"])
+        .env("KWINCTL_SSH_CONFIG", "none")
+        .env_remove("SSH_AUTH_SOCK")
+        .env("KWINCTL_DRAIN_TIMEOUT", "300")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !log(&lab).iter().any(|x| x == "refuse default/db win1") {
+        if start.elapsed() > Duration::from_secs(150) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("the drain was not refused:\n{}", log(&lab).join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let sent = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if sent.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("kwinctl did not stop within 30s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("interrupted during the drain: nothing was replaced"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(kubelet_on(&lab, "win1"), "Kubernetes v1.30.4");
+    assert_eq!(node_json(&lab, "win1")["spec"]["unschedulable"], true);
+    assert_eq!(marked(&lab, "win1"), Some("1.31.2".into()));
+}
