@@ -1,16 +1,18 @@
 """The kubectl stand-in's upgrade verbs (issue 36): `kubectl version`,
-`cordon`, `drain`, `uncordon`, PodDisruptionBudgets for `apply`, and what
+`cordon`, `drain`, `uncordon`, `annotate` (nodes), PodDisruptionBudgets for `apply`, and what
 `get nodes` adds (spec.unschedulable, readiness seen at a kubelet version),
 modelled on upstream's rules (docs/research/upgrade.md, each rule's tag
 there: U1…U9). lab/kubectl-standin dispatches to it.
 
 State, in the lab folder's kubectl/ (beside the pods' objects):
-  nodes.json    {"<node>": {"unschedulable": true, "seen": "Ready v1.31.2"}}
+  nodes.json    {"<node>": {"unschedulable": true, "seen": "Ready v1.31.2",
+                            "annotations": {"kwinctl.io/upgrade": "1.31.2"}}}
   pdbs/NS/NAME.json  the PodDisruptionBudgets applied
   log           what the stand-in did, in order, one line each:
                 "<unix time> <verb> <node or pod> [detail]"; verbs: cordon,
                 uncordon, evict (a pod evicted), refuse (an eviction
-                refused: 429), drained, drain-failed, ready / not-ready (a
+                refused: 429), drained, drain-failed, annotate (KEY=VALUE or KEY-),
+                ready / not-ready (a
                 node's readiness as `get nodes` first reports it, with its
                 kubelet's version)
 Every change of nodes.json and every log line is taken under one lock
@@ -281,6 +283,8 @@ def observe(lab, items):
         for n in items:
             name = n["metadata"]["name"]
             rec = st.nodes.setdefault(name, {})
+            if rec.get("annotations"):
+                n["metadata"].setdefault("annotations", {}).update(rec["annotations"])
             if rec.get("unschedulable"):
                 n["spec"]["unschedulable"] = True
                 n["spec"]["taints"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
@@ -381,6 +385,34 @@ def cmd_uncordon(lab, args):
     return cmd_cordon(lab, args, on=False)
 
 
+def cmd_annotate(lab, args):
+    """`kubectl annotate node NAME [--overwrite] KEY=VALUE… | KEY-…`: a
+    KEY=VALUE of a key the node has with another value needs --overwrite,
+    KEY- removes it (docs/research/upgrade.md#u10)."""
+    flags, words = words_and_flags(args, "annotate", COMMON, {"--overwrite"})
+    if len(words) < 3 or words[0] not in ("node", "nodes"):
+        fail("error: the lab's stand-in annotates nodes only: annotate node NAME KEY=VALUE|KEY-")
+    name = one_node(lab, words[1:2], "annotate")
+    with Store(lab) as st:
+        rec = st.nodes.setdefault(name, {})
+        ann = rec.setdefault("annotations", {})
+        for w in words[2:]:
+            if w.endswith("-") and "=" not in w:
+                if ann.pop(w[:-1], None) is not None:
+                    st.log("annotate", name, w)
+                continue
+            key, eq, value = w.partition("=")
+            if not eq:
+                fail("error: all resources must be specified before annotation changes: %s" % w)
+            if key in ann and ann[key] != value and not flags.get("--overwrite"):
+                fail("error: --overwrite is false but found the following declared annotation(s): "
+                     "'%s' already has a value (%s)" % (key, ann[key]))
+            ann[key] = value
+            st.log("annotate", name, w)
+    print("node/%s annotated" % name)
+    return 0
+
+
 def node_pods(lab, name):
     return [p for p in all_pods(lab) if (p.get("spec", {}).get("nodeName") or "").lower() == name]
 
@@ -471,4 +503,5 @@ def cmd_drain(lab, args):
     return 0
 
 
-VERBS = {"version": cmd_version, "cordon": cmd_cordon, "uncordon": cmd_uncordon, "drain": cmd_drain}
+VERBS = {"version": cmd_version, "cordon": cmd_cordon, "uncordon": cmd_uncordon, "drain": cmd_drain,
+         "annotate": cmd_annotate}

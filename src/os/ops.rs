@@ -74,6 +74,13 @@ pub trait NodeOps: Send + Sync {
     fn api_server(&self, _f: &Self::Facts) -> Option<KubeVersion> {
         None
     }
+    /// An upgrade's rollback: a script putting back the kubelet and
+    /// kube-proxy binaries of release `to` that the upgrade replaced (kept
+    /// beside the new ones) and starting their services, where this OS
+    /// keeps them.
+    fn rollback_script(&self, _node: &Node, _to: KubeVersion) -> Option<String> {
+        None
+    }
     /// Whether an action only keeps routes to other nodes right (what
     /// `up --limit … --with-peer-routes` may do on the hosts outside the
     /// limit).

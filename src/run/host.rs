@@ -276,7 +276,7 @@ impl<'a> Flow<'a> {
                 .await;
                 r.notes.extend(notes);
                 if let Some(u) = upgrading {
-                    r = super::upgrade::after(ctx, &t.host, u, r).await;
+                    r = super::upgrade::after(ctx, &t.host, &mut session, &node, &ops, u, r).await;
                 }
                 if failed_itself(&r) {
                     self.ticket.failed();

@@ -7,8 +7,12 @@
 //! changes (a drain that cannot finish stops the node, uncordoned, before
 //! anything is replaced, naming the pods that blocked it), the change, then
 //! the node Ready at the new release, then uncordon. A node whose change or
-//! whose new kubelet failed is left cordoned, saying so. Without a control
-//! plane's kubectl the upgrade goes on without cordon and drain, saying so.
+//! whose new kubelet failed is rolled back to the binaries kept beside the
+//! new ones and left cordoned, saying so. The nodes kwinctl cordons carry
+//! its mark (`drain::MARK`) until it uncordons them: a later run finishes
+//! them, and never uncordons a node someone else cordoned. Without a
+//! control plane's kubectl the upgrade goes on without cordon and drain,
+//! saying so.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -16,6 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{Ctx, step};
+use crate::alloc::Node;
 use crate::diff::{Conflict, Diff};
 use crate::inventory::{Host, KubeVersion, Os, Role};
 use crate::os::NodeOps;
@@ -33,6 +38,12 @@ pub(super) struct Upgrading {
     node: String,
     what: String,
     to: Option<KubeVersion>,
+    /// The kubelet's release before the upgrade, when it changes: what a
+    /// rollback puts back.
+    from: Option<KubeVersion>,
+    /// Cordoned by this run or an earlier one's (kwinctl's mark): it is
+    /// uncordoned once upgraded; else it stays cordoned, as it was.
+    ours: bool,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -105,14 +116,26 @@ pub(super) async fn before<O: NodeOps>(
     notes: &mut Vec<String>,
 ) -> Result<Option<Upgrading>, HostError> {
     let pending = work.as_ref().is_ok_and(|d| d.changes() > 0);
-    if refused || !pending || ctx.interrupt.is_set() {
+    if refused || ctx.interrupt.is_set() {
         return Ok(None);
     }
     let comps = changes(ctx, host, ops, facts);
     if comps.is_empty() {
+        // a node an earlier run left cordoned, now at the declared release
+        if ops.kubelet_release(facts).is_some() {
+            resume(ctx, host, notes).await;
+        }
+        return Ok(None);
+    }
+    if !pending {
         return Ok(None);
     }
     let to = ctx.cluster.inventory.cluster.kubernetes_version;
+    let from = comps
+        .iter()
+        .any(|c| c.component == "kubelet")
+        .then(|| ops.kubelet_release(facts))
+        .flatten();
     let what = comps
         .iter()
         .map(|c| format!("{} {} → {}", c.component, c.from, c.to))
@@ -163,23 +186,27 @@ pub(super) async fn before<O: NodeOps>(
             return Ok(None);
         }
     };
-    let address = host.address.to_string();
-    let Some(node) = listed
-        .iter()
-        .find(|(n, ..)| n.eq_ignore_ascii_case(&address))
-        .or_else(|| {
-            listed
-                .iter()
-                .find(|(n, ..)| n.eq_ignore_ascii_case(&host.name))
-        })
-        .map(|(n, ..)| n.clone())
-    else {
+    let Some(row) = row_of(host, &listed) else {
         cp.close().await;
         notes.push(format!(
             "upgrade {what} without cordon and drain: kubectl lists no node with this host's address or name"
         ));
         return Ok(None);
     };
+    let node = row.name.clone();
+    // cordoned by someone else (no mark of kwinctl's): drained, upgraded,
+    // and left cordoned as it was
+    let ours = !row.cordoned || row.marked;
+    if ours && !row.marked {
+        let release = to.map(|t| t.to_string()).unwrap_or_default();
+        if let Err(e) = drain::mark(&mut *cp, &node, &release, ctx.opts.timeout).await {
+            cp.close().await;
+            ctx.upgrade_failed();
+            return Err(HostError::Upgrade(format!(
+                "upgrade {what} not started: node {node} could not be marked as cordoned by kwinctl ({e}); nothing was changed on it"
+            )));
+        }
+    }
     let timeout = drain::drain_timeout();
     ctx.reporter.phase(
         &host.name,
@@ -188,9 +215,33 @@ pub(super) async fn before<O: NodeOps>(
             timeout.as_secs()
         ),
     );
-    if let Err(why) = drain::drain(&mut *cp, &node, timeout).await {
-        // nothing is replaced: the node goes back to taking pods
-        let restored = drain::uncordon(&mut *cp, &node, ctx.opts.timeout).await;
+    // Ctrl-C ends the wait for the drain at once: the session closes (the
+    // remote drain is bounded by its own `timeout`), nothing is replaced,
+    // and the node stays cordoned with kwinctl's mark, for a rerun
+    let drained = tokio::select! {
+        biased;
+        _ = ctx.interrupt.wait() => None,
+        d = drain::drain(&mut *cp, &node, timeout) => Some(d),
+    };
+    let Some(drained) = drained else {
+        cp.close().await;
+        notes.push(format!(
+            "upgrade {what} interrupted during the drain: nothing was replaced, and node {node} is left cordoned{}; `up` again drains it again and finishes the upgrade",
+            if ours {
+                format!(" (marked {})", drain::MARK)
+            } else {
+                String::new()
+            }
+        ));
+        return Err(HostError::Interrupted { probed: true });
+    };
+    if let Err(why) = drained {
+        // nothing is replaced: the node goes back to taking pods (unless
+        // someone else had cordoned it)
+        let restored = match ours {
+            true => drain::release(&mut *cp, &node, ctx.opts.timeout).await,
+            false => Err("it was cordoned before this run".into()),
+        };
         cp.close().await;
         ctx.upgrade_failed();
         return Err(HostError::Upgrade(format!(
@@ -206,25 +257,45 @@ pub(super) async fn before<O: NodeOps>(
         node,
         what,
         to,
+        from,
+        ours,
         _slot: slot,
     }))
 }
 
-/// After the change: the node Ready at the new release, then uncordoned;
-/// a change or a kubelet that failed leaves it cordoned, said in `r`.
-pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostReport) -> HostReport {
+/// After the change: the node Ready at the new release, then uncordoned.
+/// A change or a kubelet that failed is rolled back to the binaries the
+/// node ran before (kept beside the new ones, [`NodeOps::rollback_script`])
+/// with its services started, and the node left cordoned, said in `r`.
+pub(super) async fn after<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    session: &mut Box<dyn Session>,
+    node_of: &Node,
+    ops: &O,
+    up: Upgrading,
+    mut r: HostReport,
+) -> HostReport {
     let Upgrading {
         mut cp,
         node,
         what,
         to,
+        from,
+        ours,
         ..
     } = up;
     if r.status == HostStatus::Failed || r.status == HostStatus::Interrupted {
         ctx.upgrade_failed();
         cp.close().await;
+        let back = match r.status {
+            // (an interrupted run changes nothing more: a rerun finishes it)
+            HostStatus::Failed => rollback(ctx, session, node_of, ops, from).await,
+            _ => None,
+        };
         r.notes.push(format!(
-            "upgrade {what}: node {node} is left cordoned (the change did not finish); fix what failed and run `up` again, which finishes the upgrade and uncordons it"
+            "upgrade {what}: {}node {node} is left cordoned (the change did not finish); fix what failed and run `up` again, which finishes the upgrade and uncordons it",
+            back.map(|b| format!("{b}; ")).unwrap_or_default()
         ));
         return r;
     }
@@ -239,7 +310,7 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
         if let Ok(list) = drain::nodes(&mut *cp, ctx.opts.timeout).await
             && list
                 .iter()
-                .any(|(n, ready, v)| n == &node && *ready && at(v))
+                .any(|n| n.name == node && n.ready && at(&n.version))
         {
             break true;
         }
@@ -262,20 +333,135 @@ pub(super) async fn after(ctx: &Ctx, host: &Host, up: Upgrading, mut r: HostRepo
     if !ready {
         ctx.upgrade_failed();
         cp.close().await;
+        let back = match ctx.interrupt.is_set() {
+            false => rollback(ctx, session, node_of, ops, from).await,
+            true => None,
+        };
         let mut r = r.failed(HostError::Upgrade(format!(
-            "upgrade {what}: node {node} did not report Ready{at_text} within {}s; it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is",
-            bound.as_secs()
+            "upgrade {what}: node {node} did not report Ready{at_text} within {}s; {}it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is fixed",
+            bound.as_secs(),
+            back.map(|b| format!("{b}, and ")).unwrap_or_default()
         )));
         r.status = HostStatus::Failed;
         return r;
     }
+    if !ours {
+        r.notes.push(format!(
+            "upgrade {what}: node {node} is Ready{at_text} and left cordoned, as it was before this run (`kubectl uncordon {node}` when it should take pods)"
+        ));
+        cp.close().await;
+        return r;
+    }
     ctx.reporter
         .phase(&host.name, &format!("upgrade {what}: uncordon node {node}"));
-    if let Err(e) = drain::uncordon(&mut *cp, &node, ctx.opts.timeout).await {
+    if let Err(e) = drain::release(&mut *cp, &node, ctx.opts.timeout).await {
         r.notes.push(format!(
-            "upgrade {what}: node {node} is Ready{at_text} but still cordoned ({e}): `kubectl uncordon {node}`"
+            "upgrade {what}: node {node} is Ready{at_text} but still cordoned or marked ({e}): `kubectl uncordon {node}` and `kubectl annotate node {node} {}-`",
+            drain::MARK
         ));
     }
     cp.close().await;
     r
+}
+
+/// Put back the kubelet and kube-proxy of release `from` (the node's before
+/// the upgrade) and start their services: what was done, said for the
+/// report; `None` when there is nothing to put back.
+async fn rollback<O: NodeOps>(
+    ctx: &Ctx,
+    session: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    from: Option<KubeVersion>,
+) -> Option<String> {
+    let from = from?;
+    let script = ops.rollback_script(node, from)?;
+    ctx.reporter.phase(
+        &node.name,
+        &format!("upgrade: rolling back to kubelet {from}"),
+    );
+    let said = match step::call(ctx, session, &node.name, "rollback", script).await {
+        Ok(o) => match crate::wire::action_results(&o.stdout, 1) {
+            (res, None) if res.len() == 1 => Ok(()),
+            (res, Some(_)) => Err(res
+                .last()
+                .map(|(_, e)| crate::text::clip(&crate::text::printable(e), 300))
+                .unwrap_or_default()),
+            _ => Err(format!(
+                "the host's script ended early (exit {})",
+                o.exit.map_or("none".into(), |e| e.to_string())
+            )),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    Some(match said {
+        Ok(()) => format!(
+            "rolled back: the kubelet and kube-proxy of release {from} were put back and their services started"
+        ),
+        Err(e) => format!(
+            "the rollback to release {from} failed ({e}): put back by hand the kubelet and kube-proxy kept beside the new ones (`<path>.previous`, docs/operations.md \"Upgrading\")"
+        ),
+    })
+}
+
+/// The node kubectl lists for `host`: by its address, else its name.
+fn row_of<'a>(host: &Host, listed: &'a [drain::Row]) -> Option<&'a drain::Row> {
+    let address = host.address.to_string();
+    listed
+        .iter()
+        .find(|n| n.name.eq_ignore_ascii_case(&address))
+        .or_else(|| {
+            listed
+                .iter()
+                .find(|n| n.name.eq_ignore_ascii_case(&host.name))
+        })
+}
+
+/// A node with nothing to upgrade that an earlier run left cordoned (its
+/// mark, `drain::MARK`: a run that failed, or was stopped, after the
+/// drain): Ready at the declared release, it is uncordoned and its mark
+/// removed; a mark on a node that takes pods is removed. Nothing is said
+/// when the control plane's kubectl does not answer (the next run asks
+/// again).
+async fn resume(ctx: &Ctx, host: &Host, notes: &mut Vec<String>) {
+    let Some(cp_host) = ctx
+        .cluster
+        .inventory
+        .hosts
+        .iter()
+        .find(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
+    else {
+        return;
+    };
+    let Ok(mut cp) = step::connect(ctx, cp_host, Interpreter::Sh, &Trace::new()).await else {
+        return;
+    };
+    let to = ctx.cluster.inventory.cluster.kubernetes_version;
+    let at = |v: &str| {
+        KubeVersion::of_git_version(v).is_some_and(|v| to.is_none_or(|to| to.accepts(&v)))
+    };
+    if let Ok(listed) = drain::nodes(&mut *cp, ctx.opts.timeout).await
+        && let Some(row) = row_of(host, &listed).filter(|r| r.marked)
+    {
+        let node = row.name.clone();
+        if !row.cordoned || (row.ready && at(&row.version)) {
+            ctx.reporter
+                .phase(&host.name, &format!("upgrade: uncordon node {node}"));
+            notes.push(match drain::release(&mut *cp, &node, ctx.opts.timeout).await {
+                Ok(()) if row.cordoned => format!(
+                    "upgrade finished: node {node}, which an earlier run left cordoned, is Ready at {} and was uncordoned",
+                    row.version
+                ),
+                Ok(()) => format!("node {node}: an earlier run's upgrade mark was removed"),
+                Err(e) => format!(
+                    "node {node}, which an earlier run left cordoned, could not be uncordoned ({e}): `kubectl uncordon {node}`"
+                ),
+            });
+        } else {
+            notes.push(format!(
+                "node {node} is still cordoned by an earlier run's upgrade: it is not Ready at the declared release yet (see the kubelet's log on the host); `up` again uncordons it once it is"
+            ));
+        }
+    }
+    cp.close().await;
 }

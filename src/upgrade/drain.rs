@@ -138,27 +138,95 @@ pub async fn uncordon(s: &mut dyn Session, node: &str, bound: Duration) -> Resul
     }
 }
 
-/// The nodes as kubectl lists them: (name, Ready, kubelet version).
-pub async fn nodes(
-    s: &mut dyn Session,
-    bound: Duration,
-) -> Result<Vec<(String, bool, String)>, String> {
-    let script = "kubectl get nodes --request-timeout=10s -o 'jsonpath={range .items[*]}{.metadata.name}{\"|\"}{.status.conditions[?(@.type==\"Ready\")].status}{\"|\"}{.status.nodeInfo.kubeletVersion}{\"\\n\"}{end}'";
-    let (rc, out, err) = kubectl(s, script, bound).await?;
+/// The annotation kwinctl puts on a node before it drains it for an
+/// upgrade (its value: the release the node is upgraded to), removed when
+/// it uncordons it: a cordoned node carrying it was cordoned by kwinctl, so
+/// a later run may finish and uncordon it (docs/research/upgrade.md#u10).
+pub const MARK: &str = "kwinctl.io/upgrade";
+
+/// A node as kubectl lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub name: String,
+    pub ready: bool,
+    /// The kubelet's version (`v1.31.2`).
+    pub version: String,
+    pub cordoned: bool,
+    /// kwinctl's [`MARK`]: cordoned by kwinctl for an upgrade.
+    pub marked: bool,
+}
+
+/// The nodes as kubectl lists them.
+pub async fn nodes(s: &mut dyn Session, bound: Duration) -> Result<Vec<Row>, String> {
+    let mark = MARK.replace('.', "\\.");
+    let script = format!(
+        "kubectl get nodes --request-timeout=10s -o 'jsonpath={{range .items[*]}}{{.metadata.name}}{{\"|\"}}{{.status.conditions[?(@.type==\"Ready\")].status}}{{\"|\"}}{{.status.nodeInfo.kubeletVersion}}{{\"|\"}}{{.spec.unschedulable}}{{\"|\"}}{{.metadata.annotations.{mark}}}{{\"\\n\"}}{{end}}'"
+    );
+    let (rc, out, err) = kubectl(s, &script, bound).await?;
     if rc != 0 {
         return Err(format!(
             "kubectl get nodes failed (exit {rc}): {}",
             said(&err)
         ));
     }
-    Ok(out
-        .lines()
+    Ok(rows(&out))
+}
+
+fn rows(out: &str) -> Vec<Row> {
+    out.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split('|').collect();
-            (f.len() == 3 && !f[0].is_empty())
-                .then(|| (f[0].to_string(), f[1] == "True", f[2].to_string()))
+            (f.len() == 5 && !f[0].is_empty()).then(|| Row {
+                name: f[0].to_string(),
+                ready: f[1] == "True",
+                version: f[2].to_string(),
+                cordoned: f[3] == "true",
+                marked: !f[4].is_empty(),
+            })
         })
-        .collect())
+        .collect()
+}
+
+/// Mark `node` as cordoned by kwinctl for an upgrade to `release`.
+pub async fn mark(
+    s: &mut dyn Session,
+    node: &str,
+    release: &str,
+    bound: Duration,
+) -> Result<(), String> {
+    let script = format!(
+        "kubectl annotate node {} --overwrite {}",
+        sh_quote(node),
+        sh_quote(&format!("{MARK}={release}"))
+    );
+    let (rc, _, err) = kubectl(s, &script, bound).await?;
+    match rc {
+        0 => Ok(()),
+        _ => Err(format!(
+            "kubectl annotate failed (exit {rc}): {}",
+            said(&err)
+        )),
+    }
+}
+
+/// Uncordon `node` and remove kwinctl's [`MARK`] (in that order: a run
+/// stopped between the two leaves a mark on a schedulable node, which the
+/// next run removes).
+pub async fn release(s: &mut dyn Session, node: &str, bound: Duration) -> Result<(), String> {
+    uncordon(s, node, bound).await?;
+    let script = format!(
+        "kubectl annotate node {} {}",
+        sh_quote(node),
+        sh_quote(&format!("{MARK}-"))
+    );
+    let (rc, _, err) = kubectl(s, &script, bound).await?;
+    match rc {
+        0 => Ok(()),
+        _ => Err(format!(
+            "kubectl annotate (removing {MARK}) failed (exit {rc}): {}",
+            said(&err)
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +246,14 @@ mod tests {
                    error: cannot delete Pods that declare no controller (use --force to override): default/bare, kube-system/x";
         assert_eq!(blocking_pods(err), vec!["default/bare", "kube-system/x"]);
         assert!(blocking_pods("error: the server is unreachable").is_empty());
+    }
+
+    #[test]
+    fn a_node_row_says_whether_kwinctl_cordoned_it() {
+        let r = rows("win1|True|v1.31.2|true|1.31.2\nwin2|False|v1.30.4||\n|x|y|z|w\nbad|line");
+        assert_eq!(r.len(), 2);
+        assert!(r[0].ready && r[0].cordoned && r[0].marked);
+        assert_eq!(r[0].version, "v1.31.2");
+        assert!(!r[1].ready && !r[1].cordoned && !r[1].marked);
     }
 }

@@ -560,6 +560,18 @@ impl Lab {
     /// The stand-in, whose API server reports release `server`
     /// (`lab.sh kubectl … --server-version`).
     pub fn install_kubectl_server(&self, host: &str, dns_ip: &str, domain: &str, server: &str) {
+        self.install_kubectl_server_ready_after(host, dns_ip, domain, server, 0);
+    }
+    /// Both: API server release `server`, Windows nodes Ready `secs`
+    /// seconds after their kubelet's service started.
+    pub fn install_kubectl_server_ready_after(
+        &self,
+        host: &str,
+        dns_ip: &str,
+        domain: &str,
+        server: &str,
+        secs: u32,
+    ) {
         check(
             &lab_sh(&[
                 "kubectl",
@@ -571,6 +583,8 @@ impl Lab {
                 domain,
                 "--server-version",
                 server,
+                "--ready-after",
+                &secs.to_string(),
             ]),
             "kubectl",
         );

@@ -7,7 +7,7 @@ import re
 
 from .. import boot, k8sbin, pods, push
 from ..boot import BOOT_TASK
-from ..files import fetched, file_of, record_file
+from ..files import fetched, file_of, file_version, record_file
 from ..net import active_routes, apply_firewall, remove_routes
 from ..scm import running_dependents, scm_start, scm_stop, swap_restart, task_start
 from ..state import ActionError
@@ -60,9 +60,49 @@ def act_place_file(d, h):
         if not re.match(f["version_regex"], line):
             raise ActionError("%s: --version says %s, but the inventory declares kubernetes_version %s"
                               % (dest, line, f.get("version")))
+    if f.get("version_regex") and block_has(h, r"Copy-Item[^\n]*\$dest \+ '\.previous'"):
+        keep_previous(d, dest)
     record_file(d, dest, sha, line)
     pods.keep_text(d, dest, content)
     swap_restart(d, h, [dest])
+
+
+def keep_previous(d, dest):
+    """Copy-Item $dest ($dest + '.previous'): the binary being replaced is
+    kept beside it, for an upgrade's rollback."""
+    old = file_of(d, dest)
+    if old is None:
+        return
+    prev = file_of(d, dest + ".previous")
+    if prev is not None:
+        d["files"].pop(prev)
+        d["file_versions"].pop(prev, None)
+    d["files"][dest + ".previous"] = d["files"][old]
+    d["file_versions"][dest + ".previous"] = d["file_versions"].get(old)
+
+
+def act_restore_previous(d, h):
+    """Each binary not already of the release goes back to the copy kept
+    beside it (`<path>.previous`), which must be of it; the services running
+    it are stopped for the swap and started again, then kubelet and
+    kube-proxy are started if they are not running."""
+    for dest in h["paths"]:
+        line = file_version(d, dest)
+        if file_of(d, dest) and line and re.match(h["version_regex"], line):
+            continue
+        prev = file_of(d, dest + ".previous")
+        if prev is None:
+            raise ActionError("%s: no previous copy to put back (%s.previous is missing); place release %s there "
+                              "by hand" % (dest, dest, h["version"]))
+        pline = d["file_versions"].get(prev)
+        if not (pline and re.match(h["version_regex"], pline)):
+            raise ActionError("%s: the copy kept beside it says %s, not release %s; place release %s there by hand"
+                              % (dest, pline, h["version"], h["version"]))
+        record_file(d, dest, d["files"][prev], pline)
+        swap_restart(d, h, [dest])
+    for name in ("kubelet", "kube-proxy"):
+        if name in d["services"] and d["services"][name]["status"] != "Running":
+            scm_start(d, name)
 
 
 def act_install_service(d, h):

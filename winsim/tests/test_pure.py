@@ -206,3 +206,38 @@ def test_a_detached_action_is_started_once_and_its_result_read():
     out = []
     host.detach_result(d, {"token": "other"}, out)
     assert out == ["KWD other missing\n"]
+
+
+def test_a_rollback_puts_back_only_a_kept_copy_of_the_release():
+    """place_file keeps the binary it replaces as <path>.previous (when its
+    block copies it there); restore_previous puts that copy back only when it
+    is of the release asked for, and leaves a binary already of it alone."""
+    import pytest
+
+    from winsim.actions import common
+    from winsim.state import ActionError
+
+    exe = "C:\\k\\kubelet.exe"
+    regex = r"^Kubernetes v1\.30\.4(?:[-+]\S*)?$"
+    h = {"paths": [exe], "version": "1.30.4", "version_regex": regex}
+
+    def state(now, previous=None):
+        d = {"files": {exe: "new"}, "file_versions": {exe: now}, "services": {}, "tasks": {}}
+        if previous:
+            d["files"][exe + ".previous"] = "old"
+            d["file_versions"][exe + ".previous"] = previous
+        return d
+
+    d = state("Kubernetes v1.30.4")
+    common.keep_previous(d, exe)
+    assert d["file_versions"][exe + ".previous"] == "Kubernetes v1.30.4"
+    d = state("Kubernetes v1.31.2", "Kubernetes v1.30.4")
+    common.act_restore_previous(d, h)
+    assert (d["files"][exe], d["file_versions"][exe]) == ("old", "Kubernetes v1.30.4")
+    d = state("Kubernetes v1.30.4")
+    common.act_restore_previous(d, h)
+    assert d["file_versions"][exe] == "Kubernetes v1.30.4"
+    with pytest.raises(ActionError, match="says Kubernetes v1.29.0, not release 1.30.4"):
+        common.act_restore_previous(state("Kubernetes v1.31.2", "Kubernetes v1.29.0"), h)
+    with pytest.raises(ActionError, match="no previous copy"):
+        common.act_restore_previous(state("Kubernetes v1.31.2"), h)

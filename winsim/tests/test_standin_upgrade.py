@@ -139,6 +139,27 @@ def test_cordon_uncordon_and_the_log(tmp_path, capsys):
     assert log_lines(lab)[2:] == ["cordon win2", "not-ready win2 v1.30.4", "ready win2 v1.31.2"]
 
 
+def test_annotate_sets_overwrites_and_removes(tmp_path, capsys):
+    lab = FakeLab(tmp_path)
+    assert upgrade.cmd_annotate(lab, ["node", "win1", "kwinctl.io/upgrade=1.31.2"]) == 0
+    # another value needs --overwrite (docs/research/upgrade.md#u10)
+    with pytest.raises(SystemExit):
+        upgrade.cmd_annotate(lab, ["node", "win1", "kwinctl.io/upgrade=1.32.0"])
+    assert "'kwinctl.io/upgrade' already has a value (1.31.2)" in capsys.readouterr().err
+    upgrade.cmd_annotate(lab, ["node", "win1", "--overwrite", "kwinctl.io/upgrade=1.32.0"])
+    node = {"metadata": {"name": "win1"}, "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "nodeInfo": {"kubeletVersion": "v1.31.2", "operatingSystem": "windows"}}}
+    upgrade.observe(lab, [node])
+    assert node["metadata"]["annotations"] == {"kwinctl.io/upgrade": "1.32.0"}
+    upgrade.cmd_annotate(lab, ["node", "win1", "kwinctl.io/upgrade-"])
+    node = {"metadata": {"name": "win1"}, "spec": {}, "status": node["status"]}
+    upgrade.observe(lab, [node])
+    assert "annotations" not in node["metadata"]
+    assert [x for x in log_lines(lab) if x.startswith("annotate")] == ["annotate win1 kwinctl.io/upgrade=1.31.2",
+                                  "annotate win1 kwinctl.io/upgrade=1.32.0", "annotate win1 kwinctl.io/upgrade-"]
+
+
 def test_drain_of_an_empty_node_cordons_it(tmp_path, capsys):
     lab = FakeLab(tmp_path)
     assert upgrade.cmd_drain(lab, ["win1", "--ignore-daemonsets", "--timeout=10s"]) == 0

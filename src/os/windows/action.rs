@@ -123,6 +123,15 @@ pub enum WinAction {
     RemoveFolder {
         path: String,
     },
+    /// An upgrade's rollback: put back the copies `place_file` kept of
+    /// these binaries (`<path>.previous`) when they are of `version` (their
+    /// `--version` matches `version_regex`; a binary already of it stays),
+    /// the services running them stopped for the swap and started again.
+    RestorePrevious {
+        paths: Vec<String>,
+        version: String,
+        version_regex: String,
+    },
     /// l2bridge: a Windows feature (Containers: HNS and containerd need it
     /// and a restart, docs/research/sig-windows-tools.md#s2, docs/research/kubernetes.md#g1).
     InstallFeature {
@@ -270,6 +279,9 @@ impl Describe for WinAction {
             WinAction::RemoveSwitch => format!("remove Hyper-V switch {KUBE_PROXY_SWITCH}"),
             WinAction::RemoveFile { path } => format!("remove {path}"),
             WinAction::RemoveFolder { path } => format!("remove the folder {path} and all in it"),
+            WinAction::RestorePrevious { paths, version, .. } => {
+                format!("put back {} of release {version}", paths.join(" and "))
+            }
             WinAction::InstallFeature { name } => {
                 format!("install the Windows feature {name} (takes effect after a restart)")
             }

@@ -124,6 +124,11 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::RemoveFolder {
             path: crate::transfer::windows::DIR.into(),
         },
+        WinAction::RestorePrevious {
+            paths: vec![r"C:\k\kubelet.exe".into(), r"C:\k\kube-proxy.exe".into()],
+            version: "1.30.4".into(),
+            version_regex: r"^Kubernetes v1\.30\.4(?:[-+]\S*)?$".into(),
+        },
     ]
     .into_iter()
     .chain(super::profile_examples())
@@ -162,6 +167,7 @@ mod tests {
                 WinAction::RemoveSwitch => "remove_switch",
                 WinAction::RemoveFile { .. } => "remove_file",
                 WinAction::RemoveFolder { .. } => "remove_folder",
+                WinAction::RestorePrevious { .. } => "restore_previous",
                 WinAction::InstallFeature { .. } => "install_feature",
                 WinAction::InstallArchive { .. } => "install_archive",
                 WinAction::EnsureHnsNetwork { .. } => "ensure_hns_network",
@@ -173,7 +179,7 @@ mod tests {
                 WinAction::SetDynamicPorts { .. } => "set_dynamic_ports",
             })
             .collect();
-        assert_eq!(kinds.len(), 31);
+        assert_eq!(kinds.len(), 32);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

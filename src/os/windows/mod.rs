@@ -490,6 +490,17 @@ impl NodeOps for WindowsOps<'_> {
     fn reboot_script(&self) -> Option<String> {
         Some(script::restart(self.r))
     }
+    fn rollback_script(&self, node: &Node, to: KubeVersion) -> Option<String> {
+        let back = WinAction::RestorePrevious {
+            paths: ["kubelet.exe", "kube-proxy.exe"]
+                .iter()
+                .map(|b| format!(r"{WIN_DIR}\{b}"))
+                .collect(),
+            version: to.to_string(),
+            version_regex: to.version_line_regex(),
+        };
+        Some(self.script(node, &[&back], None))
+    }
     fn read_files(&self, paths: &[String]) -> String {
         script::read_files(self.r, paths)
     }
