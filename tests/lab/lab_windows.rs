@@ -824,16 +824,14 @@ fn windows_nodes_ready_as_the_control_planes_kubectl_sees_them() {
     let notes = host(&summary(&o), "win1")["notes"].to_string();
     assert!(notes.contains("node Ready not checked"), "{notes}");
 
-    // a kubectl that lists win1 Ready and win2 NotReady
-    let ip = |n: &str| lab.ip(n);
+    // a kubectl that lists win1 Ready and win2 NotReady (Windows nodes
+    // by host name, as they register: docs/windows.md#node-names)
     let fake = lab.dir().join("hosts/h1/usr-local-bin/kubectl");
     write(
         &fake,
         &format!(
-            "#!/bin/sh\nprintf '%s\\n' '{} True linux' '{} True windows' '{} False windows'\n",
-            ip("h1"),
-            ip("win1"),
-            ip("win2")
+            "#!/bin/sh\nprintf '%s\\n' '{} True linux' 'win1 True windows' 'win2 False windows'\n",
+            lab.ip("h1"),
         ),
     );
     std::process::Command::new("chmod")
