@@ -135,6 +135,20 @@ pub fn examples() -> Vec<WinAction> {
     .collect()
 }
 
+/// The Windows node of the examples the grammar and contract tests render
+/// (win01 at 10.0.0.11 with 192.168.1.0/24, beside lin01).
+#[doc(hidden)]
+pub fn example_node() -> crate::os::Node {
+    crate::alloc::test_node(
+        "win01",
+        crate::inventory::Os::Windows,
+        "10.0.0.11",
+        "192.168.1.0/24",
+        "192.168.0.0/16",
+        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ pub mod cmdline;
 pub mod desired;
 pub mod detach;
 pub mod examples;
+pub use examples::example_node;
 pub mod facts;
 pub mod files;
 pub mod firewall;
@@ -21,6 +22,7 @@ pub mod k8s;
 pub mod l2bridge;
 pub mod leftovers;
 pub mod preflight;
+mod refs;
 pub mod script;
 pub mod service;
 pub mod transparent;
@@ -220,20 +222,6 @@ impl ProfileDesired {
 /// `examples.rs`), for the contract, grammar and snapshot tests.
 fn profile_examples() -> Vec<WinAction> {
     l2bridge::examples()
-}
-
-/// The Windows node of the examples the grammar and contract tests render
-/// (win01 at 10.0.0.11 with 192.168.1.0/24, beside lin01).
-#[doc(hidden)]
-pub fn example_node() -> Node {
-    crate::alloc::test_node(
-        "win01",
-        crate::inventory::Os::Windows,
-        "10.0.0.11",
-        "192.168.1.0/24",
-        "192.168.0.0/16",
-        &[("lin01", "10.0.0.10", "192.168.0.0/24")],
-    )
 }
 
 pub struct WindowsOps<'a> {
