@@ -19,6 +19,19 @@ use super::{ConnectOptions, MAX_OUTPUT, Output, Session, TransportError, encoded
 use crate::inventory::{Host, WinRmAuth, WinRmSettings};
 
 const POWERSHELL: &str = r"%SystemRoot%\System32\WindowsPowerShell\v1.0\powershell.exe";
+
+/// powershell.exe's arguments for an `-EncodedCommand` (the script
+/// bootstrap and a file transfer's receiving script alike).
+fn powershell_args(encoded: &str) -> [&str; 6] {
+    [
+        "-NoProfile",
+        "-NonInteractive",
+        "-ExecutionPolicy",
+        "Bypass",
+        "-EncodedCommand",
+        encoded,
+    ]
+}
 /// Script bytes per WinRS Send request (well inside the default 150 KiB envelope).
 const SEND_CHUNK: usize = 64 * 1024;
 
@@ -411,14 +424,7 @@ impl WinRmSession {
         };
         let shell = self.shell.as_ref().expect("open shell");
         let encoded = encoded_bootstrap();
-        let args = [
-            "-NoProfile",
-            "-NonInteractive",
-            "-ExecutionPolicy",
-            "Bypass",
-            "-EncodedCommand",
-            &encoded,
-        ];
+        let args = powershell_args(&encoded);
         // Starting the command is safe to repeat: it only waits for the
         // script on stdin, and a stray one ends with the shell.
         let steps = &self.steps;

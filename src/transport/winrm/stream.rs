@@ -4,7 +4,7 @@
 
 use winrm_rs::WinrmError;
 
-use super::{POWERSHELL, SEND_CHUNK, WinRmSession, text_of};
+use super::{POWERSHELL, SEND_CHUNK, WinRmSession, powershell_args, text_of};
 use crate::transport::{Output, TransportError};
 
 /// The output a streamed transfer's script may print: a few status lines.
@@ -27,14 +27,7 @@ impl WinRmSession {
         };
         let shell = self.shell.as_ref().expect("open shell");
         let encoded = winrm_rs::encode_powershell_command(script);
-        let args = [
-            "-NoProfile",
-            "-NonInteractive",
-            "-ExecutionPolicy",
-            "Bypass",
-            "-EncodedCommand",
-            &encoded,
-        ];
+        let args = powershell_args(&encoded);
         let steps = &self.steps;
         let before = steps.count();
         let id = shell.start_command(POWERSHELL, &args).await.map_err(lost)?;
