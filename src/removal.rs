@@ -22,27 +22,32 @@ pub fn reach(inv: &Inventory, name: &str, at: &Known) -> Option<Host> {
 }
 
 /// What a node keeps of its diff while the removed hosts holding `gone`
-/// are reset: only the removal of its routes to those blocks, and (Linux)
-/// its boot script written again without them, so that they do not come
-/// back at its next boot.
+/// are reset: only the removal of its routes to those blocks, and its boot
+/// script (Linux) or boot task (Windows) written again without them, so
+/// that they do not come back at its next boot. The boot item goes first:
+/// the l2bridge boot task's loop puts back every route its task lists,
+/// so a route removed before the task is replaced could be put back in
+/// between (docs/windows-boot-task.md).
 pub fn peer_routes<A>(d: Diff<A>, gone: &[Ipv4Net]) -> Diff<A> {
     let drops = |key: &str| {
         key.strip_prefix("stale route ")
             .and_then(|n| n.parse::<Ipv4Net>().ok())
             .is_some_and(|n| gone.iter().any(|g| crate::inventory::nets_overlap(g, &n)))
     };
+    let windows_boot = format!("boot task {}", crate::os::windows::boot::BOOT_TASK);
+    let boot = |key: &str| key == "boot script" || key == windows_boot;
     let any = d.items.iter().any(|i| i.action.is_some() && drops(&i.key));
+    let (mut items, rest): (Vec<_>, Vec<_>) = d
+        .items
+        .into_iter()
+        .map(|i| Item {
+            action: i.action.filter(|_| drops(&i.key) || (any && boot(&i.key))),
+            key: i.key,
+        })
+        .partition(|i| boot(&i.key));
+    items.extend(rest);
     Diff {
-        items: d
-            .items
-            .into_iter()
-            .map(|i| Item {
-                action: i
-                    .action
-                    .filter(|_| drops(&i.key) || (any && i.key == "boot script")),
-                key: i.key,
-            })
-            .collect(),
+        items,
         notes: Vec::new(),
     }
 }
@@ -100,7 +105,8 @@ mod tests {
         };
         let kept = peer_routes(d, &["198.19.4.0/24".parse().unwrap()]);
         let acts: Vec<i32> = kept.items.iter().filter_map(|i| i.action).collect();
-        assert_eq!(acts, [1, 4]);
+        // the boot script first (it only runs at boot: the order is harmless)
+        assert_eq!(acts, [4, 1]);
         let none = peer_routes(
             Diff {
                 items: vec![Item {
@@ -112,5 +118,34 @@ mod tests {
             &["198.19.4.0/24".parse().unwrap()],
         );
         assert_eq!(none.changes(), 0, "no route to drop: boot.sh is left alone");
+        // Windows: the boot task is kept too, and goes before the route
+        // removal (its loop would put the route back otherwise)
+        let task = format!("boot task {}", crate::os::windows::boot::BOOT_TASK);
+        let kept = peer_routes(
+            Diff {
+                items: vec![
+                    Item {
+                        key: "stale route 198.19.4.0/24".to_string(),
+                        action: Some(1),
+                    },
+                    Item {
+                        key: task.clone(),
+                        action: Some(5),
+                    },
+                    Item {
+                        key: "firewall".to_string(),
+                        action: Some(6),
+                    },
+                ],
+                notes: vec![],
+            },
+            &["198.19.4.0/24".parse().unwrap()],
+        );
+        let acts: Vec<(&str, i32)> = kept
+            .items
+            .iter()
+            .filter_map(|i| i.action.map(|a| (i.key.as_str(), a)))
+            .collect();
+        assert_eq!(acts, [(task.as_str(), 5), ("stale route 198.19.4.0/24", 1)]);
     }
 }
