@@ -113,6 +113,13 @@ pub struct Common {
     /// policy against kube-apiserver still holds.
     #[arg(long, help_heading = CHANGES)]
     pub allow_downgrade: bool,
+    /// `up`: `verify --pods` on each Windows node it upgrades, once the
+    /// node is Ready at the new release and before it is uncordoned (one
+    /// test pod pinned to that node: its IP, the cluster DNS); a failure is
+    /// rolled back like a kubelet that never got Ready, the node left
+    /// cordoned. Needs kubectl on the control plane.
+    #[arg(long, help_heading = CHANGES)]
+    pub verify_pods: bool,
     /// More progress detail.
     #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,

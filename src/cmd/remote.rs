@@ -93,6 +93,16 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     if mode.changes_hosts() {
         crate::os::lock_lease_setting().map_err(CliError::bad)?;
     }
+    if c.verify_pods && mode != Mode::Up {
+        return Err(CliError::bad(format!(
+            "--verify-pods checks each node `kwinctl up` upgrades; `kwinctl {mode}` upgrades none: leave it out{}",
+            if mode == Mode::Verify {
+                " (`kwinctl verify --pods` checks every selected node's pods)"
+            } else {
+                ""
+            }
+        )));
+    }
     if c.max_fail.is_some() && matches!(mode, Mode::Plan | Mode::Verify) {
         return Err(CliError::bad(format!(
             "--max-fail stops a run from changing further hosts; `kwinctl {mode}` changes nothing: leave it out"
@@ -124,6 +134,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         allow_downgrade: c.allow_downgrade,
         // kubelet upgrades go one node at a time unless --parallel says
         upgrade_parallel: super::upgrades_at_once(c.parallel),
+        upgrade_pods: c.verify_pods,
         // a rolling change (--parallel 1) stops at its first failed host
         // unless --max-fail says otherwise
         max_fail: c
