@@ -547,6 +547,7 @@ def decide_into(d, dec, namespace, dns_policy, image, why):
         raise PodError("Pending", "the kubelet is not running: the node is NotReady and the pod stays Pending")
     v = k.release
     why.append("kubelet %s release %s" % (k.argv[0], "%d.%d" % v if v else "unknown"))
+    sandbox_fault(d, k)
     dns, events = pod_dns(d, k, namespace, dns_policy, why)
     dec["events"] = events
     endpoint = k.flag("--container-runtime-endpoint")
@@ -557,6 +558,18 @@ def decide_into(d, dec, namespace, dns_policy, image, why):
     else:
         dec["runtime"] = "docker"
         docker_pod(d, dec, k, dns, image, why)
+
+
+def sandbox_fault(d, k):
+    """The lab's knob `pod_sandbox_fails` (a list of releases, "1.31.2"):
+    while a kubelet of one of them runs, its pods' sandboxes fail their
+    network setup and the pods stay Pending, as under a new kubelet whose
+    node is Ready but whose pods get no network (what `up --verify-pods`
+    catches during an upgrade). The knob is the lab's, not Windows'."""
+    release = (k.version or "").lstrip("v")
+    if release and release in (d.get("pod_sandbox_fails") or []):
+        raise PodError("Pending", 'failed to setup network for sandbox: plugin type="win-bridge" failed (add): '
+                       "the lab's knob pod_sandbox_fails names kubelet v%s" % release)
 
 
 def containerd_pod(d, dec, k, dns, image, why):

@@ -12,6 +12,7 @@ State, in the lab folder's kubectl/ (beside the pods' objects):
                 "<unix time> <verb> <node or pod> [detail]"; verbs: cordon,
                 uncordon, evict (a pod evicted), refuse (an eviction
                 refused: 429), drained, drain-failed, annotate (KEY=VALUE or KEY-),
+                hold (the lab's pause hook: "hold STEP NODE"),
                 ready / not-ready (a
                 node's readiness as `get nodes` first reports it, with its
                 kubelet's version)
@@ -428,6 +429,24 @@ def evict_one(lab, pod):
         pass
 
 
+def hold(lab, step, node):
+    """The lab's pause hook (not kubectl's): with kubectl/hold-STEP present,
+    the first call that reaches STEP takes it (renamed held-STEP.PID), logs
+    "hold STEP NODE" and waits while held-STEP.PID exists (at most 300 s),
+    so that a test can interrupt kwinctl at that step."""
+    d = os.path.join(lab.dir, "kubectl")
+    held = os.path.join(d, "held-%s.%d" % (step, os.getpid()))
+    try:
+        os.rename(os.path.join(d, "hold-" + step), held)
+    except OSError:
+        return
+    with Store(lab) as st:
+        st.log("hold", step, node)
+    start = time.time()
+    while os.path.exists(held) and time.time() - start < 300:
+        time.sleep(0.2)
+
+
 def cmd_drain(lab, args):
     """kubectl drain NODE (docs/research/upgrade.md#u5, #u6): cordon, the filters, then evictions
     retried every 5 s while a budget refuses them, until --timeout."""
@@ -438,6 +457,7 @@ def cmd_drain(lab, args):
     timeout = go_duration(flags.get("--timeout", "0"))
     with Store(lab) as st:
         cordon(st, name, True)
+    hold(lab, "drain", name)
     evict, warnings, errors = pods_for_deletion(
         node_pods(lab, name), ignore_daemonsets=flags.get("--ignore-daemonsets", False),
         force=flags.get("--force", False), delete_emptydir=flags.get("--delete-emptydir-data", False))

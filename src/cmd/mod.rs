@@ -36,8 +36,15 @@ const CONNECTION: &str = "Connecting";
 const CHANGES: &str = "Changing hosts (up, reset)";
 const OUTPUT: &str = "Output";
 
-/// `--parallel`'s default.
+/// `--parallel`'s default (for connecting and changing hosts; kubelet
+/// upgrades go one node at a time unless `--parallel` is given).
 pub const DEFAULT_PARALLEL: u32 = 256;
+
+/// How many Windows nodes `up` upgrades at once: one, unless `--parallel`
+/// was given (any value, 256 too: an explicit value is honoured).
+pub fn upgrades_at_once(parallel: Option<u32>) -> usize {
+    parallel.map_or(1, |p| p.max(1) as usize)
+}
 
 #[derive(Args, Clone)]
 pub struct Common {
@@ -50,10 +57,10 @@ pub struct Common {
     /// --limit 'web*:!web3'. A pattern that matches nothing is an error.
     #[arg(long, value_name = "PATTERN,..", help_heading = SELECTION)]
     pub limit: Vec<String>,
-    /// How many hosts at once (`up` upgrades the kubelet of one Windows
-    /// node at a time unless this is given).
-    #[arg(long, default_value_t = DEFAULT_PARALLEL, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = CONNECTION)]
-    pub parallel: u32,
+    /// How many hosts at once [default: 256] (`up` upgrades the kubelet of
+    /// one Windows node at a time unless this is given, even as 256).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = CONNECTION)]
+    pub parallel: Option<u32>,
     /// Bound, in seconds, on connecting to a host and on each remote call.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400), help_heading = CONNECTION)]
     pub timeout: u64,
@@ -106,6 +113,13 @@ pub struct Common {
     /// policy against kube-apiserver still holds.
     #[arg(long, help_heading = CHANGES)]
     pub allow_downgrade: bool,
+    /// `up`: `verify --pods` on each Windows node it upgrades, once the
+    /// node is Ready at the new release and before it is uncordoned (one
+    /// test pod pinned to that node: its IP, the cluster DNS); a failure is
+    /// rolled back like a kubelet that never got Ready, the node left
+    /// cordoned. Needs kubectl on the control plane.
+    #[arg(long, help_heading = CHANGES)]
+    pub verify_pods: bool,
     /// More progress detail.
     #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,
@@ -314,5 +328,12 @@ mod tests {
         assert_eq!(MaxFail::Percent(25).threshold(10), 3);
         assert_eq!(MaxFail::Percent(1).threshold(10), 1);
         assert_eq!(MaxFail::Percent(100).threshold(4), 4);
+    }
+
+    #[test]
+    fn upgrades_go_one_at_a_time_unless_parallel_is_given() {
+        assert_eq!(upgrades_at_once(None), 1);
+        assert_eq!(upgrades_at_once(Some(DEFAULT_PARALLEL)), 256);
+        assert_eq!(upgrades_at_once(Some(2)), 2);
     }
 }

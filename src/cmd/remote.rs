@@ -93,6 +93,16 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     if mode.changes_hosts() {
         crate::os::lock_lease_setting().map_err(CliError::bad)?;
     }
+    if c.verify_pods && mode != Mode::Up {
+        return Err(CliError::bad(format!(
+            "--verify-pods checks each node `kwinctl up` upgrades; `kwinctl {mode}` upgrades none: leave it out{}",
+            if mode == Mode::Verify {
+                " (`kwinctl verify --pods` checks every selected node's pods)"
+            } else {
+                ""
+            }
+        )));
+    }
     if c.max_fail.is_some() && matches!(mode, Mode::Plan | Mode::Verify) {
         return Err(CliError::bad(format!(
             "--max-fail stops a run from changing further hosts; `kwinctl {mode}` changes nothing: leave it out"
@@ -115,7 +125,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     let interrupt = Interrupt::default();
     let rt = runtime()?;
     let opts = RunOptions {
-        parallel: c.parallel as usize,
+        parallel: c.parallel.unwrap_or(super::DEFAULT_PARALLEL) as usize,
         reach: c.reach.unwrap_or(ReachMode::Auto),
         timeout: Duration::from_secs(c.timeout),
         retries: c.retries,
@@ -123,17 +133,14 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         reboot: c.reboot,
         allow_downgrade: c.allow_downgrade,
         // kubelet upgrades go one node at a time unless --parallel says
-        upgrade_parallel: if c.parallel == super::DEFAULT_PARALLEL {
-            1
-        } else {
-            c.parallel as usize
-        },
+        upgrade_parallel: super::upgrades_at_once(c.parallel),
+        upgrade_pods: c.verify_pods,
         // a rolling change (--parallel 1) stops at its first failed host
         // unless --max-fail says otherwise
         max_fail: c
             .max_fail
             .map(|m| m.threshold(names.len()))
-            .or((c.parallel == 1 && mode.changes_hosts()).then_some(1)),
+            .or((c.parallel == Some(1) && mode.changes_hosts()).then_some(1)),
         lease: Duration::from_secs(crate::os::lock_lease()),
         detach_wait: Duration::from_secs(c.detach_wait),
     };
@@ -230,6 +237,12 @@ fn start(
     reporter: &Reporter,
 ) -> Result<Option<Arc<RunRecord>>, CliError> {
     if c.verbose {
+        if mode == Mode::Up {
+            reporter.say(&match super::upgrades_at_once(c.parallel) {
+                1 => "upgrades: one Windows node at a time".to_string(),
+                n => format!("upgrades: up to {n} Windows nodes at a time (--parallel {n})"),
+            });
+        }
         for t in targets.iter().filter(|t| t.selected) {
             if let Some(r) = &t.route {
                 reporter.say(&format!("{}: {r}", t.host.name));

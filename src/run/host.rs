@@ -255,8 +255,9 @@ impl<'a> Flow<'a> {
                 // a kubelet upgrade: cordon and drain first (upgrade.rs)
                 let mut notes = Vec::new();
                 let refusal = refused.is_some();
-                let up =
-                    super::upgrade::before(ctx, &t.host, &ops, &facts, &work, refusal, &mut notes);
+                let up = super::upgrade::before(
+                    ctx, &t.host, &node, &ops, &facts, &work, refusal, &mut notes,
+                );
                 let (upgrading, refused) = match up.await {
                     Ok(u) => (u, refused),
                     Err(e) => (None, Some(e)),

@@ -31,6 +31,7 @@ mod settle;
 mod skew;
 mod step;
 mod upgrade;
+mod upgrade_resume;
 mod verify;
 
 #[cfg(test)]
@@ -79,6 +80,9 @@ pub struct RunOptions {
     /// `up`: how many Windows nodes' kubelets are upgraded at once (1
     /// unless `--parallel` was given).
     pub upgrade_parallel: usize,
+    /// `up --verify-pods`: each upgraded node's test pod is checked before
+    /// it is uncordoned (`upgrade/pods.rs`).
+    pub upgrade_pods: bool,
     /// `--max-fail`: once this many selected hosts have failed, no host
     /// starts changing anything.
     pub max_fail: Option<usize>,

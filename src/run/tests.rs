@@ -441,6 +441,7 @@ impl Operator {
             reboot: false,
             allow_downgrade: false,
             upgrade_parallel: 1,
+            upgrade_pods: false,
             max_fail: opts.max_fail,
             lease: opts
                 .lease

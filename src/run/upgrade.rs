@@ -15,7 +15,7 @@
 //! saying so.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -28,8 +28,7 @@ use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::{Interpreter, Session, Trace};
 use crate::upgrade::drain;
 
-/// How often the node's readiness is asked after the change.
-const POLL: Duration = Duration::from_secs(2);
+use super::upgrade_resume::{POLL, row_of};
 
 /// A node being upgraded: the control plane's session, the node's name
 /// there, what changes, the kubelet release it must report, its slot.
@@ -106,9 +105,11 @@ pub(super) fn plan_lines<O: NodeOps>(
 /// Before `up` changes `host`: whether it is an upgrade (its kubelet or
 /// containerd), and if so its slot, cordon and drain. `Err`: the host
 /// stops, nothing replaced.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn before<O: NodeOps>(
     ctx: &Ctx,
     host: &Host,
+    node_of: &Node,
     ops: &O,
     facts: &O::Facts,
     work: &Result<Diff<O::Action>, Conflict>,
@@ -123,7 +124,7 @@ pub(super) async fn before<O: NodeOps>(
     if comps.is_empty() {
         // a node an earlier run left cordoned, now at the declared release
         if ops.kubelet_release(facts).is_some() {
-            resume(ctx, host, notes).await;
+            super::upgrade_resume::resume(ctx, host, node_of, notes).await?;
         }
         return Ok(None);
     }
@@ -215,18 +216,41 @@ pub(super) async fn before<O: NodeOps>(
             timeout.as_secs()
         ),
     );
-    // Ctrl-C ends the wait for the drain at once: the session closes (the
-    // remote drain is bounded by its own `timeout`), nothing is replaced,
-    // and the node stays cordoned with kwinctl's mark, for a rerun
+    // Ctrl-C ends the wait for the drain at once and the remote drain with
+    // it (its PID kept on the control plane, ended through a session of
+    // its own): nothing is replaced, and the node stays cordoned with
+    // kwinctl's mark, for a rerun
+    let pid_file = drain::drain_pid_file(&node_of.cluster.id, &node);
+    // a drain of this node left by a run that died ends first
+    if let Err(e) = drain::stop_drain(&mut *cp, &pid_file, ctx.opts.timeout).await {
+        notes.push(format!(
+            "upgrade {what}: an earlier run's drain of node {node} could not be ended ({e})"
+        ));
+    }
     let drained = tokio::select! {
         biased;
         _ = ctx.interrupt.wait() => None,
-        d = drain::drain(&mut *cp, &node, timeout) => Some(d),
+        d = drain::drain(&mut *cp, &node, timeout, &pid_file) => Some(d),
     };
     let Some(drained) = drained else {
         cp.close().await;
+        let stopped = match step::connect(ctx, cp_host, Interpreter::Sh, &Trace::new()).await {
+            Ok(mut s) => {
+                let r = drain::stop_drain(&mut *s, &pid_file, ctx.opts.timeout).await;
+                s.close().await;
+                r
+            }
+            Err(e) => Err(format!("the control plane did not answer: {e}")),
+        };
         notes.push(format!(
-            "upgrade {what} interrupted during the drain: nothing was replaced, and node {node} is left cordoned{}; `up` again drains it again and finishes the upgrade",
+            "upgrade {what} interrupted during the drain: {}; nothing was replaced, and node {node} is left cordoned{}; `up` again drains it again and finishes the upgrade",
+            match stopped {
+                Ok(()) => "the drain was ended".to_string(),
+                Err(e) => format!(
+                    "the drain on {} may still run until its bound ({e})",
+                    cp_host.name
+                ),
+            },
             if ours {
                 format!(" (marked {})", drain::MARK)
             } else {
@@ -330,13 +354,24 @@ pub(super) async fn after<O: NodeOps>(
             _ = ctx.interrupt.wait() => {}
         }
     };
+    if !ready && ctx.interrupt.is_set() {
+        // stopped while waiting: the new binaries are in place and their
+        // services started (one script swapped them), the node cordoned
+        // with kwinctl's mark; a rerun waits for it and uncordons it
+        cp.close().await;
+        let mut r = r.failed(HostError::Upgrade(format!(
+            "upgrade {what} interrupted while waiting for node {node} to report Ready{at_text} ({}s of at most {}s): its new kubelet and kube-proxy are in place with their services started; node {node} is left cordoned{}, and `up` again waits for it and uncordons it",
+            start.elapsed().as_secs(),
+            bound.as_secs(),
+            if ours { format!(" (marked {})", drain::MARK) } else { String::new() }
+        )));
+        r.status = HostStatus::Interrupted;
+        return r;
+    }
     if !ready {
         ctx.upgrade_failed();
         cp.close().await;
-        let back = match ctx.interrupt.is_set() {
-            false => rollback(ctx, session, node_of, ops, from).await,
-            true => None,
-        };
+        let back = rollback(ctx, session, node_of, ops, from).await;
         let mut r = r.failed(HostError::Upgrade(format!(
             "upgrade {what}: node {node} did not report Ready{at_text} within {}s; {}it is left cordoned (see the kubelet's log on the host), and `up` again finishes the upgrade once it is fixed",
             bound.as_secs(),
@@ -344,6 +379,31 @@ pub(super) async fn after<O: NodeOps>(
         )));
         r.status = HostStatus::Failed;
         return r;
+    }
+    // `--verify-pods`: the node's test pod, before it takes pods again; a
+    // failure is a kubelet that never got Ready
+    if ctx.opts.upgrade_pods {
+        ctx.reporter.phase(
+            &host.name,
+            &format!("upgrade {what}: checking a test pod on node {node} (--verify-pods)"),
+        );
+        if let Err(why) = super::upgrade_resume::node_pods(ctx, host, node_of, &mut *cp).await {
+            ctx.upgrade_failed();
+            cp.close().await;
+            if ctx.interrupt.is_set() {
+                r.notes.push(format!(
+                    "upgrade {what}: interrupted during its pod check ({why}); node {node} is left cordoned, and `up --verify-pods` again checks it and uncordons it"
+                ));
+                return r;
+            }
+            let back = rollback(ctx, session, node_of, ops, from).await;
+            let mut r = r.failed(HostError::Upgrade(format!(
+                "upgrade {what}: node {node} is Ready{at_text} but failed its pod check (--verify-pods): {why}; {}it is left cordoned, and `up --verify-pods` again retries the upgrade once the cause is fixed",
+                back.map(|b| format!("{b}, and ")).unwrap_or_default()
+            )));
+            r.status = HostStatus::Failed;
+            return r;
+        }
     }
     if !ours {
         r.notes.push(format!(
@@ -402,66 +462,4 @@ async fn rollback<O: NodeOps>(
             "the rollback to release {from} failed ({e}): put back by hand the kubelet and kube-proxy kept beside the new ones (`<path>.previous`, docs/operations.md \"Upgrading\")"
         ),
     })
-}
-
-/// The node kubectl lists for `host`: by its address, else its name.
-fn row_of<'a>(host: &Host, listed: &'a [drain::Row]) -> Option<&'a drain::Row> {
-    let address = host.address.to_string();
-    listed
-        .iter()
-        .find(|n| n.name.eq_ignore_ascii_case(&address))
-        .or_else(|| {
-            listed
-                .iter()
-                .find(|n| n.name.eq_ignore_ascii_case(&host.name))
-        })
-}
-
-/// A node with nothing to upgrade that an earlier run left cordoned (its
-/// mark, `drain::MARK`: a run that failed, or was stopped, after the
-/// drain): Ready at the declared release, it is uncordoned and its mark
-/// removed; a mark on a node that takes pods is removed. Nothing is said
-/// when the control plane's kubectl does not answer (the next run asks
-/// again).
-async fn resume(ctx: &Ctx, host: &Host, notes: &mut Vec<String>) {
-    let Some(cp_host) = ctx
-        .cluster
-        .inventory
-        .hosts
-        .iter()
-        .find(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
-    else {
-        return;
-    };
-    let Ok(mut cp) = step::connect(ctx, cp_host, Interpreter::Sh, &Trace::new()).await else {
-        return;
-    };
-    let to = ctx.cluster.inventory.cluster.kubernetes_version;
-    let at = |v: &str| {
-        KubeVersion::of_git_version(v).is_some_and(|v| to.is_none_or(|to| to.accepts(&v)))
-    };
-    if let Ok(listed) = drain::nodes(&mut *cp, ctx.opts.timeout).await
-        && let Some(row) = row_of(host, &listed).filter(|r| r.marked)
-    {
-        let node = row.name.clone();
-        if !row.cordoned || (row.ready && at(&row.version)) {
-            ctx.reporter
-                .phase(&host.name, &format!("upgrade: uncordon node {node}"));
-            notes.push(match drain::release(&mut *cp, &node, ctx.opts.timeout).await {
-                Ok(()) if row.cordoned => format!(
-                    "upgrade finished: node {node}, which an earlier run left cordoned, is Ready at {} and was uncordoned",
-                    row.version
-                ),
-                Ok(()) => format!("node {node}: an earlier run's upgrade mark was removed"),
-                Err(e) => format!(
-                    "node {node}, which an earlier run left cordoned, could not be uncordoned ({e}): `kubectl uncordon {node}`"
-                ),
-            });
-        } else {
-            notes.push(format!(
-                "node {node} is still cordoned by an earlier run's upgrade: it is not Ready at the declared release yet (see the kubelet's log on the host); `up` again uncordons it once it is"
-            ));
-        }
-    }
-    cp.close().await;
 }

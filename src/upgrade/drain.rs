@@ -36,9 +36,19 @@ async fn kubectl(
     bound: Duration,
 ) -> Result<(u32, String, String), String> {
     let secs = bound.as_secs().max(1);
+    run(s, &format!("timeout {secs} {script}\n"), bound).await
+}
+
+/// `body` on the control plane once kubectl is found there, bounded by
+/// `bound` (and 15 s more for the session itself).
+async fn run(
+    s: &mut dyn Session,
+    body: &str,
+    bound: Duration,
+) -> Result<(u32, String, String), String> {
+    let secs = bound.as_secs().max(1);
     let full = format!(
-        "command -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\n\
-         timeout {secs} {script}\n"
+        "command -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\n{body}"
     );
     match tokio::time::timeout(bound + Duration::from_secs(15), s.run(&full)).await {
         Ok(Ok(o)) => Ok((
@@ -98,15 +108,50 @@ pub fn blocking_pods(err: &str) -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// Cordon `node` and evict its pods (`kubectl drain`), within `timeout`.
-/// On failure: why, naming the pods that blocked it.
-pub async fn drain(s: &mut dyn Session, node: &str, timeout: Duration) -> Result<(), String> {
-    let secs = timeout.as_secs().max(1);
-    let script = format!(
-        "kubectl drain {} --ignore-daemonsets --delete-emptydir-data --timeout={secs}s",
+/// Where the control plane keeps the PID of a running drain of `node` of
+/// the cluster `cluster` (its id: one control plane may hold several
+/// clusters' kubeconfigs), for [`stop_drain`]. One file per node: the
+/// cluster lock lets one run drain at a time, so a file left by a run that
+/// died names its drain.
+pub fn drain_pid_file(cluster: &str, node: &str) -> String {
+    let hex: String = format!("{cluster}/{node}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("\"${{TMPDIR:-/tmp}}\"/kwinctl-drain.{hex}.pid")
+}
+
+/// The drain's script: `kubectl drain` in the background under its bound,
+/// its PID in `pid_file` while it runs (so that another session can end
+/// it: [`stop_drain`]; removed after, unless a later drain's PID replaced
+/// it), its exit the script's.
+fn drain_script(node: &str, secs: u64, pid_file: &str) -> String {
+    format!(
+        "f={pid_file}\n\
+         timeout {} kubectl drain {} --ignore-daemonsets --delete-emptydir-data --timeout={secs}s </dev/null &\n\
+         p=$!\n\
+         echo \"$p\" > \"$f\"\n\
+         wait \"$p\"\n\
+         rc=$?\n\
+         [ \"$(cat \"$f\" 2>/dev/null)\" = \"$p\" ] && rm -f \"$f\"\n\
+         exit $rc\n",
+        secs + 10,
         sh_quote(node)
-    );
-    let (rc, _, err) = kubectl(s, &script, timeout + Duration::from_secs(10)).await?;
+    )
+}
+
+/// Cordon `node` and evict its pods (`kubectl drain`), within `timeout`,
+/// its PID kept in `pid_file` while it runs. On failure: why, naming the
+/// pods that blocked it.
+pub async fn drain(
+    s: &mut dyn Session,
+    node: &str,
+    timeout: Duration,
+    pid_file: &str,
+) -> Result<(), String> {
+    let secs = timeout.as_secs().max(1);
+    let script = drain_script(node, secs, pid_file);
+    let (rc, _, err) = run(s, &script, timeout + Duration::from_secs(10)).await?;
     if rc == 0 {
         return Ok(());
     }
@@ -123,6 +168,39 @@ pub async fn drain(s: &mut dyn Session, node: &str, timeout: Duration) -> Result
         )
     };
     Err(why)
+}
+
+/// End the drain whose PID is in `pid_file`, if it still runs (SIGTERM,
+/// which `timeout` passes on to kubectl), and wait (bounded) until it is
+/// gone: a run stopped during a drain leaves no eviction going on, and a
+/// drain left by a run that died is ended before the next one starts. A
+/// PID that is no longer a `kubectl drain` is left alone.
+pub async fn stop_drain(
+    s: &mut dyn Session,
+    pid_file: &str,
+    bound: Duration,
+) -> Result<(), String> {
+    let script = format!(
+        "f={pid_file}\n\
+         [ -f \"$f\" ] || exit 0\n\
+         p=$(cat \"$f\")\n\
+         case \"$p\" in ''|*[!0-9]*) rm -f \"$f\"; exit 0 ;; esac\n\
+         tr '\\000' ' ' < /proc/\"$p\"/cmdline 2>/dev/null | grep -q 'kubectl drain' || {{ rm -f \"$f\"; exit 0; }}\n\
+         kill -TERM \"$p\" 2>/dev/null\n\
+         i=0\n\
+         while kill -0 \"$p\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n\
+         kill -0 \"$p\" 2>/dev/null && kill -KILL \"$p\" 2>/dev/null\n\
+         rm -f \"$f\"\n\
+         exit 0\n"
+    );
+    let (rc, _, err) = run(s, &script, bound).await?;
+    match rc {
+        0 => Ok(()),
+        _ => Err(format!(
+            "ending the drain failed (exit {rc}): {}",
+            said(&err)
+        )),
+    }
 }
 
 /// Mark `node` schedulable again.
@@ -246,6 +324,24 @@ mod tests {
                    error: cannot delete Pods that declare no controller (use --force to override): default/bare, kube-system/x";
         assert_eq!(blocking_pods(err), vec!["default/bare", "kube-system/x"]);
         assert!(blocking_pods("error: the server is unreachable").is_empty());
+    }
+
+    #[test]
+    fn the_drain_keeps_its_pid_where_stop_drain_finds_it() {
+        let f = drain_pid_file("c", "win 1");
+        let script = drain_script("win 1", 300, &f);
+        assert!(script.starts_with(&format!("f={f}\n")), "{script}");
+        assert!(
+            script.contains(
+                "timeout 310 kubectl drain 'win 1' --ignore-daemonsets --delete-emptydir-data --timeout=300s </dev/null &"
+            ),
+            "{script}"
+        );
+        assert!(
+            script.contains("echo \"$p\" > \"$f\"\nwait \"$p\""),
+            "{script}"
+        );
+        assert!(f.ends_with("/kwinctl-drain.632f77696e2031.pid"), "{f}");
     }
 
     #[test]

@@ -115,3 +115,44 @@ fn max_fail_takes_a_count_or_a_share_and_only_where_hosts_change() {
         );
     }
 }
+
+/// `--parallel` given is honoured for kubelet upgrades whatever its value:
+/// an explicit `--parallel 256` (the connection default's value) is not
+/// taken for the default, which upgrades one Windows node at a time.
+#[test]
+fn an_explicit_parallel_is_honoured_for_upgrades_even_at_the_default_value() {
+    use std::process::Command;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv.yaml");
+    // one host at an address nobody has: the run ends at its connection
+    write(
+        &inv,
+        "cluster:\n  name: t\n  cluster_cidr: 198.19.0.0/16\n  \
+         service_cidr: 198.18.240.0/20\n  api_server: https://198.18.100.1:6443\nhosts:\n  \
+         - name: a\n    os: linux\n    address: 198.18.100.2\n",
+    );
+    for (extra, said) in [
+        (vec![], "upgrades: one Windows node at a time"),
+        (
+            vec!["--parallel", "256"],
+            "upgrades: up to 256 Windows nodes at a time (--parallel 256)",
+        ),
+        (
+            vec!["--parallel", "3"],
+            "upgrades: up to 3 Windows nodes at a time (--parallel 3)",
+        ),
+        (
+            vec!["--parallel", "1"],
+            "upgrades: one Windows node at a time",
+        ),
+    ] {
+        let mut cmd = Command::new(common::bin());
+        cmd.args(["up", "-v", "--timeout", "1", "--retries", "0", "-i"])
+            .arg(&inv)
+            .args(&extra)
+            .env("KWINCTL_SSH_CONFIG", "none");
+        let (_, err) = common::run_bounded_stderr(cmd, Duration::from_secs(60));
+        assert!(err.contains(said), "{extra:?}: {err}");
+    }
+}

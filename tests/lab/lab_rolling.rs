@@ -13,13 +13,13 @@ use common::{kwinctl, kwinctl_env, text, write};
 
 use super::lab_skew::{declare, kubelet_on};
 
-const DNS_IP: &str = "198.18.240.10";
-const DOMAIN: &str = "cluster.local";
+pub(super) const DNS_IP: &str = "198.18.240.10";
+pub(super) const DOMAIN: &str = "cluster.local";
 const AGNHOST: &str = "registry.k8s.io/e2e-test-images/agnhost:2.52";
 
 /// An l2bridge lab at 1.30.4 with `windows` Windows nodes, converged, whose
 /// API server already runs 1.31.2; the inventory then declares 1.31.2.
-fn upgraded_lab(windows: &[&str]) -> Lab {
+pub(super) fn upgraded_lab(windows: &[&str]) -> Lab {
     let lab = Lab::up_windows_builds_env(
         1,
         windows,
@@ -37,12 +37,12 @@ fn upgraded_lab(windows: &[&str]) -> Lab {
     lab
 }
 
-fn kubectl(lab: &Lab, args: &str) -> std::process::Output {
+pub(super) fn kubectl(lab: &Lab, args: &str) -> std::process::Output {
     lab.exec("h1", &format!("kubectl {args}"))
 }
 
 /// Apply `objects` (a v1 List) through the stand-in.
-fn apply(lab: &Lab, objects: serde_json::Value) {
+pub(super) fn apply(lab: &Lab, objects: serde_json::Value) {
     let f = lab.dir().join("objects.json");
     std::fs::write(&f, objects.to_string()).unwrap();
     let o = kubectl(lab, &format!("apply -f - < {}", f.display()));
@@ -51,7 +51,7 @@ fn apply(lab: &Lab, objects: serde_json::Value) {
 
 /// A pod a ReplicaSet owns (so that drain evicts it) on `host`'s node
 /// (nodes are named by their host name).
-fn pod(name: &str, host: &str) -> serde_json::Value {
+pub(super) fn pod(name: &str, host: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {"app": name},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -61,7 +61,7 @@ fn pod(name: &str, host: &str) -> serde_json::Value {
 }
 
 /// The stand-in's log: "verb what [detail]" per line, in order.
-fn log(lab: &Lab) -> Vec<String> {
+pub(super) fn log(lab: &Lab) -> Vec<String> {
     std::fs::read_to_string(lab.dir().join("kubectl/log"))
         .unwrap_or_default()
         .lines()
@@ -203,7 +203,7 @@ fn a_budget_that_blocks_the_drain_stops_before_anything_is_replaced() {
 }
 
 /// The node's copy of `exe` as winsim records it (its `--version` line).
-fn binary_on(lab: &Lab, h: &str, exe: &str) -> String {
+pub(super) fn binary_on(lab: &Lab, h: &str, exe: &str) -> String {
     lab.win_state_json(h)["file_versions"][format!(r"C:\k\{exe}")]
         .as_str()
         .unwrap_or_default()
@@ -294,7 +294,7 @@ fn a_new_kubelet_that_cannot_start_is_rolled_back_and_left_cordoned() {
 }
 
 /// A node as the stand-in lists it.
-fn node_json(lab: &Lab, name: &str) -> serde_json::Value {
+pub(super) fn node_json(lab: &Lab, name: &str) -> serde_json::Value {
     let nodes = kubectl(lab, "get nodes -o json");
     let nodes: serde_json::Value = serde_json::from_slice(&nodes.stdout).expect("nodes JSON");
     nodes["items"]
@@ -307,7 +307,7 @@ fn node_json(lab: &Lab, name: &str) -> serde_json::Value {
 }
 
 /// kwinctl's mark on a node (the release it was cordoned for).
-fn marked(lab: &Lab, name: &str) -> Option<String> {
+pub(super) fn marked(lab: &Lab, name: &str) -> Option<String> {
     node_json(lab, name)["metadata"]["annotations"]["kwinctl.io/upgrade"]
         .as_str()
         .map(str::to_string)
@@ -510,11 +510,67 @@ fn ctrl_c_during_the_drain_ends_it_and_leaves_the_node_marked() {
     let o = child.wait_with_output().unwrap();
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
-        text(&o).contains("interrupted during the drain: nothing was replaced"),
+        text(&o)
+            .contains("interrupted during the drain: the drain was ended; nothing was replaced"),
         "{}",
         text(&o)
     );
     assert_eq!(kubelet_on(&lab, "win1"), "Kubernetes v1.30.4");
     assert_eq!(node_json(&lab, "win1")["spec"]["unschedulable"], true);
     assert_eq!(marked(&lab, "win1"), Some("1.31.2".into()));
+}
+
+/// `up --verify-pods` (issue 36, item 3): once the upgraded node is Ready,
+/// a test pod pinned to it must pass before it is uncordoned. Under a new
+/// kubelet whose pods get no network (winsim's knob) the node is rolled
+/// back and left cordoned, exit 1; fixed, the rerun upgrades it, the pod
+/// check passes, and it is uncordoned.
+#[test]
+fn verify_pods_rolls_back_a_node_whose_pods_fail_and_uncordons_one_whose_pass() {
+    if !require_root() {
+        return;
+    }
+    let lab = upgraded_lab(&["2022"]);
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap();
+    assert!(!inv.contains("pod_check"), "{inv}");
+    write(
+        lab.inventory(),
+        &inv.replacen(
+            "cluster:\n",
+            "cluster:\n  pod_check:\n    start_timeout: 10\n",
+            1,
+        ),
+    );
+    let mut st = lab.win_state_json("win1");
+    st["pod_sandbox_fails"] = serde_json::json!(["1.31.2"]);
+    write(&lab.win_state("win1"), &st.to_string());
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--verify-pods", "--output", "json"]);
+    assert!(
+        text(&o).contains("is Ready at 1.31.2 but failed its pod check (--verify-pods)")
+            && text(&o).contains("failed to setup network for sandbox"),
+        "{}",
+        text(&o)
+    );
+    rolled_back(&lab, &o);
+    assert!(
+        position(&log(&lab), "ready win1 v1.31.2") < log(&lab).len(),
+        "the node was Ready at the new release before its pod check"
+    );
+    assert_eq!(marked(&lab, "win1"), Some("1.31.2".into()));
+    // fixed: the rerun upgrades it again, its pod passes, it is uncordoned
+    let mut st = lab.win_state_json("win1");
+    st["pod_sandbox_fails"] = serde_json::json!([]);
+    write(&lab.win_state("win1"), &st.to_string());
+    let o = kwinctl(&["up", "-i", &lab.inv(), "--verify-pods", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(kubelet_on(&lab, "win1"), "Kubernetes v1.31.2");
+    assert_eq!(
+        node_json(&lab, "win1")["spec"]["unschedulable"],
+        serde_json::Value::Null
+    );
+    assert_eq!(marked(&lab, "win1"), None);
+    // no test pod is left behind
+    let pods = kubectl(&lab, "get pods -n default -l kwinctl.io/pod-check -o json");
+    let pods: serde_json::Value = serde_json::from_slice(&pods.stdout).expect("pods JSON");
+    assert_eq!(pods["items"].as_array().map(Vec::len), Some(0), "{pods}");
 }

@@ -343,3 +343,17 @@ def test_cli_pod_start_and_delete(tmp_path):
                        text=True, timeout=30)
     assert o.returncode == 0 and json.loads(o.stdout) == {"deleted": True}
     assert json.loads(p.read_text())["pods"] == {}
+
+
+def test_pod_sandbox_fails_knob_keeps_that_kubelets_pods_pending():
+    """The lab's knob: a kubelet of a named release starts no pod with a
+    network (the pod stays Pending with the sandbox's error); other
+    releases are untouched."""
+    d = state("l2-130-win1")
+    d["pod_sandbox_fails"] = ["1.31.2"]
+    assert pods.start(copy.deepcopy(d), "default", "p1")["ok"]
+    d["pod_sandbox_fails"] = ["1.30.4"]
+    dec = pods.start(d, "default", "p1")
+    assert not dec["ok"] and dec["phase"] == "Pending" and dec["ip"] is None, dec
+    assert "failed to setup network for sandbox" in dec["error"]
+    assert "pod_sandbox_fails names kubelet v1.30.4" in dec["error"]
