@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from . import k8sbin, tlsboot
+from . import k8sbin, proxyauth, tlsboot
 from .files import file_of, file_version
 from .hns import CONTAINERD_PIPE, hns_network
 from .state import ActionError
@@ -32,6 +32,9 @@ def start_binary(d, exe, args, env=None):
         why = kubelet_needs_runtime(d, line, args) or k8sbin.start_fault(d, component, line)
     if why is None and component == "kubelet":
         why = tlsboot.at_start(d, args)
+    if why is None and component == "kube-proxy":
+        # it runs either way; a refused list leaves it unhealthy
+        proxyauth.at_start(d, args)
     if why is None:
         notes = k8sbin.warnings(component, line, args)
         if notes:
@@ -271,9 +274,11 @@ def kube_proxy_network(d):
 def health(d, port):
     """curl http://127.0.0.1:PORT/healthz: 10248 the kubelet's, 10256
     kube-proxy's, which stays unhealthy while it loops on "Unable to find
-    HNS Network specified" (docs/research/kubernetes.md#k1)."""
+    HNS Network specified" (docs/research/kubernetes.md#k1) or while the
+    API server refuses its lists (winsim/proxyauth.py)."""
     if port == 10248:
         return component_running(d, "kubelet")
     if port == 10256:
-        return component_running(d, "kube-proxy") and hns_network(d, kube_proxy_network(d)) is not None
+        return (component_running(d, "kube-proxy") and hns_network(d, kube_proxy_network(d)) is not None
+                and not d.get(proxyauth.REFUSED))
     return False

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod lab_cpid;
 mod lab_demo;
 mod lab_facts;
 mod lab_faults;
