@@ -64,6 +64,11 @@ pub(super) async fn run(
         .find(|h| h.name == node.name)
         .expect("a run's node is in its inventory");
     let mut last = String::from("no answer yet");
+    // whether `s` was opened after the action started: a connection from
+    // before it may be dropped with the host's network even after it
+    // carried the result (the poll that read it was let in just before)
+    let mut fresh = false;
+    let mut done: Option<Output> = None;
     loop {
         tokio::select! {
             biased;
@@ -78,6 +83,13 @@ pub(super) async fn run(
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
+            if done.is_some() {
+                return Err(HostError::Detached(format!(
+                    "{what}: done, but {} did not answer on a new connection within --detach-wait                      {}s (last: {last}); run `kwinctl up` again: it goes on from there",
+                    node.name,
+                    wait.as_secs()
+                )));
+            }
             return Err(HostError::Detached(never_came(
                 node, what, wait, &last, &d.check,
             )));
@@ -87,25 +99,29 @@ pub(super) async fn run(
                 &node.name,
                 &format!("reconnecting for the result of: {what}"),
             );
-            let trace = s.trace().cloned().unwrap_or_default();
-            let interpreter = crate::os::interpreter(host.os);
-            match tokio::time::timeout(left, step::connect(ctx, host, interpreter, &trace)).await {
-                Ok(Ok(fresh)) => {
-                    let old = std::mem::replace(s, fresh);
-                    // (a broken connection's polite close is not waited for)
-                    let _ = tokio::time::timeout(Duration::from_secs(2), old.close()).await;
+            match reconnect(ctx, s, host, left).await {
+                Ok(()) => {
                     alive = true;
+                    fresh = true;
+                    if let Some(o) = done.take() {
+                        return Ok(o);
+                    }
                 }
-                Ok(Err(e)) => {
-                    last = format!("reconnecting: {e}");
+                Err(e) => {
+                    last = e;
                     continue;
                 }
-                Err(_) => continue,
             }
         }
         match step::call(ctx, s, &node.name, "detach: result", d.result.clone()).await {
             Ok(o) => match detach_state(&o.stdout, token) {
-                DetachState::Done => return Ok(o),
+                // the rest of the run goes over a connection opened after
+                // the action: none from before it is trusted to live on
+                DetachState::Done if !fresh => {
+                    alive = false;
+                    done = Some(o);
+                }
+                DetachState::Done => return Ok(done.unwrap_or(o)),
                 DetachState::Missing => {
                     return Err(HostError::Detached(format!(
                         "{what}: its detached task is not on {} and left no result: it never started \
@@ -123,6 +139,28 @@ pub(super) async fn run(
                 alive = false;
             }
         }
+    }
+}
+
+/// Replace `s` with a session on a new connection, bounded by `left`:
+/// Err says why not (the host's network may still be down).
+async fn reconnect(
+    ctx: &Ctx,
+    s: &mut Box<dyn Session>,
+    host: &crate::inventory::Host,
+    left: Duration,
+) -> Result<(), String> {
+    let trace = s.trace().cloned().unwrap_or_default();
+    let interpreter = crate::os::interpreter(host.os);
+    match tokio::time::timeout(left, step::connect(ctx, host, interpreter, &trace)).await {
+        Ok(Ok(new)) => {
+            let old = std::mem::replace(s, new);
+            // (a broken connection's polite close is not waited for)
+            let _ = tokio::time::timeout(Duration::from_secs(2), old.close()).await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("reconnecting: {e}")),
+        Err(_) => Err("reconnecting: no answer in time".into()),
     }
 }
 

@@ -228,6 +228,10 @@ struct Fakes {
     /// of the script>` for a side channel's calls, `apply begins` and
     /// `apply ends` for a slow host's apply calls.
     log: Arc<Mutex<Vec<(String, String)>>>,
+    /// Hosts whose network drops just after a detached action's result
+    /// was read: the sessions opened until then fail from their next call
+    /// on. Per host: connections opened, and how many of them are cut.
+    blip_after_result: Arc<Mutex<BTreeMap<String, (usize, usize)>>>,
 }
 
 impl Fakes {
@@ -271,6 +275,8 @@ struct FakeSession {
     fakes: Fakes,
     /// A side channel ([`Session::side`]).
     side: bool,
+    /// This host's connection number (from 1), for `blip_after_result`.
+    opened: usize,
 }
 
 impl FakeSession {
@@ -289,7 +295,27 @@ impl Session for FakeSession {
             .lock()
             .unwrap()
             .push((self.host.clone(), script.to_string()));
+        let cut = {
+            let blips = self.fakes.blip_after_result.lock().unwrap();
+            blips.get(&self.host).is_some_and(|b| self.opened <= b.1)
+        };
+        if cut {
+            let host = self.host.clone();
+            return async move {
+                Err(TransportError::Lost {
+                    host,
+                    msg: "connection closed before message completed".into(),
+                })
+            }
+            .boxed();
+        }
         let out = (self.answer.lock().unwrap())(script);
+        if script.contains("\"kind\":\"detach_result\"") && out.stdout.contains("KWD end") {
+            let mut blips = self.fakes.blip_after_result.lock().unwrap();
+            if let Some(b) = blips.get_mut(&self.host) {
+                b.1 = b.0;
+            }
+        }
         let slow = self.fakes.slow.lock().unwrap().get(&self.host).copied();
         if self.side {
             self.log(format!(
@@ -334,6 +360,16 @@ impl Connector for Fakes {
             if hangs {
                 futures::future::pending::<()>().await;
             }
+            let opened = {
+                let mut blips = fakes.blip_after_result.lock().unwrap();
+                match blips.get_mut(&host.name) {
+                    Some(b) => {
+                        b.0 += 1;
+                        b.0
+                    }
+                    None => 0,
+                }
+            };
             match answer {
                 Some(answer) => Ok(Box::new(FakeSession {
                     host: host.name.clone(),
@@ -341,6 +377,7 @@ impl Connector for Fakes {
                     calls,
                     fakes,
                     side: false,
+                    opened,
                 }) as Box<dyn Session>),
                 None => Err(TransportError::Connect {
                     addr: host.address.to_string(),

@@ -99,6 +99,27 @@ fn the_network_is_created_detached_and_up_goes_on_with_its_result() {
     );
 }
 
+/// The poll that reads the result was let in just before the host's
+/// network dropped (the vSwitch blip): the connection it came over is
+/// gone from its next call on. The rest of the run goes over a new one.
+#[test]
+fn after_the_result_the_run_goes_on_over_a_new_connection() {
+    let fakes = Fakes::default();
+    let op = Operator::new(&l2bridge_inventory());
+    linux_hosts(&fakes, &["lin01"]);
+    fakes.answer("win01", detaching_host(false));
+    fakes
+        .blip_after_result
+        .lock()
+        .unwrap()
+        .insert("win01".into(), (0, 0));
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    let r = report(&ran, "win01");
+    assert_eq!(r.status, HostStatus::Changed, "{r:?}");
+    let (opened, cut) = fakes.blip_after_result.lock().unwrap()["win01"];
+    assert!(cut >= 1 && opened > cut, "opened {opened}, cut {cut}");
+}
+
 #[test]
 fn a_result_that_never_comes_fails_the_host_after_the_bound() {
     let fakes = Fakes::default();
