@@ -16,6 +16,7 @@ pub mod hash;
 pub mod identity;
 pub mod import;
 pub mod inventory;
+pub mod join;
 pub mod localfile;
 pub mod lock;
 pub mod mesh;

@@ -120,6 +120,31 @@ pub fn is_secret(value: &str) -> bool {
             .any(|(f, r)| r == MASK && f == v)
 }
 
+/// A secret value kwinctl holds for the run (a bootstrap token's secret):
+/// registered for redaction when made, shown as the mask by `Debug`, read
+/// only through [`Secret::expose`] where it must go into a script.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Hold `value`, registering it so that no output shows it.
+    pub fn new(value: impl Into<String>) -> Secret {
+        let value = value.into();
+        register(&value);
+        Secret(value)
+    }
+    /// The value itself, for the one place it is sent to.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({MASK})")
+    }
+}
+
 /// Whether any secret is registered.
 pub fn any() -> bool {
     !REGISTRY.read().unwrap().is_empty()
@@ -207,6 +232,14 @@ mod tests {
             "{out}"
         );
         assert!(any());
+    }
+
+    #[test]
+    fn a_held_secret_is_registered_and_never_debug_printed() {
+        let s = Secret::new("zq9x7w3v5u1t0s2r");
+        assert_eq!(format!("{s:?}"), format!("Secret({MASK})"));
+        assert_eq!(s.expose(), "zq9x7w3v5u1t0s2r");
+        assert_eq!(redact("t=zq9x7w3v5u1t0s2r"), format!("t={MASK}"));
     }
 
     #[test]
