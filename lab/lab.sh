@@ -92,6 +92,10 @@
 #   KWINCTL_LAB_LOG_RUNNER=X.Y.Z  l2bridge from 1.26: kube-log-runner.exe
 #       from that release, named in cluster.log_runner_version (default:
 #       the cluster's release, no log_runner_version)
+#   KWINCTL_LAB_IDENTITY=bootstrap  the inventory says `identity: bootstrap`
+#       and names no kubeconfig: each Windows node joins with a certificate of
+#       its own (issue 35; the control plane needs `lab.sh kubectl` for its
+#       kubeadm); default: the shared kubeconfig DIR/kubeconfig
 #   KWINCTL_LAB_K8S_ALSO="X.Y.Z ..."  more releases' fake binaries in DIR/dl
 #       (to upgrade to: the inventory keeps naming $KWINCTL_LAB_K8S)
 #   KWINCTL_LAB_WIN_BUILDS=2019,2022,...  win1's build, win2's, ... (2016,
@@ -784,7 +788,13 @@ cmd_up() {
       echo "  containerd_version: \"$KWINCTL_LAB_CONTAINERD\""
       [ -z "${KWINCTL_LAB_LOG_RUNNER:-}" ] || echo "  log_runner_version: \"$KWINCTL_LAB_LOG_RUNNER\""
     fi
-    echo "  kubeconfig: $dir/kubeconfig"
+    # KWINCTL_LAB_IDENTITY=bootstrap: each Windows node joins with its own
+    # certificate (issue 35) and gets no shared kubeconfig; else the shared one
+    if [ "${KWINCTL_LAB_IDENTITY:-shared}" = bootstrap ]; then
+      echo "  identity: bootstrap"
+    else
+      echo "  kubeconfig: $dir/kubeconfig"
+    fi
     echo "defaults:"
     echo "  ssh: { user: root, port: 22, identity: $dir/id_ed25519, known_hosts: $dir/known_hosts }"
     echo "hosts:"

@@ -172,6 +172,9 @@ pub enum HostError {
     /// the new kubelet did not report Ready): why, and in what state the
     /// node was left.
     Upgrade(String),
+    /// `up`: the node could not join the cluster with an identity of its
+    /// own (src/join/): why, and what to do.
+    Join(String),
     /// kwinctl could not do its own work on this machine (the state file
     /// could not be written): nothing was changed on the host.
     Local(String),
@@ -241,6 +244,7 @@ impl fmt::Display for HostError {
             HostError::Restart(why) => write!(f, "{why}"),
             HostError::Detached(why) => write!(f, "{why}"),
             HostError::Upgrade(why) => write!(f, "{why}"),
+            HostError::Join(why) => write!(f, "joining the cluster: {why}"),
             HostError::Push(why) => write!(
                 f,
                 "pushing a file failed, nothing was replaced: {why}. What arrived is kept: rerun to resume"

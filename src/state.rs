@@ -74,6 +74,10 @@ pub struct State {
     /// host name (lower case) → what a removed host may still hold.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub removed: BTreeMap<String, Removed>,
+    /// The cluster CA's pin, as kubeadm's discovery pins it, from the first
+    /// run that joined a node (src/join/ca.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pin: Option<crate::join::ca::Pin>,
 }
 
 /// Where a host is, and the trust kwinctl had in it that the inventory's

@@ -1,6 +1,7 @@
 """What the probe prints (`KWINCTL-FACTS {json}`): the same JSON kwinctl's
 PowerShell probe gives on Windows."""
 
+import hashlib
 import base64
 import struct
 import subprocess
@@ -46,6 +47,9 @@ def kwinctl_folders(d, probe):
         if low == push.WIN_DIR.lower() and "_state_path" in probe and push.held(probe["_state_path"]):
             out.append(f)
         elif low == DETACH_DIR.lower() and d.get("detached"):
+            out.append(f)
+        elif any(k.lower().startswith(low.rstrip("\\") + "\\") for k in d.get("kubelet_files", {})):
+            # the kubelet's certificate directory, when it holds anything
             out.append(f)
     return out
 
@@ -97,7 +101,10 @@ def facts(d, probe):
                      for n in d["networks"] if hns],
         "routes": routes,
         "images": d["images"],
-        "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files],
+        "files": [{"path": p, "sha256": sha} for p, sha in d["files"].items() if p.lower() in wanted_files]
+        # the kubelet's own files (its kubeconfig: tlsboot.py), as Get-FileHash hashes them
+        + [{"path": p, "sha256": hashlib.sha256(t.encode()).hexdigest()}
+           for p, t in d.get("kubelet_files", {}).items() if p.lower() in wanted_files],
         "services": [service_fact(d, probe, n, s) for n, s in d["services"].items()
                      if n in probe.get("services", [])],
         # `running`: the probe looks for the process of C:\k\<name>.exe, the

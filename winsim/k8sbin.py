@@ -68,6 +68,7 @@ FLAGS = {
         "--config": ((1, 10), None),                    # B: first release (KubeletConfiguration file)
         "--bootstrap-kubeconfig": ((1, 8), None),       # B: renamed from --experimental-bootstrap-kubeconfig
         "--cert-dir": ((1, 0), None),
+        "--rotate-certificates": ((1, 8), None),        # docs/research/bootstrap.md#bt-releases (beta in 1.8)
         "--node-ip": ((1, 3), None),                    # B: first release
         "--node-labels": ((1, 4), None),                # B: first release
         "--feature-gates": ((1, 5), None),              # B: first release

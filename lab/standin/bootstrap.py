@@ -178,8 +178,11 @@ class ApiServer:
                              "subjects": [{"kind": "Group", "name": group}]},
                             "clusterrolebindings", name + ".json")
 
-    def create_token(self, ttl_seconds, groups=(KUBEADM_GROUP,), t=None):
-        """`kubeadm token create --ttl`: a new token and its Secret."""
+    def create_token(self, ttl_seconds, groups=(KUBEADM_GROUP,), t=None, description=None):
+        """`kubeadm token create --ttl [--description]`: a new token and its
+        Secret; each creation is also written to created.jsonl (its id,
+        description and time, never its secret): the lab's record of how
+        many tokens a run made."""
         t = t or now_utc()
         alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
         tid = "".join(pysecrets.choice(alphabet) for _ in range(6))
@@ -188,6 +191,11 @@ class ApiServer:
                 "usage-bootstrap-signing": "true", "auth-extra-groups": ",".join(groups)}
         if ttl_seconds:
             data["expiration"] = rfc3339(t + datetime.timedelta(seconds=ttl_seconds))
+        if description:
+            # docs/research/bootstrap.md#bt-join: the Secret's `description`
+            data["description"] = description
+        with open(self._path("created.jsonl"), "a") as f:
+            f.write(json.dumps({"id": tid, "description": description or "", "at": rfc3339(t)}) + "\n")
         self.put_secret({"apiVersion": "v1", "kind": "Secret", "type": SECRET_TYPE,
                          "metadata": {"name": SECRET_PREFIX + tid, "namespace": "kube-system"},
                          "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
@@ -432,7 +440,7 @@ def kubectl(api, server, verb, words, ns, out):
 
 
 def kubeadm(api, args):
-    """`kubeadm token create [--ttl D]`, `kubeadm token delete ID|TOKEN`,
+    """`kubeadm token create [--ttl D] [--description TEXT]`, `kubeadm token delete ID|TOKEN`,
     `kubeadm token list -o json`: (exit code, stdout, stderr)."""
     if args[:1] != ["token"] or len(args) < 2:
         return 1, "", "kubeadm (the kwinctl lab's stand-in) runs `kubeadm token create|delete|list` only\n"
@@ -440,19 +448,24 @@ def kubeadm(api, args):
     api.ensure_kubeadm_bindings()
     if sub == "create":
         ttl = 24 * 3600
+        description = None
         i = 0
         while i < len(rest):
             a = rest[i]
-            if a.startswith("--ttl"):
+            if a.startswith("--ttl") or a.startswith("--description"):
                 v = a.split("=", 1)[1] if "=" in a else (rest[i + 1] if i + 1 < len(rest) else "")
                 i += 0 if "=" in a else 1
+                if a.startswith("--description"):
+                    description = v
+                    i += 1
+                    continue
                 ttl = go_seconds(v)
                 if ttl is None:
                     return 1, "", 'invalid argument "%s" for "--ttl" flag: time: invalid duration "%s"\n' % (v, v)
             else:
                 return 1, "", "unknown flag: %s\n" % a
             i += 1
-        return 0, api.create_token(ttl) + "\n", ""
+        return 0, api.create_token(ttl, description=description) + "\n", ""
     if sub == "delete" and rest:
         out, err = [], []
         for t in rest:

@@ -325,9 +325,9 @@ cluster:
   # containerd for the Windows nodes: a release containerd supports for
   # Kubernetes {m} (containerd RELEASES.md, \"Kubernetes Support\").
   containerd_version: \"{containerd}\"
-  # The kubeconfig the Windows nodes' kubelet and kube-proxy use (a file
-  # beside this inventory, e.g. one made with `kubeadm kubeconfig user`).
-  kubeconfig: {p}
+  # Each Windows node joins with its own certificate, as `kubeadm join` does
+  # (a short-lived token from the control plane's kubeadm, docs/security.md).
+  identity: bootstrap
 defaults:
   # Linux hosts: SSH as root, or a user with passwordless sudo. Keys come
   # from ssh-agent and ~/.ssh/config as for `ssh`; or name one:

@@ -120,6 +120,11 @@ pub struct Common {
     /// cordoned. Needs kubectl on the control plane.
     #[arg(long, help_heading = CHANGES)]
     pub verify_pods: bool,
+    /// `up`: accept the cluster CA whose pin (`sha256:<hex>` of its public
+    /// key, as kubeadm's --discovery-token-ca-cert-hash) is this, in place
+    /// of the one the state file pinned: for a CA rotated on purpose.
+    #[arg(long, value_name = "PIN", help_heading = CHANGES)]
+    pub accept_ca: Option<String>,
     /// More progress detail.
     #[arg(short, long, help_heading = OUTPUT)]
     pub verbose: bool,

@@ -132,6 +132,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         with_peer_routes: c.with_peer_routes,
         reboot: c.reboot,
         allow_downgrade: c.allow_downgrade,
+        accept_ca: c.accept_ca.clone(),
         // kubelet upgrades go one node at a time unless --parallel says
         upgrade_parallel: super::upgrades_at_once(c.parallel),
         upgrade_pods: c.verify_pods,
@@ -181,6 +182,9 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
         record: record.as_deref(),
     };
     end.report(reports, interrupted || failed, interrupted, pod_results);
+    for line in &ran.joined {
+        err_line(line);
+    }
     for h in &ran.forgotten {
         err_line(&format!(
             "{h}: reset; its block is no longer reserved for it"

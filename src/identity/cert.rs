@@ -60,6 +60,32 @@ pub fn user_of(node_name: &str) -> String {
     format!("system:node:{node_name}")
 }
 
+/// Why a node in bootstrap mode must join (again): its kubelet has no
+/// client certificate, one kwinctl cannot read, one for another node, or
+/// one that has expired (`None`: its own, still valid; the kubelet renews
+/// it before it expires, with `--rotate-certificates`).
+pub fn needs_join(cert: Option<&ClientCert>, node_name: &str, now: SystemTime) -> Option<String> {
+    let Some(cert) = cert else {
+        return Some(format!("its kubelet has no client certificate ({CURRENT})"));
+    };
+    let want = user_of(node_name);
+    match cert.common_name() {
+        None => return Some(format!("{CURRENT} holds no certificate kwinctl can read")),
+        Some(cn) if cn != want => {
+            return Some(format!(
+                "its kubelet's client certificate is for {}, not {want}",
+                crate::text::sanitize(cn)
+            ));
+        }
+        _ => {}
+    }
+    match humantime::parse_rfc3339_weak(cert.not_after.trim_end_matches('Z')) {
+        Ok(t) if t > now => None,
+        Ok(_) => Some("its kubelet's client certificate has expired".into()),
+        Err(_) => Some(format!("the expiry of {CURRENT} cannot be read")),
+    }
+}
+
 /// verify's check of a node's certificate, when it has one: for
 /// `system:node:<node_name>`, and valid for at least `margin` after `now`.
 /// `host` names the host in the finding.
@@ -174,6 +200,34 @@ mod tests {
         assert!(got.pass, "{got:?}");
         let got = check("win1", "win1", Some(&c), at("2027-01-01T00:00:00Z"), MARGIN).unwrap();
         assert!(got.detail.contains("has expired"), "{}", got.detail);
+    }
+
+    #[test]
+    fn who_must_join() {
+        let now = at("2026-11-29T00:00:00Z");
+        let own = cert("system:node:win1", "2027-11-29T05:30:00.0000000Z");
+        assert_eq!(needs_join(Some(&own), "win1", now), None);
+        // within verify's margin, but the kubelet renews it: no join
+        let soon = cert("system:node:win1", "2026-12-01T00:00:00.0000000Z");
+        assert_eq!(needs_join(Some(&soon), "win1", now), None);
+        assert!(
+            needs_join(None, "win1", now)
+                .unwrap()
+                .contains("no client certificate")
+        );
+        let other = cert("system:node:win2", "2027-11-29T05:30:00.0000000Z");
+        assert!(
+            needs_join(Some(&other), "win1", now)
+                .unwrap()
+                .contains("system:node:win2")
+        );
+        let old = cert("system:node:win1", "2026-11-01T00:00:00.0000000Z");
+        assert!(
+            needs_join(Some(&old), "win1", now)
+                .unwrap()
+                .contains("expired")
+        );
+        assert!(needs_join(Some(&ClientCert::default()), "win1", now).is_some());
     }
 
     #[test]

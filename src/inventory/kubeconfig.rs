@@ -19,6 +19,34 @@ use super::KubeVersion;
 use super::raw::RawCluster;
 use super::validator::Validator;
 
+/// `cluster.identity`: how Windows nodes get their credentials
+/// (docs/windows.md, One kubelet identity; issue 35).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Identity {
+    /// Each node joins with a bootstrap token and gets a client certificate
+    /// of its own (TLS bootstrapping, as `kubeadm join` does).
+    Bootstrap,
+    /// Every node uses the one credential in `cluster.kubeconfig`.
+    Shared,
+}
+
+impl Identity {
+    pub fn parse(s: &str) -> Option<Identity> {
+        match s.trim() {
+            "bootstrap" => Some(Identity::Bootstrap),
+            "shared" => Some(Identity::Shared),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Identity::Bootstrap => "bootstrap",
+            Identity::Shared => "shared",
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 struct Kubeconfig {
     #[serde(default)]
@@ -304,7 +332,19 @@ impl Validator {
                 "add `kubernetes_version: \"1.16.15\"` (the release of the nodes' kubelet.exe and kube-proxy.exe) under cluster:",
             );
         }
-        if api_server.starts_with("https://") && c.kubeconfig.is_none() {
+        // Without cluster.identity the release decides (bootstrap where it
+        // can, os/windows/k8s/check.rs `identity`), and so do its problems.
+        if c.identity_given == Some(Identity::Bootstrap) && c.kubeconfig.is_some() {
+            self.add(
+                c.pos.identity.unwrap_or(c.pos.name),
+                "cluster.identity is bootstrap, and cluster.kubeconfig is given: the nodes would not use it (each joins with its own certificate)".to_string(),
+                "remove cluster.kubeconfig, or set `identity: shared` to give every node the kubeconfig's credential",
+            );
+        }
+        if api_server.starts_with("https://")
+            && c.kubeconfig.is_none()
+            && c.identity_given == Some(Identity::Shared)
+        {
             self.add(
                 c.pos.api_server.unwrap_or(c.pos.name),
                 format!(

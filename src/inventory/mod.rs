@@ -1,4 +1,6 @@
 //! Inventory: the YAML model, defaults and validation.
+//! Size: the validated model is one set of types (Inventory, Cluster, Host
+//! and their settings) that every command reads; its rules live beside it.
 //!
 //! Every error names `file:line:column` and says how to fix it. Parsing keeps
 //! source positions (serde-saphyr's `Spanned`) for every value a validation
@@ -31,6 +33,7 @@ use serde_saphyr::Spanned;
 pub use groups::BUILT_IN as BUILT_IN_GROUPS;
 
 pub use host::valid_node_name;
+pub use kubeconfig::Identity;
 pub use linux::{DEFAULT_BOOT_WAIT_SECS, LinuxSettings};
 pub use net::{block_count, nets_overlap, not_a_node_address, routable_node_address};
 pub use raw::Pairs;
@@ -160,6 +163,9 @@ pub struct Cluster {
     /// when there are Windows hosts).
     pub kubernetes_version: Option<KubeVersion>,
     pub kubeconfig: Option<PathBuf>,
+    /// `cluster.identity` as given (`None`: chosen by release and
+    /// kubeconfig, os/windows/k8s/check.rs `identity`).
+    pub identity_given: Option<Identity>,
     /// `None`: chosen by Kubernetes version and the host's Windows build.
     pub pause_image: Option<String>,
     /// As the inventory names it; [`Cluster::windows_profile`] is the one used.
@@ -198,6 +204,7 @@ pub struct ClusterPos {
     pub api_server: Option<Pos>,
     pub kubernetes_version: Option<Pos>,
     pub kubeconfig: Option<Pos>,
+    pub identity: Option<Pos>,
     pub pause_image: Option<Pos>,
     pub windows_profile: Option<Pos>,
     pub containerd_version: Option<Pos>,
@@ -878,7 +885,12 @@ hosts:
         assert_eq!((p.pos.line, p.pos.column), (6, 23), "{p:?}");
         assert!(p.message.contains("not a Kubernetes release"), "{p:?}");
         let https = GOOD.replace("http://10.0.0.10:8080", "https://10.0.0.10:6443");
-        let p = first(&https);
+        // (without `identity: shared` the release decides, in os/windows/k8s)
+        let shared = https.replace(
+            "  kubernetes_version: 1.7.16\n",
+            "  kubernetes_version: 1.7.16\n  identity: shared\n",
+        );
+        let p = first(&shared);
         assert_eq!(p.pos.line, 5, "{p:?}");
         assert!(p.message.contains("without cluster.kubeconfig"), "{p:?}");
         assert!(p.hint.contains("embedded credentials"), "{p:?}");

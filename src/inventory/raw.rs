@@ -91,6 +91,10 @@ pub(super) struct RawCluster {
     #[schemars(with = "Option<String>")]
     pub(super) kubeconfig: Option<Spanned<String>>,
     #[serde(default)]
+    /// How Windows nodes get credentials: `bootstrap` (each joins with a bootstrap token and gets a client certificate of its own; the default where the release supports it and cluster.kubeconfig is not given) or `shared` (every node uses cluster.kubeconfig).
+    #[schemars(with = "Option<String>")]
+    pub(super) identity: Option<Spanned<String>>,
+    #[serde(default)]
     /// The pause image (default: by release and Windows build).
     #[schemars(with = "Option<String>")]
     pub(super) pause_image: Option<Spanned<String>>,
@@ -148,6 +152,7 @@ impl super::ClusterPos {
             api_server: c.api_server.as_ref().map(pos),
             kubernetes_version: c.kubernetes_version.as_ref().map(pos),
             kubeconfig: c.kubeconfig.as_ref().map(pos),
+            identity: c.identity.as_ref().map(pos),
             pause_image: c.pause_image.as_ref().map(pos),
             windows_profile: c.windows_profile.as_ref().map(pos),
             containerd_version: c.containerd_version.as_ref().map(pos),

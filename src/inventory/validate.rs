@@ -262,6 +262,7 @@ impl Validator {
             ("api_server", c.api_server.as_ref()),
             ("kubernetes_version", c.kubernetes_version.as_ref()),
             ("kubeconfig", c.kubeconfig.as_ref()),
+            ("identity", c.identity.as_ref()),
             ("pause_image", c.pause_image.as_ref()),
             ("windows_profile", c.windows_profile.as_ref()),
             ("containerd_version", c.containerd_version.as_ref()),
@@ -360,6 +361,13 @@ impl Validator {
             "use `transparent` (Docker, Kubernetes 1.5 to 1.10) or `l2bridge` (containerd, 1.24 and later), or leave it out to choose by kubernetes_version",
             &mut ok,
         );
+        let identity_given = self.optional(
+            ("identity", c.identity.as_ref()),
+            super::Identity::parse,
+            "a way to give Windows nodes credentials",
+            "use `bootstrap` (each node joins with a token and gets its own certificate) or `shared` (every node uses cluster.kubeconfig), or leave it out to choose by release",
+            &mut ok,
+        );
         let containerd_version = self.optional(
             ("containerd_version", c.containerd_version.as_ref()),
             ContainerdVersion::parse,
@@ -392,6 +400,7 @@ impl Validator {
             api_server: api.map(|(_, a)| a.to_string()),
             kubernetes_version,
             kubeconfig,
+            identity_given,
             pause_image,
             windows_profile_given,
             containerd_version,

@@ -80,13 +80,33 @@ fn https_api(inv: &Inventory) -> bool {
         .is_some_and(|a| a.starts_with("https://"))
 }
 
+/// Whether `up` joins Windows nodes with identities of their own
+/// (`cluster.identity` bootstrap, src/join/).
+pub fn joins_nodes(inv: &Inventory) -> bool {
+    inv.hosts.iter().any(|h| h.os == Os::Windows)
+        && windows::k8s::identity(&inv.cluster) == crate::inventory::Identity::Bootstrap
+}
+
 /// Notes about the inventory as a whole that `check` prints.
 pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
     let has_windows = inv.hosts.iter().any(|h| h.os == Os::Windows);
     match inv.cluster.kubernetes_version {
-        Some(v) if has_windows => windows::k8s::identity_note(&v, https_api(inv))
+        Some(v) if has_windows => windows::k8s::identity_note(
+            &v,
+            https_api(inv) && windows::k8s::identity(&inv.cluster) == crate::inventory::Identity::Shared,
+        )
             .into_iter()
-            .chain([windows::k8s::join_note(&v)])
+            .chain([
+                windows::k8s::join_note(&v),
+                format!(
+                    "cluster.identity: {} ({})",
+                    windows::k8s::identity(&inv.cluster).name(),
+                    match windows::k8s::identity(&inv.cluster) {
+                        crate::inventory::Identity::Bootstrap => "each Windows node joins with a short-lived bootstrap token and gets a client certificate of its own, as `kubeadm join` does",
+                        crate::inventory::Identity::Shared => "every Windows node uses cluster.kubeconfig's credential",
+                    }
+                ),
+            ])
             .collect(),
         _ => Vec::new(),
     }

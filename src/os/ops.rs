@@ -74,6 +74,20 @@ pub trait NodeOps: Send + Sync {
     fn api_server(&self, _f: &Self::Facts) -> Option<KubeVersion> {
         None
     }
+    /// Whether the node must join the cluster with an identity of its own
+    /// (src/join/): why, in words; `None` when it holds a valid one or the
+    /// cluster does not join nodes that way.
+    fn must_join(&self, _f: &Self::Facts) -> Option<String> {
+        None
+    }
+    /// A joining node's two scripts: before the converge, the bootstrap
+    /// kubeconfig `conf` placed and any credential that is not the node's
+    /// own removed; after it, the kubelet bootstrapped (started anew if it
+    /// has no certificate yet, a bounded wait for it) and the bootstrap
+    /// kubeconfig removed.
+    fn join_scripts(&self, _node: &Node, _conf: &[u8]) -> Option<(String, String)> {
+        None
+    }
     /// An upgrade's rollback: a script putting back the kubelet and
     /// kube-proxy binaries of release `to` that the upgrade replaced (kept
     /// beside the new ones) and starting their services, where this OS

@@ -34,7 +34,8 @@ pub(super) async fn converge<O: NodeOps>(
         // Converged: the first probe's facts (with reachability) are the
         // verification; no second call.
         r.actions = step::reports_of(&d, ActionStatus::Ok);
-        if step::check(ops, node, &Ok(d), facts, probed, &mut r) {
+        let joining = ctx.mode == crate::mode::Mode::Up && ops.must_join(facts).is_some();
+        if step::check(ops, node, &Ok(d), facts, probed, &mut r, joining) {
             return r.failed(HostError::VerifyFailed { changed: false });
         }
         r.status = HostStatus::Ok;
@@ -65,7 +66,8 @@ pub(super) async fn converge<O: NodeOps>(
         };
         left = ops.diff(node, &after);
     }
-    if step::check(ops, node, &left, &after, probed, &mut r) {
+    let joining = ctx.mode == crate::mode::Mode::Up && ops.must_join(&after).is_some();
+    if step::check(ops, node, &left, &after, probed, &mut r, joining) {
         return r.failed(HostError::VerifyFailed { changed: true });
     }
     r.status = HostStatus::Changed;

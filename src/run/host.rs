@@ -218,11 +218,20 @@ impl<'a> Flow<'a> {
                 .map(|d| crate::removal::peer_routes(d, &ctx.removing)),
             (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => Ok(Diff::default()),
         };
-        let changes = work.as_ref().is_ok_and(|d| {
-            ctx.mode.changes_hosts()
-                && d.changes() > 0
-                && (selected || ctx.opts.with_peer_routes || ctx.mode == Mode::Reset)
-        });
+        // a node that joins the cluster changes too (src/join/)
+        let joins = ctx.mode == Mode::Up
+            && selected
+            && work.is_ok()
+            && ctx
+                .join
+                .as_ref()
+                .is_some_and(|j| j.rotating() || ops.must_join(&facts).is_some());
+        let changes = joins
+            || work.as_ref().is_ok_and(|d| {
+                ctx.mode.changes_hosts()
+                    && d.changes() > 0
+                    && (selected || ctx.opts.with_peer_routes || ctx.mode == Mode::Reset)
+            });
         let go = self.ticket.ready(changes).await;
         let mut session = self.session;
         let turn = self.ticket.turn().await;
@@ -258,10 +267,31 @@ impl<'a> Flow<'a> {
                 let up = super::upgrade::before(
                     ctx, &t.host, &node, &ops, &facts, &work, refusal, &mut notes,
                 );
-                let (upgrading, refused) = match up.await {
+                let (upgrading, mut refused) = match up.await {
                     Ok(u) => (u, refused),
                     Err(e) => (None, Some(e)),
                 };
+                // a node without an identity of its own joins (src/join/)
+                let mut finish = None;
+                let mut join_failed = None;
+                if refused.is_none() {
+                    let joining = super::joining::before(
+                        ctx,
+                        &t.host,
+                        &mut session,
+                        &node,
+                        &ops,
+                        &facts,
+                        &mut notes,
+                    );
+                    match joining.await {
+                        Ok(f) => finish = f,
+                        Err(e) => {
+                            join_failed = Some(e.to_string());
+                            refused = Some(e);
+                        }
+                    }
+                }
                 let mut r = super::converge::converge(
                     ctx,
                     &t.host,
@@ -276,6 +306,20 @@ impl<'a> Flow<'a> {
                 )
                 .await;
                 r.notes.extend(notes);
+                // (a converge with nothing to change does not report a refusal)
+                if let Some(why) = join_failed {
+                    r = r.failed(HostError::Join(
+                        why.trim_start_matches("joining the cluster: ").to_string(),
+                    ));
+                } else if let Some(f) = finish
+                    && r.status != HostStatus::Failed
+                {
+                    match super::joining::after(ctx, &mut session, &t.host, f).await {
+                        Ok(()) if r.status == HostStatus::Ok => r.status = HostStatus::Changed,
+                        Ok(()) => {}
+                        Err(e) => r = r.failed(e),
+                    }
+                }
                 if let Some(u) = upgrading {
                     r = super::upgrade::after(ctx, &t.host, &mut session, &node, &ops, u, r).await;
                 }

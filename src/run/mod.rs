@@ -21,6 +21,7 @@ mod decide;
 mod detach;
 mod host;
 mod interrupt;
+mod joining;
 mod lease;
 mod ledger;
 mod peers;
@@ -77,6 +78,8 @@ pub struct RunOptions {
     /// `up --allow-downgrade`: a Windows node may get an older kubelet than
     /// it runs.
     pub allow_downgrade: bool,
+    /// `up --accept-ca`: the CA pin accepted in place of the state file's.
+    pub accept_ca: Option<String>,
     /// `up`: how many Windows nodes' kubelets are upgraded at once (1
     /// unless `--parallel` was given).
     pub upgrade_parallel: usize,
@@ -191,6 +194,9 @@ pub struct Ran {
     /// `reset` reached every host with a block: the state file is removed,
     /// and so are the lock host's registry, generation and lock.
     pub cluster_reset: bool,
+    /// What the run's joins leave the operator to know (a bootstrap token
+    /// that could not be deleted, with the command that deletes it).
+    pub joined: Vec<String>,
 }
 
 /// What every host task shares.
@@ -218,6 +224,8 @@ struct Ctx {
     /// `reset`: the blocks of the removed hosts it reaches, to which every
     /// other node drops its routes in the same run.
     removing: Vec<ipnet::Ipv4Net>,
+    /// `up` joining Windows nodes with their own identity (src/join/).
+    join: Option<crate::join::Joiner>,
 }
 
 impl Ctx {
@@ -318,7 +326,9 @@ pub async fn run_all(
     } else {
         ledger::Forgotten::default()
     };
+    let joined = joining::end(&ctx).await;
     Ran {
+        joined,
         reports: in_order(&targets, out),
         allocation: outcome.allocation,
         locked: outcome.locked,
@@ -348,6 +358,7 @@ fn context(
         })
         .collect();
     let (barrier, coordinator) = coordinate::Barrier::new(n);
+    let join = joining::joiner(mode, &cluster, &opts);
     let ctx = Arc::new(Ctx {
         mode,
         sem: Arc::new(Semaphore::new(opts.parallel.max(1))),
@@ -364,6 +375,7 @@ fn context(
         everyone,
         failures: AtomicUsize::new(0),
         removing,
+        join,
     });
     (ctx, coordinator)
 }

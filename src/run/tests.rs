@@ -477,6 +477,7 @@ impl Operator {
             with_peer_routes: opts.with_peer_routes,
             reboot: false,
             allow_downgrade: false,
+            accept_ca: None,
             upgrade_parallel: 1,
             upgrade_pods: false,
             max_fail: opts.max_fail,

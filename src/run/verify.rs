@@ -25,7 +25,7 @@ pub(super) fn verify<O: NodeOps>(
     if let Ok(d) = &work {
         r.notes = d.notes.clone();
     }
-    let mut failed = step::check(ops, node, &work, facts, probed, &mut r);
+    let mut failed = step::check(ops, node, &work, facts, probed, &mut r, false);
     // the mesh's findings: one the host's own checks already fail takes
     // the mesh's words (they name the node whose block it is)
     for c in mesh {

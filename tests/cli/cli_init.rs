@@ -6,17 +6,11 @@ use crate::common;
 
 use common::{kwinctl, kwinctl_env, text};
 
-const KUBECONFIG: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/inventories/example.kubeconfig"
-);
-
-/// Write `written` to `inv` with its placeholders filled in: the
-/// kubeconfig (copied beside it), the `replace` pairs, then every other
-/// FILL-IN as a distinct 64-digit hex value (a SHA-256's shape).
+/// Write `written` to `inv` with its placeholders filled in: the `replace`
+/// pairs, then every other FILL-IN as a distinct 64-digit hex value (a
+/// SHA-256's shape).
 fn fill_in(inv: &std::path::Path, written: &str, replace: &[(&str, &str)]) {
-    std::fs::copy(KUBECONFIG, inv.with_file_name("nodes.kubeconfig")).unwrap();
-    let mut text = written.replace("kubeconfig: FILL-IN", "kubeconfig: nodes.kubeconfig");
+    let mut text = written.to_string();
     for (from, to) in replace {
         text = text.replace(from, to);
     }
@@ -93,7 +87,9 @@ fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
     let o = kwinctl(&["check", "-i", i]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(err.matches("is still FILL-IN").count(), 8, "{err}");
+    assert_eq!(err.matches("is still FILL-IN").count(), 7, "{err}");
+    // each node joins with its own identity: no kubeconfig to fill in
+    assert!(!written.contains("kubeconfig:"), "{written}");
     let line_of = |needle: &str| {
         written
             .lines()
@@ -102,7 +98,6 @@ fn init_writes_an_inventory_that_check_accepts_once_filled_in() {
             .unwrap()
     };
     for (setting, line) in [
-        ("cluster.kubeconfig", line_of("kubeconfig: FILL-IN")),
         (
             "defaults.windows.binaries.kubelet.sha256",
             line_of("kubelet: {"),

@@ -305,7 +305,9 @@ fn check_notes_the_shared_kubelet_identity() {
         text(&o)
     );
     let o = kwinctl(&["check", "-i", &inventory(dir.path(), "1.5.8", false)]);
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("identity"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("uses the one identity"), "{out}");
+    assert!(out.contains("cluster.identity: shared"), "{out}");
 }
 
 /// cluster.log_runner_version: the release kube-log-runner.exe comes from,

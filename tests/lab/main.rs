@@ -15,6 +15,7 @@ mod lab_hostile;
 mod lab_identity;
 mod lab_import;
 mod lab_interrupt;
+mod lab_join;
 mod lab_k8s;
 mod lab_kerberos;
 mod lab_kerberos_errors;

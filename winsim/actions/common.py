@@ -233,6 +233,12 @@ def act_remove_firewall(d, h):
 
 
 def act_remove_file(d, h):
+    # the text winsim keeps of a placed configuration file, and the
+    # kubelet's own files (its kubeconfig, its certificate: tlsboot.py), go too
+    for key in (pods.TEXT_KEY, "kubelet_files"):
+        kept = d.get(key, {})
+        for p in [p for p in kept if p.lower() == h["path"].lower()]:
+            kept.pop(p)
     if h["path"].lower().endswith("pod-cidr.txt"):
         d["pod_cidr"] = None
     if h["path"].lower().endswith("cluster.txt"):
@@ -256,8 +262,39 @@ def act_remove_folder(d, h):
     for f in [f for f in d["files"] if f.lower().startswith(p + "\\")]:
         d["files"].pop(f)
         d["file_versions"].pop(f, None)
+    kept = d.get("kubelet_files", {})
+    for f in [f for f in kept if f.lower().startswith(p + "\\")]:
+        kept.pop(f)
 
 
 def act_fail(d, h):
     """A test's action that fails with the given stderr."""
     raise ActionError(h.get("stderr", "failed"))
+
+
+def act_finish_join(d, h):
+    """A joining node (kwinctl's finish_join.ps1.j2): a kubelet without its
+    certificate restarted (Restart-Service -Force stops its dependents,
+    which the script starts again), the bounded wait for the certificate
+    (the simulated kubelet bootstraps as it starts, tlsboot.py: it is there
+    at once or never), then the bootstrap kubeconfig and a stale shared
+    kubeconfig removed."""
+    from .. import tlsboot
+
+    def has_cert():
+        return tlsboot._get(tlsboot.node_files(d), h["cert"]) is not None
+
+    if "kubelet" not in d["services"]:
+        raise ActionError("the kubelet service is not installed: run `kwinctl up` again")
+    if not has_cert():
+        dependents = running_dependents(d, "kubelet")
+        scm_stop(d, "kubelet")
+        scm_start(d, "kubelet")
+        for name in dependents:
+            scm_start(d, name)
+    if not has_cert():
+        raise ActionError("the kubelet has no client certificate after %ss (%s): its certificate request was "
+                          "not approved or it could not reach the API server; see the kubelet log in C:\\k\\logs, "
+                          "and `kubectl get csr` on the control plane" % (h["seconds"], h["cert"]))
+    for path in [h["bootstrap"]] + list(h.get("stale") or []):
+        act_remove_file(d, {"path": path})

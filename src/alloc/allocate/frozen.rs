@@ -115,6 +115,7 @@ pub(super) fn allocation(w: Work) -> Allocation {
             pod_cidrs,
             hosts,
             removed: w.removed,
+            ca_pin: state.ca_pin.clone(),
         },
     }
 }

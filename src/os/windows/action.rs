@@ -172,6 +172,17 @@ pub enum WinAction {
         name: String,
         port: u16,
     },
+    /// A joining node (issue 35): its kubelet started anew when `cert` is
+    /// missing (the services depending on it started again), a wait of at
+    /// most `seconds` for `cert`, then `bootstrap` (the token's file) and
+    /// `stale` (a shared kubeconfig of before) removed
+    /// (docs/research/bootstrap.md#bt-join).
+    FinishJoin {
+        cert: String,
+        bootstrap: String,
+        stale: Vec<String>,
+        seconds: u32,
+    },
     /// l2bridge: the TCP dynamic port range set to `count` ports from
     /// `start` (docs/research/windows-dynamic-ports.md).
     SetDynamicPorts {
@@ -337,6 +348,11 @@ impl Describe for WinAction {
                 format!("remove HNS network {name} and its endpoints")
             }
             WinAction::RestartService { name, .. } => format!("restart service {name}"),
+            WinAction::FinishJoin {
+                cert, bootstrap, ..
+            } => format!(
+                "let the kubelet bootstrap its client certificate ({cert}), then remove {bootstrap}"
+            ),
             WinAction::SetDynamicPorts { start, count } => format!(
                 "widen the TCP dynamic port range to {start}-{} ({count} ports)",
                 start + count - 1

@@ -8,7 +8,7 @@
 use super::k8s::{self, Component, Hosting, Profile, Values};
 use super::{KUBE_PROXY_SWITCH, LOG_DIR, LOG_RUNNER_EXE, ProfileDesired, WIN_DIR, WindowsDesired};
 use crate::hash::sha256_bytes;
-use crate::inventory::{BinariesSource, Host, Inventory, KubeVersion};
+use crate::inventory::{BinariesSource, Host, Identity, Inventory, KubeVersion};
 use crate::os::ops::DesiredError;
 
 pub use super::files::{FileSource, Pushed, Uploads, WinFile};
@@ -131,8 +131,9 @@ impl WindowsDesired {
         let mut files = c.binaries()?;
         let (pause_image, pause_image_given) = c.pause_image()?;
         let (services, wrapped) = c.services(shape, api_server, &network, &pause_image)?;
+        let shared = k8s::identity(&inv.cluster) == Identity::Shared;
         let mut notes: Vec<String> =
-            k8s::identity_note(&version, api_server.starts_with("https://"))
+            k8s::identity_note(&version, shared && api_server.starts_with("https://"))
                 .into_iter()
                 .collect();
         let mut required_files = vec![
@@ -147,6 +148,7 @@ impl WindowsDesired {
         Ok(WindowsDesired {
             node_name: host.node_name(),
             cert_margin: crate::identity::cert::days(w.cert_margin_days),
+            identity: k8s::identity(&inv.cluster),
             network,
             adapter: w.adapter.clone(),
             nodeport_sources: w.nodeport_sources.clone(),
@@ -183,7 +185,8 @@ impl Common<'_> {
                 version_regex: Some(version.version_line_regex()),
             });
         }
-        if let Some(kc) = &self.inv.cluster.kubeconfig {
+        let shared = k8s::identity(&self.inv.cluster) == Identity::Shared;
+        if let Some(kc) = self.inv.cluster.kubeconfig.as_ref().filter(|_| shared) {
             let bytes = crate::inventory::kubeconfig::read(kc).map_err(|e| {
                 DesiredError(format!("cannot read kubeconfig {}: {e}", kc.display()))
             })?;
@@ -229,11 +232,22 @@ impl Common<'_> {
         let proxy_adapter = format!("vEthernet ({KUBE_PROXY_SWITCH})");
         let taints = self.host.windows.taints.join(",");
         let node_name = self.host.node_name();
+        let bootstrap = k8s::identity(&inv.cluster) == Identity::Bootstrap;
         let values = Values {
             ip: &ip,
             node_name: &node_name,
             pause_image,
-            kubeconfig: inv.cluster.kubeconfig.as_ref().map(|_| super::KUBECONFIG),
+            kubeconfig: if bootstrap {
+                Some(super::KUBELET_CONF)
+            } else {
+                inv.cluster.kubeconfig.as_ref().map(|_| super::KUBECONFIG)
+            },
+            proxy_kubeconfig: if bootstrap {
+                super::KUBE_PROXY_KUBECONFIG_INTERIM
+            } else {
+                super::KUBECONFIG
+            },
+            bootstrap,
             api_server,
             log_dir: LOG_DIR,
             log_file: "",

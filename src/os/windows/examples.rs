@@ -124,6 +124,12 @@ pub fn examples() -> Vec<WinAction> {
         WinAction::RemoveFolder {
             path: crate::transfer::windows::DIR.into(),
         },
+        WinAction::FinishJoin {
+            cert: crate::identity::cert::CURRENT.into(),
+            bootstrap: crate::os::windows::BOOTSTRAP_CONF.into(),
+            stale: vec![crate::os::windows::KUBECONFIG.into()],
+            seconds: 300,
+        },
         WinAction::RestorePrevious {
             paths: vec![r"C:\k\kubelet.exe".into(), r"C:\k\kube-proxy.exe".into()],
             version: "1.30.4".into(),
@@ -191,9 +197,10 @@ mod tests {
                 WinAction::RemoveHnsNetwork { .. } => "remove_hns_network",
                 WinAction::RestartService { .. } => "restart_service",
                 WinAction::SetDynamicPorts { .. } => "set_dynamic_ports",
+                WinAction::FinishJoin { .. } => "finish_join",
             })
             .collect();
-        assert_eq!(kinds.len(), 32);
+        assert_eq!(kinds.len(), 33);
         for a in examples() {
             assert!(kinds.contains(crate::render::kind_of(&a).as_str()));
         }

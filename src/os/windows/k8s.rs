@@ -11,7 +11,7 @@
 use serde::Deserialize;
 use std::sync::LazyLock;
 
-use crate::inventory::{ContainerdVersion, Inventory, KubeVersion, Minor, Os, Problem};
+use crate::inventory::{ContainerdVersion, Identity, Inventory, KubeVersion, Minor, Os, Problem};
 
 pub use crate::inventory::WindowsProfile as Profile;
 
@@ -48,6 +48,9 @@ pub enum When {
     Always,
     Kubeconfig,
     NoKubeconfig,
+    /// Windows nodes join with their own identity (`cluster.identity:
+    /// bootstrap`): TLS bootstrapping's flags.
+    Bootstrap,
     /// The binary runs as a native service (it has `--windows-service`).
     Native,
     Taints, // the inventory gives the node taints (`windows.taints`)
@@ -272,8 +275,14 @@ pub struct Values<'a> {
     /// The Kubernetes node name (`Host::node_name`).
     pub node_name: &'a str,
     pub pause_image: &'a str,
-    /// `Some(path on the node)` when the cluster has a kubeconfig.
+    /// `Some(path on the node)` when the kubelet has a kubeconfig (the
+    /// shared one, or its own from TLS bootstrapping).
     pub kubeconfig: Option<&'a str>,
+    /// kube-proxy's kubeconfig (the shared one, or the interim of
+    /// [`super::KUBE_PROXY_KUBECONFIG_INTERIM`] in bootstrap mode).
+    pub proxy_kubeconfig: &'a str,
+    /// `cluster.identity: bootstrap` (the `bootstrap` rows apply).
+    pub bootstrap: bool,
     pub api_server: &'a str,
     pub log_dir: &'a str,
     pub network: &'a str,
@@ -296,6 +305,7 @@ impl Values<'_> {
             .replace("{node_name}", self.node_name)
             .replace("{pause_image}", self.pause_image)
             .replace("{kubeconfig}", self.kubeconfig.unwrap_or(""))
+            .replace("{proxy_kubeconfig}", self.proxy_kubeconfig)
             .replace("{api_server}", self.api_server)
             .replace("{log_dir}", self.log_dir)
             .replace("{network}", self.network)
@@ -317,9 +327,10 @@ pub struct Invocation {
     pub hosting: Hosting,
 }
 
-fn applies(w: When, kubeconfig: bool, taints: bool, hosting: Hosting) -> bool {
+fn applies(w: When, kubeconfig: bool, taints: bool, hosting: Hosting, bootstrap: bool) -> bool {
     match w {
         When::Always => true,
+        When::Bootstrap => bootstrap,
         When::Kubeconfig => kubeconfig,
         When::NoKubeconfig => !kubeconfig,
         When::Native => hosting == Hosting::Service,
@@ -338,7 +349,7 @@ pub fn invocation(c: Component, m: Minor, p: Profile, v: &Values) -> Result<Invo
     };
     let taints = !v.taints.is_empty();
     for r in rows(c, p) {
-        if !applies(r.when, v.kubeconfig.is_some(), taints, hosting) {
+        if !applies(r.when, v.kubeconfig.is_some(), taints, hosting, v.bootstrap) {
             continue;
         }
         if !r.exists_in(m) {
@@ -409,7 +420,7 @@ pub fn refusal(m: Minor, p: Profile, kubeconfig: bool) -> Option<String> {
     for c in [Component::Kubelet, Component::KubeProxy] {
         let hosting = hosting(c, m);
         for r in rows(c, p) {
-            if applies(r.when, kubeconfig, false, hosting)
+            if applies(r.when, kubeconfig, false, hosting, false)
                 && r.missing == Missing::Refuse
                 && !r.exists_in(m)
             {
@@ -449,8 +460,8 @@ pub use builds::{
     pause_builds,
 };
 pub use check::{
-    containerd_refusal, identity_note, inventory_problems, join_note, newest_containerd,
-    newest_release, profile_words,
+    can_join, containerd_refusal, identity, identity_note, inventory_problems, join_note,
+    newest_containerd, newest_release, profile_words,
 };
 pub use logs::{log_runner, log_runner_rotates, wrapped};
 pub use skew::skew_refusal;

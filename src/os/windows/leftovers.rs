@@ -12,7 +12,12 @@ use crate::diff::Item;
 
 /// kwinctl's own folders the probe looks for.
 pub fn folders() -> Vec<String> {
-    vec![crate::transfer::windows::DIR.to_string(), detach_dir()]
+    vec![
+        crate::transfer::windows::DIR.to_string(),
+        detach_dir(),
+        // the kubelet's certificates (reset: src/os/windows/join.rs)
+        crate::identity::cert::CERT_DIR.to_string(),
+    ]
 }
 
 /// The reset's items: the detached task first (a task still running would
@@ -30,7 +35,10 @@ pub fn reset_items(f: &WindowsFacts) -> Vec<Item<WinAction>> {
             }),
         });
     }
-    for dir in folders() {
+    for dir in folders()
+        .into_iter()
+        .filter(|d| d != crate::identity::cert::CERT_DIR)
+    {
         let present = f.folders.iter().any(|x| x.eq_ignore_ascii_case(&dir));
         items.push(Item {
             key: format!("folder {dir}"),

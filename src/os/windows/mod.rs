@@ -18,6 +18,7 @@ pub mod firewall;
 pub(crate) mod fixtures;
 pub mod hns;
 mod items;
+pub mod join;
 pub mod k8s;
 pub mod l2bridge;
 pub mod leftovers;
@@ -55,8 +56,7 @@ pub const KWINCTL_DIR: &str = r"C:\k\kwinctl";
 pub const POD_CIDR_FILE: &str = r"C:\k\kwinctl\pod-cidr.txt";
 /// Where a node records its cluster ("name id").
 pub const CLUSTER_FILE: &str = r"C:\k\kwinctl\cluster.txt";
-/// Where the kubeconfig goes (a secret: run records name it, never show it).
-pub const KUBECONFIG: &str = r"C:\k\config";
+pub use join::{BOOTSTRAP_CONF, KUBE_PROXY_KUBECONFIG_INTERIM, KUBECONFIG, KUBELET_CONF};
 pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
 pub const DEFAULT_NETWORK: &str = "kwinctl";
 /// Where kubelet and kube-proxy log (klog's `--log-dir`, and the start
@@ -75,10 +75,7 @@ pub fn template_globals() -> Vec<(&'static str, Value)> {
         ("kwinctl_dir", Value::from(KWINCTL_DIR)),
         ("pod_cidr_file", Value::from(POD_CIDR_FILE)),
         ("cluster_file", Value::from(CLUSTER_FILE)),
-        (
-            "kubelet_client_file",
-            Value::from(crate::identity::cert::CURRENT),
-        ),
+        ("kubelet_client_file", Value::from(join::CLIENT_CERT)),
         ("log_dir", Value::from(LOG_DIR)),
         ("task_path", Value::from(TASK_PATH)),
         ("containerd_dir", Value::from(l2bridge::CONTAINERD_DIR)),
@@ -96,6 +93,7 @@ pub struct WindowsDesired {
     /// How long its kubelet client certificate must still be valid for
     /// `verify` to pass (`windows.cert_margin_days`).
     pub cert_margin: std::time::Duration,
+    pub identity: crate::inventory::Identity, // cluster.identity, resolved
     pub network: String,
     /// The routable adapter's name, when the inventory names it; otherwise
     /// the adapter holding the node's address.
@@ -254,6 +252,7 @@ impl<'a> WindowsOps<'a> {
                 files.push(f.clone());
             }
         }
+        files.extend(join::CREDENTIAL_FILES.iter().map(|f| f.to_string()));
         let services: Vec<String> = desired.services.iter().map(|s| s.name.clone()).collect();
         let mut tasks = services.clone();
         tasks.push(boot::BOOT_TASK.to_string());
@@ -377,6 +376,12 @@ impl NodeOps for WindowsOps<'_> {
         let c = f.kubelet_client.as_ref();
         let margin = self.desired.cert_margin;
         cert::check(&node.name, &self.desired.node_name, c, now, margin)
+    }
+    fn must_join(&self, f: &WindowsFacts) -> Option<String> {
+        join::must_join(self.desired, f)
+    }
+    fn join_scripts(&self, node: &Node, conf: &[u8]) -> Option<(String, String)> {
+        join::scripts(self, node, conf)
     }
     fn peer_change(&self, a: &WinAction) -> bool {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })

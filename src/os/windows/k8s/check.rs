@@ -48,7 +48,8 @@ pub fn inventory_problems(inv: &Inventory) -> Vec<Problem> {
     };
     let pos = &inv.cluster.pos;
     let mut problems = Vec::new();
-    let kc = inv.cluster.kubeconfig.is_some();
+    identity_problems(inv, &v, &mut problems);
+    let kc = inv.cluster.kubeconfig.is_some() || identity(&inv.cluster) == Identity::Bootstrap;
     if let Some(why) = refusal(v.minor, p, kc) {
         // A release that works with a kubeconfig but not without one: point
         // at the api_server line and say to add one.
@@ -267,6 +268,80 @@ pub fn identity_note(v: &KubeVersion, https: bool) -> Option<String> {
     })
 }
 
+/// How Windows nodes get their credentials (`cluster.identity`): as the
+/// inventory says; else the shared identity when it gives
+/// `cluster.kubeconfig` (today's inventories keep working) or the API
+/// server is not https (nothing to bootstrap against); else bootstrap where
+/// the release can (the table's `tls_bootstrap` row), shared where not.
+pub fn identity(c: &crate::inventory::Cluster) -> Identity {
+    if let Some(i) = c.identity_given {
+        return i;
+    }
+    let https = c
+        .api_server
+        .as_deref()
+        .is_some_and(|a| a.starts_with("https://"));
+    match c.kubernetes_version {
+        Some(v) if https && c.kubeconfig.is_none() && can_join(v.minor) => Identity::Bootstrap,
+        _ => Identity::Shared,
+    }
+}
+
+/// Whether release `m` can join a node by TLS bootstrapping
+/// (`tls_bootstrap.join_since`).
+pub fn can_join(m: Minor) -> bool {
+    m >= minor(&TABLE.tls_bootstrap.join_since)
+}
+
+/// The inventory's problems with its identity choice: bootstrap on a
+/// release without it, bootstrap without a control plane to get tokens
+/// from, shared over https without a kubeconfig.
+fn identity_problems(inv: &Inventory, v: &KubeVersion, problems: &mut Vec<Problem>) {
+    let c = &inv.cluster;
+    let pos = &c.pos;
+    let https = c
+        .api_server
+        .as_deref()
+        .is_some_and(|a| a.starts_with("https://"));
+    match identity(c) {
+        Identity::Bootstrap if !can_join(v.minor) => problems.push(Problem {
+            pos: pos.identity.unwrap_or(pos.name),
+            message: format!(
+                "cluster.identity is bootstrap, but Kubernetes {v} has no TLS bootstrapping (from {}; src/os/windows/k8s.yaml `tls_bootstrap`, docs/research/bootstrap.md#bt-releases)",
+                TABLE.tls_bootstrap.join_since
+            ),
+            hint: "set `identity: shared` and cluster.kubeconfig, or use Kubernetes 1.8 or later".into(),
+        }),
+        Identity::Bootstrap if !https => problems.push(Problem {
+            pos: pos.identity.unwrap_or(pos.name),
+            message: "cluster.identity is bootstrap, but api_server is not https: a node's certificate is for TLS".into(),
+            hint: "write api_server as https://HOST:6443".into(),
+        }),
+        Identity::Bootstrap
+            if !inv
+                .hosts
+                .iter()
+                .any(|h| h.role == crate::inventory::Role::ControlPlane && h.os == Os::Linux) =>
+        {
+            problems.push(Problem {
+                pos: pos.identity.unwrap_or(pos.name),
+                message: "cluster.identity is bootstrap, but the inventory has no Linux control-plane host: kwinctl makes each run's bootstrap token there (`kubeadm token create`)".into(),
+                hint: "add the control plane as a host with `role: control-plane`, or set `identity: shared` and cluster.kubeconfig".into(),
+            })
+        }
+        Identity::Shared if https && c.kubeconfig.is_none() && c.identity_given.is_none() => {
+            problems.push(Problem {
+                pos: pos.api_server.unwrap_or(pos.name),
+                message: format!(
+                    "api_server is https, and Kubernetes {v} cannot join Windows nodes with their own identity: without cluster.kubeconfig their kubelet and kube-proxy would have no credentials and no CA for it"
+                ),
+                hint: "set `identity: shared` and cluster.kubeconfig to a kubeconfig with embedded credentials".into(),
+            })
+        }
+        _ => {}
+    }
+}
+
 /// Whether release `v` can join a Windows node with an identity of its own
 /// (a bootstrap token, an approved CSR, its own client certificate) and
 /// rotate that certificate, from the table's `tls_bootstrap` row with its
@@ -351,5 +426,75 @@ fn placeholder_problems(inv: &Inventory, problems: &mut Vec<Problem>) {
             message: format!("host {}'s address {} is inside {what}", h.name, h.address),
             hint: format!("give the node an address outside {ph}"),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cluster.identity` as the release, the API server and the kubeconfig
+    /// decide it, and the choices `check` refuses (issue 35).
+    #[test]
+    fn the_identity_follows_the_release_and_bad_choices_are_refused() {
+        let inv = |cluster: &str, cp: bool| {
+            let control = if cp {
+                "  - { name: lin01, os: linux, role: control-plane, address: 10.0.0.10 }\n"
+            } else {
+                "  - { name: lin01, os: linux, address: 10.0.0.10 }\n"
+            };
+            let text = format!(
+                "cluster:\n  name: c\n  cluster_cidr: 10.244.0.0/16\n  service_cidr: 10.96.0.0/12\n{cluster}hosts:\n{control}  - {{ name: win01, os: windows, address: 10.0.0.11 }}\n"
+            );
+            crate::inventory::Inventory::parse(std::path::Path::new("i.yaml"), &text).unwrap()
+        };
+        let https = "  api_server: https://10.0.0.10:6443\n";
+        let modern =
+            format!("{https}  kubernetes_version: \"1.30.4\"\n  containerd_version: \"1.7.20\"\n");
+        let i = inv(&modern, true);
+        assert_eq!(identity(&i.cluster), Identity::Bootstrap);
+        // (the binaries this inventory leaves out are other rules' problems)
+        let about = |p: &Vec<crate::inventory::Problem>| {
+            p.iter()
+                .filter(|p| {
+                    ["identity", "kubeconfig", "control-plane", "credentials"]
+                        .iter()
+                        .any(|w| p.message.contains(w))
+                })
+                .count()
+        };
+        assert_eq!(
+            about(&inventory_problems(&i)),
+            0,
+            "{:?}",
+            inventory_problems(&i)
+        );
+        // no control plane to make tokens on
+        let p = inventory_problems(&inv(&modern, false));
+        assert!(
+            p.iter()
+                .any(|p| p.message.contains("no Linux control-plane host")),
+            "{p:?}"
+        );
+        // 1.7: shared, and without a kubeconfig there are no credentials
+        let old = format!("{https}  kubernetes_version: \"1.7.16\"\n");
+        assert_eq!(identity(&inv(&old, true).cluster), Identity::Shared);
+        let p = inventory_problems(&inv(&old, true));
+        assert!(
+            p.iter()
+                .any(|p| p.message.contains("without cluster.kubeconfig")),
+            "{p:?}"
+        );
+        // bootstrap asked for on 1.7
+        let asked = format!("{old}  identity: bootstrap\n");
+        let p = inventory_problems(&inv(&asked, true));
+        assert!(
+            p.iter()
+                .any(|p| p.message.contains("has no TLS bootstrapping")),
+            "{p:?}"
+        );
+        // http: nothing to bootstrap against
+        let http = "  api_server: http://10.0.0.10:8080\n  kubernetes_version: \"1.30.4\"\n  containerd_version: \"1.7.20\"\n";
+        assert_eq!(identity(&inv(http, true).cluster), Identity::Shared);
     }
 }

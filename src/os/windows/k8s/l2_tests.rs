@@ -20,6 +20,8 @@ fn values() -> Values<'static> {
         node_name: "win01",
         pause_image: "registry.k8s.io/pause:3.10.2",
         kubeconfig: Some(r"C:\k\config"),
+        proxy_kubeconfig: r"C:\k\config",
+        bootstrap: false,
         api_server: "https://10.0.0.10:6443",
         log_dir: r"C:\k\logs",
         log_file: "",

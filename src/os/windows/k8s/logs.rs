@@ -53,6 +53,7 @@ pub fn log_runner(
                     v.kubeconfig.is_some(),
                     !v.taints.is_empty(),
                     Hosting::Service,
+                    v.bootstrap,
                 )
         })
         .map(|r| match &r.value {

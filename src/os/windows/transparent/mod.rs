@@ -269,6 +269,7 @@ pub fn diff_reset_windows(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> 
             path: CLUSTER_FILE.into(),
         }),
     });
+    items.extend(super::join::reset_items(f));
     items.extend(super::leftovers::reset_items(f));
     Diff {
         items,

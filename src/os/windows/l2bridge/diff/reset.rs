@@ -86,6 +86,7 @@ pub fn reset(node: &Node, d: &WindowsDesired, f: &WindowsFacts) -> WinDiff {
             path: CLUSTER_FILE.into(),
         }),
     );
+    items.extend(crate::os::windows::join::reset_items(f));
     items.extend(crate::os::windows::leftovers::reset_items(f));
     WinDiff {
         items,

@@ -1,0 +1,148 @@
+//! The runner's side of a Windows node's join (the capability is
+//! src/join/): on `up`, a node that must join gets the run's bootstrap
+//! kubeconfig before its converge, and its kubelet bootstraps after it.
+
+use super::{Ctx, step};
+use crate::alloc::Node;
+use crate::inventory::{Host, Os, Role};
+use crate::os::NodeOps;
+use crate::outcome::HostError;
+use crate::transport::{Interpreter, Session, Trace};
+
+/// `up` joining Windows nodes with their own identity: the run's joiner.
+pub(super) fn joiner(
+    mode: crate::mode::Mode,
+    cluster: &super::Cluster,
+    opts: &super::RunOptions,
+) -> Option<crate::join::Joiner> {
+    (mode == crate::mode::Mode::Up && crate::os::joins_nodes(&cluster.inventory)).then(|| {
+        crate::join::Joiner::new(
+            cluster
+                .inventory
+                .cluster
+                .api_server
+                .as_deref()
+                .unwrap_or(""),
+            cluster.state.ca_pin.clone(),
+            opts.accept_ca.clone(),
+            opts.timeout.max(std::time::Duration::from_secs(60)),
+        )
+    })
+}
+
+/// Before the converge: when the node must join, the run's bootstrap
+/// kubeconfig placed on it. `Ok(Some(script))`: the script to run after
+/// the converge.
+pub(super) async fn before<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    session: &mut Box<dyn Session>,
+    node: &Node,
+    ops: &O,
+    facts: &O::Facts,
+    notes: &mut Vec<String>,
+) -> Result<Option<String>, HostError> {
+    let Some(joiner) = &ctx.join else {
+        return Ok(None);
+    };
+    let rotated = || {
+        joiner
+            .rotating()
+            .then(|| "the cluster CA was rotated (up --accept-ca)".to_string())
+    };
+    let Some(why) = ops.must_join(facts).or_else(rotated) else {
+        return Ok(None);
+    };
+    ctx.reporter
+        .phase(&host.name, "join: getting a bootstrap token");
+    let open = async {
+        let cp = ctx
+            .cluster
+            .inventory
+            .hosts
+            .iter()
+            .filter(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
+            .min_by_key(|h| h.address)
+            .ok_or_else(|| "the inventory has no Linux control-plane host".to_string())?;
+        step::connect(ctx, cp, Interpreter::Sh, &Trace::new())
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let conf = joiner
+        .bootstrap_kubeconfig(open)
+        .await
+        .map_err(HostError::Join)?;
+    let Some((place, finish)) = ops.join_scripts(node, &conf) else {
+        return Ok(None);
+    };
+    ctx.reporter
+        .phase(&host.name, "join: placing the bootstrap kubeconfig");
+    run(ctx, session, &host.name, "join", place, 3).await?;
+    notes.push(format!(
+        "joined the cluster with an identity of its own ({why}): a bootstrap token, then the kubelet's own client certificate"
+    ));
+    Ok(Some(finish))
+}
+
+/// After the converge: the kubelet bootstraps, the bootstrap kubeconfig goes.
+pub(super) async fn after(
+    ctx: &Ctx,
+    session: &mut Box<dyn Session>,
+    host: &Host,
+    finish: String,
+) -> Result<(), HostError> {
+    ctx.reporter
+        .phase(&host.name, "join: waiting for the kubelet's certificate");
+    run(ctx, session, &host.name, "join", finish, 1).await
+}
+
+async fn run(
+    ctx: &Ctx,
+    session: &mut Box<dyn Session>,
+    host: &str,
+    what: &str,
+    script: String,
+    actions: usize,
+) -> Result<(), HostError> {
+    let o = step::call(ctx, session, host, what, script)
+        .await
+        .map_err(|e| HostError::Join(e.to_string()))?;
+    match crate::wire::action_results(&o.stdout, actions) {
+        (res, None) if res.len() == actions => Ok(()),
+        (res, Some(_)) => Err(HostError::Join(
+            res.last()
+                .map(|(_, e)| crate::text::clip(&crate::text::printable(e), 400))
+                .unwrap_or_default(),
+        )),
+        _ => Err(HostError::Join(format!(
+            "the host's script ended early (exit {}): rerun `kwinctl up`",
+            o.exit.map_or("none".into(), |e| e.to_string())
+        ))),
+    }
+}
+
+/// The run's joins end: its bootstrap token deleted, a new CA pin kept in
+/// the state file; what the operator must hear, one line each.
+pub(super) async fn end(ctx: &Ctx) -> Vec<String> {
+    let Some(j) = &ctx.join else {
+        return Vec::new();
+    };
+    let ended = j.end().await;
+    let mut lines: Vec<String> = ended.failure.into_iter().collect();
+    if let Some(pin) = ended.pin {
+        let cl = &ctx.cluster;
+        let saved = crate::state::State::load(&cl.state_path, &cl.inventory.cluster.name)
+            .map_err(|e| e.to_string())
+            .and_then(|mut s| {
+                s.ca_pin = Some(pin.clone());
+                s.save(&cl.state_path).map_err(|e| e.to_string())
+            });
+        if let Err(e) = saved {
+            lines.push(format!(
+                "the cluster CA's pin {} could not be kept in the state file ({e}): the next run pins it again",
+                pin.hash
+            ));
+        }
+    }
+    lines
+}

@@ -1,0 +1,302 @@
+//! Issue 35 end to end on the lab: each Windows node joins with an identity
+//! of its own (a bootstrap token from the control plane's kubeadm, the
+//! kubelet's TLS bootstrap against the lab's API server model), no token
+//! outlives the run, a node already joined is left alone, and a changed
+//! cluster CA is refused (docs/research/bootstrap.md).
+
+use crate::common;
+
+use common::lab::{Lab, require_root};
+use common::{host, kwinctl, summary, text};
+
+const K8S: &str = "1.30.4";
+const CONTAINERD: &str = "1.7.20";
+const DNS_IP: &str = "198.18.240.10";
+const DOMAIN: &str = "cluster.local";
+const CURRENT: &str = r"C:\k\pki\kubelet-client-current.pem";
+
+/// A lab whose inventory asks for `identity: bootstrap` (no kubeconfig),
+/// with the kubectl and kubeadm stand-ins on the control plane h1.
+fn bootstrap_lab() -> Lab {
+    let lab = Lab::up_windows_builds_env(
+        1,
+        &["2022", "2022"],
+        Some("Installed"),
+        &[
+            ("KWINCTL_LAB_K8S", K8S),
+            ("KWINCTL_LAB_CONTAINERD", CONTAINERD),
+            ("KWINCTL_LAB_IDENTITY", "bootstrap"),
+        ],
+    );
+    lab.install_kubectl("h1", DNS_IP, DOMAIN);
+    lab
+}
+
+/// The tokens the stand-in's kubeadm made so far (its record: id and
+/// description, never the secret).
+fn created(lab: &Lab) -> Vec<serde_json::Value> {
+    let p = lab.dir().join("kubectl/apiserver/created.jsonl");
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The tokens left on the control plane (`kubeadm token list`).
+fn left(lab: &Lab) -> String {
+    let o = lab.exec("h1", "kubeadm token list -o json");
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The subject of the certificate `win`'s kubelet holds (openssl reads the
+/// CERTIFICATE block of the file; the key beside it is not looked at).
+fn subject(lab: &Lab, win: &str) -> String {
+    let pem = lab.win_state_json(win)["kubelet_files"][CURRENT]
+        .as_str()
+        .unwrap_or_else(|| panic!("{win} has no {CURRENT}"))
+        .to_string();
+    let cert = &pem[..pem.find("-----END CERTIFICATE-----").unwrap() + 25];
+    let mut child = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "RFC2253"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(cert.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn cert_check(s: &serde_json::Value, h: &str) -> serde_json::Value {
+    host(s, h)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "kubelet client certificate")
+        .cloned()
+        .unwrap_or_else(|| panic!("{h}: no certificate check in {s}"))
+}
+
+#[test]
+fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
+    if !require_root() {
+        return;
+    }
+    let lab = bootstrap_lab();
+    let i = lab.inv();
+    let inv = std::fs::read_to_string(&i).unwrap();
+    assert!(!inv.contains("kubeconfig"), "{inv}");
+    let o = kwinctl(&["check", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // the token never shows, and none is left
+    let token_ids: Vec<String> = created(&lab)
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        token_ids.len(),
+        1,
+        "one token for the run: {:?}",
+        created(&lab)
+    );
+    assert!(
+        created(&lab)[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("kwinctl")
+    );
+    assert_eq!(left(&lab), "", "no token is left on the control plane");
+    for win in ["win1", "win2"] {
+        assert_eq!(
+            subject(&lab, win),
+            format!("subject=CN=system:node:{win},O=system:nodes")
+        );
+        let st = lab.win_state_json(win);
+        let placed = st["placed_text"].to_string().to_ascii_lowercase();
+        assert!(
+            !placed.contains("bootstrap-kubelet.conf"),
+            "{win}: {placed}"
+        );
+        let kubelet = st["services"]["kubelet"]["binpath"].as_str().unwrap();
+        assert!(
+            kubelet.contains(r"--bootstrap-kubeconfig=C:\k\bootstrap-kubelet.conf")
+                && kubelet.contains(r"--kubeconfig=C:\k\kubelet.conf")
+                && kubelet.contains(r"--cert-dir=C:\k\pki")
+                && kubelet.contains("--rotate-certificates"),
+            "{kubelet}"
+        );
+    }
+    let state = std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap();
+    assert!(state.contains("\"ca_pin\""), "{state}");
+
+    // verify: each node is itself
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for win in ["win1", "win2"] {
+        assert_eq!(cert_check(&s, win)["pass"], true, "{s}");
+    }
+
+    // a rerun with every certificate valid makes no token
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(created(&lab).len(), 1, "{:?}", created(&lab));
+
+    // a node whose certificate was deleted joins again, alone
+    let mut st = lab.win_state_json("win2");
+    st["kubelet_files"]
+        .as_object_mut()
+        .unwrap()
+        .retain(|p, _| !p.eq_ignore_ascii_case(CURRENT));
+    common::write(&lab.win_state("win2"), &st.to_string());
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "win1")["status"], "ok", "{s}");
+    assert_eq!(host(&s, "win2")["status"], "changed", "{s}");
+    assert_eq!(created(&lab).len(), 2, "{:?}", created(&lab));
+    assert_eq!(left(&lab), "");
+    assert_eq!(
+        subject(&lab, "win2"),
+        "subject=CN=system:node:win2,O=system:nodes"
+    );
+    // the tokens' secrets are in no output and no run record: wherever a
+    // token's id appears, no 16-character secret follows it
+    let mut texts = vec![text(&o)];
+    let runs = lab.dir().join("inventory.kwinctl-runs");
+    for run in std::fs::read_dir(&runs).unwrap() {
+        for f in std::fs::read_dir(run.unwrap().path()).unwrap() {
+            texts.push(
+                String::from_utf8_lossy(&std::fs::read(f.unwrap().path()).unwrap()).into_owned(),
+            );
+        }
+    }
+    let ids: Vec<String> = created(&lab)
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    for t in &texts {
+        for id in &ids {
+            for (at, _) in t.match_indices(&format!("{id}.")) {
+                let next: String = t[at + 7..].chars().take(16).collect();
+                assert!(
+                    !(next.len() == 16
+                        && next
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())),
+                    "token {id}'s secret shown: {}",
+                    &t[at.saturating_sub(80)..(at + 40).min(t.len())]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_node_holding_another_nodes_certificate_fails_verify_and_joins_as_itself() {
+    if !require_root() {
+        return;
+    }
+    let lab = bootstrap_lab();
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // win2 holds win1's certificate and kubeconfig
+    let files = lab.win_state_json("win1")["kubelet_files"].clone();
+    let mut st = lab.win_state_json("win2");
+    st["kubelet_files"] = files;
+    common::write(&lab.win_state("win2"), &st.to_string());
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(cert_check(&s, "win1")["pass"], true, "{s}");
+    let c = cert_check(&s, "win2");
+    assert_eq!(c["pass"], false, "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("win2: ") && detail.contains("system:node:win1, not system:node:win2"),
+        "{detail}"
+    );
+
+    // `up` joins it again as itself
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        subject(&lab, "win2"),
+        "subject=CN=system:node:win2,O=system:nodes"
+    );
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn a_changed_cluster_ca_is_refused_until_accepted() {
+    if !require_root() {
+        return;
+    }
+    let lab = bootstrap_lab();
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state = || std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap();
+    let pinned: serde_json::Value = serde_json::from_str(&state()).unwrap();
+    let old = pinned["ca_pin"]["hash"].as_str().unwrap().to_string();
+
+    // the control plane gets another CA (the model makes a new one when its
+    // files are gone), and win1 must join again
+    let api = lab.dir().join("kubectl/apiserver");
+    std::fs::remove_file(api.join("ca.key")).unwrap();
+    std::fs::remove_file(api.join("ca.crt")).unwrap();
+    let mut st = lab.win_state_json("win1");
+    st["kubelet_files"] = serde_json::json!({});
+    common::write(&lab.win_state("win1"), &st.to_string());
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("the cluster CA changed") && out.contains(&old),
+        "{out}"
+    );
+    let new = out
+        .split("--accept-ca ")
+        .nth(1)
+        .and_then(|r| r.get(..71))
+        .unwrap_or_else(|| panic!("no --accept-ca in {out}"))
+        .to_string();
+    assert!(new.starts_with("sha256:") && new != old, "{new}");
+    assert_eq!(
+        created(&lab).len(),
+        1,
+        "no token for a refused CA: {:?}",
+        created(&lab)
+    );
+    // nothing joined win1 to the unknown CA
+    assert!(lab.win_state_json("win1")["kubelet_files"][CURRENT].is_null());
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json", "--accept-ca", &new]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(state().contains(&new), "{}", state());
+    assert_eq!(
+        subject(&lab, "win1"),
+        "subject=CN=system:node:win1,O=system:nodes"
+    );
+    assert_eq!(left(&lab), "");
+    // an accepted rotation joins every node again: their certificates were
+    // the old CA's, which the API server no longer takes
+    assert_eq!(created(&lab).len(), 2, "{:?}", created(&lab));
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
