@@ -7,9 +7,11 @@
 # one `up`; pyinfra: `exec -- ip -4 route show` (bench/bench.py's verify,
 # one command per host). Runs alternate the tools; medians. Needs root (a
 # lab); not part of the test suite. Results go to bench/RESULTS.md
-# ("verify: controller CPU beside pyinfra").
+# ("verify: controller CPU beside pyinfra"). With BEFORE (another kwinctl
+# binary, e.g. a build of an older commit) it runs too, in the same rounds:
+# before/after and both beside pyinfra in one run.
 #
-#   bench/verify_cpu.sh [KWINCTL [N [RUNS [PYINFRA]]]]
+#   bench/verify_cpu.sh [KWINCTL [N [RUNS [PYINFRA [BEFORE]]]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KW=$(realpath "${1:-target/release/kwinctl}")
@@ -17,6 +19,7 @@ N=${2:-60}
 RUNS=${3:-5}
 PYINFRA=${4:-bench/.venv/bin/pyinfra}
 PYINFRA=$(realpath "$PYINFRA")
+BEFORE=${5:+$(realpath "$5")}
 [ "$(id -u)" -eq 0 ] || { echo "verify_cpu.sh needs root (a lab)" >&2; exit 2; }
 [ -x "$PYINFRA" ] || { echo "no pyinfra at $PYINFRA (bench/run.sh makes bench/.venv)" >&2; exit 2; }
 W=$(mktemp -d -t kwinctl-verify-cpu.XXXXXX)
@@ -45,19 +48,28 @@ if rc != 0:
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print("%.4f" % (r.ru_utime + r.ru_stime))' "$@"
 }
-kw() { cpu_of "$W/out" "$W/err" "$KW" verify -i "$inv" --ssh-config none --output json; }
+kw() { cpu_of "$W/out" "$W/err" "${1:-$KW}" verify -i "$inv" --ssh-config none --output json; }
 py() { (cd "$W" && cpu_of "$W/out" "$W/err" "$PYINFRA" -y --parallel "$N" pyinfra_inventory.py exec -- ip -4 route show); }
 
 "$KW" up -i "$inv" --ssh-config none >/dev/null 2>&1
 kw >/dev/null; py >/dev/null  # warm-up, untimed
-: > "$W/kw"; : > "$W/py"
+[ -z "$BEFORE" ] || kw "$BEFORE" >/dev/null
+: > "$W/kw"; : > "$W/py"; : > "$W/before"
 for _ in $(seq "$RUNS"); do
   kw >> "$W/kw" || { echo "kwinctl verify failed: $(tail -3 "$W/err")" >&2; exit 1; }
   py >> "$W/py" || { echo "pyinfra failed: $(tail -3 "$W/err")" >&2; exit 1; }
+  [ -z "$BEFORE" ] || kw "$BEFORE" >> "$W/before" ||
+    { echo "BEFORE's verify failed: $(tail -3 "$W/err")" >&2; exit 1; }
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+per_host() { echo "$1 $N" | awk '{printf "%.2f", 1000 * $1 / $2}'; }
 k=$(median "$W/kw"); p=$(median "$W/py")
 echo "N=$N, $RUNS runs each, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $("$KW" --version), $("$PYINFRA" --version)"
-echo "kwinctl verify CPU s: $(tr '\n' ' ' < "$W/kw")median $k ($(echo "$k $N" | awk '{printf "%.2f", 1000 * $1 / $2}') ms/host)"
-echo "pyinfra exec  CPU s: $(tr '\n' ' ' < "$W/py")median $p ($(echo "$p $N" | awk '{printf "%.2f", 1000 * $1 / $2}') ms/host)"
+echo "kwinctl verify CPU s: $(tr '\n' ' ' < "$W/kw")median $k ($(per_host "$k") ms/host)"
+echo "pyinfra exec  CPU s: $(tr '\n' ' ' < "$W/py")median $p ($(per_host "$p") ms/host)"
 echo "kwinctl/pyinfra: $(echo "$k $p" | awk '{printf "%.3f", $1 / $2}')"
+if [ -n "$BEFORE" ]; then
+  b=$(median "$W/before")
+  echo "before  verify CPU s: $(tr '\n' ' ' < "$W/before")median $b ($(per_host "$b") ms/host)"
+  echo "before/pyinfra: $(echo "$b $p" | awk '{printf "%.3f", $1 / $2}'), kwinctl/before: $(echo "$k $b" | awk '{printf "%.3f", $1 / $2}')"
+fi

@@ -337,6 +337,9 @@ impl Session for FakeSession {
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
         async {}.boxed()
     }
+    fn last_call_next(&mut self) {
+        self.log("last call next".into());
+    }
     fn side(&self) -> Option<Box<dyn Session>> {
         Some(Box::new(FakeSession {
             side: true,
@@ -692,6 +695,41 @@ fn up_converges_and_a_converged_host_costs_one_call() {
         "a converged host is one call, and no lock"
     );
     assert_eq!(fakes.calls_to("l2"), 3);
+}
+
+/// verify's probe is its only call: the session is told so (over SSH no
+/// channel is then opened ahead for a next call); `up`, which may call
+/// again after its probe, never says it.
+#[test]
+fn verify_says_its_probe_is_the_last_call_and_up_does_not() {
+    let fakes = Fakes::default();
+    let op = Operator::new(LINUX_ONLY);
+    let h = linux_hosts(&fakes, &["cp", "l2"]);
+    let told = |fakes: &Fakes| -> Vec<String> {
+        let log = fakes.log.lock().unwrap();
+        let mut v: Vec<String> = log
+            .iter()
+            .filter(|(_, w)| w == "last call next")
+            .map(|(h, _)| h.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    let (ran, _) = op.run(Mode::Up, &[], &fakes, Opts::default());
+    assert!(ran.reports.iter().all(|r| r.status == HostStatus::Changed));
+    assert!(told(&fakes).is_empty(), "{:?}", told(&fakes));
+    let before = (fakes.calls_to("cp"), fakes.calls_to("l2"));
+    let (ran, _) = op.run(Mode::Verify, &[], &fakes, Opts::default());
+    for r in &ran.reports {
+        assert_eq!(r.status, HostStatus::Ok, "{r:?}");
+    }
+    assert_eq!(told(&fakes), ["cp", "l2"]);
+    // and it was: one call each
+    assert_eq!(
+        (fakes.calls_to("cp"), fakes.calls_to("l2")),
+        (before.0 + 1, before.1 + 1)
+    );
+    drop(h);
 }
 
 #[test]

@@ -27,7 +27,13 @@ pub struct Known {
 }
 
 /// OpenSSH's wildcard match (`*`, `?`), case-insensitive as for host names.
+/// An ASCII pattern without wildcards (a known_hosts line's address, in
+/// practice) is compared as it is, without building a matcher: what the
+/// matcher does for it (each character equal, ASCII case ignored).
 pub fn wildmatch(pattern: &str, s: &str) -> bool {
+    if pattern.is_ascii() && s.is_ascii() && !pattern.contains(['*', '?']) {
+        return pattern.eq_ignore_ascii_case(s);
+    }
     wildmatch::WildMatch::new_case_insensitive(pattern).matches(s)
 }
 
@@ -433,6 +439,20 @@ mod tests {
         assert!(names(&p("WEB1"), "web1"));
         assert!(wildmatch("*", ""));
         assert!(!wildmatch("a*b", "acbd"));
+        // without wildcards: what the matcher says, ASCII or not
+        for (p, s) in [
+            ("10.0.0.1", "10.0.0.1"),
+            ("10.0.0.1", "10.0.0.10"),
+            ("Web1", "wEB1"),
+            ("[web1]:22", "[WEB1]:22"),
+            ("", ""),
+            ("a", ""),
+            ("\u{212a}ey", "key"),
+            ("ÉTÉ", "été"),
+        ] {
+            let m = wildmatch::WildMatch::new_case_insensitive(p).matches(s);
+            assert_eq!(wildmatch(p, s), m, "{p:?} {s:?}");
+        }
     }
 
     #[test]

@@ -143,6 +143,11 @@ pub trait Session: Send {
     fn run<'a>(&'a mut self, script: &'a str) -> BoxFuture<'a, Result<Output, TransportError>>;
     /// Close politely.
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+    /// Say that the next call is the last this run makes on the session
+    /// (`verify`, `plan`: the probe only), so that no channel is opened
+    /// ahead of a call that will not come. A call after it still works: it
+    /// opens its own channel, one round trip later.
+    fn last_call_next(&mut self) {}
     /// Where the connection's protocol steps are marked, if it keeps them.
     fn trace(&self) -> Option<&Trace> {
         None
