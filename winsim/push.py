@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import time
 
 from .state import ActionError
@@ -111,6 +112,7 @@ class Receiver:
         self.pending = b""
         self.peak = 0
         self.fh = open(self.part, "ab") if self.error is None else None
+        self.logf = open(self.log, "a") if self.error is None else None
         # Test knob: past this many bytes of the part, each piece waits a
         # moment (a slow link), so that a test can stop the run midway.
         self.slow_from = None
@@ -128,10 +130,13 @@ class Receiver:
             time.sleep(0.2)
         self.fh.write(data)
         self.fh.flush()
-        with open(self.log, "a") as f:
-            f.write(json.dumps({"sha256": self.sha, "offset": self.at, "length": len(data),
-                                "held": held, "transport": self.transport}) + "\n")
+        self._log(len(data), held)
         self.at += len(data)
+
+    def _log(self, length, held, **more):
+        self.logf.write(json.dumps(dict({"sha256": self.sha, "offset": self.at, "length": length,
+                                         "held": held, "transport": self.transport}, **more)) + "\n")
+        self.logf.flush()
 
     def feed(self, data):
         if self.error is not None:
@@ -139,19 +144,27 @@ class Receiver:
         if self.mode == "raw":
             self._write(data, len(data))
             return
-        self.pending += data
-        while b"\n" in self.pending:
-            line, self.pending = self.pending.split(b"\n", 1)
-            line = line.strip()
-            if not line:
-                continue
-            held = len(line) + len(self.pending)
+        # each whole line decoded where it lies (no copy of it); the rest
+        # waits for the next piece
+        if self.pending:
+            data = self.pending + data
+        view, start = memoryview(data), 0
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            line = view[start:end]
+            held = len(data) - start
+            start = end + 1
             try:
+                # non-strict: the line end's \r is skipped, as
+                # FromBase64String skips white space
                 chunk = binascii.a2b_base64(line)
             except binascii.Error as e:
                 self.error = "Exception calling \"FromBase64String\": %s" % e
                 return
             self._write(chunk, held + len(chunk))
+        self.pending = data[start:] if start < len(data) else b""
 
     def finish(self):
         """End of stdin: (stdout, stderr, exit code) as the script answers."""
@@ -160,6 +173,11 @@ class Receiver:
                 # the last line needs no line end
                 self.feed(b"\n")
             self.fh.close()
+        if self.logf:
+            # the receiving process's peak RSS (over SSH a process of its
+            # own; over WinRM the whole server's, since it started)
+            self._log(0, 0, rss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            self.logf.close()
         if self.error is not None:
             return "", self.error + "\n", 1
         size = os.path.getsize(self.part)

@@ -4,6 +4,7 @@ encryption (pyspnego, imported when a client uses it; Kerberos through
 python-gssapi and the host's keytab, see auth.py) and Basic."""
 
 import base64
+import binascii
 import http.server
 import json
 import os
@@ -50,6 +51,11 @@ ACTION_RECEIVE = NS_SHELL + "/Receive"
 
 
 ACTION_SIGNAL = NS_SHELL + "/Signal"
+
+
+SEND_STREAM = re.compile(r"<(?:\w+:)?Stream\b([^>]*)>")
+STREAM_COMMAND = re.compile(r'CommandId="([^"]+)"')
+STREAM_END = re.compile(r'End="true"')
 
 
 def soap_action(xml):
@@ -116,17 +122,21 @@ class Shells:
             return envelope(ACTION_COMMAND + "Response", mid,
                             "<rsp:CommandResponse><rsp:CommandId>%s</rsp:CommandId></rsp:CommandResponse>" % cid)
         if action == ACTION_SEND:
-            m = re.search(r'<(?:\w+:)?Stream[^>]*CommandId="([^"]+)"[^>]*>([^<]*)<', xml)
-            end = re.search(r'<(?:\w+:)?Stream[^>]*End="true"', xml) is not None
-            if not m or m.group(1).upper() not in shell:
+            # the Stream's start tag, then its text up to the next tag: the
+            # text (a push's bytes) is scanned once
+            m = SEND_STREAM.search(xml)
+            cid = STREAM_COMMAND.search(m.group(1)) if m else None
+            if not cid or cid.group(1).upper() not in shell:
                 raise LookupError("send to an unknown command")
-            c = shell[m.group(1).upper()]
+            end = STREAM_END.search(m.group(1)) is not None
+            data = binascii.a2b_base64(xml[m.end():xml.find("<", m.end())])
+            c = shell[cid.group(1).upper()]
             if "receiver" in c:
-                c["receiver"].feed(base64.b64decode(m.group(2)))
+                c["receiver"].feed(data)
                 if end:
                     c["result"] = c["receiver"].finish()
             else:
-                c["stdin"] += base64.b64decode(m.group(2))
+                c["stdin"] += data
             c["eof"] = end
             return envelope(ACTION_SEND + "Response", mid, "<rsp:SendResponse/>")
         if action == ACTION_RECEIVE:
