@@ -21,7 +21,7 @@ done
 [ -x winsim/.venv/bin/python ] || winsim/setup-venv.sh
 
 # kwinctl's push, release build (examples/pushbench.rs)
-if ! command -v cargo >/dev/null 2>&1 && [ -x /root/.cargo/bin/cargo ]; then PATH=/root/.cargo/bin:$PATH; fi
+if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"; fi
 cargo build --release --ignore-rust-version --example pushbench
 PB=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/pushbench
 [ -x "$PB" ] || { echo "bench: no pushbench binary at $PB" >&2; exit 2; }
