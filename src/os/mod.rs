@@ -87,6 +87,23 @@ pub fn joins_nodes(inv: &Inventory) -> bool {
         && windows::k8s::identity(&inv.cluster) == crate::inventory::Identity::Bootstrap
 }
 
+/// The shared identity chosen only because the inventory gives
+/// `cluster.kubeconfig` (as every inventory did before issue 35), on a
+/// release that could join each node with an identity of its own: say how
+/// to choose either way.
+fn implicit_shared(inv: &Inventory, v: &crate::inventory::KubeVersion) -> Option<String> {
+    let c = &inv.cluster;
+    (c.identity_given.is_none()
+        && c.kubeconfig.is_some()
+        && https_api(inv)
+        && windows::k8s::can_join(v.minor))
+    .then(|| {
+        format!(
+            "cluster.identity is shared only because cluster.kubeconfig is set: Kubernetes {v} can              join each Windows node with a certificate of its own (`identity: bootstrap`, no              kubeconfig; docs/security.md); write `identity: shared` to keep one credential for              every node"
+        )
+    })
+}
+
 /// Notes about the inventory as a whole that `check` prints.
 pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
     let has_windows = inv.hosts.iter().any(|h| h.os == Os::Windows);
@@ -107,6 +124,7 @@ pub fn inventory_notes(inv: &Inventory) -> Vec<String> {
                     }
                 ),
             ])
+            .chain(implicit_shared(inv, &v))
             .collect(),
         _ => Vec::new(),
     }

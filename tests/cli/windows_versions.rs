@@ -304,9 +304,31 @@ fn check_notes_the_shared_kubelet_identity() {
         "{}",
         text(&o)
     );
+    // 1.10 could join each node with its own identity: the kubeconfig
+    // alone chose the shared one, and check says how to choose
+    let implicit = "cluster.identity is shared only because cluster.kubeconfig is set";
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(implicit),
+        "{}",
+        text(&o)
+    );
+    let inv = inventory(dir.path(), "1.10.13", true);
+    let t = std::fs::read_to_string(&inv).unwrap().replace(
+        "  kubernetes_version:",
+        "  identity: shared\n  kubernetes_version:",
+    );
+    std::fs::write(&inv, t).unwrap();
+    let o = kwinctl(&["check", "-i", &inv]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains(implicit),
+        "{}",
+        text(&o)
+    );
     let o = kwinctl(&["check", "-i", &inventory(dir.path(), "1.5.8", false)]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("uses the one identity"), "{out}");
+    assert!(!out.contains(implicit), "{out}");
     assert!(out.contains("cluster.identity: shared"), "{out}");
 }
 
