@@ -50,6 +50,10 @@ fn guide_cluster(linux: bool) -> (Lab, std::path::PathBuf, String) {
             ("KWINCTL_LAB_CONTAINERD", &containerd),
         ],
     );
+    // the control plane's kubectl and kubeadm (the stand-ins): the nodes
+    // join with their own identity through them (init's service_cidr's
+    // DNS address)
+    lab.install_kubectl("h1", "10.96.0.10", "cluster.local");
     let dir = lab.dir().to_path_buf();
     let inv = dir.join("cluster.yaml");
     let i = inv.to_str().unwrap().to_string();
@@ -81,13 +85,15 @@ fn guide_cluster(linux: bool) -> (Lab, std::path::PathBuf, String) {
     let o = run(&["check", "-i", i]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
-        text(&o).contains("cluster.kubeconfig is still FILL-IN"),
+        text(&o).contains("winrm.cert_sha256 is still FILL-IN"),
         "{}",
         text(&o)
     );
+    // no credential to fill in: the nodes join with their own
+    assert!(!text(&o).contains("kubeconfig"), "{}", text(&o));
 
     // 3. fill it in: the lab's downloads (its own server), their SHA-256,
-    // the kubeconfig, each Windows host's certificate pin, the SSH key
+    // each Windows host's certificate pin, the SSH key
     let dl = dir.join("dl");
     let mut filled = String::new();
     for line in std::fs::read_to_string(&inv).unwrap().lines() {
@@ -96,9 +102,7 @@ fn guide_cluster(linux: bool) -> (Lab, std::path::PathBuf, String) {
             let sha = sha256(&std::fs::read(file).unwrap_or_else(|e| panic!("{file:?}: {e}")));
             format!("      {name}: {{ url: \"{url}\", sha256: {sha} }}\n")
         };
-        let line = if t.starts_with("kubeconfig: FILL-IN") {
-            format!("  kubeconfig: {}\n", dir.join("kubeconfig").display())
-        } else if t.starts_with("ssh: { user: root }") {
+        let line = if t.starts_with("ssh: { user: root }") {
             format!(
                 "  ssh: {{ user: root, identity: {}, known_hosts: {} }}\n",
                 dir.join("id_ed25519").display(),
