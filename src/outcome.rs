@@ -175,6 +175,10 @@ pub enum HostError {
     /// `up`: the node could not join the cluster with an identity of its
     /// own (src/join/): why, and what to do.
     Join(String),
+    /// `reset`: the node's own credential on the control plane (its
+    /// kube-proxy's token Secret, src/join/proxy.rs) could not be revoked:
+    /// why, and the command that revokes it.
+    Revoke(String),
     /// kwinctl could not do its own work on this machine (the state file
     /// could not be written): nothing was changed on the host.
     Local(String),
@@ -245,6 +249,7 @@ impl fmt::Display for HostError {
             HostError::Detached(why) => write!(f, "{why}"),
             HostError::Upgrade(why) => write!(f, "{why}"),
             HostError::Join(why) => write!(f, "joining the cluster: {why}"),
+            HostError::Revoke(why) => write!(f, "{why}"),
             HostError::Push(why) => write!(
                 f,
                 "pushing a file failed, nothing was replaced: {why}. What arrived is kept: rerun to resume"

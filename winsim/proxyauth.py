@@ -16,6 +16,8 @@ import json
 from . import tlsboot
 
 REFUSED = "kube_proxy_refused"
+# the user its last start authenticated as (what a test reads)
+USER = "kube_proxy_user"
 
 
 def _kubeconfig(d, path):
@@ -45,9 +47,11 @@ def log_line(err):
 
 def at_start(d, args):
     """kube-proxy starting: record in d[REFUSED] the log line of a refused
-    list (401 Unauthorized, 403 forbidden), or clear it. Returns the user
-    it authenticated as, or None when nothing was checked or it failed."""
+    list (401 Unauthorized, 403 forbidden), or clear it; d[USER] the user
+    it authenticated as. Returns that user, or None when nothing was
+    checked or it failed."""
     d.pop(REFUSED, None)
+    d.pop(USER, None)
     api = tlsboot.api_of(d)
     if api is None:
         return None
@@ -56,10 +60,12 @@ def at_start(d, args):
         return None
     import accounts  # lab/standin, on the path since tlsboot.api_of
     try:
-        return accounts.request(api, kc, "list", "endpointslices.discovery.k8s.io")
+        user = accounts.request(api, kc, "list", "endpointslices.discovery.k8s.io")
     except Exception as e:  # noqa: BLE001 (the API server's refusal: ApiError)
         if not hasattr(e, "code"):
             raise
         d[REFUSED] = log_line(e)
         d.setdefault("logs", {})["kube-proxy:api"] = d[REFUSED]
         return None
+    d[USER] = user.name
+    return user

@@ -478,7 +478,10 @@ def kubeadm(api, args):
         return (1 if err else 0), "".join(out), "".join(err)
     if sub == "list":
         out = []
+        # only bootstrap tokens (kubeadm selects the Secrets by their type)
         for s in api.secrets():
+            if s.get("type") != SECRET_TYPE:
+                continue
             d = {k: base64.b64decode(v).decode() for k, v in s.get("data", {}).items()}
             out.append({"token": d.get("token-id", "") + ".<hidden>", "expires": d.get("expiration"),
                         "groups": d.get("auth-extra-groups", "").split(",")})

@@ -7,7 +7,10 @@
 //!
 //! One token per run at most, made only when some node must join and
 //! deleted when the run ends (`token.rs`); the CA is pinned like kubeadm's
-//! discovery (`ca.rs`). [`Joiner`] is the run's: the hosts' tasks ask it
+//! discovery (`ca.rs`). Without kubeadm on the control plane the token is
+//! a Secret written with kubectl (`secret_token.rs`; [`make`] chooses).
+//! kube-proxy gets an identity of its own too: a ServiceAccount token per
+//! node (`proxy.rs`), its CA checked against the same pin. [`Joiner`] is the run's: the hosts' tasks ask it
 //! for the bootstrap kubeconfig, and the run ends it.
 
 pub mod ca;
@@ -18,6 +21,7 @@ pub mod token;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::transport::Session;
 use token::BootstrapToken;
 
 /// What the run decided about the cluster CA and the token, for its end.
@@ -36,7 +40,9 @@ struct Inner {
     /// What the first request got: the bootstrap kubeconfig, or why not.
     issued: Option<Result<Vec<u8>, String>>,
     session: Option<Box<dyn crate::transport::Session>>,
-    token: Option<BootstrapToken>,
+    /// The cluster CA read and judged against the pin (once a run).
+    ca: Option<Result<ca::Ca, String>>,
+    token: Option<(BootstrapToken, Via)>,
     pin: Option<ca::Pin>,
 }
 
@@ -92,37 +98,77 @@ impl Joiner {
         r
     }
 
+    /// kube-proxy's kubeconfig for node `node` (lower case): its own token
+    /// Secret made or found on the control plane (`proxy.rs`), the CA that
+    /// comes with it checked against the run's pinned CA. Secret: it is
+    /// registered before anything could print it.
+    pub async fn proxy_kubeconfig<F>(&self, node: &str, open: F) -> Result<Vec<u8>, String>
+    where
+        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
+    {
+        let mut g = self.inner.lock().await;
+        let pinned = self.judged(&mut g, open).await?;
+        let s = g.session.as_mut().expect("a judged CA has its session");
+        let (token, pem) = proxy::ensure(&mut **s, node).await?;
+        match ca::pin_of(&pem) {
+            Some(h) if h == pinned.hash => {}
+            got => {
+                return Err(format!(
+                    "the cluster CA in kube-proxy's token Secret {}/{} ({}) is not the cluster CA                      this run pinned ({}): kwinctl refuses to give kube-proxy a credential for                      another cluster; check kube-controller-manager's --root-ca-file on the                      control plane, then run kwinctl again",
+                    proxy::NAMESPACE,
+                    proxy::secret_name(node),
+                    got.as_deref().unwrap_or("no certificate"),
+                    pinned.hash
+                ));
+            }
+        }
+        let conf = proxy::kubeconfig(&self.api_server, &pem, &token);
+        let bytes = conf.expose().as_bytes().to_vec();
+        crate::secret::register_file(&bytes, PROXY_SHOWN_AS);
+        Ok(bytes)
+    }
+
+    /// The cluster CA, read over the control plane's session (opened with
+    /// `open` on first need) and judged against the pin, once a run.
+    async fn judged<F>(&self, g: &mut Inner, open: F) -> Result<ca::Ca, String>
+    where
+        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
+    {
+        if let Some(r) = &g.ca {
+            return r.clone();
+        }
+        if g.session.is_none() {
+            let s = open
+                .await
+                .map_err(|e| format!("cannot reach the control plane to join the node: {e}"))?;
+            g.session = Some(s);
+        }
+        let s = g.session.as_mut().expect("the session was just opened");
+        let r = match ca::fetch(&mut **s, self.bound).await {
+            Ok(ca) => {
+                let now =
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+                ca::judge(&ca, self.kept.as_ref(), self.accept.as_deref(), &now).map(|pin| {
+                    g.pin = pin;
+                    ca
+                })
+            }
+            Err(e) => Err(e),
+        };
+        g.ca = Some(r.clone());
+        r
+    }
+
     async fn issue<F>(&self, g: &mut Inner, open: F) -> Result<Vec<u8>, String>
     where
         F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
     {
-        let mut s = open
-            .await
-            .map_err(|e| format!("cannot reach the control plane to join the node: {e}"))?;
-        let ca = ca::fetch(&mut *s, self.bound).await;
-        let ca = match ca {
-            Ok(ca) => ca,
-            Err(e) => {
-                g.session = Some(s);
-                return Err(e);
-            }
-        };
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let judged = ca::judge(&ca, self.kept.as_ref(), self.accept.as_deref(), &now);
-        let pin = match judged {
-            Ok(p) => p,
-            Err(e) => {
-                g.session = Some(s);
-                return Err(e);
-            }
-        };
-        g.pin = pin;
-        let t = token::create(&mut *s, token::TTL, self.bound).await;
-        g.session = Some(s);
-        let t = t?;
+        let ca = self.judged(g, open).await?;
+        let s = g.session.as_mut().expect("a judged CA has its session");
+        let (t, via) = make(&mut **s, token::TTL, self.bound).await?;
         let conf = bootstrap_kubeconfig(&self.api_server, &ca.pem, &t);
         crate::secret::register_file(&conf, BOOTSTRAP_SHOWN_AS);
-        g.token = Some(t);
+        g.token = Some((t, via));
         Ok(conf)
     }
 
@@ -133,14 +179,14 @@ impl Joiner {
             pin: g.pin.take(),
             ..Ended::default()
         };
-        if let Some(t) = g.token.take() {
+        if let Some((t, via)) = g.token.take() {
             ended.token = Some(t.id.clone());
             ended.failure = match g.session.as_mut() {
-                Some(s) => token::delete(&mut **s, &t.id, self.bound).await.err(),
+                Some(s) => remove(&mut **s, &t.id, via, self.bound).await.err(),
                 None => Some(format!(
                     "the run's bootstrap token {} could not be deleted (no session to the control plane); delete it there: `{}`",
                     t.id,
-                    token::delete_command(&t.id)
+                    remove_command(&t.id, via)
                 )),
             };
         }
@@ -150,6 +196,58 @@ impl Joiner {
         ended
     }
 }
+
+/// How the run's token was made, and so how it is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `kubeadm token create`.
+    Kubeadm,
+    /// The token Secret written with kubectl (`secret_token.rs`): the
+    /// control plane has no kubeadm.
+    Secret,
+}
+
+/// The run's token: with `kubeadm token create` where the control plane
+/// has kubeadm, else its Secret written with kubectl (the one place that
+/// chooses).
+pub async fn make(
+    s: &mut dyn Session,
+    ttl: Duration,
+    bound: Duration,
+) -> Result<(BootstrapToken, Via), String> {
+    match token::create(s, ttl, bound).await? {
+        Some(t) => Ok((t, Via::Kubeadm)),
+        None => secret_token::create(s, ttl).await.map(|t| (t, Via::Secret)),
+    }
+}
+
+/// Delete token `id` the way it was made.
+pub async fn remove(
+    s: &mut dyn Session,
+    id: &str,
+    via: Via,
+    bound: Duration,
+) -> Result<(), String> {
+    match via {
+        Via::Kubeadm => token::delete(s, id, bound).await,
+        Via::Secret => secret_token::delete(s, id).await,
+    }
+}
+
+/// The command that deletes token `id`, made `via`, by hand.
+pub fn remove_command(id: &str, via: Via) -> String {
+    match via {
+        Via::Kubeadm => token::delete_command(id),
+        Via::Secret => format!(
+            "kubectl delete secret {} -n {}",
+            secret_token::secret_name(id),
+            secret_token::NAMESPACE
+        ),
+    }
+}
+
+/// How kube-proxy's kubeconfig is named where redaction replaces it.
+pub const PROXY_SHOWN_AS: &str = "kube-proxy kubeconfig";
 
 /// How a bootstrap kubeconfig is named where redaction replaces it.
 pub const BOOTSTRAP_SHOWN_AS: &str = "bootstrap kubeconfig";
@@ -201,6 +299,18 @@ mod tests {
         assert!(!j(Some(kept.clone()), Some("sha256:aa")).rotating());
         assert!(j(Some(kept), Some("sha256:bb")).rotating());
         assert!(!j(None, Some("sha256:bb")).rotating());
+    }
+
+    #[test]
+    fn a_token_is_deleted_by_hand_the_way_it_was_made() {
+        assert_eq!(
+            remove_command("abcdef", Via::Kubeadm),
+            "kubeadm token delete abcdef"
+        );
+        assert_eq!(
+            remove_command("abcdef", Via::Secret),
+            "kubectl delete secret bootstrap-token-abcdef -n kube-system"
+        );
     }
 
     #[test]

@@ -78,13 +78,13 @@ fn last_line(err: &str) -> String {
     )
 }
 
-/// `kubeadm token create --ttl TTL --description …` on the control plane.
-/// Without kubeadm there: refused, saying what to do.
+/// `kubeadm token create --ttl TTL --description …` on the control plane;
+/// `None` when the control plane has no kubeadm.
 pub async fn create(
     s: &mut dyn Session,
     ttl: Duration,
     bound: Duration,
-) -> Result<BootstrapToken, String> {
+) -> Result<Option<BootstrapToken>, String> {
     let minutes = (ttl.as_secs() / 60).max(1);
     let script = format!(
         "command -v kubeadm >/dev/null 2>&1 || {{ echo 'kubeadm is not on the PATH' >&2; exit 127; }}\n\
@@ -93,7 +93,7 @@ pub async fn create(
     );
     let (code, out, err) = sh(s, &script, bound).await?;
     if code == 127 {
-        return Err("the control plane has no kubeadm, which kwinctl uses to make each run's bootstrap token (`kubeadm token create`): run kwinctl against a kubeadm cluster, or set `cluster.identity: shared` and cluster.kubeconfig".into());
+        return Ok(None);
     }
     if code != 0 {
         return Err(format!(
@@ -102,10 +102,12 @@ pub async fn create(
         ));
     }
     // (the token is read before anything could print it)
-    BootstrapToken::parse(out.lines().next().unwrap_or("")).ok_or_else(|| {
-        "`kubeadm token create` printed no token of the form <id>.<secret> on its first line"
-            .to_string()
-    })
+    BootstrapToken::parse(out.lines().next().unwrap_or(""))
+        .map(Some)
+        .ok_or_else(|| {
+            "`kubeadm token create` printed no token of the form <id>.<secret> on its first line"
+                .to_string()
+        })
 }
 
 /// `kubeadm token delete <id>`; an error says the id and the command to

@@ -88,6 +88,17 @@ pub trait NodeOps: Send + Sync {
     fn join_scripts(&self, _node: &Node, _conf: &[u8]) -> Option<(String, String)> {
         None
     }
+    /// The node whose kube-proxy gets a credential of its own (src/join/
+    /// proxy.rs), by its node name in lower case; `None` when the cluster
+    /// does not give nodes their own identity.
+    fn proxy_node(&self) -> Option<String> {
+        None
+    }
+    /// A script placing kube-proxy's kubeconfig `conf` when the node does
+    /// not hold exactly it; `None` when nothing is to change.
+    fn proxy_script(&self, _node: &Node, _f: &Self::Facts, _conf: &[u8]) -> Option<String> {
+        None
+    }
     /// An upgrade's rollback: a script putting back the kubelet and
     /// kube-proxy binaries of release `to` that the upgrade replaced (kept
     /// beside the new ones) and starting their services, where this OS

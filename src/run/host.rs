@@ -223,14 +223,20 @@ impl<'a> Flow<'a> {
                 .map(|d| crate::removal::peer_routes(d, &ctx.removing)),
             (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => Ok(Diff::default()),
         };
-        // a node that joins the cluster changes too (src/join/)
+        // a node that joins the cluster changes too, and one whose
+        // kube-proxy's own kubeconfig is not in place (src/join/)
+        let proxy = match (ctx.mode, selected && work.is_ok()) {
+            (Mode::Up, true) => super::joining::proxy(ctx, &t.host, &node, &ops, &facts).await,
+            _ => Ok(None),
+        };
         let joins = ctx.mode == Mode::Up
             && selected
             && work.is_ok()
-            && ctx
-                .join
-                .as_ref()
-                .is_some_and(|j| j.rotating() || ops.must_join(&facts).is_some());
+            && (!matches!(proxy, Ok(None))
+                || ctx
+                    .join
+                    .as_ref()
+                    .is_some_and(|j| j.rotating() || ops.must_join(&facts).is_some()));
         let changes = joins
             || work.as_ref().is_ok_and(|d| {
                 ctx.mode.changes_hosts()
@@ -279,6 +285,18 @@ impl<'a> Flow<'a> {
                 // a node without an identity of its own joins (src/join/)
                 let mut finish = None;
                 let mut join_failed = None;
+                let placed = match proxy {
+                    Ok(Some(script)) if refused.is_none() => {
+                        let p = super::joining::place_proxy;
+                        p(ctx, &mut session, &t.host, script, &mut notes).await
+                    }
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = placed {
+                    join_failed = Some(e.to_string());
+                    refused = Some(e);
+                }
                 if refused.is_none() {
                     let joining = super::joining::before(
                         ctx,
@@ -350,7 +368,8 @@ impl<'a> Flow<'a> {
                 Some(super::settle::settle(ctx, &mut session, &node, &ops, &self.ticket, r).await)
             }
             (Mode::Reset, true) => {
-                Some(super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await)
+                let r = super::reset::reset(ctx, &mut session, &node, &ops, work, refused, r).await;
+                Some(super::joining::revoke(ctx, &ops, r).await)
             }
             (Mode::Up | Mode::Plan | Mode::Reset | Mode::PlanReset, false) => {
                 super::peers::peers(ctx, &mut session, &node, &ops, work, refused, r).await

@@ -6,7 +6,7 @@ use super::{Ctx, step};
 use crate::alloc::Node;
 use crate::inventory::{Host, Os, Role};
 use crate::os::NodeOps;
-use crate::outcome::HostError;
+use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::{Interpreter, Session, Trace};
 
 /// `up` joining Windows nodes with their own identity: the run's joiner.
@@ -55,21 +55,8 @@ pub(super) async fn before<O: NodeOps>(
     };
     ctx.reporter
         .phase(&host.name, "join: getting a bootstrap token");
-    let open = async {
-        let cp = ctx
-            .cluster
-            .inventory
-            .hosts
-            .iter()
-            .filter(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
-            .min_by_key(|h| h.address)
-            .ok_or_else(|| "the inventory has no Linux control-plane host".to_string())?;
-        step::connect(ctx, cp, Interpreter::Sh, &Trace::new())
-            .await
-            .map_err(|e| e.to_string())
-    };
     let conf = joiner
-        .bootstrap_kubeconfig(open)
+        .bootstrap_kubeconfig(control_plane(ctx))
         .await
         .map_err(HostError::Join)?;
     let Some((place, finish)) = ops.join_scripts(node, &conf) else {
@@ -82,6 +69,97 @@ pub(super) async fn before<O: NodeOps>(
         "joined the cluster with an identity of its own ({why}): a bootstrap token, then the kubelet's own client certificate"
     ));
     Ok(Some(finish))
+}
+
+/// A session to the control plane (the first Linux control-plane host).
+async fn control_plane(ctx: &Ctx) -> Result<Box<dyn Session>, String> {
+    let cp = ctx
+        .cluster
+        .inventory
+        .hosts
+        .iter()
+        .filter(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
+        .min_by_key(|h| h.address)
+        .ok_or_else(|| "the inventory has no Linux control-plane host".to_string())?;
+    step::connect(ctx, cp, Interpreter::Sh, &Trace::new())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Before the converge decides: kube-proxy's own kubeconfig for the node
+/// (src/join/proxy.rs), and the script placing it when the node does not
+/// hold exactly it (`Ok(None)`: nothing to change; a rerun with the same
+/// token Secret changes nothing).
+pub(super) async fn proxy<O: NodeOps>(
+    ctx: &Ctx,
+    host: &Host,
+    node: &Node,
+    ops: &O,
+    facts: &O::Facts,
+) -> Result<Option<String>, HostError> {
+    let (Some(joiner), Some(name)) = (&ctx.join, ops.proxy_node()) else {
+        return Ok(None);
+    };
+    ctx.reporter
+        .phase(&host.name, "kube-proxy: its own credential");
+    let conf = joiner
+        .proxy_kubeconfig(&name, control_plane(ctx))
+        .await
+        .map_err(HostError::Join)?;
+    Ok(ops.proxy_script(node, facts, &conf))
+}
+
+/// kube-proxy's kubeconfig placed (the script [`proxy`] gave).
+pub(super) async fn place_proxy(
+    ctx: &Ctx,
+    session: &mut Box<dyn Session>,
+    host: &Host,
+    script: String,
+    notes: &mut Vec<String>,
+) -> Result<(), HostError> {
+    ctx.reporter
+        .phase(&host.name, "kube-proxy: placing its kubeconfig");
+    run(ctx, session, &host.name, "kube-proxy credential", script, 1).await?;
+    notes.push(format!(
+        "kube-proxy has a credential of its own: ServiceAccount {}/{}, token Secret {}",
+        crate::join::proxy::NAMESPACE,
+        crate::join::proxy::SERVICE_ACCOUNT,
+        crate::join::proxy::secret_name(&host.node_name().to_ascii_lowercase())
+    ));
+    Ok(())
+}
+
+/// `reset` of a node whose kube-proxy had a credential of its own: its
+/// token Secret deleted on the control plane (the token stops
+/// authenticating at once); the other nodes' stay.
+pub(super) async fn revoke<O: NodeOps>(ctx: &Ctx, ops: &O, r: HostReport) -> HostReport {
+    let Some(name) = ops.proxy_node() else {
+        return r;
+    };
+    if !matches!(r.status, HostStatus::Ok | HostStatus::Changed)
+        || ctx.mode != crate::mode::Mode::Reset
+    {
+        return r;
+    }
+    ctx.reporter
+        .phase(&r.host, "kube-proxy: deleting its credential");
+    let done = match control_plane(ctx).await {
+        Ok(mut s) => {
+            let d = crate::join::proxy::delete(&mut *s, &name).await;
+            s.close().await;
+            d
+        }
+        Err(e) => Err(format!(
+            "cannot reach the control plane to delete kube-proxy's credential for {name} ({e}); \
+             delete it there: `kubectl delete secret {} -n {}`",
+            crate::join::proxy::secret_name(&name),
+            crate::join::proxy::NAMESPACE
+        )),
+    };
+    match done {
+        Ok(()) => r,
+        Err(e) => r.failed(HostError::Revoke(e)),
+    }
 }
 
 /// After the converge: the kubelet bootstraps, the bootstrap kubeconfig goes.

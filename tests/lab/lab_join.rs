@@ -2,7 +2,9 @@
 //! of its own (a bootstrap token from the control plane's kubeadm, the
 //! kubelet's TLS bootstrap against the lab's API server model), no token
 //! outlives the run, a node already joined is left alone, and a changed
-//! cluster CA is refused (docs/research/bootstrap.md).
+//! cluster CA is refused; kube-proxy has a ServiceAccount token of its own
+//! per node, and a control plane without kubeadm joins nodes too
+//! (docs/research/bootstrap.md).
 
 use crate::common;
 
@@ -75,6 +77,46 @@ fn subject(lab: &Lab, win: &str) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+const PROXY_CONF: &str = r"C:\k\kube-proxy.conf";
+const PROXY_USER: &str = "system:serviceaccount:kube-system:kube-proxy";
+
+/// `win`'s kube-proxy names its own kubeconfig, holds it, and its last
+/// start authenticated as kube-proxy's ServiceAccount, nothing refused.
+fn proxy_is_itself(lab: &Lab, win: &str) {
+    let st = lab.win_state_json(win);
+    let binpath = st["services"]["kube-proxy"]["binpath"].as_str().unwrap();
+    assert!(
+        binpath.contains(&format!("--kubeconfig={PROXY_CONF}")),
+        "{win}: {binpath}"
+    );
+    let placed = st["placed_text"].as_object().unwrap();
+    assert!(
+        placed.keys().any(|p| p.eq_ignore_ascii_case(PROXY_CONF)),
+        "{win}: {:?}",
+        placed.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        st["kube_proxy_refused"].is_null(),
+        "{win}: {}",
+        st["kube_proxy_refused"]
+    );
+    assert_eq!(st["kube_proxy_user"], PROXY_USER, "{win}");
+}
+
+/// `kubectl get secret NAME -n kube-system` on the control plane: found?
+fn secret_exists(lab: &Lab, name: &str) -> bool {
+    let o = lab.exec(
+        "h1",
+        &format!("kubectl get secret {name} -n kube-system -o json"),
+    );
+    if o.status.success() {
+        return true;
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("NotFound"), "{name}: {}", text(&o));
+    false
+}
+
 fn cert_check(s: &serde_json::Value, h: &str) -> serde_json::Value {
     host(s, h)["checks"]
         .as_array()
@@ -139,6 +181,9 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
     }
     let state = std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap();
     assert!(state.contains("\"ca_pin\""), "{state}");
+    for win in ["win1", "win2"] {
+        proxy_is_itself(&lab, win);
+    }
 
     // verify: each node is itself
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
@@ -299,4 +344,81 @@ fn a_changed_cluster_ca_is_refused_until_accepted() {
     assert_eq!(created(&lab).len(), 2, "{:?}", created(&lab));
     let o = kwinctl(&["verify", "-i", &i]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn kube_proxy_has_its_own_token_per_node_and_a_control_plane_without_kubeadm_joins() {
+    if !require_root() {
+        return;
+    }
+    let lab = bootstrap_lab();
+    let i = lab.inv();
+    // no kubeadm on the control plane: the run's token is a Secret made
+    // with kubectl (docs/research/bootstrap.md#bt-secret)
+    let o = lab.exec("h1", "rm \"$(command -v kubeadm)\" && ! command -v kubeadm");
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for win in ["win1", "win2"] {
+        assert_eq!(host(&s, win)["status"], "changed", "{s}");
+        assert_eq!(
+            subject(&lab, win),
+            format!("subject=CN=system:node:{win},O=system:nodes")
+        );
+        proxy_is_itself(&lab, win);
+        assert!(secret_exists(&lab, &format!("kwinctl-kube-proxy-{win}")));
+    }
+    assert!(
+        created(&lab).is_empty(),
+        "kubeadm made no token: {:?}",
+        created(&lab)
+    );
+    // no bootstrap-token Secret is left
+    let secrets = lab.dir().join("kubectl/apiserver/secrets/kube-system");
+    let names: Vec<String> = std::fs::read_dir(&secrets)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with("bootstrap-token-")),
+        "{names:?}"
+    );
+    // kube-proxy's kubeconfig holds its token: no output, no run record
+    // shows the kubeconfig
+    let mut texts = vec![text(&o)];
+    let runs = lab.dir().join("inventory.kwinctl-runs");
+    for run in std::fs::read_dir(&runs).unwrap() {
+        for f in std::fs::read_dir(run.unwrap().path()).unwrap() {
+            texts.push(
+                String::from_utf8_lossy(&std::fs::read(f.unwrap().path()).unwrap()).into_owned(),
+            );
+        }
+    }
+    for t in &texts {
+        assert!(!t.contains("lab-sa."), "kube-proxy's token shown");
+    }
+
+    // a rerun with the same Secrets changes nothing
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    for win in ["win1", "win2"] {
+        assert_eq!(host(&s, win)["status"], "ok", "{s}");
+    }
+
+    // reset of win1 revokes its kube-proxy's token, not win2's
+    let o = kwinctl(&["reset", "-i", &i, "--limit", "win1", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!secret_exists(&lab, "kwinctl-kube-proxy-win1"));
+    assert!(secret_exists(&lab, "kwinctl-kube-proxy-win2"));
+    let placed = lab.win_state_json("win1")["placed_text"].clone();
+    assert!(
+        placed
+            .as_object()
+            .is_none_or(|m| !m.keys().any(|p| p.eq_ignore_ascii_case(PROXY_CONF))),
+        "{placed}"
+    );
+    proxy_is_itself(&lab, "win2");
 }

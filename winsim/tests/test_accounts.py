@@ -202,10 +202,12 @@ def test_winsims_kube_proxy_logs_a_refused_list_and_stays_unhealthy(api):
     d = proxy_host(api, json.dumps(kubeconfig(api, token=proxy_token(api, "win1"))))
     assert proxyauth.at_start(d, args).name == "system:serviceaccount:kube-system:kube-proxy"
     assert proxyauth.REFUSED not in d
+    assert d[proxyauth.USER] == "system:serviceaccount:kube-system:kube-proxy"
     # a deleted Secret: 401, the informer's line
     api.delete_secret("kwinctl-kube-proxy-win1")
     assert proxyauth.at_start(d, args) is None
     assert "failed to list *v1.EndpointSlice: Unauthorized" in d[proxyauth.REFUSED]
+    assert proxyauth.USER not in d
     # a node's certificate: 403
     t = api.create_token(600)
     api.ensure_kubeadm_bindings()

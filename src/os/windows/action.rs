@@ -450,3 +450,16 @@ pub fn budget(a: &WinAction) -> Option<std::time::Duration> {
     };
     Some(std::time::Duration::from_secs(minutes * 60))
 }
+
+/// The file an action pushes from the operator's machine, if any.
+pub fn pushes(a: &WinAction) -> Option<std::sync::Arc<crate::transfer::Local>> {
+    let source = match a {
+        WinAction::PlaceFile { file } => &file.source,
+        WinAction::InstallArchive { archive } => &archive.archive.source,
+        _ => return None,
+    };
+    match source {
+        super::files::FileSource::Push(p) => Some(p.local.clone()),
+        _ => None,
+    }
+}

@@ -243,7 +243,7 @@ impl Common<'_> {
                 inv.cluster.kubeconfig.as_ref().map(|_| super::KUBECONFIG)
             },
             proxy_kubeconfig: if bootstrap {
-                super::KUBE_PROXY_KUBECONFIG_INTERIM
+                super::KUBE_PROXY_CONF
             } else {
                 super::KUBECONFIG
             },

@@ -28,10 +28,11 @@ pub const KUBELET_CONF: &str = r"C:\k\kubelet.conf";
 /// The bootstrap kubeconfig (`--bootstrap-kubeconfig`): there only while a
 /// node joins, as `kubeadm join` does (docs/research/bootstrap.md#bt-join).
 pub const BOOTSTRAP_CONF: &str = r"C:\k\bootstrap-kubelet.conf";
-/// INTERIM (issue 35; the integrator replaces this with kube-proxy's own
-/// ServiceAccount-token credential): in bootstrap mode kube-proxy uses the
-/// kubelet's kubeconfig, i.e. the node's own certificate.
-pub const KUBE_PROXY_KUBECONFIG_INTERIM: &str = KUBELET_CONF;
+/// kube-proxy's own kubeconfig in bootstrap mode (its `--kubeconfig`): a
+/// ServiceAccount token of its own per node, as kubeadm's kube-proxy has
+/// (docs/research/bootstrap.md#bt-proxy). A secret: run records name it,
+/// never show it.
+pub const KUBE_PROXY_CONF: &str = r"C:\k\kube-proxy.conf";
 
 /// Why the node must join (bootstrap mode only): see
 /// [`crate::identity::cert::needs_join`].
@@ -79,10 +80,11 @@ pub fn actions(conf: &[u8]) -> (Vec<WinAction>, Vec<WinAction>) {
 
 /// The node's credentials, whichever identity it had: what the probe
 /// looks for (files, folders) and `reset` removes.
-pub const CREDENTIAL_FILES: [&str; 2] = [KUBELET_CONF, BOOTSTRAP_CONF];
+pub const CREDENTIAL_FILES: [&str; 3] = [KUBELET_CONF, BOOTSTRAP_CONF, KUBE_PROXY_CONF];
 
 /// `reset`: the node's own credentials go (its kubelet's kubeconfig, a
-/// bootstrap kubeconfig left by a failed join, its certificate directory);
+/// bootstrap kubeconfig left by a failed join, kube-proxy's kubeconfig, its
+/// certificate directory);
 /// the shared `C:\k\config` is a desired file and goes with the others.
 pub fn reset_items(f: &WindowsFacts) -> Vec<Item<WinAction>> {
     let mut items: Vec<Item<WinAction>> = CREDENTIAL_FILES
@@ -107,6 +109,76 @@ pub fn reset_items(f: &WindowsFacts) -> Vec<Item<WinAction>> {
             }),
     });
     items
+}
+
+/// The node whose kube-proxy gets a credential of its own (bootstrap mode
+/// only), by its node name in lower case.
+pub fn proxy_node(d: &WindowsDesired) -> Option<String> {
+    (d.identity == Identity::Bootstrap).then(|| d.node_name.to_ascii_lowercase())
+}
+
+/// kube-proxy's kubeconfig `conf` placed when the node does not hold
+/// exactly it (bootstrap mode only): `None` when nothing is to change.
+pub fn proxy_script(
+    ops: &WindowsOps,
+    node: &Node,
+    f: &WindowsFacts,
+    conf: &[u8],
+) -> Option<String> {
+    let place = proxy_action(&ops.desired.identity, f, conf)?;
+    let mut actions = vec![place];
+    actions.extend(proxy_restart(&ops.desired.services, f));
+    let refs: Vec<&WinAction> = actions.iter().collect();
+    Some(ops.script(node, &refs, None))
+}
+
+/// kube-proxy reinstalled (and so restarted when it runs) when it already
+/// had a kubeconfig of its own: it reads its kubeconfig only at start, and
+/// a new token (its Secret made anew) must reach it. A node without one
+/// gets kube-proxy's new command line from the converge.
+fn proxy_restart(services: &[super::service::WinService], f: &WindowsFacts) -> Option<WinAction> {
+    let had = f
+        .files
+        .iter()
+        .any(|x| x.path.eq_ignore_ascii_case(KUBE_PROXY_CONF));
+    let s = services.iter().find(|s| s.name == "kube-proxy")?;
+    let name = |n: &str| n.eq_ignore_ascii_case(&s.name);
+    let service = f.services.iter().any(|x| name(&x.name));
+    let task = f.tasks.iter().any(|x| name(&x.name));
+    if !had {
+        return None;
+    }
+    match s.hosting {
+        super::k8s::Hosting::Service if service => Some(WinAction::InstallService {
+            service: s.clone(),
+            exists: true,
+        }),
+        super::k8s::Hosting::Task if task => Some(WinAction::InstallTask {
+            service: s.clone(),
+            exists: true,
+        }),
+        _ => None,
+    }
+}
+
+/// The action placing kube-proxy's kubeconfig, if it is needed.
+fn proxy_action(identity: &Identity, f: &WindowsFacts, conf: &[u8]) -> Option<WinAction> {
+    if *identity != Identity::Bootstrap {
+        return None;
+    }
+    let sha256 = crate::hash::sha256_bytes(conf);
+    let held = f.files.iter().any(|x| {
+        x.path.eq_ignore_ascii_case(KUBE_PROXY_CONF) && x.sha256.eq_ignore_ascii_case(&sha256)
+    });
+    (!held).then(|| WinAction::PlaceFile {
+        file: WinFile {
+            path: KUBE_PROXY_CONF.into(),
+            sha256,
+            source: FileSource::Inline(conf.to_vec().into()),
+            version: None,
+            version_regex: None,
+        },
+    })
 }
 
 /// The join's scripts (bootstrap mode only).
@@ -134,6 +206,48 @@ mod tests {
         assert!(
             matches!(&after[0], WinAction::FinishJoin { bootstrap, stale, .. }
             if bootstrap == BOOTSTRAP_CONF && stale == &[KUBECONFIG.to_string()])
+        );
+    }
+
+    #[test]
+    fn kube_proxys_kubeconfig_is_placed_only_when_it_differs() {
+        let mut f = crate::os::windows::fixtures::fresh();
+        let conf = b"{\"kind\": \"Config\"}\n";
+        let placed = proxy_action(&Identity::Bootstrap, &f, conf);
+        assert!(
+            matches!(&placed, Some(WinAction::PlaceFile { file }) if file.path == KUBE_PROXY_CONF)
+        );
+        assert!(proxy_action(&Identity::Shared, &f, conf).is_none());
+        f.files.push(crate::os::windows::facts::FileFact {
+            path: r"c:\k\kube-proxy.conf".into(),
+            sha256: crate::hash::sha256_bytes(conf).to_ascii_uppercase(),
+        });
+        assert!(proxy_action(&Identity::Bootstrap, &f, conf).is_none());
+        assert!(proxy_action(&Identity::Bootstrap, &f, b"other").is_some());
+        // reset removes it
+        assert!(reset_items(&f).iter().any(|i| i.action
+            == Some(WinAction::RemoveFile {
+                path: KUBE_PROXY_CONF.into()
+            })));
+    }
+
+    #[test]
+    fn a_new_kube_proxy_kubeconfig_restarts_a_kube_proxy_that_had_one() {
+        let d = crate::os::windows::fixtures::desired("l2bridge", "", "win01");
+        let mut f = crate::os::windows::fixtures::l2bridge_converged();
+        f.files
+            .retain(|x| !x.path.eq_ignore_ascii_case(KUBE_PROXY_CONF));
+        // none before: the converge installs kube-proxy with its flag
+        assert!(proxy_restart(&d.services, &f).is_none());
+        f.files.push(crate::os::windows::facts::FileFact {
+            path: KUBE_PROXY_CONF.into(),
+            sha256: "00".into(),
+        });
+        let r = proxy_restart(&d.services, &f);
+        assert!(
+            matches!(&r, Some(WinAction::InstallService { service, exists: true }
+                | WinAction::InstallTask { service, exists: true }) if service.name == "kube-proxy"),
+            "{r:?}"
         );
     }
 

@@ -278,8 +278,8 @@ pub struct Values<'a> {
     /// `Some(path on the node)` when the kubelet has a kubeconfig (the
     /// shared one, or its own from TLS bootstrapping).
     pub kubeconfig: Option<&'a str>,
-    /// kube-proxy's kubeconfig (the shared one, or the interim of
-    /// [`super::KUBE_PROXY_KUBECONFIG_INTERIM`] in bootstrap mode).
+    /// kube-proxy's kubeconfig (the shared one, or its own
+    /// [`super::KUBE_PROXY_CONF`] in bootstrap mode).
     pub proxy_kubeconfig: &'a str,
     /// `cluster.identity: bootstrap` (the `bootstrap` rows apply).
     pub bootstrap: bool,

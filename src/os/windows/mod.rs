@@ -56,7 +56,7 @@ pub const KWINCTL_DIR: &str = r"C:\k\kwinctl";
 pub const POD_CIDR_FILE: &str = r"C:\k\kwinctl\pod-cidr.txt";
 /// Where a node records its cluster ("name id").
 pub const CLUSTER_FILE: &str = r"C:\k\kwinctl\cluster.txt";
-pub use join::{BOOTSTRAP_CONF, KUBE_PROXY_KUBECONFIG_INTERIM, KUBECONFIG, KUBELET_CONF};
+pub use join::{BOOTSTRAP_CONF, KUBE_PROXY_CONF, KUBECONFIG, KUBELET_CONF};
 pub const KUBE_PROXY_SWITCH: &str = "KubeProxySwitch";
 pub const DEFAULT_NETWORK: &str = "kwinctl";
 /// Where kubelet and kube-proxy log (klog's `--log-dir`, and the start
@@ -383,6 +383,12 @@ impl NodeOps for WindowsOps<'_> {
     fn join_scripts(&self, node: &Node, conf: &[u8]) -> Option<(String, String)> {
         join::scripts(self, node, conf)
     }
+    fn proxy_node(&self) -> Option<String> {
+        join::proxy_node(self.desired)
+    }
+    fn proxy_script(&self, node: &Node, f: &WindowsFacts, conf: &[u8]) -> Option<String> {
+        join::proxy_script(self, node, f, conf)
+    }
     fn peer_change(&self, a: &WinAction) -> bool {
         matches!(a, WinAction::AddRoute { .. } | WinAction::DelRoute { .. })
     }
@@ -390,15 +396,7 @@ impl NodeOps for WindowsOps<'_> {
         action::budget(a)
     }
     fn pushes(&self, a: &WinAction) -> Option<std::sync::Arc<crate::transfer::Local>> {
-        let source = match a {
-            WinAction::PlaceFile { file } => &file.source,
-            WinAction::InstallArchive { archive } => &archive.archive.source,
-            _ => return None,
-        };
-        match source {
-            FileSource::Push(p) => Some(p.local.clone()),
-            _ => None,
-        }
+        action::pushes(a)
     }
     fn push_target(&self) -> crate::transfer::Target {
         crate::transfer::Target::Windows
