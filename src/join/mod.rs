@@ -38,6 +38,8 @@ struct Inner {
     session: Option<Box<dyn crate::transport::Session>>,
     token: Option<BootstrapToken>,
     pin: Option<ca::Pin>,
+    /// The pin the CA's judgement would keep, until a join keeps it.
+    judged: Option<ca::Pin>,
 }
 
 /// The run's joins: the CA read and judged, and one token, on first need.
@@ -47,6 +49,8 @@ pub struct Joiner {
     accept: Option<String>,
     bound: Duration,
     inner: tokio::sync::Mutex<Inner>,
+    /// The cluster CA, read and judged once (src/identity/issuer.rs).
+    anchor: std::sync::OnceLock<Result<ca::Ca, String>>,
 }
 
 impl Joiner {
@@ -64,6 +68,7 @@ impl Joiner {
             accept,
             bound,
             inner: tokio::sync::Mutex::new(Inner::default()),
+            anchor: std::sync::OnceLock::new(),
         }
     }
 
@@ -92,34 +97,57 @@ impl Joiner {
         r
     }
 
+    /// The cluster CA from the control plane (reached through `open` on the
+    /// first call), judged against the state file's pin: the same for the
+    /// whole run.
+    pub async fn cluster_ca<F>(&self, open: F) -> Result<ca::Ca, String>
+    where
+        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
+    {
+        let mut g = self.inner.lock().await;
+        self.ca_in(&mut g, open).await
+    }
+
+    /// The cluster CA, once [`Joiner::cluster_ca`] read it.
+    pub fn ca(&self) -> Option<&Result<ca::Ca, String>> {
+        self.anchor.get()
+    }
+
+    async fn ca_in<F>(&self, g: &mut Inner, open: F) -> Result<ca::Ca, String>
+    where
+        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
+    {
+        if let Some(a) = self.anchor.get() {
+            return a.clone();
+        }
+        let got = async {
+            if g.session.is_none() {
+                let s = open.await.map_err(|e| {
+                    format!("cannot reach the control plane to read the cluster CA: {e}")
+                })?;
+                g.session = Some(s);
+            }
+            let s = g.session.as_mut().expect("a session was just kept");
+            let ca = ca::fetch(&mut **s, self.bound).await?;
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            g.judged = ca::judge(&ca, self.kept.as_ref(), self.accept.as_deref(), &now)?;
+            Ok(ca)
+        }
+        .await;
+        self.anchor.get_or_init(|| got).clone()
+    }
+
     async fn issue<F>(&self, g: &mut Inner, open: F) -> Result<Vec<u8>, String>
     where
         F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
     {
-        let mut s = open
-            .await
-            .map_err(|e| format!("cannot reach the control plane to join the node: {e}"))?;
-        let ca = ca::fetch(&mut *s, self.bound).await;
-        let ca = match ca {
-            Ok(ca) => ca,
-            Err(e) => {
-                g.session = Some(s);
-                return Err(e);
-            }
-        };
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let judged = ca::judge(&ca, self.kept.as_ref(), self.accept.as_deref(), &now);
-        let pin = match judged {
-            Ok(p) => p,
-            Err(e) => {
-                g.session = Some(s);
-                return Err(e);
-            }
-        };
-        g.pin = pin;
-        let t = token::create(&mut *s, token::TTL, self.bound).await;
-        g.session = Some(s);
-        let t = t?;
+        let ca = self.ca_in(g, open).await?;
+        g.pin = g.judged.clone();
+        let s = g
+            .session
+            .as_mut()
+            .ok_or("cannot reach the control plane to join the node")?;
+        let t = token::create(&mut **s, token::TTL, self.bound).await?;
         let conf = bootstrap_kubeconfig(&self.api_server, &ca.pem, &t);
         crate::secret::register_file(&conf, BOOTSTRAP_SHOWN_AS);
         g.token = Some(t);
