@@ -168,8 +168,9 @@ def _dotnet_name(name):
 def probe_fact(d, path):
     """What kwinctl's probe reports of the kubelet's client certificate
     file `path` (templates/probe.ps1.j2, `kubelet_client`): None without the
-    file; its first certificate's subject, issuer and expiry (.NET's
-    round-trip format, UTC); empty strings when none parses."""
+    file; its first certificate's subject, issuer, expiry (.NET's
+    round-trip format, UTC) and base64 DER (only the CERTIFICATE block, never
+    the key; empty over 16 KiB); empty strings when none parses."""
     if not path:
         return None
     pem = _get(node_files(d), path)
@@ -179,11 +180,14 @@ def probe_fact(d, path):
     try:
         cert = x509.load_pem_x509_certificate(split_pem(pem)[0].encode())
     except ValueError:
-        return {"subject": "", "issuer": "", "not_after": ""}
+        return {"subject": "", "issuer": "", "not_after": "", "der": ""}
     after = getattr(cert, "not_valid_after_utc", None) or \
         cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
+    from cryptography.hazmat.primitives.serialization import Encoding
+    der = base64.b64encode(cert.public_bytes(Encoding.DER)).decode()
+    der = der if len(der) <= 16384 else ""
     return {"subject": _dotnet_name(cert.subject), "issuer": _dotnet_name(cert.issuer),
-            "not_after": after.strftime("%Y-%m-%dT%H:%M:%S.0000000Z")}
+            "not_after": after.strftime("%Y-%m-%dT%H:%M:%S.0000000Z"), "der": der}
 
 
 def split_pem(pem):

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
+use super::issuer::{self, Anchor};
 use crate::verify::Check;
 
 /// The kubelet's certificate directory (`--cert-dir`) on a Windows node.
@@ -32,9 +33,11 @@ pub const fn days(n: u32) -> Duration {
 pub const CHECK: &str = "kubelet client certificate";
 
 /// What the probe read of [`CURRENT`] when the file exists: the
-/// certificate's subject and issuer as .NET prints them (`CN=…, O=…`) and
-/// its expiry (RFC 3339, UTC); all empty when the file holds no
-/// certificate that parses.
+/// certificate's subject and issuer as .NET prints them (`CN=…, O=…`), its
+/// expiry (RFC 3339, UTC) and the certificate itself (base64 DER of the
+/// file's first CERTIFICATE block, never the key beside it; empty when
+/// longer than [`super::issuer::MAX_B64`]); all empty when the file holds
+/// no certificate that parses.
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
 pub struct ClientCert {
     #[serde(default)]
@@ -43,6 +46,8 @@ pub struct ClientCert {
     pub issuer: String,
     #[serde(default)]
     pub not_after: String,
+    #[serde(default)]
+    pub der: String,
 }
 
 impl ClientCert {
@@ -62,9 +67,15 @@ pub fn user_of(node_name: &str) -> String {
 
 /// Why a node in bootstrap mode must join (again): its kubelet has no
 /// client certificate, one kwinctl cannot read, one for another node, or
-/// one that has expired (`None`: its own, still valid; the kubelet renews
-/// it before it expires, with `--rotate-certificates`).
-pub fn needs_join(cert: Option<&ClientCert>, node_name: &str, now: SystemTime) -> Option<String> {
+/// one that has expired, or one the run's cluster CA `anchor` did not sign
+/// (`None`: its own, still valid; the kubelet renews it before it expires,
+/// with `--rotate-certificates`).
+pub fn needs_join(
+    cert: Option<&ClientCert>,
+    node_name: &str,
+    anchor: Option<&Anchor>,
+    now: SystemTime,
+) -> Option<String> {
     let Some(cert) = cert else {
         return Some(format!("its kubelet has no client certificate ({CURRENT})"));
     };
@@ -80,19 +91,21 @@ pub fn needs_join(cert: Option<&ClientCert>, node_name: &str, now: SystemTime) -
         _ => {}
     }
     match humantime::parse_rfc3339_weak(cert.not_after.trim_end_matches('Z')) {
-        Ok(t) if t > now => None,
+        Ok(t) if t > now => anchor.and_then(|a| issuer::judge(&cert.der, a, now)),
         Ok(_) => Some("its kubelet's client certificate has expired".into()),
         Err(_) => Some(format!("the expiry of {CURRENT} cannot be read")),
     }
 }
 
 /// verify's check of a node's certificate, when it has one: for
-/// `system:node:<node_name>`, and valid for at least `margin` after `now`.
+/// `system:node:<node_name>`, valid for at least `margin` after `now`, and
+/// signed by the run's cluster CA `anchor` (when the cluster has one).
 /// `host` names the host in the finding.
 pub fn check(
     host: &str,
     node_name: &str,
     cert: Option<&ClientCert>,
+    anchor: Option<&Anchor>,
     now: SystemTime,
     margin: Duration,
 ) -> Option<Check> {
@@ -137,6 +150,11 @@ pub fn check(
             margin.as_secs() / 86400
         ));
     }
+    if let Some(why) = anchor.and_then(|a| issuer::judge(&cert.der, a, now)) {
+        return fail(format!(
+            "{host}: {why}: the node holds another cluster's identity; delete {CURRENT} and run `kwinctl up` to join it to this cluster"
+        ));
+    }
     Some(Check {
         name: CHECK.into(),
         pass: true,
@@ -153,6 +171,7 @@ mod tests {
             subject: format!("CN={cn}, O=system:nodes"),
             issuer: "CN=kubernetes".into(),
             not_after: not_after.into(),
+            der: String::new(),
         }
     }
 
@@ -162,14 +181,17 @@ mod tests {
 
     #[test]
     fn a_node_without_its_own_certificate_has_no_check() {
-        assert_eq!(check("win1", "win1", None, SystemTime::now(), MARGIN), None);
+        assert_eq!(
+            check("win1", "win1", None, None, SystemTime::now(), MARGIN),
+            None
+        );
     }
 
     #[test]
     fn a_certificate_for_the_node_valid_beyond_the_margin_passes() {
         let c = cert("system:node:win1", "2027-11-29T05:30:00.0000000Z");
         let now = at("2026-11-29T00:00:00Z");
-        let got = check("WIN1", "win1", Some(&c), now, MARGIN).unwrap();
+        let got = check("WIN1", "win1", Some(&c), None, now, MARGIN).unwrap();
         assert!(got.pass, "{got:?}");
     }
 
@@ -177,7 +199,7 @@ mod tests {
     fn another_nodes_certificate_fails_naming_both() {
         let c = cert("system:node:win2", "2027-11-29T05:30:00.0000000Z");
         let now = at("2026-11-29T00:00:00Z");
-        let got = check("win1", "win1", Some(&c), now, MARGIN).unwrap();
+        let got = check("win1", "win1", Some(&c), None, now, MARGIN).unwrap();
         assert!(!got.pass);
         assert!(
             got.detail.starts_with("win1: ")
@@ -193,12 +215,28 @@ mod tests {
     fn a_certificate_expiring_within_the_margin_fails() {
         let c = cert("system:node:win1", "2026-12-09T00:00:00.0000000Z");
         let now = at("2026-11-29T00:00:00Z");
-        let got = check("win1", "win1", Some(&c), now, MARGIN).unwrap();
+        let got = check("win1", "win1", Some(&c), None, now, MARGIN).unwrap();
         assert!(!got.pass);
         assert!(got.detail.contains("expires in 10 days"), "{}", got.detail);
-        let got = check("win1", "win1", Some(&c), now, Duration::from_secs(86400)).unwrap();
+        let got = check(
+            "win1",
+            "win1",
+            Some(&c),
+            None,
+            now,
+            Duration::from_secs(86400),
+        )
+        .unwrap();
         assert!(got.pass, "{got:?}");
-        let got = check("win1", "win1", Some(&c), at("2027-01-01T00:00:00Z"), MARGIN).unwrap();
+        let got = check(
+            "win1",
+            "win1",
+            Some(&c),
+            None,
+            at("2027-01-01T00:00:00Z"),
+            MARGIN,
+        )
+        .unwrap();
         assert!(got.detail.contains("has expired"), "{}", got.detail);
     }
 
@@ -206,28 +244,56 @@ mod tests {
     fn who_must_join() {
         let now = at("2026-11-29T00:00:00Z");
         let own = cert("system:node:win1", "2027-11-29T05:30:00.0000000Z");
-        assert_eq!(needs_join(Some(&own), "win1", now), None);
+        assert_eq!(needs_join(Some(&own), "win1", None, now), None);
         // within verify's margin, but the kubelet renews it: no join
         let soon = cert("system:node:win1", "2026-12-01T00:00:00.0000000Z");
-        assert_eq!(needs_join(Some(&soon), "win1", now), None);
+        assert_eq!(needs_join(Some(&soon), "win1", None, now), None);
         assert!(
-            needs_join(None, "win1", now)
+            needs_join(None, "win1", None, now)
                 .unwrap()
                 .contains("no client certificate")
         );
         let other = cert("system:node:win2", "2027-11-29T05:30:00.0000000Z");
         assert!(
-            needs_join(Some(&other), "win1", now)
+            needs_join(Some(&other), "win1", None, now)
                 .unwrap()
                 .contains("system:node:win2")
         );
         let old = cert("system:node:win1", "2026-11-01T00:00:00.0000000Z");
         assert!(
-            needs_join(Some(&old), "win1", now)
+            needs_join(Some(&old), "win1", None, now)
                 .unwrap()
                 .contains("expired")
         );
-        assert!(needs_join(Some(&ClientCert::default()), "win1", now).is_some());
+        assert!(needs_join(Some(&ClientCert::default()), "win1", None, now).is_some());
+    }
+
+    #[test]
+    fn a_certificate_another_ca_signed_fails_and_joins_again() {
+        // (issuer.rs's tests check the signature itself)
+        let c = ClientCert {
+            der: "AAAA".into(),
+            ..cert("system:node:win1", "2037-01-01T00:00:00.0000000Z")
+        };
+        let ca: Anchor = Ok(crate::join::ca::Ca {
+            pem: "no certificate".into(),
+            hash: "sha256:aa".into(),
+        });
+        let now = at("2027-06-01T00:00:00Z");
+        let got = check("WIN1", "win1", Some(&c), Some(&ca), now, MARGIN).unwrap();
+        assert!(!got.pass);
+        assert!(
+            got.detail.starts_with("WIN1: ")
+                && got
+                    .detail
+                    .contains("not signed by the cluster CA sha256:aa"),
+            "{}",
+            got.detail
+        );
+        let why = needs_join(Some(&c), "win1", Some(&ca), now).unwrap();
+        assert!(why.contains("not signed"), "{why}");
+        // without a CA to check against (shared identity), no such finding
+        assert!(needs_join(Some(&c), "win1", None, now).is_none());
     }
 
     #[test]
@@ -236,6 +302,7 @@ mod tests {
             "win1",
             "win1",
             Some(&ClientCert::default()),
+            None,
             SystemTime::now(),
             MARGIN,
         )

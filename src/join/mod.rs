@@ -21,8 +21,9 @@ pub mod token;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::transport::Session;
 use token::BootstrapToken;
+
+use crate::transport::Session;
 
 /// What the run decided about the cluster CA and the token, for its end.
 #[derive(Debug, Default)]
@@ -40,10 +41,10 @@ struct Inner {
     /// What the first request got: the bootstrap kubeconfig, or why not.
     issued: Option<Result<Vec<u8>, String>>,
     session: Option<Box<dyn crate::transport::Session>>,
-    /// The cluster CA read and judged against the pin (once a run).
-    ca: Option<Result<ca::Ca, String>>,
     token: Option<(BootstrapToken, Via)>,
     pin: Option<ca::Pin>,
+    /// The pin the CA's judgement would keep, until a join keeps it.
+    judged: Option<ca::Pin>,
 }
 
 /// The run's joins: the CA read and judged, and one token, on first need.
@@ -53,6 +54,8 @@ pub struct Joiner {
     accept: Option<String>,
     bound: Duration,
     inner: tokio::sync::Mutex<Inner>,
+    /// The cluster CA, read and judged once (src/identity/issuer.rs).
+    anchor: std::sync::OnceLock<Result<ca::Ca, String>>,
 }
 
 impl Joiner {
@@ -70,6 +73,7 @@ impl Joiner {
             accept,
             bound,
             inner: tokio::sync::Mutex::new(Inner::default()),
+            anchor: std::sync::OnceLock::new(),
         }
     }
 
@@ -98,27 +102,78 @@ impl Joiner {
         r
     }
 
+    /// The cluster CA from the control plane (reached through `open` on the
+    /// first call), judged against the state file's pin: the same for the
+    /// whole run.
+    pub async fn cluster_ca<F>(&self, open: F) -> Result<ca::Ca, String>
+    where
+        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
+    {
+        let mut g = self.inner.lock().await;
+        self.ca_in(&mut g, open).await
+    }
+
+    /// The cluster CA, once [`Joiner::cluster_ca`] read it.
+    pub fn ca(&self) -> Option<&Result<ca::Ca, String>> {
+        self.anchor.get()
+    }
+
+    async fn ca_in<F>(&self, g: &mut Inner, open: F) -> Result<ca::Ca, String>
+    where
+        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
+    {
+        if let Some(a) = self.anchor.get() {
+            return a.clone();
+        }
+        let got = async {
+            if g.session.is_none() {
+                let s = open.await.map_err(|e| {
+                    format!("cannot reach the control plane to read the cluster CA: {e}")
+                })?;
+                g.session = Some(s);
+            }
+            let s = g.session.as_mut().expect("a session was just kept");
+            let ca = ca::fetch(&mut **s, self.bound).await?;
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            g.judged = ca::judge(&ca, self.kept.as_ref(), self.accept.as_deref(), &now)?;
+            Ok(ca)
+        }
+        .await;
+        self.anchor.get_or_init(|| got).clone()
+    }
+
     /// kube-proxy's kubeconfig for node `node` (lower case): its own token
     /// Secret made or found on the control plane (`proxy.rs`), the CA that
-    /// comes with it checked against the run's pinned CA. Secret: it is
-    /// registered before anything could print it.
+    /// comes with it checked against the run's pinned CA (kept as the pin,
+    /// as a join keeps it). Secret: it is registered before anything could
+    /// print it.
     pub async fn proxy_kubeconfig<F>(&self, node: &str, open: F) -> Result<Vec<u8>, String>
     where
         F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
     {
         let mut g = self.inner.lock().await;
-        let pinned = self.judged(&mut g, open).await?;
-        let s = g.session.as_mut().expect("a judged CA has its session");
+        let ca = self.ca_in(&mut g, open).await?;
+        // a pin new to the state file is kept, as a join keeps it
+        if g.judged.is_some() {
+            g.pin = g.judged.clone();
+        }
+        let s = g
+            .session
+            .as_mut()
+            .ok_or("cannot reach the control plane for kube-proxy's token")?;
         let (token, pem) = proxy::ensure(&mut **s, node).await?;
         match ca::pin_of(&pem) {
-            Some(h) if h == pinned.hash => {}
+            Some(h) if h == ca.hash => {}
             got => {
                 return Err(format!(
-                    "the cluster CA in kube-proxy's token Secret {}/{} ({}) is not the cluster CA                      this run pinned ({}): kwinctl refuses to give kube-proxy a credential for                      another cluster; check kube-controller-manager's --root-ca-file on the                      control plane, then run kwinctl again",
+                    "the cluster CA in kube-proxy's token Secret {}/{} ({}) is not the cluster CA \
+                     this run pinned ({}): kwinctl refuses to give kube-proxy a credential for \
+                     another cluster; check kube-controller-manager's --root-ca-file on the \
+                     control plane, then run kwinctl again",
                     proxy::NAMESPACE,
                     proxy::secret_name(node),
                     got.as_deref().unwrap_or("no certificate"),
-                    pinned.hash
+                    ca.hash
                 ));
             }
         }
@@ -128,43 +183,16 @@ impl Joiner {
         Ok(bytes)
     }
 
-    /// The cluster CA, read over the control plane's session (opened with
-    /// `open` on first need) and judged against the pin, once a run.
-    async fn judged<F>(&self, g: &mut Inner, open: F) -> Result<ca::Ca, String>
-    where
-        F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
-    {
-        if let Some(r) = &g.ca {
-            return r.clone();
-        }
-        if g.session.is_none() {
-            let s = open
-                .await
-                .map_err(|e| format!("cannot reach the control plane to join the node: {e}"))?;
-            g.session = Some(s);
-        }
-        let s = g.session.as_mut().expect("the session was just opened");
-        let r = match ca::fetch(&mut **s, self.bound).await {
-            Ok(ca) => {
-                let now =
-                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-                ca::judge(&ca, self.kept.as_ref(), self.accept.as_deref(), &now).map(|pin| {
-                    g.pin = pin;
-                    ca
-                })
-            }
-            Err(e) => Err(e),
-        };
-        g.ca = Some(r.clone());
-        r
-    }
-
     async fn issue<F>(&self, g: &mut Inner, open: F) -> Result<Vec<u8>, String>
     where
         F: Future<Output = Result<Box<dyn crate::transport::Session>, String>>,
     {
-        let ca = self.judged(g, open).await?;
-        let s = g.session.as_mut().expect("a judged CA has its session");
+        let ca = self.ca_in(g, open).await?;
+        g.pin = g.judged.clone();
+        let s = g
+            .session
+            .as_mut()
+            .ok_or("cannot reach the control plane to join the node")?;
         let (t, via) = make(&mut **s, token::TTL, self.bound).await?;
         let conf = bootstrap_kubeconfig(&self.api_server, &ca.pem, &t);
         crate::secret::register_file(&conf, BOOTSTRAP_SHOWN_AS);
@@ -195,6 +223,34 @@ impl Joiner {
         }
         ended
     }
+}
+
+/// How a bootstrap kubeconfig is named where redaction replaces it.
+pub const BOOTSTRAP_SHOWN_AS: &str = "bootstrap kubeconfig";
+
+/// The bootstrap kubeconfig `kubeadm join` writes (its
+/// `bootstrap-kubelet.conf`): the API server, the CA's data and the token
+/// (docs/research/bootstrap.md#bt-join). JSON, which is YAML.
+pub fn bootstrap_kubeconfig(api_server: &str, ca_pem: &str, t: &BootstrapToken) -> Vec<u8> {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
+    let v = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubernetes", "cluster": {
+            "server": api_server,
+            "certificate-authority-data": ca,
+        }}],
+        "users": [{"name": "tls-bootstrap-token-user", "user": {"token": t.expose()}}],
+        "contexts": [{"name": "tls-bootstrap-token-user@kubernetes", "context": {
+            "cluster": "kubernetes",
+            "user": "tls-bootstrap-token-user",
+        }}],
+        "current-context": "tls-bootstrap-token-user@kubernetes",
+    });
+    let mut out = serde_json::to_vec_pretty(&v).expect("a kubeconfig serializes");
+    out.push(b'\n');
+    out
 }
 
 /// How the run's token was made, and so how it is deleted.
@@ -249,34 +305,6 @@ pub fn remove_command(id: &str, via: Via) -> String {
 /// How kube-proxy's kubeconfig is named where redaction replaces it.
 pub const PROXY_SHOWN_AS: &str = "kube-proxy kubeconfig";
 
-/// How a bootstrap kubeconfig is named where redaction replaces it.
-pub const BOOTSTRAP_SHOWN_AS: &str = "bootstrap kubeconfig";
-
-/// The bootstrap kubeconfig `kubeadm join` writes (its
-/// `bootstrap-kubelet.conf`): the API server, the CA's data and the token
-/// (docs/research/bootstrap.md#bt-join). JSON, which is YAML.
-pub fn bootstrap_kubeconfig(api_server: &str, ca_pem: &str, t: &BootstrapToken) -> Vec<u8> {
-    use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem.as_bytes());
-    let v = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kubernetes", "cluster": {
-            "server": api_server,
-            "certificate-authority-data": ca,
-        }}],
-        "users": [{"name": "tls-bootstrap-token-user", "user": {"token": t.expose()}}],
-        "contexts": [{"name": "tls-bootstrap-token-user@kubernetes", "context": {
-            "cluster": "kubernetes",
-            "user": "tls-bootstrap-token-user",
-        }}],
-        "current-context": "tls-bootstrap-token-user@kubernetes",
-    });
-    let mut out = serde_json::to_vec_pretty(&v).expect("a kubeconfig serializes");
-    out.push(b'\n');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,18 +330,6 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_deleted_by_hand_the_way_it_was_made() {
-        assert_eq!(
-            remove_command("abcdef", Via::Kubeadm),
-            "kubeadm token delete abcdef"
-        );
-        assert_eq!(
-            remove_command("abcdef", Via::Secret),
-            "kubectl delete secret bootstrap-token-abcdef -n kube-system"
-        );
-    }
-
-    #[test]
     fn the_bootstrap_kubeconfig_names_the_server_the_ca_and_the_token() {
         let t = BootstrapToken::parse("abcdef.q1w2e3r4t5y6u7i8").unwrap();
         let conf = bootstrap_kubeconfig("https://198.18.0.2:6443", "PEM", &t);
@@ -330,6 +346,18 @@ mod tests {
         assert_eq!(
             crate::secret::in_kubeconfig(std::str::from_utf8(&conf).unwrap()),
             vec!["abcdef.q1w2e3r4t5y6u7i8".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_token_is_deleted_by_hand_the_way_it_was_made() {
+        assert_eq!(
+            remove_command("abcdef", Via::Kubeadm),
+            "kubeadm token delete abcdef"
+        );
+        assert_eq!(
+            remove_command("abcdef", Via::Secret),
+            "kubectl delete secret bootstrap-token-abcdef -n kube-system"
         );
     }
 }

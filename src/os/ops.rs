@@ -54,8 +54,14 @@ pub trait NodeOps: Send + Sync {
         K8sView::NotAsked
     }
     /// verify's check of who the node is to the cluster (its kubelet's
-    /// client certificate), when it has an identity of its own.
-    fn identity(&self, _node: &Node, _f: &Self::Facts) -> Option<crate::verify::Check> {
+    /// client certificate), when it has an identity of its own; `ca`: the
+    /// run's cluster CA, when the cluster joins nodes with their own.
+    fn identity(
+        &self,
+        _node: &Node,
+        _f: &Self::Facts,
+        _ca: Option<&crate::identity::issuer::Anchor>,
+    ) -> Option<crate::verify::Check> {
         None
     }
     /// The release of the kubelet this node runs (its binary's
@@ -76,8 +82,13 @@ pub trait NodeOps: Send + Sync {
     }
     /// Whether the node must join the cluster with an identity of its own
     /// (src/join/): why, in words; `None` when it holds a valid one or the
-    /// cluster does not join nodes that way.
-    fn must_join(&self, _f: &Self::Facts) -> Option<String> {
+    /// cluster does not join nodes that way. `ca`: the run's cluster CA (a
+    /// certificate it did not sign is another cluster's).
+    fn must_join(
+        &self,
+        _f: &Self::Facts,
+        _ca: Option<&crate::identity::issuer::Anchor>,
+    ) -> Option<String> {
         None
     }
     /// A joining node's two scripts: before the converge, the bootstrap

@@ -34,8 +34,9 @@ pub(super) async fn converge<O: NodeOps>(
         // Converged: the first probe's facts (with reachability) are the
         // verification; no second call.
         r.actions = step::reports_of(&d, ActionStatus::Ok);
-        let joining = ctx.mode == crate::mode::Mode::Up && ops.must_join(facts).is_some();
-        if step::check(ops, node, &Ok(d), facts, probed, &mut r, joining) {
+        let ca = super::joining::ca(ctx);
+        let joining = ctx.mode == crate::mode::Mode::Up && ops.must_join(facts, ca).is_some();
+        if step::check(ops, node, &Ok(d), facts, probed, &mut r, joining, ca) {
             return r.failed(HostError::VerifyFailed { changed: false });
         }
         r.status = HostStatus::Ok;
@@ -66,8 +67,9 @@ pub(super) async fn converge<O: NodeOps>(
         };
         left = ops.diff(node, &after);
     }
-    let joining = ctx.mode == crate::mode::Mode::Up && ops.must_join(&after).is_some();
-    if step::check(ops, node, &left, &after, probed, &mut r, joining) {
+    let ca = super::joining::ca(ctx);
+    let joining = ctx.mode == crate::mode::Mode::Up && ops.must_join(&after, ca).is_some();
+    if step::check(ops, node, &left, &after, probed, &mut r, joining, ca) {
         return r.failed(HostError::VerifyFailed { changed: true });
     }
     r.status = HostStatus::Changed;

@@ -223,6 +223,12 @@ impl<'a> Flow<'a> {
                 .map(|d| crate::removal::peer_routes(d, &ctx.removing)),
             (Mode::Verify | Mode::Reset | Mode::PlanReset, false) => Ok(Diff::default()),
         };
+        // the run's cluster CA, read once, for who must join and verify's
+        // check of a node's certificate (src/identity/issuer.rs)
+        if selected && matches!(ctx.mode, Mode::Up | Mode::Verify) {
+            super::joining::read_ca(ctx).await;
+        }
+        let ca = super::joining::ca(ctx);
         // a node that joins the cluster changes too, and one whose
         // kube-proxy's own kubeconfig is not in place (src/join/)
         let proxy = match (ctx.mode, selected && work.is_ok()) {
@@ -236,7 +242,7 @@ impl<'a> Flow<'a> {
                 || ctx
                     .join
                     .as_ref()
-                    .is_some_and(|j| j.rotating() || ops.must_join(&facts).is_some()));
+                    .is_some_and(|j| j.rotating() || ops.must_join(&facts, ca).is_some()));
         let changes = joins
             || work.as_ref().is_ok_and(|d| {
                 ctx.mode.changes_hosts()
@@ -268,7 +274,7 @@ impl<'a> Flow<'a> {
             (Mode::Verify, true) => {
                 let mesh = decision.mesh.get(&key).map(Vec::as_slice).unwrap_or(&[]);
                 Some(super::verify::verify(
-                    &ops, &node, &facts, work, &probed, mesh, r,
+                    &ops, &node, &facts, work, &probed, mesh, ca, r,
                 ))
             }
             (Mode::Up, true) => {

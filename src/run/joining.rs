@@ -9,13 +9,16 @@ use crate::os::NodeOps;
 use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::{Interpreter, Session, Trace};
 
-/// `up` joining Windows nodes with their own identity: the run's joiner.
+/// `up` joining Windows nodes with their own identity: the run's joiner
+/// (`verify` has one too, that only reads the cluster CA).
 pub(super) fn joiner(
     mode: crate::mode::Mode,
     cluster: &super::Cluster,
     opts: &super::RunOptions,
 ) -> Option<crate::join::Joiner> {
-    (mode == crate::mode::Mode::Up && crate::os::joins_nodes(&cluster.inventory)).then(|| {
+    use crate::mode::Mode;
+    let reads = matches!(mode, Mode::Up | Mode::Verify);
+    (reads && crate::os::joins_nodes(&cluster.inventory)).then(|| {
         crate::join::Joiner::new(
             cluster
                 .inventory
@@ -28,6 +31,37 @@ pub(super) fn joiner(
             opts.timeout.max(std::time::Duration::from_secs(60)),
         )
     })
+}
+
+/// A session to the control plane (its Linux control-plane host of lowest
+/// address), where the cluster CA and the bootstrap token come from.
+async fn control_plane(ctx: &Ctx) -> Result<Box<dyn Session>, String> {
+    let cp = ctx
+        .cluster
+        .inventory
+        .hosts
+        .iter()
+        .filter(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
+        .min_by_key(|h| h.address)
+        .ok_or_else(|| "the inventory has no Linux control-plane host".to_string())?;
+    step::connect(ctx, cp, Interpreter::Sh, &Trace::new())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The run's cluster CA read from the control plane and judged against
+/// the state file's pin, once per run (nothing when the cluster does not
+/// join nodes with their own identity).
+pub(super) async fn read_ca(ctx: &Ctx) {
+    if let Some(j) = &ctx.join {
+        // (kept in the joiner: each node's checks read it, and a failure)
+        let _ = j.cluster_ca(control_plane(ctx)).await;
+    }
+}
+
+/// The run's cluster CA, once [`read_ca`] read it.
+pub(super) fn ca(ctx: &Ctx) -> Option<&crate::identity::issuer::Anchor> {
+    ctx.join.as_ref().and_then(|j| j.ca())
 }
 
 /// Before the converge: when the node must join, the run's bootstrap
@@ -50,7 +84,7 @@ pub(super) async fn before<O: NodeOps>(
             .rotating()
             .then(|| "the cluster CA was rotated (up --accept-ca)".to_string())
     };
-    let Some(why) = ops.must_join(facts).or_else(rotated) else {
+    let Some(why) = ops.must_join(facts, ca(ctx)).or_else(rotated) else {
         return Ok(None);
     };
     ctx.reporter
@@ -69,21 +103,6 @@ pub(super) async fn before<O: NodeOps>(
         "joined the cluster with an identity of its own ({why}): a bootstrap token, then the kubelet's own client certificate"
     ));
     Ok(Some(finish))
-}
-
-/// A session to the control plane (the first Linux control-plane host).
-async fn control_plane(ctx: &Ctx) -> Result<Box<dyn Session>, String> {
-    let cp = ctx
-        .cluster
-        .inventory
-        .hosts
-        .iter()
-        .filter(|h| h.os == Os::Linux && h.role == Role::ControlPlane)
-        .min_by_key(|h| h.address)
-        .ok_or_else(|| "the inventory has no Linux control-plane host".to_string())?;
-    step::connect(ctx, cp, Interpreter::Sh, &Trace::new())
-        .await
-        .map_err(|e| e.to_string())
 }
 
 /// Before the converge decides: kube-proxy's own kubeconfig for the node

@@ -398,7 +398,9 @@ fn fill<A: Describe>(
 /// A host's checks from its facts (and, on the control plane, the nodes as
 /// kubectl sees them); true when one of them failed. `up` leaves out the
 /// identity check of a node that joins in this run (src/join/): it gets its
-/// certificate after the converge, and a failed join fails it then.
+/// certificate after the converge, and a failed join fails it then. `ca`:
+/// the run's cluster CA ([`super::joining::ca`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn check<O: NodeOps>(
     ops: &O,
     node: &Node,
@@ -407,11 +409,12 @@ pub(super) fn check<O: NodeOps>(
     probed: &[Pinged],
     r: &mut HostReport,
     joining: bool,
+    ca: Option<&crate::identity::issuer::Anchor>,
 ) -> bool {
     r.k8s = ops.k8s(facts);
     r.checks = crate::verify::checks(node, d, ops.reach(facts), probed);
     if !joining {
-        r.checks.extend(ops.identity(node, facts));
+        r.checks.extend(ops.identity(node, facts, ca));
     }
     r.failed_checks().next().is_some()
 }

@@ -13,6 +13,7 @@ use crate::os::NodeOps;
 use crate::outcome::{HostReport, HostStatus};
 use crate::verify::{Check, Pinged};
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn verify<O: NodeOps>(
     ops: &O,
     node: &Node,
@@ -20,12 +21,13 @@ pub(super) fn verify<O: NodeOps>(
     work: Result<Diff<O::Action>, Conflict>,
     probed: &[Pinged],
     mesh: &[Check],
+    ca: Option<&crate::identity::issuer::Anchor>,
     mut r: HostReport,
 ) -> HostReport {
     if let Ok(d) = &work {
         r.notes = d.notes.clone();
     }
-    let mut failed = step::check(ops, node, &work, facts, probed, &mut r, false);
+    let mut failed = step::check(ops, node, &work, facts, probed, &mut r, false, ca);
     // the mesh's findings: one the host's own checks already fail takes
     // the mesh's words (they name the node whose block it is)
     for c in mesh {

@@ -1,9 +1,10 @@
 //! Issue 35 end to end on the lab: each Windows node joins with an identity
 //! of its own (a bootstrap token from the control plane's kubeadm, the
 //! kubelet's TLS bootstrap against the lab's API server model), no token
-//! outlives the run, a node already joined is left alone, and a changed
-//! cluster CA is refused; kube-proxy has a ServiceAccount token of its own
-//! per node, and a control plane without kubeadm joins nodes too
+//! outlives the run, a node already joined is left alone, a node holding
+//! another cluster's certificate joins again, and a changed cluster CA is
+//! refused; kube-proxy has a ServiceAccount token of its own per node, and
+//! a control plane without kubeadm joins nodes too
 //! (docs/research/bootstrap.md).
 
 use crate::common;
@@ -421,4 +422,84 @@ fn kube_proxy_has_its_own_token_per_node_and_a_control_plane_without_kubeadm_joi
         "{placed}"
     );
     proxy_is_itself(&lab, "win2");
+}
+
+/// A certificate and key for `system:node:<node>` signed by a CA of its
+/// own that is also named `CN=kubernetes` (another cluster's), as
+/// kubelet-client-current.pem holds them: made with openssl in `dir`.
+fn foreign_cert(dir: &std::path::Path, node: &str) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = format!(
+        "set -e
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.crt \
+  -days 30 -subj /CN=kubernetes -addext basicConstraints=critical,CA:TRUE 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout node.key \
+  -subj '/O=system:nodes/CN=system:node:{node}' -out node.csr 2>/dev/null
+printf 'extendedKeyUsage=clientAuth\\nbasicConstraints=CA:FALSE\\n' > ext
+openssl x509 -req -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 400 \
+  -extfile ext -out node.crt 2>/dev/null
+cat node.crt node.key"
+    );
+    let o = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn a_node_holding_another_clusters_certificate_fails_verify_and_joins_again() {
+    if !require_root() {
+        return;
+    }
+    let lab = bootstrap_lab();
+    let i = lab.inv();
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let state = std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+    let pin = state["ca_pin"]["hash"].as_str().unwrap().to_string();
+
+    // win2 holds a certificate for itself, with the same issuer name, from
+    // another CA
+    let pem = foreign_cert(&lab.dir().join("foreign-ca"), "win2");
+    let mut st = lab.win_state_json("win2");
+    st["kubelet_files"][CURRENT] = serde_json::Value::from(pem.clone());
+    common::write(&lab.win_state("win2"), &st.to_string());
+    assert_eq!(
+        subject(&lab, "win2"),
+        "subject=CN=system:node:win2,O=system:nodes"
+    );
+    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(cert_check(&s, "win1")["pass"], true, "{s}");
+    let c = cert_check(&s, "win2");
+    assert_eq!(c["pass"], false, "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("win2: ")
+            && detail.contains(&format!("not signed by the cluster CA {pin}")),
+        "{detail}"
+    );
+    // the key beside the certificate is in no output
+    let key = &pem[pem.find("-----BEGIN PRIVATE KEY-----").unwrap()..];
+    let line = key.lines().nth(1).unwrap();
+    assert!(!text(&o).contains(line), "the key was shown: {}", text(&o));
+
+    // `up` joins it again, to this cluster
+    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(host(&s, "win1")["status"], "ok", "{s}");
+    assert_eq!(host(&s, "win2")["status"], "changed", "{s}");
+    let now = lab.win_state_json("win2")["kubelet_files"][CURRENT]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(now, pem, "win2 kept the other cluster's certificate");
+    let o = kwinctl(&["verify", "-i", &i]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

@@ -190,3 +190,21 @@ def test_the_simulated_kubelet_bootstraps_when_it_starts(api):
     d2["kubelet_files"] = dict(d1["kubelet_files"])
     assert tlsboot.register(api, tlsboot.node_files(d2), KC, "win2") == \
         'nodes "win2" is forbidden: node "win1" is not allowed to modify node "win2"'
+
+
+def test_the_probe_fact_carries_the_certificate_and_never_the_key(api):
+    token = api.create_token(900)
+    d = host_state(api, "win1", token)
+    assert tlsboot.at_start(d, ARGS + ["--hostname-override=win1"]) is None
+    path = r"C:\var\lib\kubelet\pki\kubelet-client-current.pem"
+    pem = d["kubelet_files"][path]
+    cert_pem, key_pem = tlsboot.split_pem(pem)
+    assert "PRIVATE KEY" in key_pem
+    fact = tlsboot.probe_fact(d, path)
+    want = x509.load_pem_x509_certificate(cert_pem.encode())
+    assert x509.load_der_x509_certificate(base64.b64decode(fact["der"])) == want
+    # the key's PEM, or any line of its base64, appears nowhere in the fact
+    shown = json.dumps(fact)
+    assert "PRIVATE KEY" not in shown
+    key_lines = [ln for ln in key_pem.splitlines() if ln and not ln.startswith("-----")]
+    assert key_lines and not any(ln in shown for ln in key_lines)

@@ -36,12 +36,29 @@ pub const KUBE_PROXY_CONF: &str = r"C:\k\kube-proxy.conf";
 
 /// Why the node must join (bootstrap mode only): see
 /// [`crate::identity::cert::needs_join`].
-pub fn must_join(d: &WindowsDesired, f: &WindowsFacts) -> Option<String> {
+pub fn must_join(
+    d: &WindowsDesired,
+    f: &WindowsFacts,
+    ca: Option<&crate::identity::issuer::Anchor>,
+) -> Option<String> {
     if d.identity != Identity::Bootstrap {
         return None;
     }
     let now = std::time::SystemTime::now();
-    crate::identity::cert::needs_join(f.kubelet_client.as_ref(), &d.node_name, now)
+    crate::identity::cert::needs_join(f.kubelet_client.as_ref(), &d.node_name, ca, now)
+}
+
+/// verify's check of the node's own certificate, when it has one (see
+/// [`crate::identity::cert::check`]).
+pub fn identity(
+    d: &WindowsDesired,
+    node: &Node,
+    f: &WindowsFacts,
+    ca: Option<&crate::identity::issuer::Anchor>,
+) -> Option<crate::verify::Check> {
+    let now = std::time::SystemTime::now();
+    let c = f.kubelet_client.as_ref();
+    crate::identity::cert::check(&node.name, &d.node_name, c, ca, now, d.cert_margin)
 }
 
 /// How long the kubelet may take to get its certificate: its request is

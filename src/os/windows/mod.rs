@@ -42,10 +42,12 @@ pub use facts::WindowsFacts;
 use super::ops::NodeOps;
 use crate::alloc::{Node, NodeRecord};
 use crate::diff::{Conflict, Diff};
+use crate::identity::issuer::Anchor;
 use crate::inventory::{ContainerdVersion, KubeVersion};
 use crate::probe::{FactsError, Reach};
 use crate::render::Renderer;
 use crate::transport::Output;
+use crate::verify::Check;
 use script::{ScriptHost, WinProbe};
 
 /// Where kwinctl keeps kubelet, kube-proxy and its own files on Windows.
@@ -370,15 +372,11 @@ impl NodeOps for WindowsOps<'_> {
     fn reach<'f>(&self, f: &'f WindowsFacts) -> &'f BTreeMap<Ipv4Addr, Reach> {
         &f.reach
     }
-    fn identity(&self, node: &Node, f: &WindowsFacts) -> Option<crate::verify::Check> {
-        use crate::identity::cert;
-        let now = std::time::SystemTime::now();
-        let c = f.kubelet_client.as_ref();
-        let margin = self.desired.cert_margin;
-        cert::check(&node.name, &self.desired.node_name, c, now, margin)
+    fn identity(&self, node: &Node, f: &WindowsFacts, ca: Option<&Anchor>) -> Option<Check> {
+        join::identity(self.desired, node, f, ca)
     }
-    fn must_join(&self, f: &WindowsFacts) -> Option<String> {
-        join::must_join(self.desired, f)
+    fn must_join(&self, f: &WindowsFacts, ca: Option<&Anchor>) -> Option<String> {
+        join::must_join(self.desired, f, ca)
     }
     fn join_scripts(&self, node: &Node, conf: &[u8]) -> Option<(String, String)> {
         join::scripts(self, node, conf)
