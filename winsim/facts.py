@@ -1,8 +1,8 @@
 """What the probe prints (`KWINCTL-FACTS {json}`): the same JSON kwinctl's
 PowerShell probe gives on Windows."""
 
-import hashlib
 import base64
+import hashlib
 import struct
 import subprocess
 
