@@ -16,6 +16,23 @@ pub fn printable(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).collect()
 }
 
+/// `s` made printable line by line (a command's output kept as lines).
+pub fn printable_lines(s: &str) -> String {
+    s.lines().map(printable).collect::<Vec<_>>().join("\n")
+}
+
+/// The last non-blank line of `err` (what a command said last), clipped to
+/// 300 characters, for a message.
+pub fn last_line(err: &str) -> String {
+    clip(
+        err.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or(""),
+        300,
+    )
+}
+
 /// A value quoted in a message: at most 64 characters of it, saying how
 /// long it was when it was longer (an error never echoes a value whole).
 pub fn echo(s: &str) -> String {

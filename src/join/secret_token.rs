@@ -12,7 +12,9 @@ use serde_json::json;
 use super::token::BootstrapToken;
 use crate::render::sh_quote;
 use crate::secret::Secret;
-use crate::text::{clip, printable};
+/// (`said`: the last line kubectl wrote, for a message)
+pub(super) use crate::text::last_line as said;
+use crate::text::{clip, printable, printable_lines};
 use crate::transport::Session;
 
 /// kubeadm's group for node bootstrap tokens (bt-authn).
@@ -138,28 +140,17 @@ pub(super) async fn kubectl(
         "set -e\ncommand -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\n{script}"
     );
     match tokio::time::timeout(bound + Duration::from_secs(15), s.run(&full)).await {
-        Ok(Ok(o)) => Ok((o.exit.unwrap_or(255), lines(&o.stdout), lines(&o.stderr))),
+        Ok(Ok(o)) => Ok((
+            o.exit.unwrap_or(255),
+            printable_lines(&o.stdout),
+            printable_lines(&o.stderr),
+        )),
         Ok(Err(e)) => Err(format!("the control plane did not answer: {e}")),
         Err(_) => Err(format!(
             "the control plane did not answer within {}s",
             bound.as_secs()
         )),
     }
-}
-
-fn lines(s: &str) -> String {
-    s.lines().map(printable).collect::<Vec<_>>().join("\n")
-}
-
-/// The last line kubectl wrote, for a message.
-pub(super) fn said(err: &str) -> String {
-    clip(
-        err.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or(""),
-        300,
-    )
 }
 
 /// Make a token valid for `ttl` on the control plane `s` reaches (its

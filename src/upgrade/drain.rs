@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::render::sh_quote;
-use crate::text::{clip, printable};
+use crate::text::{last_line as said, printable_lines};
 use crate::transport::Session;
 
 /// How long a drain may take by default (`KWINCTL_DRAIN_TIMEOUT`).
@@ -59,21 +59,6 @@ async fn run(
         Ok(Err(e)) => Err(format!("the control plane did not answer: {e}")),
         Err(_) => Err(format!("the control plane did not answer within {secs}s")),
     }
-}
-
-fn printable_lines(s: &str) -> String {
-    s.lines().map(printable).collect::<Vec<_>>().join("\n")
-}
-
-/// The last line kubectl wrote, for a message.
-fn said(err: &str) -> String {
-    clip(
-        err.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or(""),
-        300,
-    )
 }
 
 /// The pods a drain's output names as blocking it: refused evictions
