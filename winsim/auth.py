@@ -10,7 +10,7 @@ Incoming NTLM traffic" is "Deny all accounts" refuses NTLM: the knob
 `refuse_ntlm` in the state file does the same here (see
 docs/research/kerberos.md)."""
 
-import json
+from .state import peek
 
 # DER of the mechanism OIDs a GSS-API initial context token names
 # (RFC 2743 3.1: 0x60, length, then the OID): SPNEGO 1.3.6.1.5.5.2 and
@@ -47,11 +47,8 @@ def token_kind(token):
 def knob(state_path, name, default=None):
     """A test knob from the state file (replaced atomically: read without
     its lock)."""
-    try:
-        with open(state_path) as f:
-            return json.load(f).get(name, default)
-    except (OSError, ValueError):
-        return default
+    d = peek(state_path)
+    return default if d is None else d.get(name, default)
 
 
 def accept_kerberos(kind, token):

@@ -7,12 +7,12 @@ or HTTPS) is reset as soon as it is accepted and a new SSH session is cut;
 a connection that was open before the blip is reset at its next request,
 during the window or after it."""
 
-import json
 import os
 import socket
 import struct
 import time
 
+from .state import peek
 from .util import log
 
 
@@ -31,10 +31,8 @@ def start(d):
 def cut(state_path, opened):
     """Whether a connection opened at `opened` (epoch seconds; None: opened
     now) is cut now."""
-    try:
-        with open(state_path) as f:  # replaced atomically: no lock to read
-            d = json.load(f)
-    except (OSError, ValueError):
+    d = peek(state_path)
+    if d is None:
         return False
     since, until = float(d.get("blackout_from") or 0), float(d.get("blackout_until") or 0)
     if not since:

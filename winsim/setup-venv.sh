@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
     apt-get install -y -qq python3-venv >/dev/null && "$py" -m venv .venv
   }
 fi
-if ! .venv/bin/python -c 'import spnego, cryptography, gssapi, krb5' 2>/dev/null; then
+if ! .venv/bin/python -c 'import spnego, cryptography, gssapi, krb5, pybase64' 2>/dev/null; then
   # gssapi and krb5 build from source against MIT's headers
   ../scripts/build-deps.sh
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt

@@ -311,7 +311,10 @@ def main(a):
         if receiving is not None and receiving["kind"] == "push_receive":
             # a push: stdin goes to the file as it comes (push.py)
             r = push.Receiver(a.state, receiving, "ssh")
-            for piece in iter(lambda: sys.stdin.buffer.read1(1 << 18), b""):
+            # reads of the script's whole buffer (262144 bytes): one write
+            # and one log line per buffer, not per SSH packet; the host
+            # still holds one buffer at a time
+            for piece in iter(lambda: sys.stdin.buffer.read(1 << 18), b""):
                 r.feed(piece)
             out, err, code = r.finish()
         else:

@@ -5,6 +5,8 @@ error) and `ConnectionDropped` (the node's address moved: no answer)."""
 import fcntl
 import json
 import os
+import threading
+import time
 
 DEFAULT_NICS = [{"name": "Ethernet", "dev": "eth0"}, {"name": "Ethernet 2", "dev": "eth1"}]
 
@@ -16,6 +18,42 @@ class ActionError(Exception):
 class ConnectionDropped(Exception):
     """The script cut the host off from the client (its address moved or
     went): the state is kept and the connection is closed unanswered."""
+
+
+# peek's cache: path -> ((inode, size, mtime_ns), parsed state)
+_PEEKED = {}
+_PEEK_LOCK = threading.Lock()
+# a file whose last write is older than this is parsed once for as long as
+# it stays the same file (the file system's timestamps are coarse: a write
+# in the same tick as a read could leave size and mtime as they were)
+_SETTLED_NS = 100_000_000
+
+
+def peek(path):
+    """The state file's content without its lock (every write replaces it
+    atomically), or None when it cannot be read. Read-only: the dict may
+    be shared with other requests. Parsed again only when the file
+    changed, so that the server's per-request knobs (the blip, lost
+    sessions, the envelope limit) cost a stat, not a parse."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    with _PEEK_LOCK:
+        hit = _PEEKED.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    try:
+        with open(path) as f:
+            st = os.fstat(f.fileno())
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        with _PEEK_LOCK:
+            _PEEKED[path] = ((st.st_ino, st.st_size, st.st_mtime_ns), d)
+    return d
 
 
 class State:

@@ -83,3 +83,33 @@ def test_remove_folder_empties_the_push_folder_but_keeps_winsims_log(tmp_path):
     act_remove_folder({"files": {}, "file_versions": {}}, {"path": push.WIN_DIR, "_state_path": state})
     assert not push.held(state)
     assert os.listdir(state + ".push") == ["log.jsonl"]
+
+
+def test_peek_sees_every_write(tmp_path):
+    """The state read without its lock is parsed again whenever the file
+    changed, also when rewritten in place with the same size at once."""
+    from winsim.state import peek
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"lose_sessions": 1}))
+    assert peek(str(state)) == {"lose_sessions": 1}
+    state.write_text(json.dumps({"lose_sessions": 2}))
+    assert peek(str(state)) == {"lose_sessions": 2}
+    os.utime(state, ns=(1, 1))  # settled: cached from now on
+    assert peek(str(state)) == {"lose_sessions": 2}
+    assert peek(str(state)) is peek(str(state))
+    state.write_text(json.dumps({"lose_sessions": 3}))
+    assert peek(str(state)) == {"lose_sessions": 3}
+    os.remove(state)
+    assert peek(str(state)) is None
+
+
+def test_a_line_that_is_not_base64_fails_as_frombase64string_does(tmp_path):
+    state = str(tmp_path / "state.json")
+    h = {"kind": "push_receive", "sha256": "2" * 64, "size": 6, "offset": 0, "mode": "base64"}
+    r = push.Receiver(state, h, "winrm")
+    r.feed(base64.b64encode(b"abc") + b"\r\n")
+    r.feed(b"ab!\r\n")
+    out, err, code = r.finish()
+    assert code == 1 and err.startswith('Exception calling "FromBase64String"'), (out, err)
+    # what came before the bad line was written, nothing after it
+    assert _log(state)[0]["length"] == 3
