@@ -27,6 +27,17 @@ WIN_DIR = "C:\\ProgramData\\kwinctl\\push"
 SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
+# MaxEnvelopeSizekb of current Windows ([MS-WSMV] 2.2.4.10: "SHOULD be 500
+# but MAY be 150"); the knob `max_envelope_kb` sets another
+ENVELOPE_KB = 500
+
+
+def envelope_kb(state_path):
+    """The host's MaxEnvelopeSizekb (`Get-Item WSMan:\\localhost\\MaxEnvelopeSizekb`)."""
+    d = peek(state_path) or {}
+    return int(d.get("max_envelope_kb") or ENVELOPE_KB)
+
+
 def folder(state_path):
     d = state_path + ".push"
     os.makedirs(d, exist_ok=True)
@@ -81,6 +92,8 @@ def status(state_path, h):
             out.append("KWP %s part %d %s\n" % (sha, os.path.getsize(part), sha256_of(part)))
         else:
             out.append("KWP %s none\n" % sha)
+    if h.get("envelope"):
+        out.append("KWP-ENVELOPE %d\n" % envelope_kb(state_path))
     return "".join(out)
 
 

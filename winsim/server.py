@@ -51,6 +51,17 @@ ACTION_RECEIVE = NS_SHELL + "/Receive"
 ACTION_SIGNAL = NS_SHELL + "/Signal"
 
 
+# What the service answers a request over its MaxEnvelopeSizekb: a
+# WS-Management fault with the wsman:EncodingLimit subcode (DSP0226, the
+# fault for a message over a size limit), unsealed (the request is not read).
+SOAP_TYPE = "application/soap+xml;charset=UTF-8"
+ENVELOPE_FAULT = (
+    '<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" '
+    'xmlns:w="http://schemas.dmtf.org/wbem/wsman/1/wsman.xsd"><s:Body><s:Fault>'
+    "<s:Code><s:Value>s:Sender</s:Value><s:Subcode><s:Value>w:EncodingLimit</s:Value></s:Subcode></s:Code>"
+    '<s:Reason><s:Text xml:lang="en-US">The request is larger than the service\'s MaxEnvelopeSizekb.</s:Text>'
+    "</s:Reason></s:Fault></s:Body></s:Envelope>"
+)
 SEND_STREAM = re.compile(r"<(?:\w+:)?Stream\b([^>]*)>")
 STREAM_COMMAND = re.compile(r'CommandId="([^"]+)"')
 STREAM_END = re.compile(r'End="true"')
@@ -255,6 +266,12 @@ def make_handler(cfg, shells, tls):
                 return None
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length) if length else b""
+            limit = push.envelope_kb(cfg.state) * 1024
+            if length > limit:
+                # [MS-WSMV] 2.2.4.10: MaxEnvelopeSizekb also limits the size
+                # of the client's requests the service processes
+                log("refused a request of %d bytes: over MaxEnvelopeSizekb (%d bytes)" % (length, limit))
+                return self.reply(500, ENVELOPE_FAULT.encode(), [("Content-Type", SOAP_TYPE)])
             auth = self.headers.get("Authorization", "")
             ctype = self.headers.get("Content-Type", "")
             if os.environ.get("WINSIM_DEBUG"):

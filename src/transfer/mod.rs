@@ -50,9 +50,9 @@ impl Target {
         }
     }
 
-    fn ask(self, files: &[&Local]) -> String {
+    fn ask(self, files: &[&Local], mode: StreamMode) -> String {
         match self {
-            Target::Windows => windows::ask(files),
+            Target::Windows => windows::ask(files, mode),
             Target::Linux => linux::ask(files),
         }
     }
@@ -66,14 +66,31 @@ impl Target {
 }
 
 /// The raw bytes in one piece of a stream: over WinRM what fits one Send
-/// request once in base64 with its line end; over SSH a size that keeps
-/// the channel's window full.
-pub fn piece(mode: StreamMode) -> usize {
+/// request to this host (its `MaxEnvelopeSizekb`, `envelope_kb`, when it
+/// said) once in base64 with its line end; over SSH a size that keeps the
+/// channel's window full.
+pub fn piece(mode: StreamMode, envelope_kb: Option<u32>) -> usize {
     match mode {
         StreamMode::Raw => 256 << 10,
         // 4/3 of it plus CRLF within one Send request's payload
-        StreamMode::Base64Lines => (crate::transport::winrm::stream::STREAM_PIECE - 2) / 4 * 3,
+        StreamMode::Base64Lines => {
+            (crate::transport::winrm::stream::send_payload(envelope_kb) - 2) / 4 * 3
+        }
     }
+}
+
+/// The host's `MaxEnvelopeSizekb`, from the ask's `KWP-ENVELOPE KB` line
+/// (0 or absent: it could not be read).
+pub fn parse_envelope(stdout: &str) -> Option<u32> {
+    stdout.lines().find_map(|l| {
+        let kb = l
+            .trim()
+            .strip_prefix("KWP-ENVELOPE ")?
+            .trim()
+            .parse()
+            .ok()?;
+        (kb > 0).then_some(kb)
+    })
 }
 
 fn encoder(mode: StreamMode) -> fn(Vec<u8>) -> Vec<u8> {
@@ -160,7 +177,8 @@ pub async fn push(
             "this transport cannot stream a file: give the binary's url instead of path".into(),
         ));
     };
-    let out = s.run(&target.ask(&distinct)).await?;
+    let out = s.run(&target.ask(&distinct, mode)).await?;
+    let envelope = parse_envelope(&out.stdout);
     let mut done = Vec::new();
     for f in distinct {
         let held = parse_held(&out.stdout, &f.sha256).ok_or_else(|| {
@@ -202,7 +220,7 @@ pub async fn push(
                 }
             }
         };
-        let input = f.pieces(from, piece(mode), encoder(mode));
+        let input = f.pieces(from, piece(mode, envelope), encoder(mode));
         let out = s.stream(&target.receive(f, from, mode), input).await?;
         let ok = format!("KWP {} ok", f.sha256);
         if !out.stdout.lines().any(|l| l.trim() == ok) {
@@ -245,10 +263,28 @@ mod tests {
 
     #[test]
     fn a_winrm_piece_fits_one_send_request_in_base64() {
-        let n = piece(StreamMode::Base64Lines);
-        let line = encoder(StreamMode::Base64Lines)(vec![0xff; n]);
-        assert!(line.len() <= crate::transport::winrm::stream::STREAM_PIECE);
-        assert!(line.ends_with(b"\r\n"));
+        use crate::transport::winrm::stream::send_payload;
+        for kb in [None, Some(32), Some(150), Some(500), Some(8192)] {
+            let n = piece(StreamMode::Base64Lines, kb);
+            let line = encoder(StreamMode::Base64Lines)(vec![0xff; n]);
+            assert!(line.len() <= send_payload(kb), "{kb:?}");
+            assert!(line.ends_with(b"\r\n"));
+        }
+        // a host with the larger default gets pieces over twice as large
+        assert!(
+            piece(StreamMode::Base64Lines, Some(500)) > 2 * piece(StreamMode::Base64Lines, None)
+        );
         assert_eq!(encoder(StreamMode::Raw)(vec![1, 2]), vec![1, 2]);
+    }
+
+    #[test]
+    fn the_hosts_envelope_is_read_when_it_said() {
+        assert_eq!(
+            parse_envelope("KWP aa none\nKWP-ENVELOPE 500\r\n"),
+            Some(500)
+        );
+        assert_eq!(parse_envelope("KWP-ENVELOPE 0\n"), None);
+        assert_eq!(parse_envelope("KWP-ENVELOPE x\n"), None);
+        assert_eq!(parse_envelope("KWP aa none\n"), None);
     }
 }

@@ -22,13 +22,17 @@ fn header(v: serde_json::Value) -> String {
 
 /// Asks, per file, `KWP <sha256> done | none | part LEN SHA256`. A part is
 /// read with sharing allowed: a writer an interrupted run left behind may
-/// still hold it open.
-pub fn ask(files: &[&Local]) -> String {
+/// still hold it open. Over WinRM it also asks the host's
+/// `MaxEnvelopeSizekb` (`KWP-ENVELOPE KB`, 0 when it cannot be read), which
+/// sizes the Send requests (docs/research/push.md#winrm-limits).
+pub fn ask(files: &[&Local], mode: StreamMode) -> String {
     let list: Vec<_> = files
         .iter()
         .map(|f| serde_json::json!({"sha256": f.sha256, "size": f.size}))
         .collect();
-    let mut s = header(serde_json::json!({"kind": "push_status", "files": list}));
+    let envelope = mode == StreamMode::Base64Lines;
+    let mut s =
+        header(serde_json::json!({"kind": "push_status", "files": list, "envelope": envelope}));
     s.push_str(&format!(
         r#"$dir = {dir}
 function Get-KwPushed {{
@@ -59,6 +63,12 @@ function Get-KwPushed {{
             ps_quote(&f.sha256),
             f.size
         ));
+    }
+    if envelope {
+        // the WSMan: drive's view of the service's own configuration
+        s.push_str(
+            "$kb = 0\ntry { $kb = [int](Get-Item -LiteralPath 'WSMan:\\localhost\\MaxEnvelopeSizekb' -ErrorAction Stop).Value } catch { $kb = 0 }\n'KWP-ENVELOPE {0}' -f $kb\n",
+        );
     }
     s
 }
@@ -138,12 +148,18 @@ mod tests {
     #[test]
     fn asking_names_every_file_once() {
         let f = local();
-        let s = ask(&[&f]);
-        assert!(s.starts_with("# kwinctl-sim: {"), "{s}");
-        assert_eq!(
-            s.matches(&format!("Get-KwPushed '{}' 123456789", f.sha256))
-                .count(),
-            1
-        );
+        for mode in [StreamMode::Raw, StreamMode::Base64Lines] {
+            let s = ask(&[&f], mode);
+            assert!(s.starts_with("# kwinctl-sim: {"), "{s}");
+            assert_eq!(
+                s.matches(&format!("Get-KwPushed '{}' 123456789", f.sha256))
+                    .count(),
+                1
+            );
+            // the envelope only where Send requests carry the file
+            let asks = s.contains(r"'WSMan:\localhost\MaxEnvelopeSizekb'");
+            assert_eq!(asks, mode == StreamMode::Base64Lines, "{s}");
+            assert_eq!(s.contains(r#""envelope":true"#), asks, "{s}");
+        }
     }
 }

@@ -210,6 +210,7 @@ fn calls(label: &str, src: &str) -> (Vec<Call>, BTreeMap<String, Command>) {
             );
         }
         if n.kind() == "command"
+            && !common::script_named_block(n, src)
             && let Some(name) = children.iter().find(|c| c.kind() == "command_name")
         {
             let mut params = Vec::new();
@@ -359,6 +360,7 @@ fn every_script() -> Vec<(String, String)> {
         "bootstrap".into(),
         kwinctl::transport::BOOTSTRAP.to_string(),
     ));
+    out.extend(common::push_scripts());
     // whole scripts: Windows Server 2016 (the example, 1.10) and 2019 (1.16:
     // `check` refuses the transparent profile there — its pods get no IP —
     // but the 2019 branches of the scripts still exist and must parse)

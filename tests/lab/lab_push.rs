@@ -57,15 +57,14 @@ fn up(inv: &str) -> Command {
     c
 }
 
-fn killed_midway_then_resumed(ssh: bool) {
-    let lab = Lab::up_mixed(1, 1);
-    if ssh {
-        lab.win_ssh("win1", "cmd");
-    }
+/// A kubelet.exe of `size` bytes in the lab's folder (the lab's release
+/// line first, then filler), put in the inventory as a `path:` binary:
+/// its SHA-256.
+fn local_kubelet(lab: &Lab, size: usize) -> String {
     let local = lab.dir().join("kubelet.exe");
     let mut bytes = b"MZ kwinctl lab fake kubelet.exe\nKubernetes v1.10.13\n".to_vec();
     bytes.extend(
-        (bytes.len()..SIZE).map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 12) as u8),
+        (bytes.len()..size).map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ (i >> 12) as u8),
     );
     std::fs::write(&local, &bytes).unwrap();
     let sha = {
@@ -86,6 +85,15 @@ fn killed_midway_then_resumed(ssh: bool) {
         &inv_text[end..]
     );
     write(lab.inventory(), &inv_text);
+    sha
+}
+
+fn killed_midway_then_resumed(ssh: bool) {
+    let lab = Lab::up_mixed(1, 1);
+    if ssh {
+        lab.win_ssh("win1", "cmd");
+    }
+    let sha = local_kubelet(&lab, SIZE);
     let i = lab.inv();
 
     // 1. the first run, killed with SIGKILL once part of the file arrived
@@ -175,6 +183,13 @@ fn killed_midway_then_resumed(ssh: bool) {
     // the host's receiving side held about one piece at a time
     let held = p.iter().map(|p| p.held).max().unwrap();
     assert!(held <= 1 << 20, "the host held {held} bytes at once");
+    if !ssh {
+        // the Sends were sized to the host's envelope (winsim's default
+        // MaxEnvelopeSizekb, 500): pieces of over 256 KB of the file,
+        // where the unknown default 150 would give 80 KiB
+        let most = p.iter().map(|p| p.length).max().unwrap();
+        assert!(most > 256_000, "pieces of at most {most} bytes");
+    }
 
     // 3. a second rerun sends nothing
     let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
@@ -201,4 +216,37 @@ fn a_push_over_ssh_killed_midway_resumes_and_sends_each_byte_once() {
         return;
     }
     killed_midway_then_resumed(true);
+}
+
+/// A host whose MaxEnvelopeSizekb is lower than either default (the knob
+/// sets 100; kwinctl's scripts travel in Sends of about 90 KB, so this is
+/// about the least a host can have for `up`): every Send of the push fits
+/// it (winsim refuses a larger request, as the WinRM service does), so the
+/// push arrives whole, in smaller pieces.
+#[test]
+fn a_push_over_winrm_fits_the_hosts_envelope() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up_mixed(1, 1);
+    let size = 6 << 20;
+    let sha = local_kubelet(&lab, size);
+    let sp = lab.win_state("win1");
+    let mut ws: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sp).unwrap()).unwrap();
+    ws["max_envelope_kb"] = serde_json::json!(100);
+    write(&sp, &ws.to_string());
+    let o = run_bounded(up(&lab.inv()), Duration::from_secs(600));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ws = lab.win_state_json("win1");
+    assert_eq!(ws["files"][r"C:\k\kubelet.exe"], sha.as_str());
+    let p = pieces(&lab, &sha);
+    assert_eq!(p.iter().map(|p| p.length).sum::<u64>(), size as u64);
+    // 100 KB less 8 KiB of room, 3/4 of it in base64, then the line end:
+    // under 53 KB of the file per Send, so over 100 of them
+    let most = p.iter().map(|p| p.length).max().unwrap();
+    assert!(most < 53_000, "a piece of {most} bytes");
+    assert!(p.len() > 100, "{} pieces", p.len());
+    let log = std::fs::read_to_string(lab.dir().join("hosts/win1/winsim.log")).unwrap();
+    assert!(!log.contains("over MaxEnvelopeSizekb"), "{log}");
 }

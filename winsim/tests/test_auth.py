@@ -86,6 +86,31 @@ def test_ntlm_is_challenged_unless_the_host_refuses_it(host):
     assert offers == ["Negotiate", "Kerberos"], offers
 
 
+def test_a_request_over_the_hosts_envelope_is_refused(host):
+    """MaxEnvelopeSizekb limits what a request may carry (the knob
+    `max_envelope_kb`; 500 by default): a larger one gets an EncodingLimit
+    fault, whatever it holds; one within it goes on to authentication."""
+    port, knob = host
+
+    def send(n):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        c.request("POST", "/wsman", body=b"x" * n, headers={
+            "Authorization": "Negotiate " + base64.b64encode(NTLM_NEGOTIATE).decode(),
+            "Content-Type": "application/soap+xml;charset=UTF-8",
+        })
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return r.status, body
+
+    assert send(500 * 1024)[0] == 401
+    status, body = send(500 * 1024 + 1)
+    assert status == 500 and b"w:EncodingLimit" in body, body
+    knob("max_envelope_kb", 32)
+    assert send(32 * 1024)[0] == 401
+    assert send(32 * 1024 + 1)[0] == 500
+
+
 def test_a_kerberos_token_without_the_hosts_keys_is_refused(host):
     port, _ = host
     status, offers = post(port, initial_token(auth.KRB5_OID))

@@ -85,6 +85,18 @@ def test_remove_folder_empties_the_push_folder_but_keeps_winsims_log(tmp_path):
     assert os.listdir(state + ".push") == ["log.jsonl"]
 
 
+def test_the_status_tells_the_envelope_when_asked(tmp_path):
+    """Over WinRM the ask also reads MaxEnvelopeSizekb (500 by default, the
+    knob `max_envelope_kb` sets another); over SSH it is not asked."""
+    state = str(tmp_path / "state.json")
+    files = [{"sha256": "1" * 64, "size": 3}]
+    assert "KWP-ENVELOPE" not in push.status(state, {"files": files})
+    assert push.status(state, {"files": files, "envelope": True}).endswith("KWP-ENVELOPE 500\n")
+    with open(state, "w") as f:
+        json.dump({"max_envelope_kb": 150}, f)
+    assert push.status(state, {"files": files, "envelope": True}).endswith("KWP-ENVELOPE 150\n")
+
+
 def test_peek_sees_every_write(tmp_path):
     """The state read without its lock is parsed again whenever the file
     changed, also when rewritten in place with the same size at once."""
