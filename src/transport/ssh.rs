@@ -106,7 +106,7 @@ pub fn open<'a>(
         let config = Arc::new(client::Config {
             nodelay: true,
             inactivity_timeout: None,
-            preferred: known_hosts::preferred(&known, ep),
+            preferred: cipher::order(known_hosts::preferred(&known, ep)),
             ..Default::default()
         });
         let verdict = Arc::new(Mutex::new(None));
@@ -207,6 +207,7 @@ pub fn open<'a>(
 /// A session channel being opened ahead of the call that will use it.
 type Spare = tokio::task::JoinHandle<Result<russh::Channel<client::Msg>, russh::Error>>;
 
+mod cipher;
 mod command;
 mod stream;
 pub use command::{
