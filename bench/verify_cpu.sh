@@ -41,15 +41,23 @@ key=$W/lab/id_ed25519
   echo "]"
 } > "$W/pyinfra_inventory.py"
 
+# The difference of RUSAGE_CHILDREN across the run: a `python3` that is a
+# launcher (pyenv's shim is a shell script that runs helper processes,
+# then execs Python in the same process) starts with their CPU already in
+# RUSAGE_CHILDREN: about 80 ms on the bench machine, counted for every run
+# of every tool in bench/RESULTS.md's figures before its "third pass".
 cpu_of() { # out err command...
   env -u SSH_AUTH_SOCK python3 -c '
 import resource, subprocess, sys
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+before = cpu()
 with open(sys.argv[1], "w") as out, open(sys.argv[2], "w") as err:
     rc = subprocess.run(sys.argv[3:], stdout=out, stderr=err).returncode
 if rc != 0:
     sys.exit("exit %d" % rc)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("%.4f" % (r.ru_utime + r.ru_stime))' "$@"
+print("%.4f" % (cpu() - before))' "$@"
 }
 kw() { cpu_of "$W/out" "$W/err" "${1:-$KW}" verify -i "$inv" --ssh-config none --output json; }
 py() { (cd "$W" && cpu_of "$W/out" "$W/err" "$PYINFRA" -y --parallel "$N" pyinfra_inventory.py exec -- ip -4 route show); }
