@@ -9,9 +9,12 @@
 # lab); not part of the test suite. Results go to bench/RESULTS.md
 # ("verify: controller CPU beside pyinfra"). With BEFORE (another kwinctl
 # binary, e.g. a build of an older commit) it runs too, in the same rounds:
-# before/after and both beside pyinfra in one run.
+# before/after and both beside pyinfra in one run. With COUNT=1 it then
+# counts, for kwinctl (and BEFORE), what load does not move: one `verify`
+# under `perf stat` (task-clock, context switches, page faults; three runs,
+# medians) and one under `strace -f -c` (system calls by name).
 #
-#   bench/verify_cpu.sh [KWINCTL [N [RUNS [PYINFRA [BEFORE]]]]]
+#   [COUNT=1] bench/verify_cpu.sh [KWINCTL [N [RUNS [PYINFRA [BEFORE]]]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KW=$(realpath "${1:-target/release/kwinctl}")
@@ -38,15 +41,23 @@ key=$W/lab/id_ed25519
   echo "]"
 } > "$W/pyinfra_inventory.py"
 
+# The difference of RUSAGE_CHILDREN across the run: a `python3` that is a
+# launcher (pyenv's shim is a shell script that runs helper processes,
+# then execs Python in the same process) starts with their CPU already in
+# RUSAGE_CHILDREN: about 80 ms on the bench machine, counted for every run
+# of every tool in bench/RESULTS.md's figures before its "third pass".
 cpu_of() { # out err command...
   env -u SSH_AUTH_SOCK python3 -c '
 import resource, subprocess, sys
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+before = cpu()
 with open(sys.argv[1], "w") as out, open(sys.argv[2], "w") as err:
     rc = subprocess.run(sys.argv[3:], stdout=out, stderr=err).returncode
 if rc != 0:
     sys.exit("exit %d" % rc)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("%.4f" % (r.ru_utime + r.ru_stime))' "$@"
+print("%.4f" % (cpu() - before))' "$@"
 }
 kw() { cpu_of "$W/out" "$W/err" "${1:-$KW}" verify -i "$inv" --ssh-config none --output json; }
 py() { (cd "$W" && cpu_of "$W/out" "$W/err" "$PYINFRA" -y --parallel "$N" pyinfra_inventory.py exec -- ip -4 route show); }
@@ -73,3 +84,24 @@ if [ -n "$BEFORE" ]; then
   echo "before  verify CPU s: $(tr '\n' ' ' < "$W/before")median $b ($(per_host "$b") ms/host)"
   echo "before/pyinfra: $(echo "$b $p" | awk '{printf "%.3f", $1 / $2}'), kwinctl/before: $(echo "$k $b" | awk '{printf "%.3f", $1 / $2}')"
 fi
+[ "${COUNT:-0}" = 1 ] || exit 0
+counts() { # LABEL BINARY
+  local i
+  for i in 1 2 3; do
+    env -u SSH_AUTH_SOCK perf stat -x, -e task-clock,context-switches,cpu-migrations,page-faults \
+      -o "$W/perf.$i" "$2" verify -i "$inv" --ssh-config none --output json >/dev/null 2>&1
+  done
+  for ev in task-clock context-switches page-faults; do
+    printf '%s %s (3 runs): ' "$1" "$ev"
+    for i in 1 2 3; do grep ",$ev" "$W/perf.$i" | cut -d, -f1; done | sort -n | tr '\n' ' '
+    echo
+  done
+  env -u SSH_AUTH_SOCK strace -f -c -o "$W/strace" "$2" verify -i "$inv" --ssh-config none \
+    --output json >/dev/null 2>&1 || true
+  echo "$1 system calls: $(awk '$NF == "total" {print $4 " calls, " (NF == 6 ? $5 : 0) " errors"}' "$W/strace")"
+  awk -v l="$1" '$1 ~ /^[0-9.]+$/ && $NF != "total" {print l "   " $NF " " $4}' "$W/strace" |
+    sort -k3 -nr | head -12
+}
+counts kwinctl "$KW"
+[ -z "$BEFORE" ] || counts before "$BEFORE"
+

@@ -32,9 +32,25 @@ type Loaded = Result<Arc<PrivateKey>, String>;
 pub struct KeyCache {
     keys: Arc<Mutex<HashMap<PathBuf, Loaded>>>,
     loading: Arc<Mutex<()>>,
+    /// IdentityFiles' public halves, read once per command: only to
+    /// match them to ssh-agent's keys, so only when an agent answers.
+    public: Arc<Mutex<HashMap<PathBuf, Option<PublicKey>>>>,
 }
 
 impl KeyCache {
+    /// [`public_half`] of `path`, read once per command.
+    fn public_half(&self, path: &Path) -> Option<PublicKey> {
+        if let Some(k) = self.public.lock().unwrap().get(path) {
+            return k.clone();
+        }
+        let k = public_half(path);
+        self.public
+            .lock()
+            .unwrap()
+            .insert(path.to_path_buf(), k.clone());
+        k
+    }
+
     async fn load(&self, path: &Path) -> Loaded {
         if let Some(k) = self.keys.lock().unwrap().get(path) {
             return k.clone();
@@ -171,10 +187,10 @@ pub async fn login<H: russh::client::Handler>(
         .map_err(lost)?
         .flatten();
     let mut notes: Vec<String> = Vec::new();
-    let mut files: Vec<(PathBuf, Option<PublicKey>)> = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
     for p in &ep.identities {
         if p.exists() {
-            files.push((p.clone(), public_half(p)));
+            files.push(p.clone());
         } else if !ep.default_identities {
             notes.push(format!("{} (missing)", p.display()));
         }
@@ -186,15 +202,18 @@ pub async fn login<H: russh::client::Handler>(
         Some(Err(e)) => notes.push(e),
         Some(Ok(mut a)) => {
             let ids = a.request_identities().await.unwrap_or_default();
+            let mut halves: Vec<Option<PublicKey>> =
+                files.iter().map(|p| cache.public_half(p)).collect();
             for id in ids {
                 let AgentIdentity::PublicKey { key, comment } = id else {
                     continue;
                 };
-                if let Some(i) = files
+                if let Some(i) = halves
                     .iter()
-                    .position(|(_, k)| k.as_ref().is_some_and(|k| k.key_data() == key.key_data()))
+                    .position(|k| k.as_ref().is_some_and(|k| k.key_data() == key.key_data()))
                 {
-                    let (path, _) = files.remove(i);
+                    halves.remove(i);
+                    let path = files.remove(i);
                     order.push(Candidate::Agent(key, path.display().to_string()));
                 } else if !ep.identities_only {
                     let label = if comment.is_empty() {
@@ -208,7 +227,7 @@ pub async fn login<H: russh::client::Handler>(
             agent = Some(a);
         }
     }
-    order.extend(files.into_iter().map(|(p, _)| Candidate::File(p)));
+    order.extend(files.into_iter().map(Candidate::File));
     let mut refused = Vec::new();
     let mut first = true;
     let mut mark = |accepted: bool, what: &str| {
@@ -332,6 +351,16 @@ mod tests {
         assert_eq!(
             found.to_openssh().unwrap().split(' ').nth(1),
             pubk.split(' ').nth(1)
+        );
+        // read once per command: the cache answers without the files
+        let cache = KeyCache::default();
+        let k3 = keygen(d.path(), "cached", "");
+        let first = cache.public_half(&k3).expect("public half");
+        std::fs::remove_file(k3.with_extension("pub")).unwrap();
+        std::fs::remove_file(&k3).unwrap();
+        assert_eq!(
+            cache.public_half(&k3).map(|k| k.key_data().clone()),
+            Some(first.key_data().clone())
         );
         // a .pub given as the identity: no private half
         let k2 = keygen(d.path(), "plain", "");

@@ -18,6 +18,9 @@ use russh::keys::ssh_key::{Algorithm, Certificate, HashAlg, PublicKey, certifica
 use super::TransportError;
 use super::route::{Endpoint, Strict};
 
+mod cache;
+pub use cache::{Cache, Snapshot};
+
 /// One known_hosts line that names the host.
 #[derive(Debug, Clone)]
 pub struct Known {
@@ -185,25 +188,56 @@ pub enum Presented<'a> {
 /// Serialises appends to known_hosts files.
 static LEARN_LOCK: Mutex<()> = Mutex::new(());
 
-/// Check what `e` presented; with `accept_new` (or StrictHostKeyChecking
-/// accept-new / no) a host with no key on record is recorded as OpenSSH
-/// would record it.
-pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(), TransportError> {
-    let name = e.known_hosts_name();
-    // RevokedHostKeys first, as OpenSSH's verify_host_key
+/// What a host key check concluded: trusted, or to be recorded (with
+/// --accept-new-host-keys or StrictHostKeyChecking accept-new / no) by
+/// [`learn`], which writes and so runs where blocking is allowed.
+#[derive(Debug)]
+pub enum Verdict {
+    Trusted,
+    Learn {
+        file: PathBuf,
+        name: String,
+        key: Box<PublicKey>,
+        hash: bool,
+    },
+}
+
+/// The known_hosts files `e` consults, user files first.
+pub fn files(e: &Endpoint) -> Vec<PathBuf> {
+    let mut files = e.user_known_hosts.clone();
+    files.extend(e.global_known_hosts.iter().cloned());
+    files
+}
+
+/// `e`'s RevokedHostKeys file, checked first, as OpenSSH's verify_host_key
+/// does (reads the file: blocking).
+pub fn check_revoked(e: &Endpoint, presented: &Presented) -> Result<(), TransportError> {
     if let Some(f) = &e.revoked_host_keys {
-        let (kd, cert) = match &presented {
+        let (kd, cert) = match presented {
             Presented::Key(k) => (k.key_data(), None),
             Presented::Cert(c) => (c.public_key(), Some(*c)),
         };
         super::revoked::check(f, kd, cert).map_err(|msg| TransportError::HostCert {
-            host: name.clone(),
+            host: e.known_hosts_name(),
             msg: format!("REVOKED HOST KEY: {msg}"),
         })?;
     }
-    let mut files = e.user_known_hosts.clone();
-    files.extend(e.global_known_hosts.iter().cloned());
-    let known = lookup(&files, &name)?;
+    Ok(())
+}
+
+/// Check what `e` presented against the known_hosts lines `find` gives for
+/// a name (the lines of [`files`] naming it); with `accept_new` (or
+/// StrictHostKeyChecking accept-new / no) a host with no key on record is
+/// to be recorded as OpenSSH would record it. RevokedHostKeys is
+/// [`check_revoked`]'s.
+pub fn judge(
+    e: &Endpoint,
+    presented: Presented,
+    accept_new: bool,
+    find: &dyn Fn(&str) -> Vec<Known>,
+) -> Result<Verdict, TransportError> {
+    let name = e.known_hosts_name();
+    let known = find(&name);
     let revoked = |k: &PublicKey| {
         known.iter().find(|x| {
             x.entry.marker() == Some(&Marker::Revoked)
@@ -227,7 +261,7 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
             });
             if trusted {
                 match cert_ok(e, c, &ca) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => return Ok(Verdict::Trusted),
                     // OpenSSH retries with the certificate's plain key; a
                     // plain key on record may still let it in, nothing else
                     Err(msg) => cert_failed = Some(msg),
@@ -249,7 +283,7 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
         .iter()
         .any(|k| k.entry.public_key().key_data() == key.key_data())
     {
-        return Ok(());
+        return Ok(Verdict::Trusted);
     }
     if let Some(k) = plain
         .iter()
@@ -268,7 +302,7 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
     // bare host name, only to accept a key listed there (sshconnect.c
     // check_host_key, "checking without port identifier").
     if e.host_key_alias.is_none() && e.port != 22 {
-        let bare = lookup(&files, &e.host)?;
+        let bare = find(&e.host);
         let listed = |k: &&Known| {
             k.entry.marker().is_none() && k.entry.public_key().key_data() == key.key_data()
         };
@@ -277,7 +311,7 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
                 && k.entry.public_key().key_data() == key.key_data()
         });
         if !revoked_bare && bare.iter().any(|k| listed(&k)) {
-            return Ok(());
+            return Ok(Verdict::Trusted);
         }
     }
     if let Some(msg) = cert_failed {
@@ -290,8 +324,12 @@ pub fn check(e: &Endpoint, presented: Presented, accept_new: bool) -> Result<(),
                 "cannot record the host key of {name}: UserKnownHostsFile is none"
             )));
         };
-        learn(&file, &name, &key, e.hash_known_hosts)?;
-        return Ok(());
+        return Ok(Verdict::Learn {
+            file,
+            name,
+            key: Box::new(key),
+            hash: e.hash_known_hosts,
+        });
     }
     let file = file
         .map(|f| f.display().to_string())

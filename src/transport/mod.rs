@@ -213,6 +213,8 @@ pub struct ConnectOptions {
     /// How each host is reached, resolved before the run.
     pub routes: std::sync::Arc<Routes>,
     pub key_cache: auth::KeyCache,
+    /// The known_hosts files as read in this run (read again when changed).
+    pub known_hosts: known_hosts::Cache,
     /// One connection per jump host, shared by every host behind it.
     pub(crate) jumps: jump::Pool,
 }
@@ -228,6 +230,7 @@ impl ConnectOptions {
             accept_new_host_keys,
             routes: std::sync::Arc::new(routes),
             key_cache: auth::KeyCache::default(),
+            known_hosts: known_hosts::Cache::default(),
             jumps: jump::Pool::default(),
         }
     }

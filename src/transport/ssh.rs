@@ -10,62 +10,13 @@ use futures::future::BoxFuture;
 use russh::ChannelMsg;
 use russh::client::{self, Handle};
 
-use super::known_hosts::{self, Presented};
+use super::known_hosts;
 use super::route::Endpoint;
 use super::trace::Trace;
 use super::{ConnectOptions, Interpreter, MAX_OUTPUT, Output, Session, TransportError};
 use crate::inventory::{Host, SshSettings};
 
 pub use super::auth::PASSPHRASE_ENV;
-
-/// Checks the server's host key against known_hosts for one endpoint.
-#[derive(Clone)]
-pub struct Checker {
-    ep: Arc<Endpoint>,
-    accept_new: bool,
-    verdict: Arc<Mutex<Option<TransportError>>>,
-}
-
-impl client::Handler for Checker {
-    type Error = russh::Error;
-
-    async fn check_server_key(
-        &mut self,
-        key: &russh::keys::PublicKeyOrCertificate,
-    ) -> Result<bool, Self::Error> {
-        // known_hosts is read (and, with --accept-new-host-keys, written)
-        // on a blocking thread, not on the runtime's.
-        enum Owned {
-            Key(russh::keys::PublicKey),
-            Cert(Box<russh::keys::Certificate>),
-        }
-        let owned = match key {
-            russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } => Owned::Key(key.clone()),
-            russh::keys::PublicKeyOrCertificate::Certificate(c) => Owned::Cert(Box::new(c.clone())),
-        };
-        let (ep, accept) = (self.ep.clone(), self.accept_new);
-        let checked = tokio::task::spawn_blocking(move || {
-            let presented = match &owned {
-                Owned::Key(k) => Presented::Key(k),
-                Owned::Cert(c) => Presented::Cert(c),
-            };
-            known_hosts::check(&ep, presented, accept)
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(TransportError::Setup(format!(
-                "checking the host key failed: {e}"
-            )))
-        });
-        match checked {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                *self.verdict.lock().unwrap() = Some(e);
-                Ok(false)
-            }
-        }
-    }
-}
 
 /// A logged-in SSH connection.
 pub type Conn = Handle<Checker>;
@@ -93,16 +44,12 @@ pub fn open<'a>(
         let bound = ep
             .connect_timeout
             .map_or(opts.connect_timeout, |t| t.min(opts.connect_timeout));
-        let known = {
-            let ep = ep.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut files = ep.user_known_hosts.clone();
-                files.extend(ep.global_known_hosts.iter().cloned());
-                known_hosts::lookup(&files, &ep.known_hosts_name())
-            })
-            .await
-            .map_err(|e| TransportError::Setup(format!("reading known_hosts failed: {e}")))??
-        };
+        // the run's known_hosts cache: read once, looked up in memory
+        let known = opts
+            .known_hosts
+            .snapshot(known_hosts::files(ep))
+            .await?
+            .lookup(&ep.known_hosts_name());
         let config = Arc::new(client::Config {
             nodelay: true,
             inactivity_timeout: None,
@@ -113,6 +60,7 @@ pub fn open<'a>(
         let checker = Checker {
             ep: ep.clone(),
             accept_new: opts.accept_new_host_keys,
+            known_hosts: opts.known_hosts.clone(),
             verdict: verdict.clone(),
         };
         let handshake = |e: russh::Error| {
@@ -207,9 +155,11 @@ pub fn open<'a>(
 /// A session channel being opened ahead of the call that will use it.
 type Spare = tokio::task::JoinHandle<Result<russh::Channel<client::Msg>, russh::Error>>;
 
+mod checker;
 mod cipher;
 mod command;
 mod stream;
+pub use checker::Checker;
 pub use command::{
     INLINE_MAX, inline_command, remote_command, stream_command, sudo_wants_password,
 };
