@@ -158,6 +158,13 @@ num_of() { # host name -> number
   case "$1" in h[0-9]*) echo "${1#h}" ;; *) die "unknown Linux host $1" ;; esac
 }
 WINSIM="$(cd "$(dirname "$0")/.." && pwd)/winsim"
+# glibc's malloc for the simulator's server: keep freed memory instead of
+# giving it back to the kernel after every request. Each WinRM request of a
+# push allocates and frees a few copies of its half-megabyte body; with
+# glibc's defaults the heap is trimmed after each and refilled page by page
+# at the next (a quarter of the server's CPU during a push went to page
+# faults; bench/README.md, "push.py"). The work done per request is the same.
+WINSIM_MALLOC="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=16777216"
 # shellcheck source=lab/kdc.sh
 . "$(dirname "$0")/kdc.sh"
 win_ip() { echo "198.18.$LAB_ID.$((N + $1 + 1))"; }
@@ -167,7 +174,7 @@ start_winsim() { # DIR j
   # krb5.conf, once `lab.sh kdc` made them (until then no Kerberos token
   # is accepted, as on a host outside any domain)
   ip netns exec "$(wns_of "$j")" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
-    KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" \
+    KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" GLIBC_TUNABLES="$WINSIM_MALLOC" \
     setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$(win_ip "$j")" \
     --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
     --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
@@ -1140,7 +1147,7 @@ cmd_hidden() { # DIR NAME VIA KIND
       "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" gencert --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --ca "$hd/ca.pem" --cn "$ip" > "$hd/cert.sha256"
       ip netns exec "$ns" env WINSIM_PASSWORD="$(cat "$dir/winrm-password")" \
-        KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" \
+        KRB5_KTNAME="FILE:$hd/http.keytab" KRB5_CONFIG="$dir/kdc/krb5.conf" GLIBC_TUNABLES="$WINSIM_MALLOC" \
         setsid "$WINSIM/.venv/bin/python" "$WINSIM/winsim.py" serve --listen "$ip" \
         --http-port 5985 --https-port 5986 --cert "$hd/cert.pem" --key "$hd/key.pem" \
         --user Administrator --password-env WINSIM_PASSWORD --state "$hd/state.json" \
