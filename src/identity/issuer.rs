@@ -29,7 +29,6 @@ pub fn not_signed(der_b64: &str, ca: &crate::join::ca::Ca, now: SystemTime) -> O
     let Some(ca_der) = crate::join::ca::first_der(&ca.pem) else {
         return Some("the cluster CA is not a certificate kwinctl can read".into());
     };
-    let ca_der = CertificateDer::from(ca_der);
     let anchor = match webpki::anchor_from_trusted_cert(&ca_der) {
         Ok(a) => a,
         Err(e) => return Some(format!("the cluster CA cannot be used ({e})")),

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 use serde::{Deserialize, Serialize};
 
 use crate::transport::Session;
@@ -31,72 +33,30 @@ pub struct Ca {
     pub hash: String,
 }
 
-/// The DER of the first CERTIFICATE block of `pem`.
-pub fn first_der(pem: &str) -> Option<Vec<u8>> {
-    let begin = "-----BEGIN CERTIFICATE-----";
-    let start = pem.find(begin)? + begin.len();
-    let end = pem[start..].find("-----END CERTIFICATE-----")? + start;
-    let b64: String = pem[start..end]
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    STANDARD.decode(b64).ok()
-}
-
-/// One DER element: (tag, whole element, content, what follows it).
-type Tlv<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
-
-/// The DER element at the start of `d`.
-fn tlv(d: &[u8]) -> Option<Tlv<'_>> {
-    let tag = *d.first()?;
-    let first = *d.get(1)? as usize;
-    let (len, head) = if first < 0x80 {
-        (first, 2)
-    } else {
-        let n = first & 0x7f;
-        if n == 0 || n > 4 {
-            return None;
-        }
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | *d.get(2 + i)? as usize;
-        }
-        (len, 2 + n)
-    };
-    let end = head.checked_add(len)?;
-    if end > d.len() {
-        return None;
-    }
-    Some((tag, &d[..end], &d[head..end], &d[end..]))
+/// The DER of the first CERTIFICATE block of `pem` (RFC 7468), as
+/// rustls-pki-types reads PEM.
+pub fn first_der(pem: &str) -> Option<CertificateDer<'static>> {
+    CertificateDer::from_pem_slice(pem.as_bytes()).ok()
 }
 
 /// The DER SubjectPublicKeyInfo of an X.509 certificate (RFC 5280 4.1:
-/// tbsCertificate's seventh field, after an optional version).
-pub fn spki(der: &[u8]) -> Option<&[u8]> {
-    let (0x30, _, cert, _) = tlv(der)? else {
-        return None;
-    };
-    let (0x30, _, tbs, _) = tlv(cert)? else {
-        return None;
-    };
-    let mut rest = tbs;
-    let (tag, _, _, r) = tlv(rest)?;
-    if tag == 0xa0 {
-        rest = r; // [0] version
-    }
-    // serial, signature algorithm, issuer, validity, subject
-    for _ in 0..5 {
-        rest = tlv(rest)?.3;
-    }
-    let (tag, whole, _, _) = tlv(rest)?;
-    (tag == 0x30).then_some(whole)
+/// the whole SEQUENCE, tag and length included, as kubeadm hashes it), as
+/// webpki parses the certificate: a v3 certificate, as kubeadm's CA is
+/// (webpki refuses v1; so does the pin then, and `up` says it cannot read
+/// the CA).
+pub fn spki(der: &CertificateDer<'_>) -> Option<Vec<u8>> {
+    let cert = webpki::EndEntityCert::try_from(der).ok()?;
+    Some(cert.subject_public_key_info().as_ref().to_vec())
 }
 
 /// kubeadm's pin of a CA certificate (PEM): `sha256:<hex>` of its DER
 /// SubjectPublicKeyInfo (docs/research/bootstrap.md#bt-pin).
 pub fn pin_of(pem: &str) -> Option<String> {
     let der = first_der(pem)?;
-    Some(format!("sha256:{}", crate::hash::sha256_bytes(spki(&der)?)))
+    Some(format!(
+        "sha256:{}",
+        crate::hash::sha256_bytes(&spki(&der)?)
+    ))
 }
 
 /// The cluster CA from the control plane: `cluster-info`'s kubeconfig
@@ -227,6 +187,9 @@ Nm8=
     #[test]
     fn the_spki_of_a_certificate_is_found() {
         let der = first_der(CA).unwrap();
+        // the first block only, whatever follows it
+        assert_eq!(first_der(&format!("{CA}{CA}")).unwrap(), der);
+        assert_eq!(spki(&CertificateDer::from(vec![0x30, 0x03, 1, 2, 3])), None);
         let spki = spki(&der).unwrap();
         // an EC P-256 key: SEQUENCE { SEQUENCE { ecPublicKey, prime256v1 }, BIT STRING }
         assert_eq!(spki.len(), 91, "{spki:02x?}");
