@@ -7,9 +7,9 @@
 //! `openssl` command, coreutils' `sha256sum` otherwise: the two give the
 //! same digest, and OpenSSL's uses the CPU's SHA extensions where
 //! coreutils' does not (about five times less CPU per byte on the lab's
-//! machine; docs/research/push.md#the-hash-on-a-linux-host). An answer from OpenSSL that
-//! is not a digest falls back to `sha256sum`, so a broken `openssl` never
-//! makes a good file look bad.
+//! machine; docs/research/push.md#the-hash-on-a-linux-host). An answer
+//! from OpenSSL that is not a digest falls back to `sha256sum`, so a
+//! broken `openssl` never makes a good file look bad.
 
 use super::Local;
 
