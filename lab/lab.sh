@@ -163,7 +163,8 @@ WINSIM="$(cd "$(dirname "$0")/.." && pwd)/winsim"
 # push allocates and frees a few copies of its half-megabyte body; with
 # glibc's defaults the heap is trimmed after each and refilled page by page
 # at the next (a quarter of the server's CPU during a push went to page
-# faults; bench/README.md, "push.py"). The work done per request is the same.
+# faults; bench/README.md, "How push.py measures the hosts' side"). The
+# work done per request is the same.
 WINSIM_MALLOC="glibc.malloc.trim_threshold=268435456:glibc.malloc.mmap_threshold=16777216"
 # shellcheck source=lab/kdc.sh
 . "$(dirname "$0")/kdc.sh"
