@@ -383,8 +383,8 @@ fn the_detached_action_s_scripts_parse() {
     insta::assert_snapshot!("detached_result", d.result);
 }
 
-/// A push's scripts, both ways a file travels: they parse, run only known
-/// commands, and ask the host's envelope only where Sends carry the file.
+/// A push's scripts, both ways a file travels: they parse and run only
+/// known commands (ps51.rs checks their parameters against PowerShell 5.1).
 #[test]
 fn the_push_scripts_parse() {
     let scripts = common::push_scripts();

@@ -187,8 +187,8 @@ pub fn rendered(inv: &str, limits: &[&str]) -> Vec<String> {
 
 /// Whether `command` (a `command` node of tree-sitter-powershell) is one of
 /// a script's own named blocks, `begin {…}`, `process {…}` or `end {…}` at
-/// its top level (about_Functions_Advanced_Methods: a script, like a
-/// function, may have them; Ansible's winrm `put_file` script does). The
+/// its top level (a script, like a function, may have them; Ansible's winrm
+/// `put_file` script does: docs/research/push.md, its first section). The
 /// grammar knows them only inside functions and reads them at a script's
 /// top level as commands taking a script block; their bodies are parsed
 /// as any script block's.
