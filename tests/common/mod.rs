@@ -118,6 +118,17 @@ pub fn host<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("host {name} not in summary: {s}"))
 }
 
+/// A host's check of this name in a summary (its `pass`, `detail`, ...).
+pub fn host_check(s: &serde_json::Value, h: &str, name: &str) -> serde_json::Value {
+    host(s, h)["checks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{h}: no checks in {s}"))
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{h}: no {name:?} check in {s}"))
+}
+
 /// How many actions of a host have this status.
 pub fn count(h: &serde_json::Value, status: &str) -> usize {
     h["actions"]

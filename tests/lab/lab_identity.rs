@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{host, kwinctl, summary, text};
+use common::{host, host_check, kwinctl, summary, text};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
@@ -186,15 +186,7 @@ fn the_lab_kubelet_joins_with_a_token_and_only_as_itself() {
     let o = kwinctl(&["verify", "-i", &lab.inv(), "--output", "json"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
-    let cert_check = |h: &str| {
-        host(&s, h)["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "kubelet client certificate")
-            .cloned()
-            .unwrap_or_else(|| panic!("{h}: no certificate check in {s}"))
-    };
+    let cert_check = |h: &str| host_check(&s, h, "kubelet client certificate");
     assert_eq!(cert_check("win1")["pass"], true, "{s}");
     let c = cert_check("win2");
     assert_eq!(c["pass"], false, "{c}");

@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{host, kwinctl, summary, text};
+use common::{host, host_check, kwinctl, summary, text};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
@@ -119,13 +119,22 @@ fn secret_exists(lab: &Lab, name: &str) -> bool {
 }
 
 fn cert_check(s: &serde_json::Value, h: &str) -> serde_json::Value {
-    host(s, h)["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "kubelet client certificate")
-        .cloned()
-        .unwrap_or_else(|| panic!("{h}: no certificate check in {s}"))
+    host_check(s, h, "kubelet client certificate")
+}
+
+/// `kwinctl ARGS`, which must succeed.
+fn succeeds(args: &[&str]) -> std::process::Output {
+    let o = kwinctl(args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    o
+}
+
+/// The node's kubelet holds a client certificate in its own name.
+fn holds_its_own(lab: &Lab, win: &str) {
+    assert_eq!(
+        subject(lab, win),
+        format!("subject=CN=system:node:{win},O=system:nodes")
+    );
 }
 
 #[test]
@@ -137,11 +146,9 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
     let i = lab.inv();
     let inv = std::fs::read_to_string(&i).unwrap();
     assert!(!inv.contains("kubeconfig"), "{inv}");
-    let o = kwinctl(&["check", "-i", &i]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["check", "-i", &i]);
 
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json"]);
     // the token never shows, and none is left
     let token_ids: Vec<String> = created(&lab)
         .iter()
@@ -161,10 +168,7 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
     );
     assert_eq!(left(&lab), "", "no token is left on the control plane");
     for win in ["win1", "win2"] {
-        assert_eq!(
-            subject(&lab, win),
-            format!("subject=CN=system:node:{win},O=system:nodes")
-        );
+        holds_its_own(&lab, win);
         let st = lab.win_state_json(win);
         let placed = st["placed_text"].to_string().to_ascii_lowercase();
         assert!(
@@ -187,16 +191,14 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
     }
 
     // verify: each node is itself
-    let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = succeeds(&["verify", "-i", &i, "--output", "json"]);
     let s = summary(&o);
     for win in ["win1", "win2"] {
         assert_eq!(cert_check(&s, win)["pass"], true, "{s}");
     }
 
     // a rerun with every certificate valid makes no token
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json"]);
     assert_eq!(created(&lab).len(), 1, "{:?}", created(&lab));
 
     // a node whose certificate was deleted joins again, alone
@@ -206,17 +208,13 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
         .unwrap()
         .retain(|p, _| !p.eq_ignore_ascii_case(CURRENT));
     common::write(&lab.win_state("win2"), &st.to_string());
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = succeeds(&["up", "-i", &i, "--output", "json"]);
     let s = summary(&o);
     assert_eq!(host(&s, "win1")["status"], "ok", "{s}");
     assert_eq!(host(&s, "win2")["status"], "changed", "{s}");
     assert_eq!(created(&lab).len(), 2, "{:?}", created(&lab));
     assert_eq!(left(&lab), "");
-    assert_eq!(
-        subject(&lab, "win2"),
-        "subject=CN=system:node:win2,O=system:nodes"
-    );
+    holds_its_own(&lab, "win2");
     // the tokens' secrets are in no output and no run record: wherever a
     // token's id appears, no 16-character secret follows it
     let mut texts = vec![text(&o)];
@@ -256,8 +254,7 @@ fn a_node_holding_another_nodes_certificate_fails_verify_and_joins_as_itself() {
     }
     let lab = bootstrap_lab();
     let i = lab.inv();
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json"]);
 
     // win2 holds win1's certificate and kubeconfig
     let files = lab.win_state_json("win1")["kubelet_files"].clone();
@@ -277,14 +274,9 @@ fn a_node_holding_another_nodes_certificate_fails_verify_and_joins_as_itself() {
     );
 
     // `up` joins it again as itself
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(
-        subject(&lab, "win2"),
-        "subject=CN=system:node:win2,O=system:nodes"
-    );
-    let o = kwinctl(&["verify", "-i", &i]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json"]);
+    holds_its_own(&lab, "win2");
+    succeeds(&["verify", "-i", &i]);
 }
 
 #[test]
@@ -294,8 +286,7 @@ fn a_changed_cluster_ca_is_refused_until_accepted() {
     }
     let lab = bootstrap_lab();
     let i = lab.inv();
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json"]);
     let state = || std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap();
     let pinned: serde_json::Value = serde_json::from_str(&state()).unwrap();
     let old = pinned["ca_pin"]["hash"].as_str().unwrap().to_string();
@@ -332,19 +323,14 @@ fn a_changed_cluster_ca_is_refused_until_accepted() {
     // nothing joined win1 to the unknown CA
     assert!(lab.win_state_json("win1")["kubelet_files"][CURRENT].is_null());
 
-    let o = kwinctl(&["up", "-i", &i, "--output", "json", "--accept-ca", &new]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json", "--accept-ca", &new]);
     assert!(state().contains(&new), "{}", state());
-    assert_eq!(
-        subject(&lab, "win1"),
-        "subject=CN=system:node:win1,O=system:nodes"
-    );
+    holds_its_own(&lab, "win1");
     assert_eq!(left(&lab), "");
     // an accepted rotation joins every node again: their certificates were
     // the old CA's, which the API server no longer takes
     assert_eq!(created(&lab).len(), 2, "{:?}", created(&lab));
-    let o = kwinctl(&["verify", "-i", &i]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["verify", "-i", &i]);
 }
 
 #[test]
@@ -359,15 +345,11 @@ fn kube_proxy_has_its_own_token_per_node_and_a_control_plane_without_kubeadm_joi
     let o = lab.exec("h1", "rm \"$(command -v kubeadm)\" && ! command -v kubeadm");
     assert!(o.status.success(), "{}", text(&o));
 
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = succeeds(&["up", "-i", &i, "--output", "json"]);
     let s = summary(&o);
     for win in ["win1", "win2"] {
         assert_eq!(host(&s, win)["status"], "changed", "{s}");
-        assert_eq!(
-            subject(&lab, win),
-            format!("subject=CN=system:node:{win},O=system:nodes")
-        );
+        holds_its_own(&lab, win);
         proxy_is_itself(&lab, win);
         assert!(secret_exists(&lab, &format!("kwinctl-kube-proxy-{win}")));
     }
@@ -402,16 +384,14 @@ fn kube_proxy_has_its_own_token_per_node_and_a_control_plane_without_kubeadm_joi
     }
 
     // a rerun with the same Secrets changes nothing
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = succeeds(&["up", "-i", &i, "--output", "json"]);
     let s = summary(&o);
     for win in ["win1", "win2"] {
         assert_eq!(host(&s, win)["status"], "ok", "{s}");
     }
 
     // reset of win1 revokes its kube-proxy's token, not win2's
-    let o = kwinctl(&["reset", "-i", &i, "--limit", "win1", "--yes"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["reset", "-i", &i, "--limit", "win1", "--yes"]);
     assert!(!secret_exists(&lab, "kwinctl-kube-proxy-win1"));
     assert!(secret_exists(&lab, "kwinctl-kube-proxy-win2"));
     let placed = lab.win_state_json("win1")["placed_text"].clone();
@@ -456,8 +436,7 @@ fn a_node_holding_another_clusters_certificate_fails_verify_and_joins_again() {
     }
     let lab = bootstrap_lab();
     let i = lab.inv();
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["up", "-i", &i, "--output", "json"]);
     let state = std::fs::read_to_string(lab.dir().join("inventory.kwinctl-state.json")).unwrap();
     let state: serde_json::Value = serde_json::from_str(&state).unwrap();
     let pin = state["ca_pin"]["hash"].as_str().unwrap().to_string();
@@ -468,10 +447,7 @@ fn a_node_holding_another_clusters_certificate_fails_verify_and_joins_again() {
     let mut st = lab.win_state_json("win2");
     st["kubelet_files"][CURRENT] = serde_json::Value::from(pem.clone());
     common::write(&lab.win_state("win2"), &st.to_string());
-    assert_eq!(
-        subject(&lab, "win2"),
-        "subject=CN=system:node:win2,O=system:nodes"
-    );
+    holds_its_own(&lab, "win2");
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     let s = summary(&o);
@@ -490,8 +466,7 @@ fn a_node_holding_another_clusters_certificate_fails_verify_and_joins_again() {
     assert!(!text(&o).contains(line), "the key was shown: {}", text(&o));
 
     // `up` joins it again, to this cluster
-    let o = kwinctl(&["up", "-i", &i, "--output", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = succeeds(&["up", "-i", &i, "--output", "json"]);
     let s = summary(&o);
     assert_eq!(host(&s, "win1")["status"], "ok", "{s}");
     assert_eq!(host(&s, "win2")["status"], "changed", "{s}");
@@ -500,6 +475,5 @@ fn a_node_holding_another_clusters_certificate_fails_verify_and_joins_again() {
         .unwrap()
         .to_string();
     assert_ne!(now, pem, "win2 kept the other cluster's certificate");
-    let o = kwinctl(&["verify", "-i", &i]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    succeeds(&["verify", "-i", &i]);
 }

@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{count, host, kwinctl, summary, text, write};
+use common::{count, host, host_check, kwinctl, summary, text, write};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
@@ -139,15 +139,8 @@ fn a_mixed_cluster_comes_up_survives_a_reboot_and_verifies() {
     );
     let o = kwinctl(&["verify", "-i", &i, "--output", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let node_check = |o: &std::process::Output, h: &str| {
-        host(&summary(o), h)["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "kubernetes node Ready")
-            .cloned()
-            .unwrap_or_else(|| panic!("{h}: no node check in {}", text(o)))
-    };
+    let node_check =
+        |o: &std::process::Output, h: &str| host_check(&summary(o), h, "kubernetes node Ready");
     assert_eq!(node_check(&o, "win1")["pass"], true);
     // a controller manager that allocated win2 another block: refused
     lab.fake_command("h1", "kubectl", &kubectl("198.19.77.0/24"));

@@ -7,7 +7,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{host, kwinctl, kwinctl_env, summary, text, write};
+use common::{host, host_check, kwinctl, kwinctl_env, summary, text, write};
 
 const K8S: &str = "1.30.4";
 const CONTAINERD: &str = "1.7.20";
@@ -16,14 +16,7 @@ const DOMAIN: &str = "cluster.local";
 
 /// The "kubernetes node Ready" check of `h` in a run's summary.
 fn node_ready(o: &std::process::Output, h: &str) -> serde_json::Value {
-    let s = summary(o);
-    host(&s, h)["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "kubernetes node Ready")
-        .unwrap_or_else(|| panic!("{h}: no node Ready check in {}", text(o)))
-        .clone()
+    host_check(&summary(o), h, "kubernetes node Ready")
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::lab::{Lab, require_root};
-use common::{actions, count, host, kwinctl, summary, text, write};
+use common::{actions, count, host, host_check, kwinctl, summary, text, write};
 
 fn ping(lab: &Lab, from: &str, ip: &str) -> bool {
     lab.exec(from, &format!("ping -n -c 1 -W 2 {ip} >/dev/null"))
@@ -843,15 +843,7 @@ fn windows_nodes_ready_as_the_control_planes_kubectl_sees_them() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let s = summary(&o);
     assert_eq!(s["failed_hosts"], serde_json::json!(["win2"]), "{s}");
-    let check = |h: &str| {
-        host(&s, h)["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "kubernetes node Ready")
-            .cloned()
-            .unwrap_or_else(|| panic!("{h}: no node check in {s}"))
-    };
+    let check = |h: &str| host_check(&s, h, "kubernetes node Ready");
     assert_eq!(check("win1")["pass"], true);
     assert_eq!(check("win2")["pass"], false);
     assert!(
