@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 [ "$(id -u)" -eq 0 ] || { echo "bench/push.sh needs root (network namespaces, sshd)" >&2; exit 2; }
 scripts/setup.sh
 for t in ssh scp sshd ip sha256sum; do
@@ -21,27 +23,14 @@ done
 [ -x winsim/.venv/bin/python ] || winsim/setup-venv.sh
 
 # kwinctl's push, release build (examples/pushbench.rs)
-if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"; fi
+bench_cargo
 cargo build --release --ignore-rust-version --example pushbench
 PB=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/pushbench
 [ -x "$PB" ] || { echo "bench: no pushbench binary at $PB" >&2; exit 2; }
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || REV="$REV+changes"
 
-WORK=$(mktemp -d -t kwinctl-pushbench.XXXXXX)
-cleanup() {
-  local d
-  if [ -f "$WORK/labs" ]; then
-    while read -r d; do
-      [ -e "$d/lab.env" ] && lab/lab.sh down "$d" >/dev/null 2>&1 || true
-    done < "$WORK/labs"
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_work kwinctl-pushbench
 
-python3 bench/push.py --pushbench "$PB" --work "$WORK" --kwinctl-rev "$REV" \
-  --command "bench/push.sh $*" "$@" &
-PY=$!
-trap 'kill -TERM "$PY" 2>/dev/null || true; wait "$PY" || true; exit 130' INT TERM HUP
-wait "$PY"
+bench_run python3 bench/push.py --pushbench "$PB" --work "$WORK" --kwinctl-rev "$REV" \
+  --command "bench/push.sh $*" "$@"

@@ -30,6 +30,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 if [ "${1:-}" = "--report-from" ]; then  # re-render a report from saved measurements
   exec bench/.venv/bin/python bench/bench.py "$@"
 fi
@@ -50,27 +52,11 @@ if [ ! -x bench/.venv/bin/python ]; then python3 -m venv bench/.venv; fi
 bench/.venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
 
 # kwinctl, release build
-if ! command -v cargo >/dev/null 2>&1 && [ -x /root/.cargo/bin/cargo ]; then PATH=/root/.cargo/bin:$PATH; fi
+bench_cargo
 cargo build --release --ignore-rust-version
 KW=${CARGO_TARGET_DIR:-$ROOT/target}/release/kwinctl
 [ -x "$KW" ] || { echo "bench: no kwinctl binary at $KW" >&2; exit 2; }
 
 # Every lab is torn down at the end, whatever happens.
-WORK=$(mktemp -d /tmp/kwinctl-bench.XXXXXX)
-cleanup() {
-  local d
-  if [ -f "$WORK/labs" ]; then
-    while read -r d; do
-      [ -e "$d/lab.env" ] && lab/lab.sh down "$d" >/dev/null 2>&1 || true
-    done < "$WORK/labs"
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# In the background so that a signal to this script reaches it (it then tears
-# its labs down itself); the EXIT trap above is the safety net.
-bench/.venv/bin/python bench/bench.py --kwinctl "$KW" --work "$WORK" "$@" &
-PY=$!
-trap 'kill -TERM "$PY" 2>/dev/null || true; wait "$PY" || true; exit 130' INT TERM HUP
-wait "$PY"
+bench_work kwinctl-bench
+bench_run bench/.venv/bin/python bench/bench.py --kwinctl "$KW" --work "$WORK" "$@"
