@@ -1,7 +1,6 @@
 """Files pushed from the operator's machine (kwinctl's src/transfer/): the
-host's receiving side. A push_receive script appends what comes on its
-stdin to `<sha256>.part` (raw bytes over SSH; base64 lines over WinRM, one
-decoded and written at a time, as the script's `process` block does), then
+host's receiving side. A push_receive script appends the bytes that come
+on its stdin (over SSH and over WinRM alike) to `<sha256>.part`, then
 hashes the whole and renames it `<sha256>` when the hash is right.
 push_status answers what the host holds.
 
@@ -12,7 +11,6 @@ Windows path `C:\\ProgramData\\kwinctl\\push\\<sha256>` maps to
 held in memory at once): the lab checks from it that no byte was sent
 twice and that the host's memory stayed bounded."""
 
-import binascii
 import hashlib
 import json
 import os
@@ -42,6 +40,21 @@ def folder(state_path):
     d = state_path + ".push"
     os.makedirs(d, exist_ok=True)
     return d
+
+
+# `$input` or `${input}`, any case, not a longer name: PowerShell's
+# automatic variable for a command's pipeline input
+DOLLAR_INPUT = re.compile(r"\$(?:input\b|\{input\})", re.IGNORECASE)
+
+
+def host_reads_stdin(script):
+    """Whether powershell.exe's console host itself reads this command's
+    stdin: it does, as text lines written to the command's pipeline input,
+    exactly when the command uses `$input` (ConsoleHost, `AstSearcher.
+    IsUsingDollarInput`; docs/research/push.md, "Raw bytes on a
+    PowerShell's stdin"). The script's own reader then races the host's
+    for the same pipe."""
+    return DOLLAR_INPUT.search(script) is not None
 
 
 def header_of(script):
@@ -99,15 +112,18 @@ def status(state_path, h):
 
 class Receiver:
     """One push_receive: what its stdin brings, appended as it comes. Holds
-    at most one line (base64) or one read (raw) at a time."""
+    one piece at a time. `script` is the receiving script: when the console
+    host reads its stdin itself (host_reads_stdin), the host takes every
+    byte as pipeline input and the script's raw reader sees none, as the
+    host's reader here always wins the race: the part ends short."""
 
-    def __init__(self, state_path, h, transport):
+    def __init__(self, state_path, h, transport, script=""):
         self.sha = h["sha256"].lower()
         if not SHA.match(self.sha):
             raise ActionError("winsim: bad sha256 %r" % self.sha)
         self.size = int(h["size"])
-        self.mode = h.get("mode", "raw")
         self.transport = transport
+        self.taken_by_host = host_reads_stdin(script)
         d = folder(state_path)
         self.done = os.path.join(d, self.sha)
         self.part = self.done + ".part"
@@ -122,28 +138,11 @@ class Receiver:
         else:
             os.truncate(self.part, offset)
         self.at = offset
-        self.pending = b""
-        if self.mode != "raw":
-            # imported here: `kinds` runs with the system python3
-            import pybase64
-            self.b64decode = pybase64.b64decode
-        self.peak = 0
         self.fh = open(self.part, "ab") if self.error is None else None
         self.logf = open(self.log, "a") if self.error is None else None
         # Test knob: past this many bytes of the part, each piece waits a
         # moment (a slow link), so that a test can stop the run midway.
         self.slow_from = (peek(state_path) or {}).get("push_slow_from")
-
-    def _write(self, data, held):
-        self.peak = max(self.peak, held)
-        if not data:
-            return
-        if self.slow_from is not None and self.at >= int(self.slow_from):
-            time.sleep(0.2)
-        self.fh.write(data)
-        self.fh.flush()
-        self._log(len(data), held)
-        self.at += len(data)
 
     def _log(self, length, held, **more):
         self.logf.write(json.dumps(dict({"sha256": self.sha, "offset": self.at, "length": length,
@@ -151,41 +150,18 @@ class Receiver:
         self.logf.flush()
 
     def feed(self, data):
-        if self.error is not None:
+        if self.error is not None or self.taken_by_host or not data:
             return
-        if self.mode == "raw":
-            self._write(data, len(data))
-            return
-        # each whole line decoded where it lies (no copy of it); the rest
-        # waits for the next piece
-        if self.pending:
-            data = self.pending + data
-        view, start = memoryview(data), 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                break
-            line = view[start:end]
-            held = len(data) - start
-            start = end + 1
-            if line[-1:] == b"\r":
-                line = line[:-1]
-            try:
-                # the line end's \r is skipped, as FromBase64String skips
-                # white space (pybase64: SIMD base64, see server.py)
-                chunk = self.b64decode(line)
-            except binascii.Error as e:
-                self.error = "Exception calling \"FromBase64String\": %s" % e
-                return
-            self._write(chunk, held + len(chunk))
-        self.pending = data[start:] if start < len(data) else b""
+        if self.slow_from is not None and self.at >= int(self.slow_from):
+            time.sleep(0.2)
+        self.fh.write(data)
+        self.fh.flush()
+        self._log(len(data), len(data))
+        self.at += len(data)
 
     def finish(self):
         """End of stdin: (stdout, stderr, exit code) as the script answers."""
         if self.fh:
-            if self.pending.strip() and self.error is None:
-                # the last line needs no line end
-                self.feed(b"\n")
             self.fh.close()
         if self.logf:
             # the receiving process's peak RSS (over SSH a process of its

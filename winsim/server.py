@@ -124,10 +124,11 @@ class Shells:
             cmd = re.search(r"<(?:\w+:)?Command>([^<]*)<", xml)
             args = re.findall(r"<(?:\w+:)?Arguments>([^<]*)<", xml)
             shell[cid] = {"command": cmd.group(1) if cmd else "", "args": args, "stdin": b"", "done": False}
-            receiving = push.header_of(self.script_of(shell[cid]) or "")
+            script = self.script_of(shell[cid]) or ""
+            receiving = push.header_of(script)
             if receiving is not None and receiving["kind"] == "push_receive":
                 # a push: its stdin goes to the file as it comes (push.py)
-                shell[cid]["receiver"] = push.Receiver(self.state_path, receiving, "winrm")
+                shell[cid]["receiver"] = push.Receiver(self.state_path, receiving, "winrm", script)
             return envelope(ACTION_COMMAND + "Response", mid,
                             "<rsp:CommandResponse><rsp:CommandId>%s</rsp:CommandId></rsp:CommandResponse>" % cid)
         if action == ACTION_SEND:

@@ -310,7 +310,7 @@ def main(a):
     try:
         if receiving is not None and receiving["kind"] == "push_receive":
             # a push: stdin goes to the file as it comes (push.py)
-            r = push.Receiver(a.state, receiving, "ssh")
+            r = push.Receiver(a.state, receiving, "ssh", script)
             # reads of the script's whole buffer (262144 bytes): one write
             # and one log line per buffer, not per SSH packet; the host
             # still holds one buffer at a time

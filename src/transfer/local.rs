@@ -71,16 +71,10 @@ impl Local {
     }
 
     /// The file from `offset` on, in pieces of `piece` bytes (the last one
-    /// shorter), each turned by `encode` into what goes on the wire. One
-    /// piece is read when the transport asks for it: what is held is one
-    /// piece. A file that changed since it was hashed ends in an error
+    /// shorter), as they go on the wire. One piece is read when the
+    /// transport asks for it: what is held is one piece. A file that changed since it was hashed ends in an error
     /// here or in the host's hash check.
-    pub fn pieces(
-        &self,
-        offset: u64,
-        piece: usize,
-        encode: fn(Vec<u8>) -> Vec<u8>,
-    ) -> crate::transport::StreamInput<'static> {
+    pub fn pieces(&self, offset: u64, piece: usize) -> crate::transport::StreamInput<'static> {
         use futures::StreamExt;
         let path = self.path.clone();
         let size = self.size;
@@ -106,7 +100,7 @@ impl Local {
                 let mut buf = vec![0u8; want];
                 let read = tokio::task::block_in_place(|| f.read_exact(&mut buf));
                 match read {
-                    Ok(()) => Some((Ok(encode(buf)), (Ok(f), at + want as u64))),
+                    Ok(()) => Some((Ok(buf), (Ok(f), at + want as u64))),
                     Err(e) => {
                         let msg = format!(
                             "{}: {e} (did it change since it was hashed?)",
@@ -152,7 +146,7 @@ mod tests {
         let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 13) as u8).collect();
         let (_d, l) = file(&bytes);
         let got: Vec<Vec<u8>> = l
-            .pieces(30_000, 32 * 1024, |b| b)
+            .pieces(30_000, 32 * 1024)
             .map(|p| p.unwrap())
             .collect()
             .await;
@@ -161,7 +155,7 @@ mod tests {
             [32768, 32768, 4464]
         );
         assert_eq!(got.concat(), bytes[30_000..]);
-        assert!(l.pieces(100_000, 1024, |b| b).next().await.is_none());
+        assert!(l.pieces(100_000, 1024).next().await.is_none());
     }
 
     #[test]

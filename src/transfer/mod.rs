@@ -15,8 +15,8 @@
 //!    starts at LEN; any other part is dropped and the transfer starts at 0.
 //!    So no byte the host already holds is sent again.
 //! 3. **Send**: one streamed call ([`crate::transport::Session::stream`]):
-//!    a short script in the command line, the bytes on its stdin (raw over
-//!    SSH, base64 lines over WinRM — see `docs/research/push.md`). The
+//!    a short script in the command line, the file's own bytes on its stdin
+//!    (over WinRM one piece per Send request — see `docs/research/push.md`). The
 //!    host appends each piece to `<sha256>.part` as it comes, then hashes
 //!    the whole and renames it `<sha256>` only when the hash is right.
 //!
@@ -57,25 +57,21 @@ impl Target {
         }
     }
 
-    fn receive(self, f: &Local, offset: u64, mode: StreamMode) -> String {
+    fn receive(self, f: &Local, offset: u64) -> String {
         match self {
-            Target::Windows => windows::receive(f, offset, mode),
+            Target::Windows => windows::receive(f, offset),
             Target::Linux => linux::receive(f, offset),
         }
     }
 }
 
-/// The raw bytes in one piece of a stream: over WinRM what fits one Send
-/// request to this host (its `MaxEnvelopeSizekb`, `envelope_kb`, when it
-/// said) once in base64 with its line end; over SSH a size that keeps the
-/// channel's window full.
+/// The bytes in one piece of a stream: over WinRM what one Send request to
+/// this host carries (within its `MaxEnvelopeSizekb`, `envelope_kb`, when
+/// it said); over SSH a size that keeps the channel's window full.
 pub fn piece(mode: StreamMode, envelope_kb: Option<u32>) -> usize {
     match mode {
         StreamMode::Raw => 256 << 10,
-        // 4/3 of it plus CRLF within one Send request's payload
-        StreamMode::Base64Lines => {
-            (crate::transport::winrm::stream::send_payload(envelope_kb) - 2) / 4 * 3
-        }
+        StreamMode::Sends => crate::transport::winrm::stream::send_payload(envelope_kb),
     }
 }
 
@@ -91,20 +87,6 @@ pub fn parse_envelope(stdout: &str) -> Option<u32> {
             .ok()?;
         (kb > 0).then_some(kb)
     })
-}
-
-fn encoder(mode: StreamMode) -> fn(Vec<u8>) -> Vec<u8> {
-    match mode {
-        StreamMode::Raw => |b| b,
-        StreamMode::Base64Lines => |b| {
-            use base64::Engine;
-            let mut line = base64::engine::general_purpose::STANDARD
-                .encode(&b)
-                .into_bytes();
-            line.extend_from_slice(b"\r\n");
-            line
-        },
-    }
 }
 
 /// What a host said it holds of one file.
@@ -220,8 +202,8 @@ pub async fn push(
                 }
             }
         };
-        let input = f.pieces(from, piece(mode, envelope), encoder(mode));
-        let out = s.stream(&target.receive(f, from, mode), input).await?;
+        let input = f.pieces(from, piece(mode, envelope));
+        let out = s.stream(&target.receive(f, from), input).await?;
         let ok = format!("KWP {} ok", f.sha256);
         if !out.stdout.lines().any(|l| l.trim() == ok) {
             return Err(PushError::Host(format!(
@@ -262,19 +244,13 @@ mod tests {
     }
 
     #[test]
-    fn a_winrm_piece_fits_one_send_request_in_base64() {
+    fn a_winrm_piece_is_one_send_request() {
         use crate::transport::winrm::stream::send_payload;
         for kb in [None, Some(32), Some(150), Some(500), Some(8192)] {
-            let n = piece(StreamMode::Base64Lines, kb);
-            let line = encoder(StreamMode::Base64Lines)(vec![0xff; n]);
-            assert!(line.len() <= send_payload(kb), "{kb:?}");
-            assert!(line.ends_with(b"\r\n"));
+            assert_eq!(piece(StreamMode::Sends, kb), send_payload(kb), "{kb:?}");
         }
         // a host with the larger default gets pieces over twice as large
-        assert!(
-            piece(StreamMode::Base64Lines, Some(500)) > 2 * piece(StreamMode::Base64Lines, None)
-        );
-        assert_eq!(encoder(StreamMode::Raw)(vec![1, 2]), vec![1, 2]);
+        assert!(piece(StreamMode::Sends, Some(500)) > 2 * piece(StreamMode::Sends, None));
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub fn ask(files: &[&Local], mode: StreamMode) -> String {
         .iter()
         .map(|f| serde_json::json!({"sha256": f.sha256, "size": f.size}))
         .collect();
-    let envelope = mode == StreamMode::Base64Lines;
+    let envelope = mode == StreamMode::Sends;
     let mut s =
         header(serde_json::json!({"kind": "push_status", "files": list, "envelope": envelope}));
     s.push_str(&format!(
@@ -73,20 +73,18 @@ function Get-KwPushed {{
     s
 }
 
-/// Receives one file from `offset` on: over WinRM base64 lines through the
-/// pipeline (`process` runs once per line, as Ansible's winrm put_file
-/// script does), over SSH the raw bytes of stdin. Runs with no bootstrap:
-/// stdin is the file's.
-pub fn receive(f: &Local, offset: u64, mode: StreamMode) -> String {
-    let m = match mode {
-        StreamMode::Raw => "raw",
-        StreamMode::Base64Lines => "base64",
-    };
+/// Receives one file from `offset` on: the file's own bytes on stdin, over
+/// WinRM and over SSH alike, read from `[Console]::OpenStandardInput()`.
+/// Runs with no bootstrap: stdin is the file's. The script must not name
+/// `$input`: PowerShell's console host reads stdin as the command's
+/// pipeline input, as text lines, exactly when the command uses `$input`
+/// (docs/research/push.md, "Raw bytes on a PowerShell's stdin").
+pub fn receive(f: &Local, offset: u64) -> String {
     let head = header(serde_json::json!({
-        "kind": "push_receive", "sha256": f.sha256, "size": f.size, "offset": offset, "mode": m,
+        "kind": "push_receive", "sha256": f.sha256, "size": f.size, "offset": offset,
     }));
-    let open = format!(
-        r#"$ErrorActionPreference = 'Stop'
+    format!(
+        r#"{head}$ErrorActionPreference = 'Stop'
 $dir = {dir}
 $done = Join-Path $dir {sha}
 $part = $done + '.part'
@@ -95,30 +93,22 @@ $fs = [IO.File]::Open($part, 'OpenOrCreate', 'Write', 'ReadWrite')
 if ($fs.Length -lt {offset}) {{ $fs.Dispose(); throw ('{{0}} holds {{1}} bytes, fewer than the {offset} to resume from: run again' -f $part, (Get-Item -LiteralPath $part).Length) }}
 $fs.SetLength({offset})
 [void]$fs.Seek(0, 'End')
+$in = [Console]::OpenStandardInput()
+$buf = New-Object byte[] 262144
+while (($n = $in.Read($buf, 0, $buf.Length)) -gt 0) {{ $fs.Write($buf, 0, $n) }}
+$fs.Dispose()
+$len = (Get-Item -LiteralPath $part).Length
+if ($len -ne {size}) {{ 'KWP {hex} short {{0}}' -f $len; exit 3 }}
+$hash = (Get-FileHash -Algorithm SHA256 -LiteralPath $part).Hash.ToLowerInvariant()
+if ($hash -ne '{hex}') {{ Remove-Item -Force -LiteralPath $part; 'KWP {hex} bad {{0}}' -f $hash; exit 4 }}
+Move-Item -Force -LiteralPath $part -Destination $done
+'KWP {hex} ok'
 "#,
         dir = ps_quote(DIR),
         sha = ps_quote(&f.sha256),
-    );
-    let finish = format!(
-        r#"$fs.Dispose()
-$len = (Get-Item -LiteralPath $part).Length
-if ($len -ne {size}) {{ 'KWP {sha} short {{0}}' -f $len; exit 3 }}
-$hash = (Get-FileHash -Algorithm SHA256 -LiteralPath $part).Hash.ToLowerInvariant()
-if ($hash -ne '{sha}') {{ Remove-Item -Force -LiteralPath $part; 'KWP {sha} bad {{0}}' -f $hash; exit 4 }}
-Move-Item -Force -LiteralPath $part -Destination $done
-'KWP {sha} ok'
-"#,
         size = f.size,
-        sha = f.sha256,
-    );
-    match mode {
-        StreamMode::Base64Lines => format!(
-            "{head}begin {{\n{open}}}\nprocess {{\n$b = [Convert]::FromBase64String($input)\n$fs.Write($b, 0, $b.Length)\n$fs.Flush()\n}}\nend {{\n{finish}}}\n"
-        ),
-        StreamMode::Raw => format!(
-            "{head}{open}$in = [Console]::OpenStandardInput()\n$buf = New-Object byte[] 262144\nwhile (($n = $in.Read($buf, 0, $buf.Length)) -gt 0) {{ $fs.Write($buf, 0, $n) }}\n{finish}"
-        ),
-    }
+        hex = f.sha256,
+    )
 }
 
 #[cfg(test)]
@@ -134,21 +124,33 @@ mod tests {
     }
 
     #[test]
-    fn the_receiving_scripts_fit_a_command_line() {
-        for mode in [StreamMode::Raw, StreamMode::Base64Lines] {
-            let s = receive(&local(), 99_999_999, mode);
-            assert!(s.len() <= MAX_RECEIVE_SCRIPT, "{} bytes", s.len());
-            let line = crate::transport::powershell_command_line(&s);
-            assert!(line.len() < 8191, "{} characters", line.len());
-            assert!(s.contains("$fs.SetLength(99999999)"), "{s}");
-            assert!(s.contains(&format!("'KWP {} ok'", "ab".repeat(32))), "{s}");
-        }
+    fn the_receiving_script_fits_a_command_line() {
+        let s = receive(&local(), 99_999_999);
+        assert!(s.len() <= MAX_RECEIVE_SCRIPT, "{} bytes", s.len());
+        let line = crate::transport::powershell_command_line(&s);
+        assert!(line.len() < 8191, "{} characters", line.len());
+        assert!(s.contains("$fs.SetLength(99999999)"), "{s}");
+        assert!(s.contains(&format!("'KWP {} ok'", "ab".repeat(32))), "{s}");
+    }
+
+    #[test]
+    fn the_receiving_script_leaves_stdin_to_itself() {
+        // PowerShell's console host reads stdin as pipeline input, as text,
+        // when the command names $input (any case, or as ${input})
+        let s = receive(&local(), 0).to_ascii_lowercase();
+        assert!(s.contains("[console]::openstandardinput()"), "{s}");
+        let named = |v: &str| {
+            s.match_indices(v).any(|(i, _)| {
+                !s[i + v.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+        };
+        assert!(!named("$input") && !s.contains("${input}"), "{s}");
     }
 
     #[test]
     fn asking_names_every_file_once() {
         let f = local();
-        for mode in [StreamMode::Raw, StreamMode::Base64Lines] {
+        for mode in [StreamMode::Raw, StreamMode::Sends] {
             let s = ask(&[&f], mode);
             assert!(s.starts_with("# kwinctl-sim: {"), "{s}");
             assert_eq!(
@@ -158,7 +160,7 @@ mod tests {
             );
             // the envelope only where Send requests carry the file
             let asks = s.contains(r"'WSMan:\localhost\MaxEnvelopeSizekb'");
-            assert_eq!(asks, mode == StreamMode::Base64Lines, "{s}");
+            assert_eq!(asks, mode == StreamMode::Sends, "{s}");
             assert_eq!(s.contains(r#""envelope":true"#), asks, "{s}");
         }
     }

@@ -188,12 +188,13 @@ pub type StreamInput<'a> = futures::stream::BoxStream<'a, std::io::Result<Vec<u8
 /// How a transport's stream carries bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamMode {
-    /// The bytes as they are (an SSH channel is 8-bit clean: RFC 4254 5.2).
+    /// The bytes as they are on an SSH channel (8-bit clean: RFC 4254 5.2),
+    /// in pieces that keep its window full.
     Raw,
-    /// WinRS stdin to PowerShell: base64 lines, each one piece, each piece
-    /// in one Send request (as Ansible's winrm connection plugin sends
-    /// files, see docs/research/push.md).
-    Base64Lines,
+    /// The bytes as they are on WinRS stdin, each piece in one Send request
+    /// (where they travel in base64, [MS-WSMV] 3.1.4.1.31.1), so each piece
+    /// fits the host's envelope (docs/research/push.md).
+    Sends,
 }
 
 /// The PowerShell command line that runs `script` with stdin left to the

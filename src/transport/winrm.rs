@@ -285,7 +285,7 @@ impl Session for WinRmSession {
     }
 
     fn stream_mode(&self) -> Option<super::StreamMode> {
-        Some(super::StreamMode::Base64Lines)
+        Some(super::StreamMode::Sends)
     }
 
     fn stream<'a>(

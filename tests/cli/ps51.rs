@@ -210,7 +210,6 @@ fn calls(label: &str, src: &str) -> (Vec<Call>, BTreeMap<String, Command>) {
             );
         }
         if n.kind() == "command"
-            && !common::script_named_block(n, src)
             && let Some(name) = children.iter().find(|c| c.kind() == "command_name")
         {
             let mut params = Vec::new();

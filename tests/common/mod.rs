@@ -196,33 +196,9 @@ pub fn rendered(inv: &str, limits: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Whether `command` (a `command` node of tree-sitter-powershell) is one of
-/// a script's own named blocks, `begin {…}`, `process {…}` or `end {…}` at
-/// its top level (a script, like a function, may have them; Ansible's winrm
-/// `put_file` script does: docs/research/push.md, its first section). The
-/// grammar knows them only inside functions and reads them at a script's
-/// top level as commands taking a script block; their bodies are parsed
-/// as any script block's.
-pub fn script_named_block(command: tree_sitter::Node, src: &str) -> bool {
-    let name = command
-        .child(0)
-        .and_then(|n| n.utf8_text(src.as_bytes()).ok())
-        .unwrap_or_default();
-    if !["begin", "process", "end"].contains(&name.to_ascii_lowercase().as_str()) {
-        return false;
-    }
-    let mut up = command.parent();
-    while let Some(n) = up {
-        if n.kind().contains("script_block") || n.kind() == "function_statement" {
-            return false;
-        }
-        up = n.parent();
-    }
-    true
-}
-
 /// A push's Windows scripts (src/transfer/windows.rs), labelled: the ask
-/// and the receiving script, over WinRM (base64 lines) and over SSH (raw).
+/// over WinRM (which also asks the envelope) and over SSH, and the
+/// receiving script (the same over both).
 pub fn push_scripts() -> Vec<(String, String)> {
     use kwinctl::transfer::{Local, windows};
     use kwinctl::transport::StreamMode;
@@ -232,13 +208,10 @@ pub fn push_scripts() -> Vec<(String, String)> {
         sha256: "ab".repeat(32),
     };
     let mut out = Vec::new();
-    for (how, mode) in [("winrm", StreamMode::Base64Lines), ("ssh", StreamMode::Raw)] {
+    for (how, mode) in [("winrm", StreamMode::Sends), ("ssh", StreamMode::Raw)] {
         out.push((format!("push ask ({how})"), windows::ask(&[&f], mode)));
-        out.push((
-            format!("push receive ({how})"),
-            windows::receive(&f, 1_000, mode),
-        ));
     }
+    out.push(("push receive".into(), windows::receive(&f, 1_000)));
     out
 }
 

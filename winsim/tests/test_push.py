@@ -2,7 +2,6 @@
 a resume from what the host holds, the hash checked before the rename, and
 the memory the receiver holds bounded by one piece."""
 
-import base64
 import hashlib
 import json
 import os
@@ -10,34 +9,27 @@ import os
 from winsim import host, push
 
 
-def _lines(data, piece):
-    for i in range(0, len(data), piece):
-        yield base64.b64encode(data[i:i + piece]) + b"\r\n"
-
-
 def _log(state):
     with open(state + ".push/log.jsonl") as f:
         return [json.loads(line) for line in f]
 
 
-def test_base64_lines_resume_where_the_host_stopped(tmp_path):
+def test_a_resume_starts_where_the_host_stopped(tmp_path):
     state = str(tmp_path / "state.json")
     data = os.urandom(300_000)
     sha = hashlib.sha256(data).hexdigest()
-    h = {"kind": "push_receive", "sha256": sha, "size": len(data), "offset": 0, "mode": "base64"}
+    h = {"kind": "push_receive", "sha256": sha, "size": len(data), "offset": 0}
     r = push.Receiver(state, h, "winrm")
-    # the first run dies after two pieces and half a line
-    lines = list(_lines(data, 46_080))
-    for line in lines[:2]:
-        r.feed(line[:1000])
-        r.feed(line[1000:])
-    r.feed(lines[2][:500])
+    # the first run dies after two pieces (one Send request each)
+    piece = 46_080
+    for i in range(2):
+        r.feed(data[i * piece:(i + 1) * piece])
     status = push.status(state, {"files": [{"sha256": sha, "size": len(data)}]})
-    held = 2 * 46_080
+    held = 2 * piece
     assert status == "KWP %s part %d %s\n" % (sha, held, hashlib.sha256(data[:held]).hexdigest())
     r2 = push.Receiver(state, dict(h, offset=held), "winrm")
-    for line in _lines(data[held:], 46_080):
-        r2.feed(line)
+    for i in range(held, len(data), piece):
+        r2.feed(data[i:i + piece])
     assert r2.finish() == ("KWP %s ok\n" % sha, "", 0)
     with open(state + ".push/" + sha, "rb") as f:
         assert f.read() == data
@@ -46,8 +38,8 @@ def test_base64_lines_resume_where_the_host_stopped(tmp_path):
     # every byte once, in order
     assert sum(n for _, n in offsets) == len(data)
     assert all(a + n == b for (a, n), (b, _) in zip(offsets, offsets[1:], strict=False))
-    # one line and its piece at most
-    assert max(e["held"] for e in log) < 3 * 46_080
+    # one piece at most
+    assert max(e["held"] for e in log) == piece
     assert host.execute("# kwinctl-sim: " + json.dumps({"kind": "push_status", "files": [
         {"sha256": sha, "size": len(data)}]}) + "\n", state)[0] == "KWP %s done\n" % sha
 
@@ -55,7 +47,7 @@ def test_base64_lines_resume_where_the_host_stopped(tmp_path):
 def test_a_wrong_hash_drops_the_part(tmp_path):
     state = str(tmp_path / "state.json")
     sha = "0" * 64
-    r = push.Receiver(state, {"kind": "push_receive", "sha256": sha, "size": 3, "offset": 0, "mode": "raw"}, "ssh")
+    r = push.Receiver(state, {"kind": "push_receive", "sha256": sha, "size": 3, "offset": 0}, "ssh")
     r.feed(b"abc")
     out, _, code = r.finish()
     assert code == 4 and out.startswith("KWP %s bad " % sha)
@@ -65,7 +57,7 @@ def test_a_wrong_hash_drops_the_part(tmp_path):
 def test_a_resume_past_what_the_host_holds_is_refused(tmp_path):
     state = str(tmp_path / "state.json")
     sha = "1" * 64
-    r = push.Receiver(state, {"kind": "push_receive", "sha256": sha, "size": 9, "offset": 5, "mode": "raw"}, "ssh")
+    r = push.Receiver(state, {"kind": "push_receive", "sha256": sha, "size": 9, "offset": 5}, "ssh")
     r.feed(b"more")
     out, err, code = r.finish()
     assert code == 1 and "fewer than the 5 to resume from" in err
@@ -75,7 +67,7 @@ def test_remove_folder_empties_the_push_folder_but_keeps_winsims_log(tmp_path):
     state = str(tmp_path / "state.json")
     data = os.urandom(1000)
     sha = hashlib.sha256(data).hexdigest()
-    h = {"kind": "push_receive", "sha256": sha, "size": len(data), "offset": 0, "mode": "raw"}
+    h = {"kind": "push_receive", "sha256": sha, "size": len(data), "offset": 0}
     r = push.Receiver(state, h, "ssh")
     r.feed(data[:400])
     assert push.held(state)
@@ -115,13 +107,21 @@ def test_peek_sees_every_write(tmp_path):
     assert peek(str(state)) is None
 
 
-def test_a_line_that_is_not_base64_fails_as_frombase64string_does(tmp_path):
+def test_a_script_naming_input_loses_stdin_to_the_host(tmp_path):
+    """powershell.exe's console host reads the command's stdin itself, as
+    pipeline input, when the command uses $input: the script's raw reader
+    then gets nothing and the part ends short."""
+    assert push.host_reads_stdin("process { $b = $Input }")
+    assert push.host_reads_stdin("${INPUT} | Out-Null")
+    assert not push.host_reads_stdin("$in = [Console]::OpenStandardInput()")
+    assert not push.host_reads_stdin("$inputFile = 1")
     state = str(tmp_path / "state.json")
-    h = {"kind": "push_receive", "sha256": "2" * 64, "size": 6, "offset": 0, "mode": "base64"}
-    r = push.Receiver(state, h, "winrm")
-    r.feed(base64.b64encode(b"abc") + b"\r\n")
-    r.feed(b"ab!\r\n")
-    out, err, code = r.finish()
-    assert code == 1 and err.startswith('Exception calling "FromBase64String"'), (out, err)
-    # what came before the bad line was written, nothing after it
-    assert _log(state)[0]["length"] == 3
+    data = b"every byte \x00\x1a\r\n\xff"
+    sha = hashlib.sha256(data).hexdigest()
+    h = {"kind": "push_receive", "sha256": sha, "size": len(data), "offset": 0}
+    r = push.Receiver(state, h, "winrm", "$x = $input\n")
+    r.feed(data)
+    assert r.finish() == ("KWP %s short 0\n" % sha, "", 3)
+    r = push.Receiver(state, h, "winrm", "$in = [Console]::OpenStandardInput()\n")
+    r.feed(data)
+    assert r.finish() == ("KWP %s ok\n" % sha, "", 0)

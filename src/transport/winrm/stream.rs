@@ -77,9 +77,9 @@ pub const ENVELOPE_KB_UNKNOWN: u32 = 150;
 const ENVELOPE_ROOM: usize = 8 << 10;
 
 /// The most stdin one Send request carries, whatever the host allows: it
-/// bounds what the controller holds per host and what the host's receiving
-/// PowerShell holds per line (Ansible's winrm `put_file` sends 250000
-/// bytes a line).
+/// bounds what the controller holds per host and what the host's WinRM
+/// service holds per request (Ansible's winrm `put_file` sends 250000
+/// bytes of a file per request).
 pub const MAX_SEND_PAYLOAD: usize = 352 << 10;
 
 /// The most stdin one Send request may carry to a host whose
