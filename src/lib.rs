@@ -17,6 +17,7 @@ pub mod identity;
 pub mod import;
 pub mod inventory;
 pub mod join;
+pub mod kubectl;
 pub mod localfile;
 pub mod lock;
 pub mod mesh;

@@ -14,7 +14,7 @@ use crate::render::sh_quote;
 use crate::secret::Secret;
 /// (`said`: the last line kubectl wrote, for a message)
 pub(super) use crate::text::last_line as said;
-use crate::text::{clip, printable, printable_lines};
+use crate::text::{clip, printable};
 use crate::transport::Session;
 
 /// kubeadm's group for node bootstrap tokens (bt-authn).
@@ -136,21 +136,7 @@ pub(super) async fn kubectl(
     script: &str,
     bound: Duration,
 ) -> Result<(u32, String, String), String> {
-    let full = format!(
-        "set -e\ncommand -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\n{script}"
-    );
-    match tokio::time::timeout(bound + Duration::from_secs(15), s.run(&full)).await {
-        Ok(Ok(o)) => Ok((
-            o.exit.unwrap_or(255),
-            printable_lines(&o.stdout),
-            printable_lines(&o.stderr),
-        )),
-        Ok(Err(e)) => Err(format!("the control plane did not answer: {e}")),
-        Err(_) => Err(format!(
-            "the control plane did not answer within {}s",
-            bound.as_secs()
-        )),
-    }
+    crate::kubectl::run(s, &format!("set -e\n{script}"), bound).await
 }
 
 /// Make a token valid for `ttl` on the control plane `s` reaches (its

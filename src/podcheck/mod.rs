@@ -149,7 +149,10 @@ pub async fn check(
     let (rc, out, err) = budget
         .run(
             session,
-            &format!("command -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\ntimeout {t} kubectl get nodes -o json\n"),
+            &format!(
+                "{}timeout {t} kubectl get nodes -o json\n",
+                crate::kubectl::FOUND
+            ),
             "kubectl get nodes",
             budget.call,
             false,

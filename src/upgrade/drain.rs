@@ -8,8 +8,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::kubectl;
 use crate::render::sh_quote;
-use crate::text::{last_line as said, printable_lines};
+use crate::text::last_line as said;
 use crate::transport::Session;
 
 /// How long a drain may take by default (`KWINCTL_DRAIN_TIMEOUT`).
@@ -36,29 +37,7 @@ async fn kubectl(
     bound: Duration,
 ) -> Result<(u32, String, String), String> {
     let secs = bound.as_secs().max(1);
-    run(s, &format!("timeout {secs} {script}\n"), bound).await
-}
-
-/// `body` on the control plane once kubectl is found there, bounded by
-/// `bound` (and 15 s more for the session itself).
-async fn run(
-    s: &mut dyn Session,
-    body: &str,
-    bound: Duration,
-) -> Result<(u32, String, String), String> {
-    let secs = bound.as_secs().max(1);
-    let full = format!(
-        "command -v kubectl >/dev/null 2>&1 || {{ echo 'kubectl is not on the PATH' >&2; exit 127; }}\n{body}"
-    );
-    match tokio::time::timeout(bound + Duration::from_secs(15), s.run(&full)).await {
-        Ok(Ok(o)) => Ok((
-            o.exit.unwrap_or(255),
-            printable_lines(&o.stdout),
-            printable_lines(&o.stderr),
-        )),
-        Ok(Err(e)) => Err(format!("the control plane did not answer: {e}")),
-        Err(_) => Err(format!("the control plane did not answer within {secs}s")),
-    }
+    kubectl::run(s, &format!("timeout {secs} {script}\n"), bound).await
 }
 
 /// The pods a drain's output names as blocking it: refused evictions
@@ -136,7 +115,7 @@ pub async fn drain(
 ) -> Result<(), String> {
     let secs = timeout.as_secs().max(1);
     let script = drain_script(node, secs, pid_file);
-    let (rc, _, err) = run(s, &script, timeout + Duration::from_secs(10)).await?;
+    let (rc, _, err) = kubectl::run(s, &script, timeout + Duration::from_secs(10)).await?;
     if rc == 0 {
         return Ok(());
     }
@@ -178,7 +157,7 @@ pub async fn stop_drain(
          rm -f \"$f\"\n\
          exit 0\n"
     );
-    let (rc, _, err) = run(s, &script, bound).await?;
+    let (rc, _, err) = kubectl::run(s, &script, bound).await?;
     match rc {
         0 => Ok(()),
         _ => Err(format!(
