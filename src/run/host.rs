@@ -268,6 +268,7 @@ impl<'a> Flow<'a> {
                 r.files = files;
                 let lines = super::upgrade::plan_lines(ctx, &t.host, &ops, &facts, &r);
                 r.notes.extend(lines);
+                r.notes.extend(super::joining::plan_note(&ops, &facts));
                 Some(r)
             }
             (Mode::PlanReset, true) => Some(super::plan::plan(&node, work, r)),

@@ -64,6 +64,14 @@ pub(super) fn ca(ctx: &Ctx) -> Option<&crate::identity::issuer::Anchor> {
     ctx.join.as_ref().and_then(|j| j.ca())
 }
 
+/// `plan`'s note for a node `up` would join, and why. plan reads no
+/// cluster CA: a certificate another CA signed is found by `up` and
+/// `verify`, which read it.
+pub(super) fn plan_note<O: NodeOps>(ops: &O, facts: &O::Facts) -> Option<String> {
+    ops.must_join(facts, None)
+        .map(|why| format!("up would join this node to the cluster with a bootstrap token: {why}"))
+}
+
 /// Before the converge: when the node must join, the run's bootstrap
 /// kubeconfig placed on it. `Ok(Some(script))`: the script to run after
 /// the converge.

@@ -147,6 +147,21 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
     let inv = std::fs::read_to_string(&i).unwrap();
     assert!(!inv.contains("kubeconfig"), "{inv}");
     succeeds(&["check", "-i", &i]);
+    // plan says which nodes up would join, and why
+    let plan = |i: &str| summary(&succeeds(&["plan", "-i", i, "--output", "json"]));
+    let joins = |s: &serde_json::Value, win: &str| {
+        host(s, win)["notes"]
+            .to_string()
+            .contains("up would join this node to the cluster")
+    };
+    let s = plan(&i);
+    assert!(joins(&s, "win1") && joins(&s, "win2"), "{s}");
+    assert!(
+        host(&s, "win1")["notes"]
+            .to_string()
+            .contains("no client certificate"),
+        "{s}"
+    );
 
     succeeds(&["up", "-i", &i, "--output", "json"]);
     // the token never shows, and none is left
@@ -208,6 +223,8 @@ fn each_windows_node_joins_with_its_own_certificate_and_no_token_is_left() {
         .unwrap()
         .retain(|p, _| !p.eq_ignore_ascii_case(CURRENT));
     common::write(&lab.win_state("win2"), &st.to_string());
+    let s = plan(&i);
+    assert!(!joins(&s, "win1") && joins(&s, "win2"), "{s}");
     let o = succeeds(&["up", "-i", &i, "--output", "json"]);
     let s = summary(&o);
     assert_eq!(host(&s, "win1")["status"], "ok", "{s}");
