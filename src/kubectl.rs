@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::text::printable_lines;
+use crate::render::sh_quote;
+use crate::text::{last_line, printable_lines};
 use crate::transport::Session;
 
 /// The line each control-plane script starts with: exit 127, saying so,
@@ -34,4 +35,27 @@ pub async fn run(
             bound.as_secs().max(1)
         )),
     }
+}
+
+/// `kubectl delete secret NAME -n NAMESPACE` on the control plane, bounded
+/// by `bound`. A Secret already gone is not an error; `Err` says why for
+/// the caller's message (kubectl's exit code and last line, or that the
+/// control plane did not answer).
+pub async fn delete_secret(
+    s: &mut dyn Session,
+    name: &str,
+    namespace: &str,
+    bound: Duration,
+) -> Result<(), String> {
+    let script = format!(
+        "timeout {} kubectl delete secret {} -n {}\n",
+        bound.as_secs().max(1),
+        sh_quote(name),
+        sh_quote(namespace)
+    );
+    let (rc, _, err) = run(s, &script, bound).await?;
+    if rc == 0 || err.contains("(NotFound)") {
+        return Ok(());
+    }
+    Err(format!("kubectl exit {rc}: {}", last_line(&err)))
 }

@@ -170,20 +170,14 @@ pub async fn delete(s: &mut dyn Session, node: &str) -> Result<(), String> {
         ));
     }
     let name = secret_name(node);
-    let script = format!(
-        "timeout {} kubectl delete secret {} -n {NAMESPACE}\n",
-        BOUND.as_secs(),
-        sh_quote(&name)
-    );
-    let (rc, _, err) = kubectl(s, &script, BOUND).await?;
-    if rc == 0 || err.contains("(NotFound)") {
-        return Ok(());
-    }
-    Err(format!(
-        "could not delete kube-proxy's credential for {node} (kubectl exit {rc}): {}; delete it \
-         on the control plane with `kubectl delete secret {name} -n {NAMESPACE}`",
-        said(&err)
-    ))
+    crate::kubectl::delete_secret(s, &name, NAMESPACE, BOUND)
+        .await
+        .map_err(|why| {
+            format!(
+                "could not delete kube-proxy's credential for {node} ({why}); delete it on the \
+                 control plane with `kubectl delete secret {name} -n {NAMESPACE}`"
+            )
+        })
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 
 use super::token::BootstrapToken;
-use crate::render::sh_quote;
 use crate::secret::Secret;
 /// (`said`: the last line kubectl wrote, for a message)
 pub(super) use crate::text::last_line as said;
@@ -174,21 +173,15 @@ pub async fn delete(s: &mut dyn Session, id: &str) -> Result<(), String> {
         ));
     }
     let name = secret_name(id);
-    let script = format!(
-        "timeout {} kubectl delete secret {} -n {NAMESPACE}\n",
-        BOUND.as_secs(),
-        sh_quote(&name)
-    );
-    let (rc, _, err) = kubectl(s, &script, BOUND).await?;
-    if rc == 0 || err.contains("(NotFound)") {
-        return Ok(());
-    }
-    Err(format!(
-        "could not delete bootstrap token {id} (kubectl exit {rc}): {}; delete it on the \
-         control plane with `kubectl delete secret {name} -n {NAMESPACE}` (it expires by itself \
-         at its expiration otherwise)",
-        said(&err)
-    ))
+    crate::kubectl::delete_secret(s, &name, NAMESPACE, BOUND)
+        .await
+        .map_err(|why| {
+            format!(
+                "could not delete bootstrap token {id} ({why}); delete it on the control plane \
+                 with `kubectl delete secret {name} -n {NAMESPACE}` (it expires by itself at its \
+                 expiration otherwise)"
+            )
+        })
 }
 
 #[cfg(test)]
