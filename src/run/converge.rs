@@ -1,6 +1,7 @@
 //! `up`: apply the diff and re-probe in one remote call, then check. A host
 //! that needs nothing is checked from its first probe: one remote call.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use super::{Ctx, step};
@@ -11,6 +12,32 @@ use crate::os::NodeOps;
 use crate::outcome::{ActionStatus, HostError, HostReport, HostStatus};
 use crate::transport::Session;
 use crate::verify::Pinged;
+
+/// A host with changes to make, before it starts them: `Break` with its
+/// report, every action skipped, when Ctrl-C came, the run's lock refused
+/// it (`refused`) or `--max-fail` was reached; `Continue` to go on (`up`
+/// and `reset` alike).
+pub(super) fn held_back<A: crate::diff::Describe>(
+    ctx: &Ctx,
+    d: &Diff<A>,
+    refused: Option<HostError>,
+    r: HostReport,
+) -> ControlFlow<HostReport, HostReport> {
+    let skipped = |mut r: HostReport| {
+        r.actions = step::reports_of(d, ActionStatus::Skipped);
+        r
+    };
+    if ctx.interrupt.is_set() {
+        return ControlFlow::Break(skipped(r).interrupted(true));
+    }
+    if let Some(e) = refused {
+        return ControlFlow::Break(skipped(r).failed(e));
+    }
+    if let Some((failed, max)) = ctx.max_fail_reached() {
+        return ControlFlow::Break(skipped(r).not_started(failed, max));
+    }
+    ControlFlow::Continue(r)
+}
 
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn converge<O: NodeOps>(
@@ -42,18 +69,10 @@ pub(super) async fn converge<O: NodeOps>(
         r.status = HostStatus::Ok;
         return r;
     }
-    if ctx.interrupt.is_set() {
-        r.actions = step::reports_of(&d, ActionStatus::Skipped);
-        return r.interrupted(true);
-    }
-    if let Some(e) = refused {
-        r.actions = step::reports_of(&d, ActionStatus::Skipped);
-        return r.failed(e);
-    }
-    if let Some((failed, max)) = ctx.max_fail_reached() {
-        r.actions = step::reports_of(&d, ActionStatus::Skipped);
-        return r.not_started(failed, max);
-    }
+    let mut r = match held_back(ctx, &d, refused, r) {
+        ControlFlow::Continue(r) => r,
+        ControlFlow::Break(done) => return done,
+    };
     let reach: Vec<_> = probed.iter().map(|p| p.address).collect();
     let mut after = match step::apply(ctx, s, node, ops, &d, &reach, &mut r).await {
         Ok(f) => f,

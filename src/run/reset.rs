@@ -1,6 +1,8 @@
 //! `reset`: undo what `up` created, re-probe in the same call and confirm
 //! it is gone.
 
+use std::ops::ControlFlow;
+
 use super::{Ctx, step};
 use crate::alloc::Node;
 use crate::diff::{Conflict, Diff};
@@ -27,18 +29,10 @@ pub(super) async fn reset<O: NodeOps>(
         r.status = HostStatus::Ok;
         return r;
     }
-    if ctx.interrupt.is_set() {
-        r.actions = step::reports_of(&d, ActionStatus::Skipped);
-        return r.interrupted(true);
-    }
-    if let Some(e) = refused {
-        r.actions = step::reports_of(&d, ActionStatus::Skipped);
-        return r.failed(e);
-    }
-    if let Some((failed, max)) = ctx.max_fail_reached() {
-        r.actions = step::reports_of(&d, ActionStatus::Skipped);
-        return r.not_started(failed, max);
-    }
+    let mut r = match super::converge::held_back(ctx, &d, refused, r) {
+        ControlFlow::Continue(r) => r,
+        ControlFlow::Break(done) => return done,
+    };
     let after = match step::apply(ctx, s, node, ops, &d, &[], &mut r).await {
         Ok(f) => f,
         Err(e) => return r.failed(e),
