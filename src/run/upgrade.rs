@@ -28,7 +28,7 @@ use crate::outcome::{HostError, HostReport, HostStatus};
 use crate::transport::{Interpreter, Session, Trace};
 use crate::upgrade::drain;
 
-use super::upgrade_resume::{POLL, row_of};
+use super::upgrade_resume::{ready_row, row_of};
 
 /// A node being upgraded: the control plane's session, the node's name
 /// there, what changes, the kubelet release it must report, its slot.
@@ -330,30 +330,10 @@ pub(super) async fn after<O: NodeOps>(
         KubeVersion::of_git_version(v).is_some_and(|v| to.is_none_or(|to| to.accepts(&v)))
     };
     let at_text = to.map(|t| format!(" at {t}")).unwrap_or_default();
-    let ready = loop {
-        if let Ok(list) = drain::nodes(&mut *cp, ctx.opts.timeout).await
-            && list
-                .iter()
-                .any(|n| n.name == node && n.ready && at(&n.version))
-        {
-            break true;
-        }
-        if ctx.interrupt.is_set() || start.elapsed() + POLL > bound {
-            break false;
-        }
-        ctx.reporter.phase(
-            &host.name,
-            &format!(
-                "upgrade {what}: waiting for node {node} to report Ready{at_text} ({}s of at most {}s)",
-                start.elapsed().as_secs(),
-                bound.as_secs()
-            ),
-        );
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = ctx.interrupt.wait() => {}
-        }
-    };
+    let waiting = format!("upgrade {what}: waiting for node {node} to report Ready{at_text}");
+    let ready = ready_row(ctx, host, &mut *cp, &node, &at, &waiting)
+        .await
+        .is_some();
     if !ready && ctx.interrupt.is_set() {
         // stopped while waiting: the new binaries are in place and their
         // services started (one script swapped them), the node cordoned

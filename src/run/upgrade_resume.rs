@@ -15,7 +15,7 @@ use crate::transport::{Interpreter, Session, Trace};
 use crate::upgrade::drain;
 
 /// How often the node's readiness is asked after the change.
-pub(super) const POLL: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_secs(2);
 
 /// A node with nothing to upgrade that an earlier run left cordoned (its
 /// mark, `drain::MARK`: a run that failed, or was stopped, after the
@@ -54,9 +54,14 @@ pub(super) async fn resume(
         // a run stopped while the node's new kubelet was coming up: wait
         // for it here (bounded, as `after` does)
         let row = match row.cordoned && !(row.ready && at(&row.version)) {
-            true => ready_row(ctx, host, &mut *cp, &node, &at)
-                .await
-                .unwrap_or(row.clone()),
+            true => {
+                let waiting = format!(
+                    "upgrade: waiting for node {node}, which an earlier run left cordoned, to report Ready"
+                );
+                ready_row(ctx, host, &mut *cp, &node, &at, &waiting)
+                    .await
+                    .unwrap_or(row.clone())
+            }
             false => row.clone(),
         };
         let ready = row.ready && at(&row.version);
@@ -100,13 +105,15 @@ pub(super) async fn resume(
 }
 
 /// Wait (bounded by the Ready wait, ended by an interrupt) until `node` is
-/// Ready at a release `at` takes: its row then, else `None`.
-async fn ready_row(
+/// Ready at a release `at` takes: its row then, else `None`. `waiting`
+/// says what is awaited, in the host's progress line.
+pub(super) async fn ready_row(
     ctx: &Ctx,
     host: &Host,
     cp: &mut dyn Session,
     node: &str,
     at: &(dyn Fn(&str) -> bool + Sync),
+    waiting: &str,
 ) -> Option<drain::Row> {
     let bound = super::settle::ready_wait();
     let start = Instant::now();
@@ -124,7 +131,7 @@ async fn ready_row(
         ctx.reporter.phase(
             &host.name,
             &format!(
-                "upgrade: waiting for node {node}, which an earlier run left cordoned, to report Ready ({}s of at most {}s)",
+                "{waiting} ({}s of at most {}s)",
                 start.elapsed().as_secs(),
                 bound.as_secs()
             ),
