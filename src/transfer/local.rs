@@ -72,8 +72,9 @@ impl Local {
 
     /// The file from `offset` on, in pieces of `piece` bytes (the last one
     /// shorter), as they go on the wire. One piece is read when the
-    /// transport asks for it: what is held is one piece. A file that changed since it was hashed ends in an error
-    /// here or in the host's hash check.
+    /// transport asks for it: what is held is one piece. A file that
+    /// changed since it was hashed ends in an error here or in the host's
+    /// hash check.
     pub fn pieces(&self, offset: u64, piece: usize) -> crate::transport::StreamInput<'static> {
         use futures::StreamExt;
         let path = self.path.clone();

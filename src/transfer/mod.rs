@@ -15,10 +15,11 @@
 //!    starts at LEN; any other part is dropped and the transfer starts at 0.
 //!    So no byte the host already holds is sent again.
 //! 3. **Send**: one streamed call ([`crate::transport::Session::stream`]):
-//!    a short script in the command line, the file's own bytes on its stdin
-//!    (over WinRM one piece per Send request — see `docs/research/push.md`). The
-//!    host appends each piece to `<sha256>.part` as it comes, then hashes
-//!    the whole and renames it `<sha256>` only when the hash is right.
+//!    a short script in the command line, the file's own bytes on its
+//!    stdin (over WinRM one piece per Send request — see
+//!    `docs/research/push.md`). The host appends each piece to
+//!    `<sha256>.part` as it comes, then hashes the whole and renames it
+//!    `<sha256>` only when the hash is right.
 //!
 //! What happens to the verified file next (copied to its destination,
 //! version-checked, swapped in) is the placing action's business, not this

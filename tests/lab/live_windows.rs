@@ -39,6 +39,8 @@ fn live_up_verify_rerun() {
 /// hash is right, and a second push sends nothing. What the lab's simulator
 /// cannot show: that the real WinRS and powershell.exe hand the bytes over
 /// unchanged (docs/research/push.md, "Raw bytes on a PowerShell's stdin").
+/// Each run leaves its 3 MiB file in the hosts' push folder, which `reset`
+/// removes.
 #[test]
 fn live_push_every_byte_value() {
     use kwinctl::inventory::{Inventory, Os};
