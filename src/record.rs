@@ -16,13 +16,23 @@ use crate::state::Sidecars;
 const KEEP: usize = 20;
 
 /// One remote call as sent and answered.
-#[derive(Debug, Clone, Default)]
-pub struct Call {
-    pub what: String,
-    pub script: String,
-    pub stdout: String,
-    pub stderr: String,
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Call<'a> {
+    pub what: &'a str,
+    pub script: &'a str,
+    pub stdout: &'a str,
+    pub stderr: &'a str,
     pub exit: Option<u32>,
+}
+
+impl Call<'_> {
+    /// This call's section of its host's log, as [`RunRecord::append`]
+    /// writes it: secrets masked, and what the host sent made safe to `cat`.
+    /// Made from the call's text where it is (the script and the output are
+    /// not copied to be written).
+    pub fn transcript(&self) -> String {
+        crate::text::safe_text_owned(call_log(self))
+    }
 }
 
 /// What the last `up` (or `reset`) left to do, written when it starts (every
@@ -84,7 +94,7 @@ fn private_file(p: &Path, content: &str) -> std::io::Result<()> {
 }
 
 /// One call's section of a host's log (not yet redacted).
-fn call_log(c: &Call) -> String {
+fn call_log(c: &Call<'_>) -> String {
     format!(
         "##### {}\n----- script\n{}\n----- exit status: {}\n----- stdout\n{}\n----- stderr\n{}\n",
         c.what,
@@ -235,17 +245,17 @@ impl RunRecord {
         &self.dir
     }
 
-    /// Append one remote call (script and output; secrets masked, and what
-    /// the host sent made safe to `cat`) to the host's log (blocking file
-    /// I/O).
-    pub fn append(&self, host: &str, call: &Call) -> std::io::Result<()> {
+    /// Append one remote call's [`Call::transcript`] (script and output;
+    /// secrets masked, and what the host sent made safe to `cat`) to the
+    /// host's log (blocking file I/O).
+    pub fn append(&self, host: &str, transcript: &str) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = fs::OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
             .open(self.dir.join(format!("{host}.log")))?;
-        f.write_all(crate::text::safe_text(&call_log(call)).as_bytes())
+        f.write_all(transcript.as_bytes())
     }
 
     /// The summary (its JSON, made safe by `report::summary_json`); old run

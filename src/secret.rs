@@ -10,7 +10,9 @@
 //! every writer of output must see all of them without being handed them.
 
 use std::borrow::Cow;
-use std::sync::RwLock;
+use std::sync::{OnceLock, RwLock};
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -22,20 +24,50 @@ pub const MASK: &str = "********";
 /// (`users:` encoded is no secret, and masking it would hide harmless text).
 const MIN_LINE: usize = 16;
 
-/// (form, replacement), longest form first.
-static REGISTRY: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
+/// The registered forms, and a matcher of all of them at once.
+struct Registry {
+    /// (form, replacement), longest form first.
+    forms: Vec<(String, String)>,
+    /// Finds whether any form occurs in a text, in one pass over it (most
+    /// texts hold none: a probe's transcript, a report). Built by the first
+    /// [`redact`] after a form is added; `None` while there is no form.
+    any: OnceLock<Option<AhoCorasick>>,
+}
+
+static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
+    forms: Vec::new(),
+    any: OnceLock::new(),
+});
+
+/// The matcher of every form. Leftmost-first: whether a text holds a form
+/// does not depend on the kind, and this one lets the search skip ahead
+/// with SIMD (Teddy); a contiguous NFA, as the DFA the builder would pick
+/// for a few dozen forms costs more to build (a kubeconfig's lines are
+/// long) than the run's searches. Should it not build (it has no reason
+/// to), every text is searched form by form instead.
+fn matcher(forms: &[(String, String)]) -> Option<AhoCorasick> {
+    if forms.is_empty() {
+        return None;
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostFirst)
+        .kind(Some(AhoCorasickKind::ContiguousNFA))
+        .build(forms.iter().map(|(f, _)| f))
+        .ok()
+}
 
 fn add(form: String, replacement: &str) {
     if form.is_empty() {
         return;
     }
     let mut r = REGISTRY.write().unwrap();
-    if r.iter().any(|(f, _)| *f == form) {
+    if r.forms.iter().any(|(f, _)| *f == form) {
         return;
     }
-    r.push((form, replacement.to_string()));
+    r.forms.push((form, replacement.to_string()));
     // Longest first, so a secret containing another is replaced whole.
-    r.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
+    r.forms.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
+    r.any = OnceLock::new();
 }
 
 /// The forms a value takes in kwinctl's outputs.
@@ -84,8 +116,13 @@ pub fn register_file(bytes: &[u8], shown_as: &str) {
 /// in it (a large run's summary is megabytes: no needless copy).
 pub fn redact(s: &str) -> Cow<'_, str> {
     let r = REGISTRY.read().unwrap();
+    // No form in `s`: nothing below would replace anything.
+    let any = r.any.get_or_init(|| matcher(&r.forms));
+    if any.as_ref().is_some_and(|m| !m.is_match(s)) {
+        return Cow::Borrowed(s);
+    }
     let mut out = Cow::Borrowed(s);
-    for (form, replacement) in r.iter() {
+    for (form, replacement) in r.forms.iter() {
         if out.contains(form.as_str()) {
             out = Cow::Owned(out.replace(form.as_str(), replacement));
         }
@@ -116,6 +153,7 @@ pub fn is_secret(value: &str) -> bool {
         && REGISTRY
             .read()
             .unwrap()
+            .forms
             .iter()
             .any(|(f, r)| r == MASK && f == v)
 }
@@ -147,7 +185,7 @@ impl std::fmt::Debug for Secret {
 
 /// Whether any secret is registered.
 pub fn any() -> bool {
-    !REGISTRY.read().unwrap().is_empty()
+    !REGISTRY.read().unwrap().forms.is_empty()
 }
 
 /// The secret values a kubeconfig holds: tokens, passwords, client keys
@@ -232,6 +270,12 @@ mod tests {
             "{out}"
         );
         assert!(any());
+        // a text holding none is given back as it is, not copied
+        assert!(matches!(redact("nothing to hide here"), Cow::Borrowed(_)));
+        // a secret registered after the others is found too (the matcher
+        // of every form is built again)
+        register("later-secret-5521");
+        assert_eq!(redact("x later-secret-5521"), format!("x {MASK}"));
     }
 
     #[test]

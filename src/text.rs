@@ -70,6 +70,9 @@ pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
         if i > 0 {
             out.push('\n');
         }
+        if ascii_kept(line, &mut out) {
+            continue;
+        }
         let total = line.chars().count();
         for (n, c) in line.chars().enumerate() {
             if n == MAX_LINE {
@@ -87,6 +90,26 @@ pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// An ASCII line without a control in the part [`sanitize`] keeps,
+/// written to `out` in one copy (cut as the character loop cuts it: in
+/// ASCII a character is a byte); false, and nothing written, for any other
+/// line. A probe's transcript is mostly such lines, one of them (the
+/// routes' JSON) longer than [`MAX_LINE`].
+fn ascii_kept(line: &str, out: &mut String) -> bool {
+    if !line.is_ascii() {
+        return false;
+    }
+    let kept = &line[..line.len().min(MAX_LINE)];
+    if kept.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return false;
+    }
+    out.push_str(kept);
+    if line.len() > MAX_LINE {
+        out.push_str(&format!("… ({} more characters)", line.len() - MAX_LINE));
+    }
+    true
 }
 
 /// Whether [`sanitize`] keeps `s` as it is. Every call's script and output
@@ -123,6 +146,21 @@ pub fn safe_text(s: &str) -> String {
     sanitize(&crate::secret::redact(s)).into_owned()
 }
 
+/// [`safe_text`] of a text kwinctl owns: given back without a copy when
+/// it holds no secret and nothing to make safe (a probe's transcript).
+pub fn safe_text_owned(s: String) -> String {
+    let redacted = match crate::secret::redact(&s) {
+        std::borrow::Cow::Borrowed(_) => None,
+        std::borrow::Cow::Owned(r) => Some(r),
+    };
+    let s = redacted.unwrap_or(s);
+    let sanitized = match sanitize(&s) {
+        std::borrow::Cow::Borrowed(_) => None,
+        std::borrow::Cow::Owned(o) => Some(o),
+    };
+    sanitized.unwrap_or(s)
+}
+
 /// JSON text made safe like [`safe_text`]: secrets masked, and in every
 /// string (keys too) each control character but line feed and tab, and
 /// each bidi control, written as [`sanitize`] writes it (`\x1b`,
@@ -132,64 +170,102 @@ pub fn safe_text(s: &str) -> String {
 /// Everything else is kept as it was; the document stays valid JSON.
 pub fn safe_json(json: &str) -> String {
     let redacted = crate::secret::redact(json);
-    let mut out = String::with_capacity(redacted.len());
-    // what `sanitize` writes for `c`, as JSON string content
-    let escaped = |c: char| {
-        if (c as u32) < 0x100 {
-            format!("\\\\x{:02x}", c as u32)
-        } else {
-            format!("\\\\u{:04x}", c as u32)
-        }
-    };
-    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || bidi(c);
-    let mut chars = redacted.chars().peekable();
+    let s: &str = &redacted;
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    // Bytes are copied in runs: only a string's quote, backslash, ASCII
+    // control or non-ASCII character needs a look (JSON is mostly ASCII).
+    let mut kept = 0; // s[kept..i] is still to be copied as it is
+    let mut i = 0;
     let mut in_string = false;
-    while let Some(c) = chars.next() {
+    // s[kept..at] copied, then `with` in place of s[at..next]
+    let replace = |out: &mut String, kept: &mut usize, at: usize, next: usize, with: &str| {
+        out.push_str(&s[*kept..at]);
+        out.push_str(with);
+        *kept = next;
+    };
+    while i < b.len() {
+        let c = b[i];
         if !in_string {
-            in_string = c == '"';
-            out.push(c);
+            in_string = c == b'"';
+            i += 1;
             continue;
         }
         match c {
-            '"' => {
+            b'"' => {
                 in_string = false;
-                out.push(c);
+                i += 1;
             }
-            '\\' => {
-                let Some(e) = chars.next() else {
-                    out.push(c);
-                    break;
+            b'\\' => {
+                let Some(&e) = b.get(i + 1) else { break };
+                let control = match e {
+                    b'b' => Some('\u{8}'),
+                    b'f' => Some('\u{c}'),
+                    b'r' => Some('\r'),
+                    _ => None,
                 };
-                match e {
-                    'b' => out.push_str(&escaped('\u{8}')),
-                    'f' => out.push_str(&escaped('\u{c}')),
-                    'r' => out.push_str(&escaped('\r')),
-                    'u' => {
-                        let hex: String = (0..4).filter_map(|_| chars.next()).collect();
-                        match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                            Some(d) if unsafe_char(d) => out.push_str(&escaped(d)),
-                            _ => {
-                                out.push_str("\\u");
-                                out.push_str(&hex);
-                            }
-                        }
-                    }
-                    e => {
-                        out.push(c);
-                        out.push(e);
-                    }
+                if let Some(d) = control {
+                    replace(&mut out, &mut kept, i, i + 2, &json_escaped(d));
+                    i += 2;
+                    continue;
                 }
+                if e == b'u' {
+                    // up to 4 characters (valid JSON: 4 hex digits)
+                    let end = s[i + 2..]
+                        .char_indices()
+                        .nth(4)
+                        .map_or(s.len(), |(n, _)| i + 2 + n);
+                    let hex = &s[i + 2..end];
+                    if let Some(d) = u32::from_str_radix(hex, 16)
+                        .ok()
+                        .and_then(char::from_u32)
+                        .filter(|&d| json_unsafe(d))
+                    {
+                        replace(&mut out, &mut kept, i, end, &json_escaped(d));
+                    }
+                    i = end;
+                    continue;
+                }
+                // the escaped character is kept, whatever it is
+                i += 1 + s[i + 1..].chars().next().map_or(1, char::len_utf8);
             }
-            c if unsafe_char(c) => out.push_str(&escaped(c)),
-            c => out.push(c),
+            b'\n' | b'\t' | 0x20..0x7f => i += 1,
+            0..0x20 | 0x7f => {
+                replace(&mut out, &mut kept, i, i + 1, &json_escaped(c as char));
+                i += 1;
+            }
+            _ => {
+                let d = s[i..].chars().next().expect("a character starts here");
+                let next = i + d.len_utf8();
+                if json_unsafe(d) {
+                    replace(&mut out, &mut kept, i, next, &json_escaped(d));
+                }
+                i = next;
+            }
         }
     }
+    out.push_str(&s[kept..]);
     out
+}
+
+/// What [`sanitize`] writes for `c`, as JSON string content.
+fn json_escaped(c: char) -> String {
+    if (c as u32) < 0x100 {
+        format!("\\\\x{:02x}", c as u32)
+    } else {
+        format!("\\\\u{:04x}", c as u32)
+    }
+}
+
+/// A character [`safe_json`] writes escaped inside a string.
+fn json_unsafe(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || bidi(c)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn sanitize_escapes_every_control_and_bidi_character() {
@@ -281,6 +357,127 @@ mod tests {
         }
         // and the text itself carries none of them raw
         assert!(!text.chars().any(|c| c.is_control() || bidi(c)), "{text}");
+    }
+
+    /// [`sanitize`] as it was before its ASCII lines were copied whole:
+    /// character by character.
+    fn sanitize_by_characters(s: &str) -> String {
+        let mut out = String::new();
+        for (i, line) in s.split('\n').enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let total = line.chars().count();
+            for (n, c) in line.chars().enumerate() {
+                if n == MAX_LINE {
+                    out.push_str(&format!("… ({} more characters)", total - n));
+                    break;
+                }
+                match c {
+                    '\t' => out.push(c),
+                    c if (c as u32) < 0x100 && c.is_control() => {
+                        out.push_str(&format!("\\x{:02x}", c as u32))
+                    }
+                    c if c.is_control() || bidi(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+        }
+        out
+    }
+
+    /// [`safe_json`] as it was before it copied runs of bytes: character
+    /// by character.
+    fn safe_json_by_characters(json: &str) -> String {
+        let redacted = crate::secret::redact(json);
+        let mut out = String::new();
+        let mut chars = redacted.chars().peekable();
+        let mut in_string = false;
+        while let Some(c) = chars.next() {
+            if !in_string {
+                in_string = c == '"';
+                out.push(c);
+                continue;
+            }
+            match c {
+                '"' => {
+                    in_string = false;
+                    out.push(c);
+                }
+                '\\' => {
+                    let Some(e) = chars.next() else {
+                        out.push(c);
+                        break;
+                    };
+                    match e {
+                        'b' => out.push_str(&json_escaped('\u{8}')),
+                        'f' => out.push_str(&json_escaped('\u{c}')),
+                        'r' => out.push_str(&json_escaped('\r')),
+                        'u' => {
+                            let hex: String = (0..4).filter_map(|_| chars.next()).collect();
+                            match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                                Some(d) if json_unsafe(d) => out.push_str(&json_escaped(d)),
+                                _ => {
+                                    out.push_str("\\u");
+                                    out.push_str(&hex);
+                                }
+                            }
+                        }
+                        e => {
+                            out.push(c);
+                            out.push(e);
+                        }
+                    }
+                }
+                c if json_unsafe(c) => out.push_str(&json_escaped(c)),
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// Text made of what the judgements turn on: controls, bidi, escapes,
+    /// quotes, hex digits, non-ASCII, and enough plain letters for lines
+    /// around [`MAX_LINE`].
+    fn tricky_text() -> impl Strategy<Value = String> {
+        let c = prop_oneof![
+            200 => Just('a'),
+            3 => Just('\n'),
+            2 => Just('\t'),
+            2 => Just('"'),
+            2 => Just('\\'),
+            1 => Just('u'),
+            1 => Just('b'),
+            1 => Just('f'),
+            1 => Just('r'),
+            1 => Just('0'),
+            1 => Just('1'),
+            1 => Just('B'),
+            1 => Just('+'),
+            1 => Just('\r'),
+            1 => Just('\u{1b}'),
+            1 => Just('\u{7f}'),
+            1 => Just('\u{9b}'),
+            1 => Just('\u{202e}'),
+            1 => Just('é'),
+            1 => Just('😀'),
+        ];
+        proptest::collection::vec(c, 0..2500).prop_map(|v| v.into_iter().collect())
+    }
+
+    proptest! {
+        #[test]
+        fn sanitize_is_its_character_loop(s in tricky_text()) {
+            prop_assert_eq!(sanitize(&s), sanitize_by_characters(&s));
+        }
+
+        #[test]
+        fn safe_json_is_its_character_loop(s in tricky_text()) {
+            prop_assert_eq!(safe_json(&s), safe_json_by_characters(&s));
+            // and the JSON of that text, as kwinctl's reports carry it
+            let json = serde_json::json!({ "s": s, "l": [&s] }).to_string();
+            prop_assert_eq!(safe_json(&json), safe_json_by_characters(&json));
+        }
     }
 
     #[test]

@@ -91,20 +91,8 @@ async fn call_within(
         t.mark(&format!("call {what}"), "", 0);
     }
     let res = tokio::time::timeout(limit, s.run(&script)).await;
-    // The script moves into the record (at 200 hosts each apply script
-    // holds 200 routes and the boot script: no second copy of it).
-    let mut rec = Call {
-        what: what.to_string(),
-        script,
-        ..Default::default()
-    };
     let out = match res {
-        Ok(Ok(o)) => {
-            rec.stdout = o.stdout.clone();
-            rec.stderr = o.stderr.clone();
-            rec.exit = o.exit;
-            Ok(o)
-        }
+        Ok(Ok(o)) => Ok(o),
         Ok(Err(error)) => Err(CallError::Transport {
             what: what.to_string(),
             error,
@@ -116,13 +104,31 @@ async fn call_within(
             budget_of: budget.map(|(a, _)| a),
         }),
     };
-    if let Err(e) = &out {
-        rec.stderr = format!("kwinctl: {e}");
-    }
     if let Some(record) = ctx.record.clone() {
-        // Written now, off the runtime's threads, and then dropped.
+        // The transcript is made here from the script and the output where
+        // they are (at 200 hosts each apply script holds 200 routes and the
+        // boot script: no copy of them but the transcript), then written
+        // off the runtime's threads and dropped.
+        let failed = out.as_ref().err().map(|e| format!("kwinctl: {e}"));
+        let call = match (&out, &failed) {
+            (Ok(o), _) => Call {
+                what,
+                script: &script,
+                stdout: &o.stdout,
+                stderr: &o.stderr,
+                exit: o.exit,
+            },
+            (Err(_), failed) => Call {
+                what,
+                script: &script,
+                stderr: failed.as_deref().unwrap_or_default(),
+                ..Call::default()
+            },
+        };
+        let transcript = call.transcript();
+        drop(script);
         let name = host.to_string();
-        let written = tokio::task::spawn_blocking(move || record.append(&name, &rec)).await;
+        let written = tokio::task::spawn_blocking(move || record.append(&name, &transcript)).await;
         if let Ok(Err(e)) = written {
             ctx.reporter.say(&format!(
                 "warning: cannot write the run record of {host}: {e}"
