@@ -70,26 +70,31 @@ pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
         if i > 0 {
             out.push('\n');
         }
-        if ascii_kept(line, &mut out) {
-            continue;
-        }
-        let total = line.chars().count();
-        for (n, c) in line.chars().enumerate() {
-            if n == MAX_LINE {
-                out.push_str(&format!("… ({} more characters)", total - n));
-                break;
-            }
-            match c {
-                '\t' => out.push(c),
-                c if (c as u32) < 0x100 && c.is_control() => {
-                    out.push_str(&format!("\\x{:02x}", c as u32))
-                }
-                c if c.is_control() || bidi(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
-                c => out.push(c),
-            }
+        if !ascii_kept(line, &mut out) {
+            line_by_characters(line, &mut out);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// One line as [`sanitize`] keeps it, character by character: controls
+/// and bidi controls escaped, cut after [`MAX_LINE`] characters.
+fn line_by_characters(line: &str, out: &mut String) {
+    let total = line.chars().count();
+    for (n, c) in line.chars().enumerate() {
+        if n == MAX_LINE {
+            out.push_str(&format!("… ({} more characters)", total - n));
+            break;
+        }
+        match c {
+            '\t' => out.push(c),
+            c if (c as u32) < 0x100 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() || bidi(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
 }
 
 /// An ASCII line without a control in the part [`sanitize`] keeps,
@@ -360,28 +365,14 @@ mod tests {
     }
 
     /// [`sanitize`] as it was before its ASCII lines were copied whole:
-    /// character by character.
+    /// every line character by character.
     fn sanitize_by_characters(s: &str) -> String {
         let mut out = String::new();
         for (i, line) in s.split('\n').enumerate() {
             if i > 0 {
                 out.push('\n');
             }
-            let total = line.chars().count();
-            for (n, c) in line.chars().enumerate() {
-                if n == MAX_LINE {
-                    out.push_str(&format!("… ({} more characters)", total - n));
-                    break;
-                }
-                match c {
-                    '\t' => out.push(c),
-                    c if (c as u32) < 0x100 && c.is_control() => {
-                        out.push_str(&format!("\\x{:02x}", c as u32))
-                    }
-                    c if c.is_control() || bidi(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
-                    c => out.push(c),
-                }
-            }
+            line_by_characters(line, &mut out);
         }
         out
     }
