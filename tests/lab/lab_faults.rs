@@ -715,3 +715,30 @@ fn a_peer_that_fails_itself_does_not_fail_the_hosts_that_cannot_ping_it() {
         );
     }
 }
+
+/// A call that does not finish within `--timeout` is in its host's run
+/// record all the same: the script as sent, and kwinctl's error in place
+/// of the host's stderr.
+#[test]
+fn a_call_that_times_out_is_in_the_run_record() {
+    if !require_root() {
+        return;
+    }
+    let lab = Lab::up(1);
+    let i = lab.inv();
+    // every `ip` the probe runs hangs
+    lab.fake_command("h1", "ip", "#!/bin/sh\nexec sleep 60\n");
+    let o = kwinctl(&["verify", "-i", &i, "--timeout", "3", "--retries", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let runs = lab.dir().join("inventory.kwinctl-runs");
+    let logs: Vec<String> = std::fs::read_dir(&runs)
+        .unwrap()
+        .filter_map(|r| std::fs::read_to_string(r.unwrap().path().join("h1.log")).ok())
+        .collect();
+    assert!(
+        logs.iter().any(|l| l.contains("----- script\n")
+            && l.contains("----- stderr\nkwinctl: ")
+            && l.contains("h1 did not finish within --timeout 3s")),
+        "{logs:?}"
+    );
+}
