@@ -109,21 +109,24 @@ async fn call_within(
         // they are (at 200 hosts each apply script holds 200 routes and the
         // boot script: no copy of them but the transcript), then written
         // off the runtime's threads and dropped.
-        let failed = out.as_ref().err().map(|e| format!("kwinctl: {e}"));
-        let call = match (&out, &failed) {
-            (Ok(o), _) => Call {
+        let failed: String;
+        let call = match &out {
+            Ok(o) => Call {
                 what,
                 script: &script,
                 stdout: &o.stdout,
                 stderr: &o.stderr,
                 exit: o.exit,
             },
-            (Err(_), failed) => Call {
-                what,
-                script: &script,
-                stderr: failed.as_deref().unwrap_or_default(),
-                ..Call::default()
-            },
+            Err(e) => {
+                failed = format!("kwinctl: {e}");
+                Call {
+                    what,
+                    script: &script,
+                    stderr: &failed,
+                    ..Call::default()
+                }
+            }
         };
         let transcript = call.transcript();
         drop(script);
