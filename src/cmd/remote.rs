@@ -123,7 +123,7 @@ fn run_with(c: &Common, mode: Mode, pods: bool) -> Result<(Exit, usize), CliErro
     let reporter = Arc::new(Reporter::new(c.output, mode, names.len(), c.verbose));
     let record = start(c, mode, &l, &targets, &names, &reporter)?;
     let interrupt = Interrupt::default();
-    let rt = runtime()?;
+    let rt = runtime(mode)?;
     let opts = RunOptions {
         parallel: c.parallel.unwrap_or(super::DEFAULT_PARALLEL) as usize,
         reach: c.reach.unwrap_or(ReachMode::Auto),
@@ -376,9 +376,19 @@ fn removed(l: &Inputs) -> std::collections::BTreeMap<String, crate::state::Remov
     l.state.removed_from(|k| l.inv.host(k).is_some())
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
+/// The runtime of a run. A read-only sweep (`plan`, `verify`) is many
+/// short exchanges: each host needs a millisecond or two of CPU between
+/// waits on the network, and one thread does all of it without one thread
+/// waking another for each event (bench/RESULTS.md, "fifth pass": less CPU,
+/// the same wall time). `up` and `reset` keep a thread per core: a push
+/// seals and hashes megabytes per host.
+fn runtime(mode: Mode) -> Result<tokio::runtime::Runtime, CliError> {
+    let mut b = if mode.changes_hosts() {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    b.enable_all()
         // Blocking work is short file I/O (run records, key files): a few
         // threads are enough, and each thread costs memory (stack, malloc
         // arena) at hundreds of hosts.
