@@ -11,12 +11,15 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::Deserialize;
 
-use super::ROUTE_PROTO;
 use crate::inventory::KubeVersion;
 use crate::probe::{FactsError, Reach};
 use crate::text::clip;
 use crate::verify::K8sNode;
 use crate::wire::LINUX_FACT;
+
+/// [`super::ROUTE_PROTO`] as `ip` prints it: compared once per route per
+/// lookup, so not formatted each time.
+const ROUTE_PROTO_TEXT: &str = "198";
 
 /// One IPv4 route from the host's main table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,8 +32,10 @@ pub struct Route {
 }
 
 impl Route {
+    /// Marked as kwinctl's: `ip` prints the protocol number (or the name
+    /// rt_protos gives it).
     pub fn owned(&self) -> bool {
-        self.proto == ROUTE_PROTO.to_string() || self.proto == "kwinctl"
+        self.proto == ROUTE_PROTO_TEXT || self.proto == "kwinctl"
     }
 }
 
@@ -485,6 +490,21 @@ mod tests {
              KWF registered h1 198.19.0.0/24 198.18.1.2\nKWF boot_sha \nKWF systemd false\n\
              KWF routes {ROUTES}\nKWF reach 198.18.1.3 ok\nKWF reach 198.18.1.4 fail\nKWF end\n"
         )
+    }
+
+    #[test]
+    fn the_protocol_text_is_the_number_routes_are_marked_with() {
+        assert_eq!(ROUTE_PROTO_TEXT, super::super::ROUTE_PROTO.to_string());
+        let mut r = LinuxFacts::parse(&sample(), "").unwrap().routes.remove(2);
+        for (proto, owned) in [
+            ("198", true),
+            ("kwinctl", true),
+            ("1980", false),
+            ("boot", false),
+        ] {
+            r.proto = proto.into();
+            assert_eq!(r.owned(), owned, "{proto}");
+        }
     }
 
     #[test]
