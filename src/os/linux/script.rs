@@ -3,6 +3,7 @@
 //! consecutive routes as one `ip -batch`, then optionally the probe).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -39,10 +40,12 @@ pub fn boot_script(
     for (dst, via) in kept {
         all.entry(*dst).or_insert(*via);
     }
-    let routes: Vec<_> = all
-        .into_iter()
-        .map(|(dst, via)| context! { dst => dst.to_string(), via => via.to_string() })
-        .collect();
+    // one line per route, made here: a template loop built a map per
+    // route, for every host of every run (verify renders it to compare)
+    let mut routes = String::with_capacity(all.len() * 32);
+    for (dst, via) in all {
+        let _ = writeln!(routes, "{dst} {via}");
+    }
     r.render(
         "linux/boot.sh",
         context! {
@@ -385,6 +388,17 @@ mod tests {
         let b = boot_script(&r(), &node, &BTreeMap::new(), &s);
         assert!(b.contains("kw_wait=8\n"), "{b}");
         assert!(b.contains("\n198.19.1.0/24 198.18.1.3\n"), "{b}");
+        // the routes block: the node's routes, then a kept one, a line each
+        let kept = BTreeMap::from([(
+            "198.19.9.0/24".parse().unwrap(),
+            "198.18.1.9".parse().unwrap(),
+        )]);
+        let with_kept = boot_script(&r(), &node, &kept, &s);
+        assert!(
+            with_kept
+                .contains("\nkw_todo='\n198.19.1.0/24 198.18.1.3\n198.19.9.0/24 198.18.1.9\n'\n"),
+            "{with_kept}"
+        );
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("boot.sh");
         std::fs::write(&f, &b).unwrap();
