@@ -40,8 +40,9 @@ pub fn boot_script(
     for (dst, via) in kept {
         all.entry(*dst).or_insert(*via);
     }
-    // one line per route, made here: a template loop built a map per
-    // route, for every host of every run (verify renders it to compare)
+    // one line per route, made here rather than by a template loop (which
+    // builds a map per route): verify renders every node's boot.sh to
+    // compare its hash
     let mut routes = String::with_capacity(all.len() * 32);
     for (dst, via) in all {
         let _ = writeln!(routes, "{dst} {via}");
