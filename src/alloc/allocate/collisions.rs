@@ -10,7 +10,7 @@ use ipnet::Ipv4Net;
 
 use super::{Claim, Work, key};
 use crate::alloc::Source;
-use crate::inventory::nets_overlap;
+use crate::inventory::{Host, nets_overlap};
 
 pub(super) fn settle(w: &mut Work) {
     silent(w);
@@ -26,6 +26,17 @@ pub(super) fn settle(w: &mut Work) {
 fn silent(w: &mut Work) {
     let (inv, state) = (w.inv, w.state);
     let Some(seen) = w.observed else { return };
+    // the hosts that did not answer, with their keys: made once (each
+    // node's record is held against every one of them)
+    let unseen: Vec<(&Host, String)> = inv
+        .hosts
+        .iter()
+        .map(|o| (o, key(o)))
+        .filter(|(_, k)| !seen.contains_key(k))
+        .collect();
+    if unseen.is_empty() {
+        return;
+    }
     for i in 0..inv.hosts.len() {
         let Some(c) = w.claims[i] else { continue };
         let me = key(&inv.hosts[i]);
@@ -33,27 +44,22 @@ fn silent(w: &mut Work) {
             continue;
         }
         let registered_mine = w.registry.get(&me).is_some_and(|e| e.pod_cidr == c.net);
-        let given = inv
-            .hosts
-            .iter()
-            .filter(|o| !seen.contains_key(&key(o)))
-            .find_map(|o| {
-                let k = key(o);
-                let by_registry = w
-                    .registry
-                    .get(&k)
-                    .is_some_and(|e| nets_overlap(&e.pod_cidr, &c.net));
-                let by_state = !registered_mine
-                    && state
-                        .pod_cidrs
-                        .get(&k)
-                        .is_some_and(|n| nets_overlap(n, &c.net));
-                match (by_registry, by_state) {
-                    (true, _) => Some((o, "the cluster's registry (on the lock host)")),
-                    (false, true) => Some((o, "the state file")),
-                    _ => None,
-                }
-            });
+        let given = unseen.iter().find_map(|(o, k)| {
+            let by_registry = w
+                .registry
+                .get(k)
+                .is_some_and(|e| nets_overlap(&e.pod_cidr, &c.net));
+            let by_state = !registered_mine
+                && state
+                    .pod_cidrs
+                    .get(k)
+                    .is_some_and(|n| nets_overlap(n, &c.net));
+            match (by_registry, by_state) {
+                (true, _) => Some((o, "the cluster's registry (on the lock host)")),
+                (false, true) => Some((o, "the state file")),
+                _ => None,
+            }
+        });
         let Some((other, by)) = given else { continue };
         let (who, victim, net) = (&inv.hosts[i].name, &other.name, c.net);
         w.disputes.insert(
