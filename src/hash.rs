@@ -7,8 +7,35 @@ pub fn sha256_hex(s: &str) -> String {
 }
 
 pub fn sha256_bytes(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(b);
+    let mut hex = String::with_capacity(2 * digest.len());
+    for &x in digest.iter() {
+        hex.push(char::from(HEX[usize::from(x >> 4)]));
+        hex.push(char::from(HEX[usize::from(x & 0xf)]));
+    }
+    hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lower_case_hex_as_sha256sum_prints_it() {
+        // the empty input and FIPS 180-2's "abc", as sha256sum prints them
+        assert_eq!(
+            sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        // bytes that are not text: `printf '\xff\xff\xff' | sha256sum`
+        assert_eq!(
+            sha256_bytes(&[0xff; 3]),
+            "5ae7e6a42304dc6e4176210b83c43024f99a0bce9a870c3b6d2c95fc8ebfb74c"
+        );
+    }
 }
