@@ -452,7 +452,7 @@ async fn gather(
     let mut out: Vec<Option<HostReport>> = targets.iter().map(|_| None).collect();
     let mut announce_all = |ready: Vec<(usize, HostReport)>| {
         for (i, r) in ready {
-            announce(ctx, r.clone(), targets[i].selected);
+            announce(ctx, &r, targets[i].selected);
             out[i] = Some(r);
         }
     };
@@ -492,9 +492,9 @@ fn in_order(targets: &[Arc<Target>], out: Vec<Option<HostReport>>) -> Vec<HostRe
 
 /// A host's result, on the terminal, in the JSON events and in the run
 /// record's list of what is left to do.
-fn announce(ctx: &Ctx, r: HostReport, selected: bool) {
-    ctx.reporter.host_done(&r, selected);
+fn announce(ctx: &Ctx, r: &HostReport, selected: bool) {
+    ctx.reporter.host_done(r, selected);
     if selected && let Some(record) = &ctx.record {
-        record.host_done(&r);
+        record.host_done(r);
     }
 }
