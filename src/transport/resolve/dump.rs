@@ -136,7 +136,9 @@ pub(super) const NOBODY: &str = "kwinctl-no-such-host.invalid";
 /// none either).
 pub(super) const MAX_HOPS: usize = 8;
 
-pub(super) type DumpCell = Arc<tokio::sync::OnceCell<Result<Dump, String>>>;
+/// Shared, not copied: every host asks for the no-name answer, and a
+/// class of names shares one.
+pub(super) type DumpCell = Arc<tokio::sync::OnceCell<Result<Arc<Dump>, String>>>;
 
 /// The name an answer was asked for, and the answer.
 pub(super) type Shared = (String, DumpCell);
@@ -166,7 +168,11 @@ pub(super) fn host_line_matches(patterns: &[String], name: &str) -> bool {
 }
 
 impl Resolver {
-    pub(super) async fn shared(&self, name: &str, o: &Overrides) -> Option<Result<Dump, String>> {
+    pub(super) async fn shared(
+        &self,
+        name: &str,
+        o: &Overrides,
+    ) -> Option<Result<Arc<Dump>, String>> {
         let (hosts, ssh) = (self.hosts.as_ref()?, self.ssh.as_ref()?);
         let lname = name.to_ascii_lowercase();
         let matching: std::collections::HashSet<usize> = hosts
@@ -216,7 +222,10 @@ impl Resolver {
             .entry((sig, o.clone()))
             .or_insert_with(|| (name.to_string(), DumpCell::default()))
             .clone();
-        let d = cell.get_or_init(|| ssh.dump(&rep, o)).await.clone();
+        let d = cell
+            .get_or_init(|| async { ssh.dump(&rep, o).await.map(Arc::new) })
+            .await
+            .clone();
         if rep == name {
             return Some(d);
         }
@@ -230,12 +239,13 @@ impl Resolver {
         {
             return None;
         }
-        Some(d.map(|mut d| {
+        Some(d.map(|d| {
+            let mut d = Dump::clone(&d);
             d.0.insert("host".into(), vec![name.to_string()]);
             d.0.insert("hostname".into(), vec![hostname]);
             d.0.insert("user".into(), vec![user]);
             d.0.insert("port".into(), vec![port.to_string()]);
-            d
+            Arc::new(d)
         }))
     }
 
@@ -243,7 +253,7 @@ impl Resolver {
     /// applied as `ssh -l root` would apply it when the config sets no user
     /// of its own: then `Match user root` and `%r` see root, and a `User`
     /// of the config (first pass or `Match final`) wins over it.
-    pub(super) async fn dump(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
+    pub(super) async fn dump(&self, name: &str, o: &Overrides) -> Result<Arc<Dump>, String> {
         if o.user.is_some() || self.me.name == "root" || self.ssh.is_none() {
             return self.dump_as(name, o).await;
         }
@@ -270,7 +280,7 @@ impl Resolver {
     }
 
     /// What OpenSSH says about `name` (asked once per question).
-    pub(super) async fn dump_as(&self, name: &str, o: &Overrides) -> Result<Dump, String> {
+    pub(super) async fn dump_as(&self, name: &str, o: &Overrides) -> Result<Arc<Dump>, String> {
         if let Some(d) = self.shared(name, o).await {
             return d;
         }
@@ -283,8 +293,8 @@ impl Resolver {
             .clone();
         cell.get_or_init(|| async {
             match &self.ssh {
-                Some(s) => s.dump(name, o).await,
-                None => Ok(self.builtin(name, o)),
+                Some(s) => s.dump(name, o).await.map(Arc::new),
+                None => Ok(Arc::new(self.builtin(name, o))),
             }
         })
         .await
