@@ -7,6 +7,7 @@
 //! drives any OS through `os::NodeOps`; commands are in `cmd/`.
 
 pub mod alloc;
+pub mod blocking;
 pub mod checksums;
 pub mod cmd;
 pub mod diff;

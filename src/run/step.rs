@@ -108,7 +108,8 @@ async fn call_within(
         // The transcript is made here from the script and the output where
         // they are (at 200 hosts each apply script holds 200 routes and the
         // boot script: no copy of them but the transcript), then written
-        // off the runtime's threads and dropped.
+        // (crate::blocking: in place on one thread, else on the blocking
+        // pool) and dropped.
         let failed: String;
         let call = match &out {
             Ok(o) => Call {
@@ -131,7 +132,7 @@ async fn call_within(
         let transcript = call.transcript();
         drop(script);
         let name = host.to_string();
-        let written = tokio::task::spawn_blocking(move || record.append(&name, &transcript)).await;
+        let written = crate::blocking::file_work(move || record.append(&name, &transcript)).await;
         if let Ok(Err(e)) = written {
             ctx.reporter.say(&format!(
                 "warning: cannot write the run record of {host}: {e}"

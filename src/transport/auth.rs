@@ -23,9 +23,11 @@ use super::trace::Trace;
 pub const PASSPHRASE_ENV: &str = "KWINCTL_SSH_PASSPHRASE";
 
 /// Private keys loaded once per command, shared by every connection. A key
-/// is read (and decrypted: an encrypted key's KDF can cost 100 ms of CPU) by
-/// one blocking thread while the other connections wait for it, off the
-/// async runtime; a key that fails to load fails the same way for everyone.
+/// is read (and decrypted: an encrypted key's KDF can cost 100 ms of CPU)
+/// once while the other connections wait for it: on the blocking pool
+/// beside `up`'s workers, in place on `plan`'s and `verify`'s one thread
+/// (`crate::blocking`), which then holds every connection that long, once;
+/// a key that fails to load fails the same way for everyone.
 type Loaded = Result<Arc<PrivateKey>, String>;
 
 #[derive(Clone, Default)]
@@ -57,7 +59,7 @@ impl KeyCache {
         }
         let me = self.clone();
         let path = path.to_path_buf();
-        tokio::task::spawn_blocking(move || me.load_blocking(&path))
+        crate::blocking::file_work(move || me.load_blocking(&path))
             .await
             .map_err(|e| format!("loading the key failed: {e}"))?
     }

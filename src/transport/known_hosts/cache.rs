@@ -166,13 +166,13 @@ impl Cache {
     }
 
     /// The files as they are now: in memory when none changed, else read
-    /// on a blocking thread.
+    /// (crate::blocking: in place on one thread, else on the blocking pool).
     pub async fn snapshot(&self, files: Vec<PathBuf>) -> Result<Snapshot, TransportError> {
         if let Some(s) = self.fresh(&files) {
             return Ok(s);
         }
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.load(&files))
+        crate::blocking::file_work(move || me.load(&files))
             .await
             .map_err(|e| TransportError::Setup(format!("reading known_hosts failed: {e}")))?
     }

@@ -1,7 +1,8 @@
 //! The host key check of a handshake: known_hosts as the run's cache holds
 //! it, looked up on the runtime's thread; what reads or writes a file
-//! (RevokedHostKeys, a key recorded by --accept-new-host-keys, a
-//! known_hosts file changed since it was read) on a blocking thread.
+//! (RevokedHostKeys, a key recorded by --accept-new-host-keys) on a
+//! blocking thread; a known_hosts file changed since it was read is read
+//! again as `crate::blocking` places file work.
 
 use std::sync::{Arc, Mutex};
 
@@ -21,8 +22,8 @@ pub struct Checker {
 }
 
 impl Checker {
-    /// known_hosts as the run's cache holds it (read on a blocking thread
-    /// only when a file changed); the RevokedHostKeys file and a key to
+    /// known_hosts as the run's cache holds it (read again only when a file
+    /// changed); the RevokedHostKeys file and a key to
     /// record (--accept-new-host-keys) on a blocking thread.
     async fn check(&self, owned: Owned) -> Result<(), TransportError> {
         let blocking = |e: tokio::task::JoinError| {
