@@ -25,7 +25,7 @@ use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
 
 /// What a file is for: its bound and its name in messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Identity,
     KnownHosts,
