@@ -110,9 +110,12 @@ impl Reporter {
 
     fn json(&self, event: Event) {
         if self.format == Format::Json {
-            let line = Line::new(event).to_json();
+            // the line and its newline in one write: stdout is flushed
+            // after each, and a reader gets whole lines
+            let mut text = safe_json(&Line::new(event).to_json());
+            text.push('\n');
             let mut out = self.events.lock().unwrap();
-            let _ = writeln!(out, "{}", safe_json(&line));
+            let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
         }
     }
@@ -511,6 +514,42 @@ mod tests {
             v.push(r);
         }
         v
+    }
+
+    /// Each JSON event reaches stdout as one write of one whole line.
+    #[test]
+    fn each_event_is_one_write_of_a_whole_line() {
+        #[derive(Clone, Default)]
+        struct Writes(std::sync::Arc<Mutex<Vec<Vec<u8>>>>);
+        impl Write for Writes {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().push(buf.to_vec());
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let w = Writes::default();
+        let r = Reporter::with_events(Format::Json, Mode::Verify, 4, false, Box::new(w.clone()));
+        for h in reports() {
+            r.host_done(&h, true);
+        }
+        let writes = w.0.lock().unwrap();
+        let mut hosts = Vec::new();
+        for line in writes.iter() {
+            let text = std::str::from_utf8(line).unwrap();
+            assert_eq!(text.matches('\n').count(), 1, "{text}");
+            assert!(text.ends_with('\n'), "{text}");
+            let v: serde_json::Value = serde_json::from_str(text).unwrap();
+            if v["event"] == "host" {
+                hosts.push(text.to_string());
+            }
+        }
+        assert_eq!(hosts.len(), 4, "one write per host: {writes:?}");
+        for (i, text) in hosts.iter().enumerate() {
+            assert!(text.contains(&format!("worker-{i:02}")), "{text}");
+        }
     }
 
     /// On an 80-column terminal every line fits and each host's line still
