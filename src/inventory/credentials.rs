@@ -173,20 +173,18 @@ mod tests {
 
     #[test]
     fn a_file_many_hosts_name_is_checked_once_and_each_host_is_told() {
+        // the tests' usual cluster, with hosts of this test's own
+        let good = crate::inventory::tests::GOOD;
+        let cluster = &good[..good.find("hosts:\n").unwrap()];
         let inv = Inventory::parse(
             Path::new("inv.yaml"),
-            "\
-cluster:
-  name: demo
-  cluster_cidr: 192.168.0.0/16
-  service_cidr: 10.96.0.0/12
-  api_server: http://10.0.0.10:8080
-  kubernetes_version: 1.7.16
-hosts:
-  - { name: a, os: linux, role: control-plane, address: 10.0.0.10, ssh: { identity: /nonexistent/id } }
-  - { name: b, os: linux, address: 10.0.0.11, ssh: { identity: /nonexistent/id } }
-  - { name: c, os: linux, address: 10.0.0.12 }
-",
+            &format!(
+                "{cluster}hosts:
+  - {{ name: a, os: linux, role: control-plane, address: 10.0.0.10, ssh: {{ identity: /nonexistent/id }} }}
+  - {{ name: b, os: linux, address: 10.0.0.11, ssh: {{ identity: /nonexistent/id }} }}
+  - {{ name: c, os: linux, address: 10.0.0.12 }}
+"
+            ),
         )
         .unwrap();
         let e = inv

@@ -509,7 +509,7 @@ pub fn expand_path(base: &Path, s: &str) -> PathBuf {
 mod tests {
     use super::*;
 
-    const GOOD: &str = "\
+    pub(super) const GOOD: &str = "\
 cluster:
   name: demo
   cluster_cidr: 192.168.0.0/16
