@@ -41,7 +41,7 @@ impl Inventory {
             match &h.connection {
                 Connection::Ssh(s) => {
                     problems.extend(unreadable(
-                    &mut files,
+                        &mut files,
                         h.pos,
                         &h.name,
                         ("identity file", Kind::Identity),
@@ -49,7 +49,7 @@ impl Inventory {
                         "point ssh.identity at a readable private key, or remove it to use ssh-agent",
                     ));
                     problems.extend(unfit_known_hosts(
-                    &mut files,
+                        &mut files,
                         h.pos,
                         &h.name,
                         "ssh.known_hosts",
@@ -60,7 +60,7 @@ impl Inventory {
                 // keys of a keytab
                 Connection::WinRm(w) if w.auth == WinRmAuth::Kerberos => {
                     problems.extend(unreadable(
-                    &mut files,
+                        &mut files,
                         h.pos,
                         &h.name,
                         ("the Kerberos keytab", Kind::Keytab),
@@ -70,7 +70,7 @@ impl Inventory {
                 }
                 Connection::WinRm(w) => {
                     problems.extend(unreadable(
-                    &mut files,
+                        &mut files,
                         h.pos,
                         &h.name,
                         ("CA file", Kind::CaFile),
