@@ -7,14 +7,12 @@ pub fn sha256_hex(s: &str) -> String {
 }
 
 pub fn sha256_bytes(b: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(b);
-    let mut hex = String::with_capacity(2 * digest.len());
-    for &x in digest.iter() {
-        hex.push(char::from(HEX[usize::from(x >> 4)]));
-        hex.push(char::from(HEX[usize::from(x & 0xf)]));
-    }
-    hex
+    hex(&Sha256::digest(b))
+}
+
+/// `bytes` as lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    base16ct::lower::encode_string(bytes)
 }
 
 #[cfg(test)]
@@ -32,6 +30,7 @@ mod tests {
             sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
         // bytes that are not text: `printf '\xff\xff\xff' | sha256sum`
         assert_eq!(
             sha256_bytes(&[0xff; 3]),

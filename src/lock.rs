@@ -54,7 +54,7 @@ fn tag(path: &str, key: &str) -> String {
     match std::fs::read_to_string(path) {
         Ok(id) if !id.trim().is_empty() => {
             let h = Sha256::digest(format!("{key}\n{}", id.trim()).as_bytes());
-            h[..6].iter().map(|b| format!("{b:02x}")).collect()
+            crate::hash::hex(&h[..6])
         }
         _ => "unknown".into(),
     }
@@ -71,8 +71,7 @@ pub fn run_id(prefix: &str) -> String {
             .unwrap_or_default();
         r = (t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_be_bytes();
     }
-    let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{prefix}-{hex}")
+    format!("{prefix}-{}", crate::hash::hex(&r))
 }
 
 pub fn whoami() -> String {

@@ -22,10 +22,6 @@ pub struct Local {
     pub sha256: String,
 }
 
-fn hex(d: impl AsRef<[u8]>) -> String {
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Hash up to `len` bytes of `f` from where it stands; how many were read.
 fn hash_into(f: &mut std::fs::File, len: u64, h: &mut Sha256) -> std::io::Result<u64> {
     let mut buf = vec![0u8; READ];
@@ -58,7 +54,7 @@ impl Local {
         Ok(Local {
             path: path.to_path_buf(),
             size,
-            sha256: hex(h.finalize()),
+            sha256: crate::hash::hex(&h.finalize()),
         })
     }
 
@@ -67,7 +63,7 @@ impl Local {
     pub fn prefix_sha256(&self, len: u64) -> std::io::Result<Option<String>> {
         let mut f = open_regular(&self.path, Kind::Push)?;
         let mut h = Sha256::new();
-        Ok((hash_into(&mut f, len, &mut h)? == len).then(|| hex(h.finalize())))
+        Ok((hash_into(&mut f, len, &mut h)? == len).then(|| crate::hash::hex(&h.finalize())))
     }
 
     /// The file from `offset` on, in pieces of `piece` bytes (the last one
