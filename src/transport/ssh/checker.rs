@@ -1,8 +1,8 @@
 //! The host key check of a handshake: known_hosts as the run's cache holds
 //! it, looked up on the runtime's thread; what reads or writes a file
-//! (RevokedHostKeys, a key recorded by --accept-new-host-keys) on a
-//! blocking thread; a known_hosts file changed since it was read is read
-//! again as `crate::blocking` places file work.
+//! (RevokedHostKeys, a key recorded by --accept-new-host-keys, a
+//! known_hosts file changed since it was read) where `crate::blocking`
+//! places short file work.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,15 +23,15 @@ pub struct Checker {
 
 impl Checker {
     /// known_hosts as the run's cache holds it (read again only when a file
-    /// changed); the RevokedHostKeys file and a key to
-    /// record (--accept-new-host-keys) on a blocking thread.
+    /// changed); the RevokedHostKeys file and a key to record
+    /// (--accept-new-host-keys) as `crate::blocking` places file work.
     async fn check(&self, owned: Owned) -> Result<(), TransportError> {
         let blocking = |e: tokio::task::JoinError| {
             TransportError::Setup(format!("checking the host key failed: {e}"))
         };
         let owned = if self.ep.revoked_host_keys.is_some() {
             let ep = self.ep.clone();
-            tokio::task::spawn_blocking(move || {
+            crate::blocking::file_work(move || {
                 known_hosts::check_revoked(&ep, &owned.presented()).map(|()| owned)
             })
             .await
@@ -53,7 +53,7 @@ impl Checker {
                 name,
                 key,
                 hash,
-            } => tokio::task::spawn_blocking(move || known_hosts::learn(&file, &name, &key, hash))
+            } => crate::blocking::file_work(move || known_hosts::learn(&file, &name, &key, hash))
                 .await
                 .map_err(blocking)?,
         }
